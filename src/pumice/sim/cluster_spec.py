@@ -1,0 +1,258 @@
+"""The simulated cluster's nodes: read from a file, or the built-in demo cluster.
+
+``pumice simulate`` needs Node objects to put in its in-memory cluster. They come from a
+file of ordinary Node manifests (what ``kubectl get nodes -o yaml`` prints), from a
+compact description (``nodes: [{count: 32, allocatable: {...}}]``) that saves writing
+hundreds of identical nodes, or from :func:`default_cluster`. Whatever the source, the
+result is a list of v1 Node dicts with ``status.allocatable`` and ``status.capacity`` set
+and quantities already checked, so the cluster side never sees a malformed node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pumice.errors import InputError
+from pumice.sim.workload import (
+    GPU,
+    check_keys,
+    is_dns_subdomain,
+    iter_objects,
+    parse_resources,
+    read_documents,
+    render_resources,
+    require_int,
+    require_str,
+)
+
+DEFAULT_PODS = 110
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+_GROUP_KEYS = ("count", "namePrefix", "allocatable", "labels", "taints")
+_CLUSTER_KEYS = ("apiVersion", "kind", "nodes")
+
+
+def node_object(
+    name: str,
+    allocatable: Mapping[str, float],
+    *,
+    labels: Mapping[str, str] | None = None,
+    taints: Sequence[Mapping[str, str]] = (),
+) -> dict[str, Any]:
+    """A ready v1 Node with ``allocatable`` (canonical units) as capacity and allocatable.
+
+    ``pods`` defaults to 110 (the kubelet's default) when ``allocatable`` lacks it.
+    """
+    resources = dict(allocatable)
+    resources.setdefault("pods", float(DEFAULT_PODS))
+    rendered = render_resources(resources)
+    node: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {HOSTNAME_LABEL: name, **(labels or {})}},
+        "spec": {},
+        "status": {
+            "capacity": dict(rendered),
+            "allocatable": rendered,
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+    if taints:
+        node["spec"]["taints"] = [dict(t) for t in taints]
+    return node
+
+
+def default_cluster() -> list[dict[str, Any]]:
+    """The built-in demo cluster: a multi-tenant GPU cluster of 56 nodes.
+
+    - 32 x ``gpu-a100``: 96 cpu, 768Gi, 8 GPUs (labelled ``NVIDIA-A100-SXM4-80GB``);
+    - 16 x ``gpu-v100``: 64 cpu, 512Gi, 8 GPUs (labelled ``Tesla-V100-SXM2-32GB``);
+    - 8 x ``cpu``: 64 cpu, 256Gi, no GPU (parameter servers, data loaders).
+
+    384 GPUs in all, the size :func:`pumice.sim.synthetic.default_workload` is loaded for.
+    """
+    spec = {
+        "nodes": [
+            {
+                "count": 32,
+                "namePrefix": "gpu-a100",
+                "allocatable": {"cpu": 96, "memory": "768Gi", GPU: 8},
+                "labels": {GPU_PRODUCT_LABEL: "NVIDIA-A100-SXM4-80GB"},
+            },
+            {
+                "count": 16,
+                "namePrefix": "gpu-v100",
+                "allocatable": {"cpu": 64, "memory": "512Gi", GPU: 8},
+                "labels": {GPU_PRODUCT_LABEL: "Tesla-V100-SXM2-32GB"},
+            },
+            {
+                "count": 8,
+                "namePrefix": "cpu",
+                "allocatable": {"cpu": 64, "memory": "256Gi"},
+            },
+        ]
+    }
+    return _compact_nodes(spec, "<default cluster>")
+
+
+def load_cluster(path: str | None) -> list[dict[str, Any]]:
+    """Nodes from ``path`` (a YAML or JSON file), or :func:`default_cluster` when ``None``.
+
+    The file holds Node objects (several documents, or a ``kind: List``) or one compact
+    document ``{nodes: [{count, namePrefix, allocatable, labels, taints}, ...]}``; node
+    names are ``{namePrefix}-{i:03d}``, numbered per prefix across groups and padded so
+    that they sort. Bad input raises :class:`InputError` naming the file, node and field.
+    """
+    if path is None:
+        return default_cluster()
+    if not Path(path).is_file():
+        raise InputError("no such file", file=path)
+    nodes: list[dict[str, Any]] = []
+    for obj in iter_objects(read_documents(path), file=path):
+        kind = obj.get("kind")
+        if kind == "Node":
+            nodes.append(_node_manifest(obj, path))
+        elif "nodes" in obj and kind in (None, "Cluster"):
+            nodes.extend(_compact_nodes(obj, path))
+        else:
+            raise InputError(
+                f"expected Node objects or a compact {{nodes: [...]}} document, got kind {kind!r}",
+                file=path,
+            )
+    seen: set[str] = set()
+    for node in nodes:
+        name = node["metadata"]["name"]
+        if name in seen:
+            raise InputError(f"duplicate node {name}", file=path, obj=f"Node {name}")
+        seen.add(name)
+    if not nodes:
+        raise InputError("no nodes", file=path)
+    return nodes
+
+
+def _node_manifest(obj: Mapping[str, Any], file: str) -> dict[str, Any]:
+    """Check a Node manifest's quantities; fill a missing allocatable from capacity."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping) or not meta.get("name"):
+        raise InputError("missing metadata.name", file=file, obj="Node", field="metadata.name")
+    name = str(meta["name"])
+    where = f"Node {name}"
+    status = obj.get("status") or {}
+    if not isinstance(status, Mapping):
+        raise InputError("expected a map", file=file, obj=where, field="status")
+    try:
+        capacity = parse_resources(status.get("capacity"), field="status.capacity")
+        allocatable = parse_resources(status.get("allocatable"), field="status.allocatable")
+    except InputError as exc:
+        raise exc.located(file=file, obj=where) from None
+    if not allocatable and not capacity:
+        raise InputError(
+            "node has neither status.allocatable nor status.capacity",
+            file=file,
+            obj=where,
+            field="status.allocatable",
+        )
+    node = dict(obj)
+    new_status = dict(status)
+    if not allocatable:
+        new_status["allocatable"] = dict(status["capacity"])
+    if not capacity:
+        new_status["capacity"] = dict(status["allocatable"])
+    node["status"] = new_status
+    return node
+
+
+def _compact_nodes(doc: Mapping[str, Any], file: str) -> list[dict[str, Any]]:
+    try:
+        check_keys(doc, _CLUSTER_KEYS, field=None)
+    except InputError as exc:
+        raise exc.located(file=file, obj="cluster") from None
+    groups = doc.get("nodes")
+    if not isinstance(groups, list) or not groups:
+        raise InputError("expected a non-empty list", file=file, obj="cluster", field="nodes")
+    next_index: dict[str, int] = {}
+    planned: list[tuple[str, int, int, Mapping[str, Any]]] = []
+    for g, group in enumerate(groups):
+        f = f"nodes[{g}]"
+        if not isinstance(group, Mapping):
+            raise InputError("expected a map", file=file, obj="cluster", field=f)
+        try:
+            check_keys(group, _GROUP_KEYS, field=f)
+            count = require_int(group.get("count", 1), field=f"{f}.count", minimum=1)
+            prefix = require_str(group.get("namePrefix", "node"), field=f"{f}.namePrefix")
+            if not is_dns_subdomain(prefix):
+                raise InputError(f"invalid node name prefix {prefix!r}", field=f"{f}.namePrefix")
+        except InputError as exc:
+            raise exc.located(file=file, obj="cluster") from None
+        start = next_index.get(prefix, 0)
+        next_index[prefix] = start + count
+        planned.append((prefix, start, count, group))
+    nodes: list[dict[str, Any]] = []
+    for g, (prefix, start, count, group) in enumerate(planned):
+        f = f"nodes[{g}]"
+        width = max(3, len(str(next_index[prefix] - 1)))
+        try:
+            allocatable = parse_resources(group.get("allocatable"), field=f"{f}.allocatable")
+            if not allocatable:
+                raise InputError("missing allocatable", field=f"{f}.allocatable")
+            labels = _labels(group.get("labels"), f"{f}.labels")
+            taints = _taints(group.get("taints"), f"{f}.taints")
+        except InputError as exc:
+            raise exc.located(file=file, obj=f"node group {prefix}") from None
+        for i in range(start, start + count):
+            nodes.append(
+                node_object(f"{prefix}-{i:0{width}d}", allocatable, labels=labels, taints=taints)
+            )
+    return nodes
+
+
+def _labels(value: object, field: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InputError("expected a map of label: value", field=field)
+    out = {}
+    for k, v in value.items():
+        if not isinstance(k, str) or not k:
+            raise InputError(f"invalid label key {k!r}", field=field)
+        if isinstance(v, bool) or not isinstance(v, str | int | float):
+            raise InputError(f"invalid label value {v!r}", field=f"{field}.{k}")
+        out[k] = str(v)
+    return out
+
+
+def _taints(value: object, field: str) -> list[dict[str, str]]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InputError("expected a list", field=field)
+    out = []
+    for i, t in enumerate(value):
+        f = f"{field}[{i}]"
+        if not isinstance(t, Mapping):
+            raise InputError("expected a map", field=f)
+        check_keys(t, ("key", "value", "effect"), field=f)
+        key = require_str(t.get("key"), field=f"{f}.key")
+        effect = t.get("effect")
+        if effect not in TAINT_EFFECTS:
+            raise InputError(
+                f"expected one of {', '.join(TAINT_EFFECTS)}, got {effect!r}", field=f"{f}.effect"
+            )
+        taint = {"key": key, "effect": str(effect)}
+        if t.get("value") is not None:
+            taint["value"] = str(t["value"])
+        out.append(taint)
+    return out
+
+
+__all__ = [
+    "DEFAULT_PODS",
+    "GPU_PRODUCT_LABEL",
+    "default_cluster",
+    "load_cluster",
+    "node_object",
+]
