@@ -1,0 +1,23 @@
+# Each target installs what it needs into .venv first (idempotent).
+PY ?= python3
+VENV := .venv
+STAMP := $(VENV)/.installed
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+.PHONY: install demo test lint bench
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/pumice cycle src/pumice/examples/gpu-cluster.yaml --format table
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/python -m pytest -q -n 2
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests

@@ -1,0 +1,14 @@
+"""What a cycle does, in order. Each module holds one action."""
+
+from __future__ import annotations
+
+from pumice.framework.plugin import Registry
+
+
+def default_registry() -> Registry:
+    """Every action pumice ships, by its Volcano name."""
+    from pumice.actions.allocate import AllocateAction
+    from pumice.actions.backfill import BackfillAction
+    from pumice.actions.enqueue import EnqueueAction
+
+    return Registry("action", [EnqueueAction, AllocateAction, BackfillAction])

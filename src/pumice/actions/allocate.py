@@ -1,0 +1,190 @@
+"""allocate: place pending tasks, a whole gang at a time.
+
+Queues are served in queue order, one job per turn, jobs in job order, tasks in task
+order. For each task: the nodes the predicates allow and where the task fits the
+node's *future* idle resources (idle + releasing - pipelined) are candidates; those
+where it fits the idle resources now are preferred. The best-scored candidate wins
+(ties: the node whose name sorts first). The task is allocated if it fits now,
+pipelined onto the releasing resources otherwise.
+
+Allocations go into a Statement per job turn: committed (bound) when the job is ready,
+kept when the job is pipelined, discarded otherwise. Once a job is ready it yields its
+turn after each further task, so other jobs get their share. Jobs still Pending are
+left for ``enqueue``, unless ``enqueue`` is not configured, in which case allocate
+admits them itself.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pumice.api.job import INQUEUE, FitError, JobInfo
+from pumice.api.queue import QueueInfo
+from pumice.api.task import TaskInfo, TaskStatus
+from pumice.conf.arguments import Arguments
+from pumice.framework.fit import fits, insufficient
+from pumice.framework.pqueue import PriorityQueue
+from pumice.framework.session import Session
+from pumice.framework.statement import Statement
+
+
+def predicate_filter(ssn: Session, task: TaskInfo):
+    """The nodes the predicate hooks refuse for ``task`` and why: (blocked, reasons)."""
+    blocked = None
+    reasons: list = []
+    for fn in ssn.hooks.flat("predicate"):
+        b, r = fn(task)
+        if b is not None:
+            blocked = b.copy() if blocked is None else (blocked | b)
+            reasons.extend(r)
+    return blocked, reasons
+
+
+def explain_no_fit(ssn: Session, task: TaskInfo, reasons, avail: np.ndarray) -> FitError:
+    """Each node counted under the first predicate that refused it, or else under every
+    resource it is short of."""
+    n = len(ssn.nodes)
+    hist: dict[str, int] = {}
+    claimed = np.zeros(n, dtype=bool)
+    for reason, mask in reasons:
+        new = mask & ~claimed
+        k = int(new.sum())
+        if k:
+            hist[reason] = hist.get(reason, 0) + k
+            claimed |= new
+    for reason, mask in insufficient(task, avail, ssn.space):
+        k = int((mask & ~claimed).sum())
+        if k:
+            hist[reason] = hist.get(reason, 0) + k
+    return FitError(n, hist)
+
+
+def best_node(ssn: Session, task: TaskInfo, cand: np.ndarray) -> int:
+    """The highest-scored candidate; the first (name-sorted) on ties."""
+    if cand.size == 1:
+        return int(cand[0])
+    scorers = ssn.hooks.flat("node_order")
+    if not scorers:
+        return int(cand[0])
+    scores = scorers[0](task, cand)
+    for fn in scorers[1:]:
+        scores = scores + fn(task, cand)
+    return int(cand[int(np.argmax(scores))])
+
+
+def place(ssn: Session, stmt: Statement, job: JobInfo, task: TaskInfo) -> bool:
+    """Allocate or pipeline ``task`` on the best node; record why not when none fits."""
+    nodes = ssn.nodes
+    if len(nodes) == 0:
+        job.fit_errors[task.uid] = FitError(0, {}, "there are no nodes in the cluster")
+        return False
+    blocked, reasons = predicate_filter(ssn, task)
+    future = nodes.future_idle()
+    feasible = fits(task.init_resreq, future)
+    if blocked is not None:
+        feasible &= ~blocked
+    if not feasible.any():
+        job.fit_errors[task.uid] = explain_no_fit(ssn, task, reasons, future)
+        return False
+    now = feasible & fits(task.init_resreq, nodes.idle)
+    cand = np.flatnonzero(now if now.any() else feasible)
+    i = best_node(ssn, task, cand)
+    if now[i]:
+        stmt.allocate(task, nodes.names[i])
+    else:
+        stmt.pipeline(task, nodes.names[i])
+    return True
+
+
+def need_continue(job: JobInfo, failed_roles: set[str]) -> bool:
+    """After a task found no node, may the other tasks of the job still make the gang?
+
+    Not when every task is needed; otherwise only if the pending tasks of the roles that
+    have not failed can still reach the minimum (per role where roles set one)."""
+    if job.min_available >= len(job.tasks):
+        return False
+    pending: dict[str, int] = {}
+    for t in job.with_status(TaskStatus.PENDING):
+        if t.role not in failed_roles:
+            pending[t.role] = pending.get(t.role, 0) + 1
+    if not job.min_task_member or job.min_available < sum(job.min_task_member.values()):
+        return job.ready_num() + sum(pending.values()) >= job.min_available
+    return all(pending.get(r, 0) >= n for r, n in job.min_task_member.items())
+
+
+class AllocateAction:
+    name = "allocate"
+
+    def __init__(self, arguments: Arguments) -> None:
+        self.arguments = arguments
+
+    def execute(self, ssn: Session) -> None:
+        queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_less)
+        jobs_of: dict[str, PriorityQueue[JobInfo]] = {}
+        admit_pending = "enqueue" not in ssn.config.actions
+        for uid in sorted(ssn.jobs):
+            job = ssn.jobs[uid]
+            if job.is_pending():
+                if not admit_pending:
+                    continue
+                job.phase = INQUEUE
+            if job.queue not in jobs_of:
+                jobs_of[job.queue] = PriorityQueue(ssn.job_less)
+                queues.push(ssn.queues[job.queue])
+            jobs_of[job.queue].push(job)
+
+        pending: dict[str, PriorityQueue[TaskInfo]] = {}
+        while not queues.empty():
+            queue = queues.pop()
+            if ssn.overused(queue):
+                ssn.overused_queues.add(queue.name)
+                continue
+            jobs = jobs_of.get(queue.name)
+            if jobs is None or jobs.empty():
+                continue
+            job = jobs.pop()
+            tasks = pending.get(job.uid)
+            if tasks is None:
+                tasks = PriorityQueue(
+                    ssn.task_less,
+                    (t for t in job.with_status(TaskStatus.PENDING) if not t.best_effort),
+                )
+                pending[job.uid] = tasks
+            if not tasks.empty():
+                self._allocate_job(ssn, queue, job, jobs, tasks)
+            queues.push(queue)
+
+    def _allocate_job(
+        self,
+        ssn: Session,
+        queue: QueueInfo,
+        job: JobInfo,
+        jobs: PriorityQueue[JobInfo],
+        tasks: PriorityQueue[TaskInfo],
+    ) -> None:
+        stmt = Statement(ssn)
+        failed_roles: set[str] = set()
+        while not tasks.empty():
+            task = tasks.pop()
+            if not ssn.allocatable(queue, task):
+                job.note = f"queue {queue.name} cannot take task {task.name} now: " + (
+                    "the queue is not open"
+                    if not queue.is_open()
+                    else "it would exceed the queue's deserved share"
+                )
+                continue
+            if task.role and task.role in failed_roles:
+                continue
+            if not place(ssn, stmt, job, task):
+                failed_roles.add(task.role)
+                if need_continue(job, failed_roles):
+                    continue
+                break
+            if ssn.job_ready(job) and not tasks.empty():
+                jobs.push(job)
+                break
+        if ssn.job_ready(job):
+            stmt.commit()
+        elif not ssn.job_pipelined(job):
+            job.tentative = max(job.tentative, len(stmt))
+            stmt.discard()

@@ -1,0 +1,61 @@
+"""enqueue: admit Pending jobs (phase Pending -> Inqueue) when the plugins allow.
+
+Queues take turns in queue order, one job per turn in job order. A job without
+minResources is always admitted; otherwise the ``job_enqueueable`` vote decides, and a
+refused job stays Pending with the refusing plugin's reason.
+"""
+
+from __future__ import annotations
+
+from pumice.api.job import INQUEUE, JobInfo
+from pumice.api.queue import QueueInfo
+from pumice.conf.arguments import Arguments
+from pumice.framework.pqueue import PriorityQueue
+from pumice.framework.session import Session
+
+
+def enqueue_refusal(ssn: Session, plugin_name: str | None, job: JobInfo) -> str:
+    """A sentence naming the gate that refused ``job`` and why."""
+    for plugin in ssn.plugins:
+        if plugin.name == plugin_name:
+            explain = getattr(plugin, "explain_enqueue", None) or getattr(plugin, "explain", None)
+            if explain is not None:
+                return f"{plugin_name}: {explain(ssn, job)}"
+    return f"{plugin_name or 'a plugin'} refused to admit the job"
+
+
+class EnqueueAction:
+    name = "enqueue"
+
+    def __init__(self, arguments: Arguments) -> None:
+        self.arguments = arguments
+
+    def execute(self, ssn: Session) -> None:
+        queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_less)
+        jobs_of: dict[str, PriorityQueue[JobInfo]] = {}
+        seen: set[str] = set()
+        for uid in sorted(ssn.jobs):
+            job = ssn.jobs[uid]
+            queue = ssn.queues[job.queue]
+            if queue.name not in seen:
+                seen.add(queue.name)
+                queues.push(queue)
+            if job.is_pending():
+                jobs_of.setdefault(queue.name, PriorityQueue(ssn.job_less)).push(job)
+        while not queues.empty():
+            queue = queues.pop()
+            jobs = jobs_of.get(queue.name)
+            if jobs is None or jobs.empty():
+                continue
+            job = jobs.pop()
+            if job.min_resources is None:
+                admitted, refuser = True, None
+            else:
+                admitted, refuser = ssn.hooks.vote_detail("job_enqueueable", job)
+            if admitted:
+                ssn.hooks.each("job_enqueued", job)
+                job.phase = INQUEUE
+                ssn.not_enqueued.pop(job.uid, None)
+            else:
+                ssn.not_enqueued[job.uid] = enqueue_refusal(ssn, refuser, job)
+            queues.push(queue)

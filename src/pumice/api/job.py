@@ -1,0 +1,171 @@
+"""Jobs: one PodGroup and its tasks, indexed by status.
+
+The gang arithmetic (ready, pipelined, valid counts and the per-role minimums) lives
+here as small pure methods because several plugins and actions ask the same questions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from pumice.api.resources import Vector
+from pumice.api.task import (
+    ALLOCATED_STATUSES,
+    READY_STATUSES,
+    VALID_STATUSES,
+    TaskInfo,
+    TaskStatus,
+)
+
+PENDING = "Pending"
+INQUEUE = "Inqueue"
+RUNNING = "Running"
+UNKNOWN = "Unknown"
+COMPLETED = "Completed"
+
+
+@dataclass(slots=True)
+class FitError:
+    """Why one task found no node: node count and a histogram of reasons."""
+
+    total_nodes: int
+    reasons: dict[str, int]
+    message: str = ""  # set instead of reasons for a task-level refusal
+
+    def render(self) -> str:
+        if self.message:
+            return self.message
+        ranked = sorted(self.reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+        detail = ", ".join(f"{n} {r}" for r, n in ranked)
+        return f"0/{self.total_nodes} nodes are available: {detail}"
+
+
+@dataclass(slots=True, eq=False)
+class JobInfo:
+    """A PodGroup (or a bare pod, a job of one) and its tasks."""
+
+    uid: str  # "namespace/name"
+    namespace: str
+    name: str
+    queue: str
+    priority: int
+    priority_class: str
+    min_available: int
+    min_task_member: dict[str, int]
+    min_resources: Vector | None
+    phase: str
+    creation: float
+    allocated: Vector
+    tasks: dict[str, TaskInfo] = field(default_factory=dict)
+    by_status: dict[TaskStatus, dict[str, TaskInfo]] = field(default_factory=dict)
+    conditions: list[dict] = field(default_factory=list)
+    annotations: dict[str, str] = field(default_factory=dict)
+    bare: bool = False
+    #: Per-task fit errors recorded during this session (task uid -> error).
+    fit_errors: dict[str, FitError] = field(default_factory=dict)
+    #: A job-level reason recorded during this session (e.g. "queue is overused").
+    note: str = ""
+    #: Tasks placed tentatively this session and then given back (gang not complete).
+    tentative: int = 0
+
+    # -- task index ---------------------------------------------------------------------
+
+    def add_task(self, task: TaskInfo) -> None:
+        self.tasks[task.uid] = task
+        self.by_status.setdefault(task.status, {})[task.uid] = task
+        if task.status in ALLOCATED_STATUSES:
+            self.allocated += task.resreq
+
+    def update_status(self, task: TaskInfo, status: TaskStatus) -> None:
+        """Move ``task`` to ``status``, keeping the index and ``allocated`` in step."""
+        old = task.status
+        if old == status:
+            return
+        bucket = self.by_status.get(old)
+        if bucket is not None:
+            bucket.pop(task.uid, None)
+        if old in ALLOCATED_STATUSES:
+            self.allocated -= task.resreq
+        task.status = status
+        self.by_status.setdefault(status, {})[task.uid] = task
+        if status in ALLOCATED_STATUSES:
+            self.allocated += task.resreq
+
+    def with_status(self, *statuses: TaskStatus) -> list[TaskInfo]:
+        out: list[TaskInfo] = []
+        for s in statuses:
+            out.extend(self.by_status.get(s, {}).values())
+        return out
+
+    def count(self, statuses: Iterable[TaskStatus]) -> int:
+        return sum(len(self.by_status.get(s, ())) for s in statuses)
+
+    # -- gang arithmetic ----------------------------------------------------------------
+
+    def ready_num(self) -> int:
+        return self.count(READY_STATUSES)
+
+    def waiting_num(self) -> int:
+        return len(self.by_status.get(TaskStatus.PIPELINED, ()))
+
+    def valid_num(self) -> int:
+        return self.count(VALID_STATUSES)
+
+    def pending_best_effort_num(self) -> int:
+        return sum(1 for t in self.by_status.get(TaskStatus.PENDING, {}).values() if t.best_effort)
+
+    def _role_counts(self, statuses: frozenset[TaskStatus], best_effort_pending: bool) -> dict:
+        counts: dict[str, int] = {}
+        for status, bucket in self.by_status.items():
+            take = status in statuses
+            for t in bucket.values():
+                if take or (best_effort_pending and status == TaskStatus.PENDING and t.best_effort):
+                    counts[t.role] = counts.get(t.role, 0) + 1
+        return counts
+
+    def _roles_meet(self, statuses: frozenset[TaskStatus], best_effort_pending: bool) -> bool:
+        if not self.min_task_member:
+            return True
+        # Volcano skips the per-role check when the roles ask for more than minMember.
+        if self.min_available < sum(self.min_task_member.values()):
+            return True
+        counts = self._role_counts(statuses, best_effort_pending)
+        return all(counts.get(role, 0) >= n for role, n in self.min_task_member.items())
+
+    def roles_short(self, statuses: frozenset[TaskStatus] = READY_STATUSES) -> dict[str, tuple]:
+        """Roles below their minimum: role -> (have, need)."""
+        counts = self._role_counts(statuses, False)
+        return {
+            r: (counts.get(r, 0), n)
+            for r, n in sorted(self.min_task_member.items())
+            if counts.get(r, 0) < n
+        }
+
+    def is_ready(self) -> bool:
+        """Enough tasks hold resources (or need none) to run the gang."""
+        if self.ready_num() + self.pending_best_effort_num() < self.min_available:
+            return False
+        return self._roles_meet(READY_STATUSES, True)
+
+    def is_pipelined(self) -> bool:
+        """Ready once the pipelined tasks get the resources they wait for."""
+        if self.waiting_num() + self.ready_num() < self.min_available:
+            return False
+        return self._roles_meet(READY_STATUSES | {TaskStatus.PIPELINED}, False)
+
+    def is_valid(self) -> bool:
+        if self.valid_num() < self.min_available:
+            return False
+        return self._roles_meet(VALID_STATUSES, False)
+
+    def is_starving(self) -> bool:
+        return self.ready_num() + self.waiting_num() < len(self.tasks)
+
+    def is_pending(self) -> bool:
+        return self.phase == PENDING
+
+    def __repr__(self) -> str:
+        return (
+            f"JobInfo({self.uid}, {self.phase}, min={self.min_available}, tasks={len(self.tasks)})"
+        )

@@ -1,0 +1,140 @@
+"""Nodes, held as columns so that fit and scores over all nodes are vector operations.
+
+Row ``i`` of each matrix is node ``names[i]``; nodes are sorted by name, which is also the
+documented tie-break between equally scored nodes (the first name wins).
+
+Accounting follows Volcano's ``NodeInfo.AddTask``: a running or allocated task takes
+``idle`` and adds to ``used``; a releasing (terminating) task still takes ``idle`` and
+``used`` and adds to ``releasing``; a pipelined task only adds to ``pipelined``. What a
+task may be pipelined onto is ``future_idle = idle + releasing - pipelined``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pumice.api.resources import ResourceSpace
+from pumice.api.selectors import NodeIndex
+from pumice.api.task import TERMINATED_STATUSES, Taint, TaskInfo, TaskStatus
+
+
+@dataclass(slots=True, frozen=True)
+class NodeSpec:
+    """The static part of a node: what does not change within a session."""
+
+    name: str
+    labels: dict[str, str]
+    taints: tuple[Taint, ...]
+    unschedulable: bool
+    ready: bool
+    allocatable: dict[str, float]
+
+
+class NodeTable:
+    """All nodes of a snapshot: static specs plus resource matrices (nodes x dims)."""
+
+    __slots__ = (
+        "allocatable",
+        "idle",
+        "index",
+        "labels",
+        "names",
+        "nonzero",
+        "pipelined",
+        "ports",
+        "releasing",
+        "space",
+        "specs",
+        "tasks",
+        "used",
+        "version",
+    )
+
+    def __init__(self, specs: list[NodeSpec], space: ResourceSpace) -> None:
+        self.specs = sorted(specs, key=lambda s: s.name)
+        self.space = space
+        self.names = [s.name for s in self.specs]
+        self.index = {n: i for i, n in enumerate(self.names)}
+        n, r = len(self.specs), space.size
+        self.allocatable = np.zeros((n, r), dtype=np.float64)
+        for i, s in enumerate(self.specs):
+            self.allocatable[i] = space.vector(s.allocatable)
+        self.idle = self.allocatable.copy()
+        self.used = np.zeros((n, r), dtype=np.float64)
+        self.releasing = np.zeros((n, r), dtype=np.float64)
+        self.pipelined = np.zeros((n, r), dtype=np.float64)
+        #: cpu and memory requested with Kubernetes' defaults for zero requests (100m,
+        #: 200Mi), counting every task on the node, for the requested-resource scores.
+        self.nonzero = np.zeros((n, 2), dtype=np.float64)
+        self.labels = NodeIndex(self.specs)
+        self.tasks: list[dict[str, TaskInfo]] = [{} for _ in range(n)]
+        #: (protocol, host port) -> {node index: pods using it}
+        self.ports: dict[tuple[str, int], dict[int, int]] = {}
+        #: Bumped on every change; lets callers cache per-state results.
+        self.version = 0
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def copy(self) -> NodeTable:
+        """An independent copy of the mutable state (specs are shared, being immutable)."""
+        other = NodeTable.__new__(NodeTable)
+        other.specs, other.space, other.names, other.index = (
+            self.specs, self.space, self.names, self.index,
+        )  # fmt: skip
+        other.allocatable = self.allocatable
+        other.labels = self.labels
+        other.nonzero = self.nonzero.copy()
+        other.idle = self.idle.copy()
+        other.used = self.used.copy()
+        other.releasing = self.releasing.copy()
+        other.pipelined = self.pipelined.copy()
+        other.tasks = [dict(t) for t in self.tasks]
+        other.ports = {k: dict(v) for k, v in self.ports.items()}
+        other.version = 0
+        return other
+
+    def future_idle(self) -> np.ndarray:
+        return self.idle + self.releasing - self.pipelined
+
+    def add_task(self, i: int, task: TaskInfo) -> None:
+        """Account ``task`` (with its current status) on node ``i``."""
+        if task.status in TERMINATED_STATUSES:
+            return
+        self.tasks[i][task.uid] = task
+        self.nonzero[i] += task.nonzero
+        if task.status == TaskStatus.PIPELINED:
+            self.pipelined[i] += task.resreq
+        else:
+            self.idle[i] -= task.resreq
+            self.used[i] += task.resreq
+            if task.status == TaskStatus.RELEASING:
+                self.releasing[i] += task.resreq
+        for port in task.host_ports:
+            users = self.ports.setdefault(port, {})
+            users[i] = users.get(i, 0) + 1
+        self.version += 1
+
+    def remove_task(self, i: int, task: TaskInfo) -> None:
+        """Undo :meth:`add_task` for ``task`` with the status it was added with."""
+        if self.tasks[i].pop(task.uid, None) is None:
+            return
+        self.nonzero[i] -= task.nonzero
+        if task.status == TaskStatus.PIPELINED:
+            self.pipelined[i] -= task.resreq
+        else:
+            self.idle[i] += task.resreq
+            self.used[i] -= task.resreq
+            if task.status == TaskStatus.RELEASING:
+                self.releasing[i] -= task.resreq
+        for port in task.host_ports:
+            users = self.ports[port]
+            users[i] -= 1
+            if not users[i]:
+                del users[i]
+        self.version += 1
+
+    def total(self) -> np.ndarray:
+        return self.allocatable.sum(axis=0) if len(self) else self.space.zeros()

@@ -1,0 +1,443 @@
+"""Kubernetes-shaped dicts -> validated records of the fields pumice uses.
+
+Each ``parse_*`` function takes one object as a dict (as YAML/JSON or the API server give
+it) and either returns a record or raises :class:`~pumice.errors.InputError` naming the
+object and the field. Nothing here knows about resource columns; the snapshot builder
+turns records into the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pumice.api.node import NodeSpec
+from pumice.api.quantity import PODS, to_canonical
+from pumice.api.task import Placement, Requirement, SelectorTerm, Taint, Toleration
+from pumice.errors import InputError
+
+GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
+TASK_SPEC_ANNOTATION_ALT = "volcano.sh/task-name"
+DEFAULT_QUEUE = "default"
+
+_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
+_EFFECTS = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})
+
+
+def object_name(obj: Mapping[str, Any]) -> str:
+    """``Kind namespace/name`` (or ``Kind name``) for messages."""
+    kind = obj.get("kind", "object") if isinstance(obj, Mapping) else "object"
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    if not isinstance(meta, Mapping):
+        return str(kind)
+    name, ns = meta.get("name", "?"), meta.get("namespace")
+    return f"{kind} {ns}/{name}" if ns else f"{kind} {name}"
+
+
+def _map(value: Any, path: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InputError(f"expected a mapping, got {type(value).__name__}", field=path)
+    return value
+
+
+def _list(value: Any, path: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InputError(f"expected a list, got {type(value).__name__}", field=path)
+    return value
+
+
+def _str(value: Any, path: str, *, required: bool = False) -> str:
+    if value is None:
+        if required:
+            raise InputError("is required", field=path)
+        return ""
+    if not isinstance(value, str | int | float) or isinstance(value, bool):
+        raise InputError(f"expected a string, got {type(value).__name__}", field=path)
+    return str(value)
+
+
+def _int(value: Any, path: str, default: int, *, minimum: int | None = None) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            value = int(value)
+        else:
+            raise InputError(f"expected an integer, got {value!r}", field=path)
+    if minimum is not None and value < minimum:
+        raise InputError(f"must be at least {minimum}, got {value}", field=path)
+    return value
+
+
+def _labels(value: Any, path: str) -> dict[str, str]:
+    return {str(k): _str(v, f"{path}.{k}") for k, v in _map(value, path).items()}
+
+
+def timestamp(value: Any, path: str) -> float:
+    """RFC 3339 timestamp -> seconds since the epoch (0.0 when absent)."""
+    if value is None or value == "":
+        return 0.0
+    if isinstance(value, datetime):  # PyYAML turns unquoted timestamps into datetimes
+        return value.timestamp()
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError as exc:
+        raise InputError(f"invalid timestamp {value!r}", field=path) from exc
+
+
+def resources(value: Any, path: str) -> dict[str, float]:
+    """A ResourceList (``{cpu: 500m, memory: 1Gi}``) -> canonical amounts."""
+    out: dict[str, float] = {}
+    for name, q in _map(value, path).items():
+        out[str(name)] = to_canonical(str(name), q, field=f"{path}.{name}")
+    return out
+
+
+def _add(into: dict[str, float], other: Mapping[str, float]) -> None:
+    for k, v in other.items():
+        into[k] = into.get(k, 0.0) + v
+
+
+def _max(into: dict[str, float], other: Mapping[str, float]) -> None:
+    for k, v in other.items():
+        into[k] = max(into.get(k, 0.0), v)
+
+
+# -- Node --------------------------------------------------------------------------------
+
+
+def _taints(value: Any, path: str) -> tuple[Taint, ...]:
+    out = []
+    for i, t in enumerate(_list(value, path)):
+        p = f"{path}[{i}]"
+        t = _map(t, p)
+        effect = _str(t.get("effect"), f"{p}.effect", required=True)
+        if effect not in _EFFECTS:
+            raise InputError(f"unknown taint effect {effect!r}", field=f"{p}.effect")
+        out.append(
+            Taint(_str(t.get("key"), f"{p}.key", required=True), _str(t.get("value"), p), effect)
+        )
+    return tuple(out)
+
+
+def parse_node(obj: Mapping[str, Any]) -> NodeSpec:
+    meta = _map(obj.get("metadata"), "metadata")
+    name = _str(meta.get("name"), "metadata.name", required=True)
+    spec = _map(obj.get("spec"), "spec")
+    status = _map(obj.get("status"), "status")
+    if "allocatable" in status:
+        alloc = resources(status["allocatable"], "status.allocatable")
+    elif "capacity" in status:
+        alloc = resources(status["capacity"], "status.capacity")
+    else:
+        raise InputError(
+            "is required (the node's schedulable resources)", field="status.allocatable"
+        )
+    alloc.setdefault(PODS, 110.0)
+    ready = True
+    for i, cond in enumerate(_list(status.get("conditions"), "status.conditions")):
+        cond = _map(cond, f"status.conditions[{i}]")
+        if cond.get("type") == "Ready":
+            ready = str(cond.get("status")) == "True"
+    return NodeSpec(
+        name=name,
+        labels=_labels(meta.get("labels"), "metadata.labels"),
+        taints=_taints(spec.get("taints"), "spec.taints"),
+        unschedulable=bool(spec.get("unschedulable", False)),
+        ready=ready,
+        allocatable=alloc,
+    )
+
+
+# -- Pod ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class PodRecord:
+    uid: str
+    namespace: str
+    name: str
+    scheduler_name: str
+    node_name: str
+    phase: str
+    terminating: bool
+    resreq: dict[str, float]
+    init_resreq: dict[str, float]
+    priority: int | None
+    priority_class: str
+    preemption_policy: str
+    placement: Placement
+    host_ports: tuple[tuple[str, int], ...]
+    creation: float
+    group: str
+    annotations: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def role(self) -> str:
+        return self.annotations.get(TASK_SPEC_ANNOTATION) or self.annotations.get(
+            TASK_SPEC_ANNOTATION_ALT, ""
+        )
+
+
+def _container_requests(c: Mapping[str, Any], path: str) -> dict[str, float]:
+    res = _map(c.get("resources"), f"{path}.resources")
+    req = resources(res.get("requests"), f"{path}.resources.requests")
+    # The API server defaults a missing request to the limit.
+    for name, amount in resources(res.get("limits"), f"{path}.resources.limits").items():
+        req.setdefault(name, amount)
+    return req
+
+
+def _requirements(value: Any, path: str, *, fields: bool) -> tuple[Requirement, ...]:
+    out = []
+    for i, e in enumerate(_list(value, path)):
+        p = f"{path}[{i}]"
+        e = _map(e, p)
+        op = _str(e.get("operator"), f"{p}.operator", required=True)
+        if op not in _OPERATORS:
+            raise InputError(f"unknown operator {op!r}", field=f"{p}.operator")
+        values = tuple(_str(v, f"{p}.values") for v in _list(e.get("values"), f"{p}.values"))
+        if op in ("In", "NotIn") and not values:
+            raise InputError(f"operator {op} needs values", field=f"{p}.values")
+        if op in ("Gt", "Lt") and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
+            raise InputError(f"operator {op} needs one integer value", field=f"{p}.values")
+        key = _str(e.get("key"), f"{p}.key", required=True)
+        out.append(Requirement(key, op, values, fields))
+    return tuple(out)
+
+
+def _term(value: Any, path: str) -> SelectorTerm:
+    t = _map(value, path)
+    reqs = _requirements(t.get("matchExpressions"), f"{path}.matchExpressions", fields=False)
+    reqs += _requirements(t.get("matchFields"), f"{path}.matchFields", fields=True)
+    return SelectorTerm(reqs)
+
+
+def _placement(spec: Mapping[str, Any]) -> Placement:
+    selector = tuple(sorted(_labels(spec.get("nodeSelector"), "spec.nodeSelector").items()))
+    na_path = "spec.affinity.nodeAffinity"
+    na = _map(_map(spec.get("affinity"), "spec.affinity").get("nodeAffinity"), na_path)
+    required = None
+    req = na.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if req is not None:
+        rp = f"{na_path}.requiredDuringSchedulingIgnoredDuringExecution"
+        terms = _list(_map(req, rp).get("nodeSelectorTerms"), f"{rp}.nodeSelectorTerms")
+        required = tuple(_term(t, f"{rp}.nodeSelectorTerms[{i}]") for i, t in enumerate(terms))
+    preferred = []
+    pp = f"{na_path}.preferredDuringSchedulingIgnoredDuringExecution"
+    for i, p in enumerate(_list(na.get("preferredDuringSchedulingIgnoredDuringExecution"), pp)):
+        p = _map(p, f"{pp}[{i}]")
+        weight = _int(p.get("weight"), f"{pp}[{i}].weight", 1, minimum=0)
+        preferred.append((weight, _term(p.get("preference"), f"{pp}[{i}].preference")))
+    tolerations = []
+    for i, t in enumerate(_list(spec.get("tolerations"), "spec.tolerations")):
+        p = f"spec.tolerations[{i}]"
+        t = _map(t, p)
+        op = _str(t.get("operator"), f"{p}.operator") or "Equal"
+        if op not in ("Equal", "Exists"):
+            raise InputError(f"unknown toleration operator {op!r}", field=f"{p}.operator")
+        tolerations.append(
+            Toleration(
+                _str(t.get("key"), f"{p}.key"),
+                op,
+                _str(t.get("value"), f"{p}.value"),
+                _str(t.get("effect"), f"{p}.effect"),
+            )
+        )
+    return Placement(selector, required, tuple(preferred), tuple(tolerations))
+
+
+def parse_pod(obj: Mapping[str, Any]) -> PodRecord:
+    meta = _map(obj.get("metadata"), "metadata")
+    name = _str(meta.get("name"), "metadata.name", required=True)
+    namespace = _str(meta.get("namespace"), "metadata.namespace") or "default"
+    spec = _map(obj.get("spec"), "spec")
+    status = _map(obj.get("status"), "status")
+    annotations = _labels(meta.get("annotations"), "metadata.annotations")
+
+    containers = _list(spec.get("containers"), "spec.containers")
+    resreq: dict[str, float] = {}
+    ports: list[tuple[str, int]] = []
+    for i, c in enumerate(containers):
+        path = f"spec.containers[{i}]"
+        c = _map(c, path)
+        _add(resreq, _container_requests(c, path))
+        for j, port in enumerate(_list(c.get("ports"), f"{path}.ports")):
+            port = _map(port, f"{path}.ports[{j}]")
+            hp = _int(port.get("hostPort"), f"{path}.ports[{j}].hostPort", 0, minimum=0)
+            if hp:
+                ports.append((_str(port.get("protocol"), "protocol") or "TCP", hp))
+    # Init containers: restartable ones (sidecars) run alongside; the others one by one.
+    sidecars: dict[str, float] = {}
+    init_peak: dict[str, float] = {}
+    for i, c in enumerate(_list(spec.get("initContainers"), "spec.initContainers")):
+        path = f"spec.initContainers[{i}]"
+        c = _map(c, path)
+        req = _container_requests(c, path)
+        if c.get("restartPolicy") == "Always":
+            _add(sidecars, req)
+            _max(init_peak, sidecars)
+        else:
+            step = dict(sidecars)
+            _add(step, req)
+            _max(init_peak, step)
+    _add(resreq, sidecars)
+    overhead = resources(spec.get("overhead"), "spec.overhead")
+    _add(resreq, overhead)
+    init_resreq = dict(resreq)
+    peak = dict(init_peak)
+    _add(peak, overhead)
+    _max(init_resreq, peak)
+    for r in (resreq, init_resreq):
+        r[PODS] = 1.0
+
+    priority = spec.get("priority")
+    if priority is not None:
+        priority = _int(priority, "spec.priority", 0)
+    policy = _str(spec.get("preemptionPolicy"), "spec.preemptionPolicy") or "PreemptLowerPriority"
+    if policy not in ("PreemptLowerPriority", "Never"):
+        raise InputError(f"unknown preemption policy {policy!r}", field="spec.preemptionPolicy")
+    return PodRecord(
+        uid=_str(meta.get("uid"), "metadata.uid") or f"{namespace}/{name}",
+        namespace=namespace,
+        name=name,
+        scheduler_name=_str(spec.get("schedulerName"), "spec.schedulerName"),
+        node_name=_str(spec.get("nodeName"), "spec.nodeName"),
+        phase=_str(status.get("phase"), "status.phase") or "Pending",
+        terminating=meta.get("deletionTimestamp") is not None,
+        resreq=resreq,
+        init_resreq=init_resreq,
+        priority=priority,
+        priority_class=_str(spec.get("priorityClassName"), "spec.priorityClassName"),
+        preemption_policy=policy,
+        placement=_placement(spec),
+        host_ports=tuple(sorted(set(ports))),
+        creation=timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        group=annotations.get(GROUP_ANNOTATION, ""),
+        annotations=annotations,
+        labels=_labels(meta.get("labels"), "metadata.labels"),
+    )
+
+
+# -- PodGroup ----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class PodGroupRecord:
+    namespace: str
+    name: str
+    min_member: int
+    min_task_member: dict[str, int]
+    min_resources: dict[str, float] | None
+    queue: str
+    priority_class: str
+    phase: str
+    conditions: list[dict]
+    creation: float
+    annotations: dict[str, str]
+
+
+_PG_PHASES = frozenset({"Pending", "Inqueue", "Running", "Unknown", "Completed"})
+
+
+def parse_podgroup(obj: Mapping[str, Any]) -> PodGroupRecord:
+    meta = _map(obj.get("metadata"), "metadata")
+    name = _str(meta.get("name"), "metadata.name", required=True)
+    spec = _map(obj.get("spec"), "spec")
+    status = _map(obj.get("status"), "status")
+    mtm = {
+        str(k): _int(v, f"spec.minTaskMember.{k}", 0, minimum=0)
+        for k, v in _map(spec.get("minTaskMember"), "spec.minTaskMember").items()
+    }
+    phase = _str(status.get("phase"), "status.phase") or "Pending"
+    if phase not in _PG_PHASES:
+        raise InputError(f"unknown phase {phase!r}", field="status.phase")
+    min_res = spec.get("minResources")
+    return PodGroupRecord(
+        namespace=_str(meta.get("namespace"), "metadata.namespace") or "default",
+        name=name,
+        min_member=_int(spec.get("minMember"), "spec.minMember", 1, minimum=0),
+        min_task_member=mtm,
+        min_resources=None if min_res is None else resources(min_res, "spec.minResources"),
+        queue=_str(spec.get("queue"), "spec.queue") or DEFAULT_QUEUE,
+        priority_class=_str(spec.get("priorityClassName"), "spec.priorityClassName"),
+        phase=phase,
+        conditions=[dict(c) for c in _list(status.get("conditions"), "status.conditions")],
+        creation=timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        annotations=_labels(meta.get("annotations"), "metadata.annotations"),
+    )
+
+
+# -- Queue -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class QueueRecord:
+    name: str
+    weight: int
+    capability: dict[str, float] | None
+    deserved: dict[str, float] | None
+    guarantee: dict[str, float]
+    reclaimable: bool
+    parent: str | None
+    state: str
+    creation: float
+    annotations: dict[str, str]
+
+
+def parse_queue(obj: Mapping[str, Any]) -> QueueRecord:
+    meta = _map(obj.get("metadata"), "metadata")
+    name = _str(meta.get("name"), "metadata.name", required=True)
+    spec = _map(obj.get("spec"), "spec")
+    status = _map(obj.get("status"), "status")
+    cap = spec.get("capability")
+    des = spec.get("deserved")
+    guarantee = _map(spec.get("guarantee"), "spec.guarantee")
+    reclaimable = spec.get("reclaimable", True)
+    if not isinstance(reclaimable, bool):
+        raise InputError(f"expected true or false, got {reclaimable!r}", field="spec.reclaimable")
+    state = _str(status.get("state"), "status.state") or "Open"
+    if state not in ("Open", "Closed", "Closing", "Unknown"):
+        raise InputError(f"unknown queue state {state!r}", field="status.state")
+    return QueueRecord(
+        name=name,
+        weight=_int(spec.get("weight"), "spec.weight", 1, minimum=0),
+        capability=None if cap is None else resources(cap, "spec.capability"),
+        deserved=None if des is None else resources(des, "spec.deserved"),
+        guarantee=resources(guarantee.get("resource"), "spec.guarantee.resource"),
+        reclaimable=reclaimable,
+        parent=_str(spec.get("parent"), "spec.parent") or None,
+        state=state,
+        creation=timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        annotations=_labels(meta.get("annotations"), "metadata.annotations"),
+    )
+
+
+# -- PriorityClass -----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class PriorityClassRecord:
+    name: str
+    value: int
+    global_default: bool
+
+
+def parse_priority_class(obj: Mapping[str, Any]) -> PriorityClassRecord:
+    meta = _map(obj.get("metadata"), "metadata")
+    name = _str(meta.get("name"), "metadata.name", required=True)
+    if obj.get("value") is None:
+        raise InputError("is required", field="value")
+    value = _int(obj.get("value"), "value", 0)
+    return PriorityClassRecord(name, value, bool(obj.get("globalDefault", False)))

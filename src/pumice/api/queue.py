@@ -1,0 +1,38 @@
+"""Queues."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pumice.api.resources import Vector
+
+OPEN = "Open"
+
+
+@dataclass(slots=True, eq=False)
+class QueueInfo:
+    """A Volcano Queue.
+
+    ``capability`` is +inf in every dimension the queue does not limit; ``deserved`` is
+    None when the spec does not set it (proportion computes it from the weights);
+    ``guarantee`` is 0 where unset.
+    """
+
+    name: str
+    weight: int
+    capability: Vector
+    deserved: Vector | None
+    guarantee: Vector
+    reclaimable: bool = True
+    parent: str | None = None
+    state: str = OPEN
+    creation: float = 0.0
+    annotations: dict[str, str] = field(default_factory=dict)
+    has_capability: bool = False
+
+    @property
+    def uid(self) -> str:
+        return self.name
+
+    def is_open(self) -> bool:
+        return self.state == OPEN

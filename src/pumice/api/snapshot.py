@@ -1,0 +1,29 @@
+"""A snapshot: everything one scheduling cycle reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pumice.api.job import JobInfo
+from pumice.api.node import NodeTable
+from pumice.api.queue import QueueInfo
+from pumice.api.resources import ResourceSpace
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """The cluster state one cycle schedules against.
+
+    ``jobs`` holds only the jobs pumice may schedule; jobs it must leave alone (their
+    queue does not exist, their PodGroup is missing) are in ``blocked`` with the reason,
+    so that they can still be explained.
+    """
+
+    space: ResourceSpace
+    nodes: NodeTable
+    jobs: dict[str, JobInfo]
+    queues: dict[str, QueueInfo]
+    priority_classes: dict[str, int]
+    default_priority: int = 0
+    blocked: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)

@@ -1,0 +1,170 @@
+"""Tasks (pods) and their scheduling status."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from pumice.api.resources import Vector
+
+
+class TaskStatus(IntEnum):
+    """Where a task is in its life, as the scheduler sees it (Volcano's TaskStatus)."""
+
+    PENDING = 1
+    ALLOCATED = 2  # placed in this session, not yet bound
+    PIPELINED = 3  # placed onto resources that terminating pods are releasing
+    BINDING = 4
+    BOUND = 5
+    RUNNING = 6
+    RELEASING = 7  # terminating: still on its node, resources about to free
+    SUCCEEDED = 8
+    FAILED = 9
+    UNKNOWN = 10
+
+
+#: Statuses that hold node resources and count towards a gang (Volcano's AllocatedStatus).
+ALLOCATED_STATUSES = frozenset(
+    {TaskStatus.ALLOCATED, TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING}
+)
+#: Statuses that count a task as ready for its gang.
+READY_STATUSES = ALLOCATED_STATUSES | {TaskStatus.SUCCEEDED}
+#: Statuses that count a task as a valid member of its gang.
+VALID_STATUSES = READY_STATUSES | {TaskStatus.PIPELINED, TaskStatus.PENDING}
+#: Statuses whose pod no longer occupies a node.
+TERMINATED_STATUSES = frozenset({TaskStatus.SUCCEEDED, TaskStatus.FAILED})
+
+
+def status_of_pod(phase: str, node_name: str | None, terminating: bool) -> TaskStatus:
+    """The task status Volcano derives from a pod's phase, node and deletion mark."""
+    if phase == "Running":
+        return TaskStatus.RELEASING if terminating else TaskStatus.RUNNING
+    if phase == "Pending":
+        if terminating:
+            return TaskStatus.RELEASING
+        return TaskStatus.BOUND if node_name else TaskStatus.PENDING
+    if phase == "Succeeded":
+        return TaskStatus.SUCCEEDED
+    if phase == "Failed":
+        return TaskStatus.FAILED
+    return TaskStatus.UNKNOWN
+
+
+@dataclass(slots=True, frozen=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if not self.key:
+            return self.operator == "Exists"
+        if self.key != taint.key:
+            return False
+        return self.operator == "Exists" or self.value == taint.value
+
+
+@dataclass(slots=True, frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+    def __str__(self) -> str:
+        return (
+            f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+        )
+
+
+@dataclass(slots=True, frozen=True)
+class Requirement:
+    """One ``matchExpressions`` / ``matchFields`` entry of a node selector term."""
+
+    key: str
+    operator: str  # In, NotIn, Exists, DoesNotExist, Gt, Lt
+    values: tuple[str, ...] = ()
+    field: bool = False  # a matchFields entry (only metadata.name exists)
+
+
+@dataclass(slots=True, frozen=True)
+class SelectorTerm:
+    """A node selector term: all requirements must hold (an empty term matches nothing)."""
+
+    requirements: tuple[Requirement, ...]
+
+
+@dataclass(slots=True, frozen=True)
+class Placement:
+    """Everything about a pod that decides *which* nodes it may use, apart from resources.
+
+    Tasks with equal placements (the replicas of one gang, as a rule) share one cached
+    node mask per session: that is why this is a frozen, hashable value.
+    """
+
+    node_selector: tuple[tuple[str, str], ...] = ()
+    required_terms: tuple[SelectorTerm, ...] | None = None  # None: no required affinity
+    preferred_terms: tuple[tuple[int, SelectorTerm], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+
+
+@dataclass(slots=True, eq=False)
+class TaskInfo:
+    """One pod, as the scheduler sees it.
+
+    ``resreq`` is what the pod holds on its node once running (containers plus
+    overhead); ``init_resreq`` is what must be free to start it (Kubernetes' effective
+    request: the larger of the init containers' peak and the containers' sum, plus
+    overhead). Fit checks use ``init_resreq``; node and queue accounting use ``resreq``.
+    """
+
+    uid: str
+    namespace: str
+    name: str
+    job: str | None  # job uid; None for pods of other schedulers
+    role: str
+    status: TaskStatus
+    node: str | None
+    resreq: Vector
+    init_resreq: Vector
+    priority: int
+    best_effort: bool
+    placement: Placement
+    host_ports: tuple[tuple[str, int], ...] = ()  # (protocol, port)
+    creation: float = 0.0
+    preemption_policy: str = "PreemptLowerPriority"
+    priority_class: str = ""
+    annotations: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    name_index: int | None = None  # the trailing "-N" of "job-role-N" pod names
+    #: (cpu, memory) with Kubernetes' defaults for zero requests, for scoring.
+    nonzero: Vector | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def clone(self) -> TaskInfo:
+        """A copy whose status and node may change without touching the original."""
+        return TaskInfo(
+            self.uid, self.namespace, self.name, self.job, self.role, self.status,
+            self.node, self.resreq, self.init_resreq, self.priority, self.best_effort,
+            self.placement, self.host_ports, self.creation, self.preemption_policy,
+            self.priority_class, self.annotations, self.labels, self.name_index,
+            self.nonzero,
+        )  # fmt: skip
+
+    def __repr__(self) -> str:
+        return f"TaskInfo({self.key}, {self.status.name}, node={self.node})"
+
+
+def default_task_order(a: TaskInfo, b: TaskInfo) -> int:
+    """Volcano's fallback task order: pod index in ``job-role-N`` names, then creation
+    time, then uid."""
+    if a.name_index is not None and b.name_index is not None and a.name_index != b.name_index:
+        return -1 if a.name_index < b.name_index else 1
+    if a.creation != b.creation:
+        return -1 if a.creation < b.creation else 1
+    return (a.uid > b.uid) - (a.uid < b.uid)

@@ -1,0 +1,1 @@
+"""From Kubernetes objects to snapshots, and from decisions back to the cluster."""

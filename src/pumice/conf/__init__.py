@@ -1,0 +1,1 @@
+"""The Volcano scheduler configuration: parsing, validation and the default."""

@@ -1,0 +1,1 @@
+"""Session, Statement, the hook table and the plugin and action protocols."""

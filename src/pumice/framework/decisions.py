@@ -1,0 +1,46 @@
+"""What one cycle decided: the output of ``pumice cycle`` and the input of the cache."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class PodGroupUpdate:
+    phase: str
+    conditions: list[dict[str, Any]] = field(default_factory=list)
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+
+
+@dataclass(slots=True)
+class Decisions:
+    """Binds and evictions to carry out, and the status to report.
+
+    ``pipelined`` tasks are promised a node whose resources are being released; they are
+    not bound this cycle. ``pending`` explains, for every job left waiting, what stands
+    in its way. ``audit`` records each eviction and pipelining with who allowed it.
+    """
+
+    binds: dict[str, str] = field(default_factory=dict)
+    evictions: list[str] = field(default_factory=list)
+    pipelined: dict[str, str] = field(default_factory=dict)
+    podgroups: dict[str, PodGroupUpdate] = field(default_factory=dict)
+    pending: dict[str, str] = field(default_factory=dict)
+    audit: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "binds": dict(sorted(self.binds.items())),
+            "evictions": sorted(self.evictions),
+            "pipelined": dict(sorted(self.pipelined.items())),
+            "podgroups": {
+                k: {"phase": v.phase, "conditions": v.conditions}
+                for k, v in sorted(self.podgroups.items())
+            },
+            "pending": dict(sorted(self.pending.items())),
+            "audit": self.audit,
+        }

@@ -1,0 +1,175 @@
+"""The extension points, as data.
+
+Each row of :data:`HOOKS` names one extension point, the enable flag that gates it
+(Volcano's YAML key maps onto the row's name in :mod:`pumice.conf.config`) and the rule
+that combines the functions plugins register for it, tier by tier. :class:`HookTable`
+holds the registered functions of one session and implements each rule once; adding a
+hook is adding a row.
+
+Combination rules (Volcano's):
+
+``order``
+    The first non-zero comparison, walking tiers and plugins in order, wins.
+``all``
+    Every function must say yes (predicates, job ready, allocatable).
+``any``
+    One yes is enough (overused).
+``vote``
+    Functions return -1 (reject), 0 (abstain) or +1 (permit). A reject wins at once;
+    a permit ends the walk at the end of its tier; all abstaining means yes.
+``victims``
+    Each function returns the candidates it allows, or None to abstain. Within the first
+    tier where some plugin has an opinion, the answer is the intersection.
+``sum``
+    Scores add up (node order).
+``each``
+    Call every function for its side effect (job enqueued).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pumice.conf.config import Tier
+
+
+@dataclass(frozen=True, slots=True)
+class Hook:
+    name: str
+    rule: str
+    doc: str
+
+
+HOOKS: dict[str, Hook] = {
+    h.name: h
+    for h in (
+        Hook("queue_order", "order", "(q1, q2) -> int: which queue is served first"),
+        Hook("job_order", "order", "(j1, j2) -> int: which job is served first"),
+        Hook("task_order", "order", "(t1, t2) -> int: which task of a job goes first"),
+        Hook("namespace_order", "order", "(ns1, ns2) -> int"),
+        Hook("predicate", "all", "(task) -> [(reason, failing node mask)]"),
+        Hook("node_order", "sum", "(task, candidate node indices) -> scores"),
+        Hook("overused", "any", "(queue) -> bool: the queue may take no more"),
+        Hook("allocatable", "all", "(queue, task) -> bool: the queue may take this task"),
+        Hook("job_ready", "all", "(job) -> bool: enough tasks placed to start the gang"),
+        Hook("job_pipelined", "vote", "(job) -> -1/0/1: ready once releasing pods go"),
+        Hook("job_valid", "all", "(job) -> str | None: why the job cannot be scheduled"),
+        Hook("job_enqueueable", "vote", "(job) -> -1/0/1: may the job leave Pending"),
+        Hook("job_enqueued", "each", "(job) -> None: the job was admitted"),
+        Hook("job_starving", "all", "(job) -> bool: the job wants more resources"),
+        Hook("preemptable", "victims", "(preemptor, candidates) -> allowed | None"),
+        Hook("reclaimable", "victims", "(reclaimer, candidates) -> allowed | None"),
+        Hook("preemptive", "all", "(queue, task) -> bool: the queue may reclaim for task"),
+        Hook("victim_tasks", "each", "() -> tasks to evict regardless of preemptors"),
+    )
+}
+
+
+class HookTable:
+    """The functions registered for one session, grouped by hook, tier and plugin."""
+
+    __slots__ = ("_chains", "_fns", "_tiers")
+
+    def __init__(self, tiers: Sequence[Tier]) -> None:
+        self._tiers = tiers
+        self._fns: dict[str, dict[str, Callable]] = {name: {} for name in HOOKS}
+        self._chains: dict[str, list[list[tuple[str, Callable]]]] | None = None
+
+    def register(self, hook: str, plugin: str, fn: Callable) -> None:
+        if hook not in HOOKS:
+            raise KeyError(f"plugin {plugin!r} registered unknown hook {hook!r}")
+        if plugin in self._fns[hook]:
+            raise KeyError(f"plugin {plugin!r} registered hook {hook!r} twice")
+        self._fns[hook][plugin] = fn
+        self._chains = None
+
+    def chain(self, hook: str) -> list[list[tuple[str, Callable]]]:
+        """Per tier, the enabled (plugin, function) pairs for ``hook``, in config order."""
+        if self._chains is None:
+            self._chains = {}
+        c = self._chains.get(hook)
+        if c is None:
+            fns = self._fns[hook]
+            c = [
+                [(p.name, fns[p.name]) for p in tier.plugins if p.name in fns and p.enabled(hook)]
+                for tier in self._tiers
+            ]
+            c = [t for t in c if t]
+            self._chains[hook] = c
+        return c
+
+    def has(self, hook: str) -> bool:
+        return bool(self.chain(hook))
+
+    def flat(self, hook: str) -> list[Callable]:
+        return [fn for tier in self.chain(hook) for _, fn in tier]
+
+    # -- combination rules --------------------------------------------------------------
+
+    def order(self, hook: str, a: Any, b: Any) -> int:
+        for fn in self.flat(hook):
+            r = fn(a, b)
+            if r:
+                return r
+        return 0
+
+    def all(self, hook: str, *args: Any) -> bool:
+        return all(fn(*args) for fn in self.flat(hook))
+
+    def any(self, hook: str, *args: Any) -> bool:
+        return any(fn(*args) for fn in self.flat(hook))
+
+    def vote(self, hook: str, *args: Any) -> bool:
+        for tier in self.chain(hook):
+            permitted = False
+            for _, fn in tier:
+                r = fn(*args)
+                if r < 0:
+                    return False
+                if r > 0:
+                    permitted = True
+            if permitted:
+                return True
+        return True
+
+    def vote_detail(self, hook: str, *args: Any) -> tuple[bool, str | None]:
+        """Like :meth:`vote`, and also the plugin that rejected (for explanations)."""
+        for tier in self.chain(hook):
+            permitted = False
+            for name, fn in tier:
+                r = fn(*args)
+                if r < 0:
+                    return False, name
+                if r > 0:
+                    permitted = True
+            if permitted:
+                return True, None
+        return True, None
+
+    def victims(self, hook: str, actor: Any, candidates: list) -> tuple[list, list[str]]:
+        """The candidates every opinionated plugin of the deciding tier allows, and the
+        names of the plugins that decided."""
+        for tier in self.chain(hook):
+            chosen: list | None = None
+            deciders: list[str] = []
+            for name, fn in tier:
+                allowed = fn(actor, candidates)
+                if allowed is None:
+                    continue
+                deciders.append(name)
+                if chosen is None:
+                    chosen = list(allowed)
+                else:
+                    keep = {id(t) for t in allowed}
+                    chosen = [t for t in chosen if id(t) in keep]
+                if not chosen:
+                    return [], deciders
+            if chosen is not None:
+                return chosen, deciders
+        return [], []
+
+    def each(self, hook: str, *args: Any) -> None:
+        for fn in self.flat(hook):
+            fn(*args)

@@ -1,0 +1,61 @@
+"""The plugin and action protocols and their registries.
+
+A plugin is a class with a ``name`` and ``on_session_open(session)`` that registers
+functions on the session's hook table (and, optionally, ``on_session_close``). An action
+has a ``name`` and ``execute(session)``. Registries are values: a duplicate name is an
+error, and the configuration is checked against them before any cycle runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, ClassVar, Protocol
+
+from pumice.conf.arguments import Arguments
+
+if TYPE_CHECKING:
+    from pumice.framework.session import Session
+
+
+class Plugin(Protocol):
+    name: ClassVar[str]
+
+    def __init__(self, arguments: Arguments) -> None: ...
+
+    def on_session_open(self, session: Session) -> None:
+        """Register hook functions and event handlers; read the snapshot, never write it."""
+
+    def on_session_close(self, session: Session) -> None:
+        """Record what the plugin concludes about the cycle (e.g. podgroup conditions)."""
+
+
+class Action(Protocol):
+    name: ClassVar[str]
+
+    def __init__(self, arguments: Arguments) -> None: ...
+
+    def execute(self, session: Session) -> None:
+        """Make decisions through Statements; must not touch the cluster directly."""
+
+
+class Registry:
+    """Named classes (plugins or actions); a duplicate name is an error."""
+
+    def __init__(self, kind: str, classes: Iterable[type] = ()) -> None:
+        self.kind = kind
+        self._classes: dict[str, type] = {}
+        for cls in classes:
+            self.register(cls)
+
+    def register(self, cls: type) -> type:
+        name = cls.name
+        if name in self._classes:
+            raise ValueError(f"{self.kind} {name!r} is registered twice")
+        self._classes[name] = cls
+        return cls
+
+    def names(self) -> set[str]:
+        return set(self._classes)
+
+    def create(self, name: str, arguments: Arguments):
+        return self._classes[name](arguments)

@@ -1,0 +1,162 @@
+"""Session: one cycle's snapshot plus what the plugins registered.
+
+Open a session on a snapshot (plugins register their hook functions), let the actions
+run, close it (plugins record conditions, podgroup phases are derived). The session
+owns its snapshot: callers that want to keep theirs pass a copy.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pumice.api.job import FitError, JobInfo
+from pumice.api.queue import QueueInfo
+from pumice.api.snapshot import Snapshot
+from pumice.api.task import TaskInfo, default_task_order
+from pumice.conf.config import SchedulerConfig
+from pumice.framework.decisions import Decisions
+from pumice.framework.hooks import HookTable
+from pumice.framework.plugin import Plugin, Registry
+
+_session_ids = itertools.count(1)
+
+
+@dataclass(slots=True)
+class EventHandler:
+    """Called when a task starts (allocate) or stops (deallocate) holding resources in
+    the session, so plugins can keep shares up to date incrementally."""
+
+    allocate: Callable[[TaskInfo], None] | None = None
+    deallocate: Callable[[TaskInfo], None] | None = None
+
+
+def _cmp(a: float, b: float) -> int:
+    return (a > b) - (a < b)
+
+
+class Session:
+    """The state of one scheduling cycle and the functions plugins registered for it."""
+
+    def __init__(self, snapshot: Snapshot, config: SchedulerConfig) -> None:
+        self.uid = f"session-{next(_session_ids)}"
+        self.snapshot = snapshot
+        self.space = snapshot.space
+        self.nodes = snapshot.nodes
+        self.jobs: dict[str, JobInfo] = snapshot.jobs
+        self.queues: dict[str, QueueInfo] = snapshot.queues
+        self.config = config
+        self.hooks = HookTable(config.tiers)
+        self.handlers: list[EventHandler] = []
+        self.plugins: list[Plugin] = []
+        self.decisions = Decisions()
+        self.total = snapshot.nodes.total()
+        #: Jobs dropped at open because a job_valid function refused them.
+        self.invalid: dict[str, tuple[JobInfo, str]] = {}
+        #: Pending jobs the enqueue action refused this cycle: uid -> reason.
+        self.not_enqueued: dict[str, str] = {}
+        #: Queues allocate skipped because they had used their share.
+        self.overused_queues: set[str] = set()
+
+    # -- registration -------------------------------------------------------------------
+
+    def on(self, hook: str, plugin: str, fn: Callable) -> None:
+        self.hooks.register(hook, plugin, fn)
+
+    def add_event_handler(self, handler: EventHandler) -> None:
+        self.handlers.append(handler)
+
+    def fire_allocate(self, task: TaskInfo) -> None:
+        for h in self.handlers:
+            if h.allocate is not None:
+                h.allocate(task)
+
+    def fire_deallocate(self, task: TaskInfo) -> None:
+        for h in self.handlers:
+            if h.deallocate is not None:
+                h.deallocate(task)
+
+    # -- orders, with Volcano's fallbacks -----------------------------------------------
+
+    def job_less(self, a: JobInfo, b: JobInfo) -> bool:
+        r = self.hooks.order("job_order", a, b)
+        if r:
+            return r < 0
+        if a.creation != b.creation:
+            return a.creation < b.creation
+        return a.uid < b.uid
+
+    def queue_less(self, a: QueueInfo, b: QueueInfo) -> bool:
+        r = self.hooks.order("queue_order", a, b)
+        if r:
+            return r < 0
+        if a.creation != b.creation:
+            return a.creation < b.creation
+        return a.name < b.name
+
+    def task_less(self, a: TaskInfo, b: TaskInfo) -> bool:
+        r = self.hooks.order("task_order", a, b)
+        if r:
+            return r < 0
+        return default_task_order(a, b) < 0
+
+    # -- the common questions -----------------------------------------------------------
+
+    def job_ready(self, job: JobInfo) -> bool:
+        return self.hooks.all("job_ready", job)
+
+    def job_pipelined(self, job: JobInfo) -> bool:
+        return self.hooks.vote("job_pipelined", job)
+
+    def job_starving(self, job: JobInfo) -> bool:
+        return self.hooks.has("job_starving") and self.hooks.all("job_starving", job)
+
+    def overused(self, queue: QueueInfo) -> bool:
+        return self.hooks.any("overused", queue)
+
+    def allocatable(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        return self.hooks.all("allocatable", queue, task)
+
+    def job_valid(self, job: JobInfo) -> str | None:
+        for fn in self.hooks.flat("job_valid"):
+            reason = fn(job)
+            if reason:
+                return reason
+        return None
+
+    def record_fit_error(self, job: JobInfo, task: TaskInfo, error: FitError) -> None:
+        job.fit_errors[task.uid] = error
+
+
+def open_session(
+    snapshot: Snapshot,
+    config: SchedulerConfig,
+    plugins: Registry,
+) -> Session:
+    """Create the session, let every configured plugin register, drop invalid jobs."""
+    ssn = Session(snapshot, config)
+    for tier in config.tiers:
+        for opt in tier.plugins:
+            plugin = plugins.create(opt.name, opt.arguments)
+            ssn.plugins.append(plugin)
+            plugin.on_session_open(ssn)
+    for uid in list(ssn.jobs):
+        reason = ssn.job_valid(ssn.jobs[uid])
+        if reason:
+            ssn.invalid[uid] = (ssn.jobs.pop(uid), reason)
+    return ssn
+
+
+def close_session(ssn: Session, closers: Sequence[Callable[[Session], None]] = ()) -> Decisions:
+    """Let plugins conclude, then run the given closers (status, explanations)."""
+    for plugin in ssn.plugins:
+        close = getattr(plugin, "on_session_close", None)
+        if close is not None:
+            close(ssn)
+    for fn in closers:
+        fn(ssn)
+    return ssn.decisions
+
+
+__all__ = ["EventHandler", "Session", "_cmp", "close_session", "open_session"]

@@ -1,0 +1,95 @@
+"""Close-of-cycle conclusions: podgroup phases and the reason each waiting job waits."""
+
+from __future__ import annotations
+
+from pumice.api.job import COMPLETED, INQUEUE, PENDING, RUNNING, UNKNOWN, JobInfo
+from pumice.api.task import ALLOCATED_STATUSES, TaskStatus
+from pumice.framework.decisions import PodGroupUpdate
+from pumice.framework.session import Session
+
+
+def podgroup_phase(ssn: Session, job: JobInfo, unschedulable: bool) -> str:
+    """Volcano's rule: Unknown if running tasks but unschedulable this cycle; Running
+    once allocated + succeeded tasks reach minMember (Completed when all succeeded);
+    otherwise Pending, unless the job was admitted (Inqueue)."""
+    running = len(job.by_status.get(TaskStatus.RUNNING, ()))
+    if running and unschedulable:
+        return UNKNOWN
+    allocated = job.count(ALLOCATED_STATUSES | {TaskStatus.SUCCEEDED})
+    if allocated >= job.min_available:
+        succeeded = len(job.by_status.get(TaskStatus.SUCCEEDED, ()))
+        return COMPLETED if succeeded == allocated else RUNNING
+    if job.phase != INQUEUE:
+        return PENDING
+    return INQUEUE
+
+
+def update_podgroups(ssn: Session) -> None:
+    for job in ssn.jobs.values():
+        upd = ssn.decisions.podgroups.setdefault(job.uid, PodGroupUpdate(phase=""))
+        unschedulable = any(
+            c.get("type") == "Unschedulable" and c.get("transitionID") == ssn.uid
+            for c in upd.conditions
+        )
+        upd.phase = podgroup_phase(ssn, job, unschedulable)
+        upd.running = len(job.by_status.get(TaskStatus.RUNNING, ()))
+        upd.succeeded = len(job.by_status.get(TaskStatus.SUCCEEDED, ()))
+        upd.failed = len(job.by_status.get(TaskStatus.FAILED, ()))
+    for uid, (job, _reason) in ssn.invalid.items():
+        upd = ssn.decisions.podgroups.setdefault(uid, PodGroupUpdate(phase=""))
+        upd.phase = job.phase
+
+
+def _waiting_tasks(job: JobInfo) -> int:
+    return len(job.by_status.get(TaskStatus.PENDING, ()))
+
+
+def pending_reason(ssn: Session, job: JobInfo) -> str:
+    """Why ``job`` still has tasks waiting, naming the stage that stopped it."""
+    queue = ssn.queues[job.queue]
+    if job.uid in ssn.not_enqueued:
+        return f"not enqueued: {ssn.not_enqueued[job.uid]}"
+    if job.is_pending():
+        if "enqueue" in ssn.config.actions:
+            return "not enqueued yet: waiting for admission by the enqueue action"
+        return "not enqueued: no action admits Pending jobs in this configuration"
+    if not queue.is_open():
+        return f"queue {queue.name} is {queue.state}: it accepts no new work"
+    placed = job.ready_num() + job.waiting_num()
+    gang = ""
+    if placed < job.min_available:
+        could = placed + job.tentative
+        gang = f"gang short: needs {job.min_available} tasks, {could} could be placed"
+        short = job.roles_short()
+        if short:
+            gang += " (" + ", ".join(f"{r}: {h}/{n}" for r, (h, n) in short.items()) + ")"
+    detail = ""
+    if job.fit_errors:
+        uid, err = next(iter(job.fit_errors.items()))
+        name = job.tasks[uid].name if uid in job.tasks else uid
+        detail = f"task {name}: {err.render()}"
+    elif job.note:
+        detail = job.note
+    elif job.queue in ssn.overused_queues:
+        detail = f"queue {job.queue} has used its deserved share this cycle"
+        for plugin in ssn.plugins:
+            explain = getattr(plugin, "explain_overused", None)
+            if explain is not None:
+                detail = explain(queue, ssn.space)
+    elif not detail and placed >= job.min_available:
+        detail = "more tasks than the gang minimum; they wait for free resources"
+    if gang and detail:
+        return f"{gang}; {detail}"
+    return gang or detail or "waiting for resources"
+
+
+def explain_pending(ssn: Session) -> None:
+    d = ssn.decisions
+    for uid, reason in ssn.snapshot.blocked.items():
+        d.pending[uid] = f"not scheduled: {reason}"
+    for uid, (_job, reason) in ssn.invalid.items():
+        d.pending[uid] = f"not schedulable: {reason}"
+    for job in ssn.jobs.values():
+        if _waiting_tasks(job) == 0 and not job.is_pending():
+            continue
+        d.pending[job.uid] = pending_reason(ssn, job)

@@ -1,0 +1,61 @@
+"""Render decisions: JSON for programs, tables for people."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from rich.console import Console
+from rich.table import Table
+
+from pumice.framework.decisions import Decisions
+
+
+def to_json(decisions: Decisions) -> bytes:
+    return orjson.dumps(decisions.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def print_table(decisions: Decisions, console: Console | None = None) -> None:
+    console = console or Console()
+    data: dict[str, Any] = decisions.to_json()
+
+    def table(title: str, *cols: str) -> Table:
+        t = Table(title=title, title_justify="left", show_lines=False)
+        for c in cols:
+            t.add_column(c, overflow="fold")
+        return t
+
+    t = table(f"Binds ({len(data['binds'])})", "pod", "node")
+    for pod, node in data["binds"].items():
+        t.add_row(pod, node)
+    console.print(t)
+    if data["pipelined"]:
+        t = table(f"Pipelined ({len(data['pipelined'])})", "pod", "node (resources releasing)")
+        for pod, node in data["pipelined"].items():
+            t.add_row(pod, node)
+        console.print(t)
+    if data["evictions"]:
+        t = table(f"Evictions ({len(data['evictions'])})", "pod")
+        for pod in data["evictions"]:
+            t.add_row(pod)
+        console.print(t)
+    if data["audit"]:
+        t = table("Audit", "action", "decision", "job", "victim", "node", "why")
+        for rec in data["audit"]:
+            t.add_row(
+                *(
+                    str(rec.get(k, ""))
+                    for k in ("action", "kind", "preemptor", "victim", "node", "reason")
+                )
+            )
+        console.print(t)
+    t = table("PodGroups", "podgroup", "phase", "condition")
+    for pg, st in data["podgroups"].items():
+        cond = "; ".join(f"{c['type']}: {c['message'] or c['reason']}" for c in st["conditions"])
+        t.add_row(pg, st["phase"], cond)
+    console.print(t)
+    if data["pending"]:
+        t = table(f"Pending ({len(data['pending'])})", "job", "why")
+        for job, why in data["pending"].items():
+            t.add_row(job, why)
+        console.print(t)

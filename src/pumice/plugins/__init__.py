@@ -1,0 +1,33 @@
+"""Scheduling policies. Each module holds one plugin; :func:`default_registry` lists them."""
+
+from __future__ import annotations
+
+from pumice.framework.plugin import Registry
+
+
+def default_registry() -> Registry:
+    """Every plugin pumice ships, by its Volcano name."""
+    from pumice.plugins.binpack import BinpackPlugin
+    from pumice.plugins.conformance import ConformancePlugin
+    from pumice.plugins.drf import DrfPlugin
+    from pumice.plugins.gang import GangPlugin
+    from pumice.plugins.nodeorder import NodeOrderPlugin
+    from pumice.plugins.overcommit import OvercommitPlugin
+    from pumice.plugins.predicates import PredicatesPlugin
+    from pumice.plugins.priority import PriorityPlugin
+    from pumice.plugins.proportion import ProportionPlugin
+
+    return Registry(
+        "plugin",
+        [
+            PriorityPlugin,
+            GangPlugin,
+            ConformancePlugin,
+            DrfPlugin,
+            ProportionPlugin,
+            OvercommitPlugin,
+            PredicatesPlugin,
+            NodeOrderPlugin,
+            BinpackPlugin,
+        ],
+    )

@@ -1,0 +1,69 @@
+"""binpack: prefer nodes that the task fills up, to keep whole nodes free for big gangs.
+
+Per requested resource with a weight: (used + request) / allocatable * weight; the sum
+over resources divided by the sum of weights, times 100 and ``binpack.weight``. A node
+where some weighted resource would overflow scores 0. Volcano's argument keys:
+``binpack.weight`` (1), ``binpack.cpu`` (1), ``binpack.memory`` (1), ``binpack.resources``
+(extra resource names, comma-separated) and ``binpack.resources.<name>`` (1).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pumice.api.task import TaskInfo
+from pumice.conf.arguments import Arguments
+from pumice.errors import InputError
+from pumice.framework.session import Session
+
+MAX_SCORE = 100.0
+
+
+class BinpackPlugin:
+    name = "binpack"
+
+    def __init__(self, arguments: Arguments) -> None:
+        self.weight = arguments.get_int("binpack.weight", 1)
+        self.resource_weights: dict[str, int] = {
+            "cpu": arguments.get_int("binpack.cpu", 1),
+            "memory": arguments.get_int("binpack.memory", 1),
+        }
+        extra = arguments.get_str("binpack.resources", "")
+        for name in (r.strip() for r in extra.split(",")):
+            if name:
+                self.resource_weights[name] = arguments.get_int(f"binpack.resources.{name}", 1)
+        for name, wt in self.resource_weights.items():
+            if wt < 0:
+                raise InputError(
+                    f"must not be negative, got {wt}",
+                    obj="plugin binpack",
+                    field=f"arguments.binpack.{name}",
+                )
+
+    def on_session_open(self, ssn: Session) -> None:
+        nodes = ssn.nodes
+        space = ssn.space
+        weights = np.zeros(space.size)
+        for name, wt in self.resource_weights.items():
+            if name in space.index:
+                weights[space.index[name]] = wt
+        weights[space.index["pods"]] = 0.0
+        weights[~space.share] = 0.0
+        factor = MAX_SCORE * self.weight
+
+        def score(task: TaskInfo, cand: np.ndarray) -> np.ndarray:
+            req = task.resreq
+            dims = np.flatnonzero((req > 0) & (weights > 0))
+            if dims.size == 0 or factor == 0:
+                return np.zeros(cand.size)
+            alloc = nodes.allocatable[cand][:, dims]
+            final = nodes.used[cand][:, dims] + req[dims]
+            wt = weights[dims]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                per = np.where(alloc > 0, final * wt / alloc, 0.0)
+            overflow = np.any((alloc > 0) & (final > alloc), axis=1)
+            s = per.sum(axis=1) / wt.sum()
+            return np.where(overflow, 0.0, s * factor)
+
+        if self.weight:
+            ssn.on("node_order", self.name, score)

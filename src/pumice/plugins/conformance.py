@@ -1,0 +1,28 @@
+"""conformance: never evict kube-system pods or pods of system-critical priority classes."""
+
+from __future__ import annotations
+
+from pumice.api.task import TaskInfo
+from pumice.conf.arguments import Arguments
+from pumice.framework.session import Session
+
+CRITICAL_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
+SYSTEM_NAMESPACE = "kube-system"
+
+
+def is_critical(task: TaskInfo) -> bool:
+    return task.priority_class in CRITICAL_CLASSES or task.namespace == SYSTEM_NAMESPACE
+
+
+class ConformancePlugin:
+    name = "conformance"
+
+    def __init__(self, arguments: Arguments) -> None:
+        self.arguments = arguments
+
+    def on_session_open(self, ssn: Session) -> None:
+        def evictable(_actor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+            return [t for t in candidates if not is_critical(t)]
+
+        ssn.on("preemptable", self.name, evictable)
+        ssn.on("reclaimable", self.name, evictable)

@@ -1,0 +1,78 @@
+"""drf: Dominant Resource Fairness between jobs.
+
+A job's share is its largest fraction of any cluster resource it holds; jobs with the
+smaller dominant share go first, and (for preemption) a task may only take from jobs
+whose share would stay above the preemptor's. Shares follow every allocation in the
+session through event handlers, so the order is always current.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pumice.api.job import JobInfo
+from pumice.api.resources import share_of
+from pumice.api.task import ALLOCATED_STATUSES, TaskInfo
+from pumice.conf.arguments import Arguments
+from pumice.framework.session import EventHandler, Session
+
+SHARE_DELTA = 1e-6
+
+
+class DrfPlugin:
+    name = "drf"
+
+    def __init__(self, arguments: Arguments) -> None:
+        self.arguments = arguments
+        self.allocated: dict[str, np.ndarray] = {}
+        self.share: dict[str, float] = {}
+
+    def on_session_open(self, ssn: Session) -> None:
+        total = ssn.total
+        mask = ssn.space.share
+        for job in ssn.jobs.values():
+            alloc = ssn.space.zeros()
+            for t in job.with_status(*ALLOCATED_STATUSES):
+                alloc += t.resreq
+            self.allocated[job.uid] = alloc
+            self.share[job.uid] = share_of(alloc, total, mask)
+
+        def job_order(a: JobInfo, b: JobInfo) -> int:
+            sa, sb = self.share.get(a.uid, 0.0), self.share.get(b.uid, 0.0)
+            return (sa > sb) - (sa < sb)
+
+        def on_allocate(task: TaskInfo) -> None:
+            alloc = self.allocated.get(task.job or "")
+            if alloc is not None:
+                alloc += task.resreq
+                self.share[task.job] = share_of(alloc, total, mask)
+
+        def on_deallocate(task: TaskInfo) -> None:
+            alloc = self.allocated.get(task.job or "")
+            if alloc is not None:
+                alloc -= task.resreq
+                self.share[task.job] = share_of(alloc, total, mask)
+
+        def preemptable(preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+            """A victim's job must keep a share, after losing the victim (and the victims
+            before it), no smaller than the preemptor's job after gaining the task."""
+            palloc = self.allocated.get(preemptor.job or "")
+            if palloc is None:
+                return []
+            pshare = share_of(palloc + preemptor.resreq, total, mask)
+            remaining: dict[str, np.ndarray] = {}
+            out = []
+            for t in candidates:
+                talloc = self.allocated.get(t.job or "")
+                if talloc is None:
+                    continue
+                left = remaining.setdefault(t.job, talloc.copy())
+                left -= t.resreq
+                tshare = share_of(left, total, mask)
+                if pshare < tshare or abs(pshare - tshare) <= SHARE_DELTA:
+                    out.append(t)
+            return out
+
+        ssn.on("job_order", self.name, job_order)
+        ssn.on("preemptable", self.name, preemptable)
+        ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))

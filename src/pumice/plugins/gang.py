@@ -1,0 +1,104 @@
+"""gang: a job runs with at least ``minMember`` tasks (and per-role minimums) or not at all.
+
+Registers: job_valid (enough tasks exist at all), job_ready (enough are placed),
+job_pipelined (enough are placed or waiting on releasing resources), job_order (jobs
+not yet ready before ready ones, so that gangs complete before extras are added),
+preemptable/reclaimable (never take a job below its minimum), job_starving. On close it
+sets each PodGroup's Scheduled / Unschedulable condition.
+"""
+
+from __future__ import annotations
+
+from pumice.api.job import JobInfo
+from pumice.api.task import ALLOCATED_STATUSES, TaskInfo, TaskStatus
+from pumice.conf.arguments import Arguments
+from pumice.framework.decisions import PodGroupUpdate
+from pumice.framework.session import Session
+
+UNSCHEDULABLE = "Unschedulable"
+SCHEDULED = "Scheduled"
+NOT_ENOUGH_RESOURCES = "NotEnoughResources"
+NOT_ENOUGH_PODS = "NotEnoughTasks"
+NOT_ENOUGH_PODS_OF_TASK = "NotEnoughPodsOfTask"
+
+
+def _valid(job: JobInfo) -> str | None:
+    if not job.is_valid():
+        if job.valid_num() >= job.min_available:
+            short = job.roles_short(
+                frozenset({TaskStatus.PENDING, TaskStatus.PIPELINED})
+                | ALLOCATED_STATUSES
+                | {TaskStatus.SUCCEEDED}
+            )
+            detail = ", ".join(f"{r}: {have}/{need}" for r, (have, need) in short.items())
+            return f"not enough pods of each task role for gang scheduling ({detail})"
+        return (
+            f"not enough valid tasks for gang scheduling: {job.valid_num()} exist, "
+            f"minMember is {job.min_available}"
+        )
+    return None
+
+
+class GangPlugin:
+    name = "gang"
+
+    def __init__(self, arguments: Arguments) -> None:
+        self.arguments = arguments
+
+    def on_session_open(self, ssn: Session) -> None:
+        def job_order(a: JobInfo, b: JobInfo) -> int:
+            ra, rb = a.is_ready(), b.is_ready()
+            return int(ra) - int(rb)
+
+        def pipelined(job: JobInfo) -> int:
+            return 1 if job.is_pipelined() else -1
+
+        def evictable(_actor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+            occupied: dict[str, int] = {}
+            out = []
+            for t in candidates:
+                job = ssn.jobs.get(t.job or "")
+                if job is None:
+                    continue
+                n = occupied.setdefault(job.uid, job.ready_num())
+                if n > job.min_available:
+                    occupied[job.uid] = n - 1
+                    out.append(t)
+            return out
+
+        ssn.on("job_valid", self.name, _valid)
+        ssn.on("job_ready", self.name, JobInfo.is_ready)
+        ssn.on("job_pipelined", self.name, pipelined)
+        ssn.on("job_order", self.name, job_order)
+        ssn.on("preemptable", self.name, evictable)
+        ssn.on("reclaimable", self.name, evictable)
+        ssn.on(
+            "job_starving", self.name, lambda j: j.ready_num() + j.waiting_num() < j.min_available
+        )
+
+    def on_session_close(self, ssn: Session) -> None:
+        for uid, (_job, reason) in ssn.invalid.items():
+            set_condition(ssn, uid, UNSCHEDULABLE, NOT_ENOUGH_PODS, reason)
+        for job in ssn.jobs.values():
+            if job.is_ready():
+                set_condition(ssn, job.uid, SCHEDULED, "tasks in gang are ready to be scheduled")
+                continue
+            placed = job.ready_num() + job.waiting_num()
+            missing = max(job.min_available - placed, 0)
+            msg = f"{missing}/{len(job.tasks)} tasks in gang unschedulable"
+            set_condition(ssn, job.uid, UNSCHEDULABLE, NOT_ENOUGH_RESOURCES, msg)
+
+
+def set_condition(ssn: Session, uid: str, ctype: str, reason: str, message: str = "") -> None:
+    """Replace the condition of type ``ctype`` in the podgroup update of job ``uid``."""
+    upd = ssn.decisions.podgroups.setdefault(uid, PodGroupUpdate(phase=""))
+    upd.conditions = [c for c in upd.conditions if c.get("type") != ctype]
+    upd.conditions.append(
+        {
+            "type": ctype,
+            "status": "True",
+            "reason": reason,
+            "message": message,
+            "transitionID": ssn.uid,
+        }
+    )

@@ -1,0 +1,76 @@
+"""overcommit: admit jobs (Pending -> Inqueue) while their minimum resources, added to
+those of jobs already admitted, fit the cluster's idle resources times a factor.
+
+The factor (``overcommit-factor``, default 1.2) lets a little more in than fits, so that
+jobs are ready to go when resources free up.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pumice.api.job import INQUEUE, RUNNING, JobInfo
+from pumice.conf.arguments import Arguments
+from pumice.errors import InputError
+from pumice.framework.session import Session
+
+DEFAULT_FACTOR = 1.2
+
+
+def inqueue_demand(job: JobInfo) -> np.ndarray | None:
+    """What an admitted job still holds a claim on: its minResources when Inqueue; the
+    part of them not yet allocated when Running with its gang complete."""
+    if job.min_resources is None:
+        return None
+    if job.phase == INQUEUE:
+        return job.min_resources
+    if job.phase == RUNNING and job.ready_num() >= job.min_available:
+        return np.maximum(job.min_resources - job.allocated, 0.0)
+    return None
+
+
+class OvercommitPlugin:
+    name = "overcommit"
+
+    def __init__(self, arguments: Arguments) -> None:
+        self.factor = arguments.get_float("overcommit-factor", DEFAULT_FACTOR)
+        if self.factor < 1.0:
+            raise InputError(
+                f"must be at least 1.0, got {self.factor}",
+                obj="plugin overcommit",
+                field="arguments.overcommit-factor",
+            )
+
+    def on_session_open(self, ssn: Session) -> None:
+        mask = ssn.space.share
+        used = ssn.nodes.used.sum(axis=0) if len(ssn.nodes) else ssn.space.zeros()
+        self.idle = np.where(mask, ssn.total * self.factor - used, np.inf)
+        self.inqueue = ssn.space.zeros()
+        for job in ssn.jobs.values():
+            demand = inqueue_demand(job)
+            if demand is not None:
+                self.inqueue += demand
+
+        def enqueueable(job: JobInfo) -> int:
+            if job.min_resources is None:
+                return 1
+            need = self.inqueue + job.min_resources
+            return 1 if bool(np.all(need[mask] <= self.idle[mask])) else -1
+
+        def enqueued(job: JobInfo) -> None:
+            if job.min_resources is not None:
+                self.inqueue += job.min_resources
+
+        ssn.on("job_enqueueable", self.name, enqueueable)
+        ssn.on("job_enqueued", self.name, enqueued)
+
+    def explain(self, ssn: Session, job: JobInfo) -> str:
+        """Which resources the cluster is short of for admitting ``job``."""
+        mask = ssn.space.share
+        need = self.inqueue + (job.min_resources if job.min_resources is not None else 0)
+        short = [n for i, n in enumerate(ssn.space.names) if mask[i] and need[i] > self.idle[i]]
+        return (
+            f"cluster would be overcommitted beyond factor {self.factor:g} in "
+            f"{', '.join(short)}: jobs already admitted plus this job's minResources "
+            f"exceed idle resources"
+        )

@@ -1,0 +1,93 @@
+"""predicates: which nodes a pod may run on at all, apart from free resources.
+
+Checks, in kube-scheduler's order: node ready, unschedulable (cordoned) nodes, taints
+with NoSchedule/NoExecute effect the pod does not tolerate, nodeSelector and required
+node affinity, host ports already in use. The result for a pod's *placement* (selector,
+affinity, tolerations) is computed once per session for all nodes and shared by every
+task with the same placement: the replicas of a gang cost one evaluation.
+
+Hook contract (``predicate``): ``fn(task) -> (blocked, reasons)`` where ``blocked`` is a
+boolean mask of the nodes refused (or None when none are) and ``reasons`` lists
+``(reason, mask)`` pairs, in order, explaining the refusals.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pumice.api.task import Placement, TaskInfo, Toleration
+from pumice.conf.arguments import Arguments
+from pumice.framework.session import Session
+
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+
+Reasons = list[tuple[str, np.ndarray]]
+
+
+def _tolerates_unschedulable(tolerations: tuple[Toleration, ...]) -> bool:
+    from pumice.api.task import Taint
+
+    taint = Taint(UNSCHEDULABLE_TAINT, "", "NoSchedule")
+    return any(t.tolerates(taint) for t in tolerations)
+
+
+def placement_filter(index, placement: Placement) -> Reasons:
+    """The static refusals for ``placement`` over all nodes of ``index``."""
+    reasons: Reasons = []
+    if index.not_ready.any():
+        reasons.append(("were not ready", index.not_ready))
+    if index.unschedulable.any() and not _tolerates_unschedulable(placement.tolerations):
+        reasons.append(("were unschedulable (cordoned)", index.unschedulable))
+    for taint, nodes in index.untolerated(placement.tolerations):
+        mask = np.zeros(index.n, dtype=bool)
+        mask[nodes] = True
+        reasons.append((f"had untolerated taint {taint}", mask))
+    match = index.selector(placement.node_selector) if placement.node_selector else None
+    if placement.required_terms is not None:
+        terms = np.zeros(index.n, dtype=bool)
+        for term in placement.required_terms:
+            terms |= index.term(term)
+        match = terms if match is None else match & terms
+    if match is not None and not match.all():
+        reasons.append(("didn't match the pod's node selector/affinity", ~match))
+    return reasons
+
+
+def _combine(reasons: Reasons) -> np.ndarray | None:
+    if not reasons:
+        return None
+    blocked = reasons[0][1].copy()
+    for _, m in reasons[1:]:
+        blocked |= m
+    return blocked
+
+
+class PredicatesPlugin:
+    name = "predicates"
+
+    def __init__(self, arguments: Arguments) -> None:
+        self.arguments = arguments
+        self._static: dict[Placement, tuple[np.ndarray | None, Reasons]] = {}
+
+    def on_session_open(self, ssn: Session) -> None:
+        nodes = ssn.nodes
+        index = nodes.labels
+
+        def predicate(task: TaskInfo) -> tuple[np.ndarray | None, Reasons]:
+            cached = self._static.get(task.placement)
+            if cached is None:
+                reasons = placement_filter(index, task.placement)
+                cached = (_combine(reasons), reasons)
+                self._static[task.placement] = cached
+            if not task.host_ports:
+                return cached
+            reasons = list(cached[1])
+            for port in task.host_ports:
+                users = nodes.ports.get(port)
+                if users:
+                    mask = np.zeros(len(nodes), dtype=bool)
+                    mask[list(users)] = True
+                    reasons.append((f"didn't have free host port {port[0]}/{port[1]}", mask))
+            return _combine(reasons), reasons
+
+        ssn.on("predicate", self.name, predicate)

@@ -1,0 +1,218 @@
+"""proportion: share the cluster between queues by weight.
+
+Each queue's *deserved* share is found by water-filling: the remaining resources are
+split by weight among the queues that still want more, each capped by what it requests
+and by its capability, and raised to its guarantee, until nothing is left or nothing
+changes. A queue that has allocated its deserved share is *overused* and gets no more
+this cycle; the queue with the smallest share (allocated / deserved, dominant
+resource) goes first. Admission (enqueue) refuses a job whose minimum resources would
+take its queue past its capability.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pumice.api.job import JobInfo
+from pumice.api.queue import QueueInfo
+from pumice.api.task import ALLOCATED_STATUSES, TaskInfo, TaskStatus
+from pumice.conf.arguments import Arguments
+from pumice.framework.session import EventHandler, Session
+from pumice.plugins.overcommit import inqueue_demand
+
+Vector = np.ndarray
+
+
+@dataclass(slots=True)
+class QueueAttr:
+    name: str
+    weight: int
+    deserved: Vector
+    allocated: Vector
+    request: Vector
+    inqueue: Vector
+    elastic: Vector
+    guarantee: Vector
+    capability: Vector  # +inf where unlimited
+    real_capability: Vector
+    share: float = 0.0
+
+
+def _share(attr: QueueAttr) -> float:
+    sel = attr.deserved > 0
+    if not sel.any():
+        return 0.0
+    return float(np.max(attr.allocated[sel] / attr.deserved[sel]))
+
+
+class ProportionPlugin:
+    name = "proportion"
+
+    def __init__(self, arguments: Arguments) -> None:
+        self.arguments = arguments
+        self.attrs: dict[str, QueueAttr] = {}
+
+    def on_session_open(self, ssn: Session) -> None:
+        mask = ssn.space.share
+        zero = ssn.space.zeros
+
+        def clip(v: Vector) -> Vector:
+            return np.where(mask, v, 0.0)
+
+        total = clip(ssn.total)
+        total_guarantee = zero()
+        for q in ssn.queues.values():
+            total_guarantee += clip(q.guarantee)
+
+        for job in ssn.jobs.values():
+            attr = self.attrs.get(job.queue)
+            if attr is None:
+                q = ssn.queues[job.queue]
+                guarantee = clip(q.guarantee)
+                real_cap = np.maximum(total - total_guarantee, 0.0) + guarantee
+                if q.has_capability:
+                    real_cap = np.minimum(real_cap, q.capability)
+                attr = QueueAttr(
+                    name=q.name, weight=q.weight, deserved=zero(), allocated=zero(),
+                    request=zero(), inqueue=zero(), elastic=zero(), guarantee=guarantee,
+                    capability=q.capability, real_capability=real_cap,
+                )  # fmt: skip
+                self.attrs[job.queue] = attr
+            for t in job.with_status(*ALLOCATED_STATUSES):
+                attr.allocated += clip(t.resreq)
+                attr.request += clip(t.resreq)
+            for t in job.with_status(TaskStatus.PENDING):
+                attr.request += clip(t.resreq)
+            demand = inqueue_demand(job)
+            if demand is not None:
+                attr.inqueue += clip(demand)
+            minres = job.min_resources if job.min_resources is not None else zero()
+            attr.elastic += clip(np.maximum(job.allocated - minres, 0.0))
+
+        self._water_fill(total)
+
+        def queue_order(a: QueueInfo, b: QueueInfo) -> int:
+            sa = self.attrs[a.name].share if a.name in self.attrs else 0.0
+            sb = self.attrs[b.name].share if b.name in self.attrs else 0.0
+            return (sa > sb) - (sa < sb)
+
+        def overused(q: QueueInfo) -> bool:
+            attr = self.attrs.get(q.name)
+            return attr is not None and bool(np.all(attr.deserved <= attr.allocated))
+
+        def allocatable(q: QueueInfo, task: TaskInfo) -> bool:
+            if not q.is_open():
+                return False
+            attr = self.attrs.get(q.name)
+            if attr is None:
+                return True
+            free = np.maximum(attr.deserved - attr.allocated, 0.0)
+            req = clip(task.resreq)
+            return bool(np.all((req <= free) | (req == 0)))
+
+        def enqueueable(job: JobInfo) -> int:
+            attr = self.attrs.get(job.queue)
+            if attr is None or job.min_resources is None:
+                return 1
+            minreq = clip(job.min_resources)
+            need = minreq + attr.allocated + attr.inqueue - attr.elastic
+            # Only the dimensions the job's demand names are checked against capability.
+            sel = (need > 0) | (minreq > 0)
+            if bool(np.all(need[sel] <= attr.real_capability[sel])):
+                attr.inqueue += minreq
+                return 1
+            return -1
+
+        def reclaimable(reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+            """Take from a queue only while it holds more than its deserved share."""
+            want = clip(reclaimer.resreq)
+            out = []
+            allocations: dict[str, Vector] = {}
+            for t in candidates:
+                job = ssn.jobs.get(t.job or "")
+                if job is None or job.queue not in self.attrs:
+                    continue
+                q = ssn.queues[job.queue]
+                if not q.reclaimable:
+                    continue
+                attr = self.attrs[job.queue]
+                left = allocations.setdefault(job.queue, attr.allocated.copy())
+                if bool(np.any(left < want)):
+                    continue
+                if not bool(np.all(left <= attr.deserved)):
+                    left -= clip(t.resreq)
+                    out.append(t)
+            return out
+
+        def on_allocate(task: TaskInfo) -> None:
+            job = ssn.jobs.get(task.job or "")
+            if job is not None and job.queue in self.attrs:
+                attr = self.attrs[job.queue]
+                attr.allocated += clip(task.resreq)
+                attr.share = _share(attr)
+
+        def on_deallocate(task: TaskInfo) -> None:
+            job = ssn.jobs.get(task.job or "")
+            if job is not None and job.queue in self.attrs:
+                attr = self.attrs[job.queue]
+                attr.allocated -= clip(task.resreq)
+                attr.share = _share(attr)
+
+        ssn.on("queue_order", self.name, queue_order)
+        ssn.on("overused", self.name, overused)
+        ssn.on("allocatable", self.name, allocatable)
+        ssn.on("job_enqueueable", self.name, enqueueable)
+        ssn.on("reclaimable", self.name, reclaimable)
+        ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
+
+    def _water_fill(self, total: Vector) -> None:
+        remaining = total.copy()
+        met: set[str] = set()
+        attrs = [self.attrs[k] for k in sorted(self.attrs)]
+        while True:
+            total_weight = sum(a.weight for a in attrs if a.name not in met)
+            if total_weight == 0:
+                break
+            old_remaining = remaining.copy()
+            increased = np.zeros_like(total)
+            decreased = np.zeros_like(total)
+            for a in attrs:
+                if a.name in met:
+                    continue
+                old = a.deserved.copy()
+                a.deserved = a.deserved + remaining * (a.weight / total_weight)
+                a.deserved = np.minimum(a.deserved, a.real_capability)
+                a.deserved = np.minimum(a.deserved, a.request)
+                a.deserved = np.maximum(a.deserved, a.guarantee)
+                a.share = _share(a)
+                if bool(np.all(a.request <= a.deserved)) or np.array_equal(a.deserved, old):
+                    met.add(a.name)
+                diff = a.deserved - old
+                increased += np.maximum(diff, 0.0)
+                decreased += np.maximum(-diff, 0.0)
+            remaining = remaining - increased + decreased
+            if bool(np.all(remaining < 0.1)) or np.array_equal(remaining, old_remaining):
+                break
+        for a in attrs:
+            a.share = _share(a)
+
+    def explain_overused(self, q: QueueInfo, space) -> str:
+        attr = self.attrs.get(q.name)
+        if attr is None:
+            return f"queue {q.name} is overused"
+        return (
+            f"queue {q.name} has used its deserved share (deserved {space.render(attr.deserved)}; "
+            f"allocated {space.render(attr.allocated)})"
+        )
+
+    def explain_enqueue(self, ssn: Session, job: JobInfo) -> str:
+        attr = self.attrs.get(job.queue)
+        if attr is None:
+            return f"queue {job.queue} refused the job"
+        return (
+            f"queue {job.queue} capability would be exceeded: capability "
+            f"{ssn.space.render(attr.real_capability)}, already allocated "
+            f"{ssn.space.render(attr.allocated)}, admitted {ssn.space.render(attr.inqueue)}"
+        )

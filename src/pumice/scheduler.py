@@ -1,0 +1,72 @@
+"""One scheduling cycle: open a session, run the actions, close it.
+
+This is the pure core every mode shares: ``(snapshot, config) -> decisions``. It never
+touches a cluster; the caller applies the decisions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pumice.actions import default_registry as default_actions
+from pumice.api.snapshot import Snapshot
+from pumice.conf.config import SchedulerConfig, load_config
+from pumice.errors import InputError
+from pumice.framework.decisions import Decisions
+from pumice.framework.plugin import Registry
+from pumice.framework.session import Session, close_session, open_session
+from pumice.framework.status import explain_pending, update_podgroups
+from pumice.plugins import default_registry as default_plugins
+
+
+@dataclass(slots=True)
+class Scheduler:
+    """A validated configuration and the registries it draws on."""
+
+    config: SchedulerConfig
+    plugins: Registry
+    actions: Registry
+
+    @classmethod
+    def from_file(cls, path: str | None) -> Scheduler:
+        plugins, actions = default_plugins(), default_actions()
+        config = load_config(path, known_actions=actions.names(), known_plugins=plugins.names())
+        return cls.create(config, plugins, actions)
+
+    @classmethod
+    def create(
+        cls,
+        config: SchedulerConfig,
+        plugins: Registry | None = None,
+        actions: Registry | None = None,
+    ) -> Scheduler:
+        """Check every plugin and action of ``config`` can be built with its arguments,
+        so a bad configuration fails here and not in the middle of a cycle."""
+        plugins = plugins or default_plugins()
+        actions = actions or default_actions()
+        for name in config.actions:
+            if name not in actions.names():
+                raise InputError(f"unknown action {name!r}", file=config.source, field="actions")
+            actions.create(name, config.action_arguments(name))
+        for tier in config.tiers:
+            for opt in tier.plugins:
+                if opt.name not in plugins.names():
+                    raise InputError(f"unknown plugin {opt.name!r}", file=config.source)
+                try:
+                    plugins.create(opt.name, opt.arguments)
+                except InputError as err:
+                    raise err.located(file=config.source) from None
+        return cls(config, plugins, actions)
+
+    def open(self, snapshot: Snapshot) -> Session:
+        return open_session(snapshot, self.config, self.plugins)
+
+    def cycle(self, snapshot: Snapshot) -> Decisions:
+        """Run one cycle on ``snapshot`` (which the cycle consumes: pass a copy to keep
+        the original)."""
+        ssn = self.open(snapshot)
+        for name in self.config.actions:
+            self.actions.create(name, self.config.action_arguments(name)).execute(ssn)
+        decisions = close_session(ssn, (update_podgroups, explain_pending))
+        decisions.notes.extend(snapshot.notes)
+        return decisions
