@@ -102,7 +102,7 @@ def load(path_or_dir: str, *, limit: int | None = None, max_queues: int = 16) ->
     by_name = {j.raw_name: j for j in selected}
     _read_tasks(task_file, by_name, known, skips)
 
-    mapper = QueueMapper([j.user for j in selected], max_queues=max_queues, prefix="u")
+    mapper = QueueMapper([j.user for j in selected], max_queues=max_queues, prefix="user")
     t0 = min((j.start for j in selected), default=0.0)
     out: list[JobSpec] = []
     names: set[str] = set()
@@ -157,7 +157,7 @@ def _read_jobs(path: Path, skips: SkipLog) -> dict[str, _Job]:
             start = require_float(row, "start_time")
             end = require_float(row, "end_time")
             if end < start:
-                raise ValueError(f"end_time {end:g} is before start_time {start:g}")
+                raise ValueError(f"end_time {end:.12g} is before start_time {start:.12g}")
             if raw in jobs:
                 raise ValueError(f"duplicate job_name {raw}")
         except ValueError as exc:

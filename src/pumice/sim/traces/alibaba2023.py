@@ -128,7 +128,7 @@ def _pod(row: dict[str, str], queue: str, namespace: str) -> tuple[float, str, J
     scheduled = parse_float(row, "scheduled_time")
     start = scheduled if scheduled is not None and created <= scheduled <= deleted else created
     if deleted < start:
-        raise ValueError(f"deletion_time {deleted:g} is before creation_time {created:g}")
+        raise ValueError(f"deletion_time {deleted:.12g} is before creation_time {created:.12g}")
     phase = row.get("pod_phase", "Succeeded")
     if phase not in PHASES:
         raise ValueError(f"unknown pod_phase {phase!r}")

@@ -37,7 +37,7 @@ from typing import Any
 import orjson
 
 from pumice.errors import InputError
-from pumice.sim.traces import QueueMapper, SkipLog, finish, find_file, k8s_name
+from pumice.sim.traces import QueueMapper, SkipLog, find_file, finish, k8s_name
 from pumice.sim.workload import GPU, JobSpec, TaskSpec, Workload
 
 JOB_LOG_FILES = ("cluster_job_log", "cluster_job_log.json")
