@@ -11,7 +11,14 @@ import pytest
 from pumice.api.quantity import to_canonical
 from pumice.sim.cluster_spec import default_cluster
 from pumice.sim.synthetic import default_workload, generate
-from pumice.sim.workload import GPU, Workload, job_objects, load_workload, to_compact
+from pumice.sim.workload import (
+    GPU,
+    Workload,
+    job_objects,
+    load_workload,
+    to_compact,
+    workload_objects,
+)
 
 N = 20_000
 SEED = 7
@@ -200,3 +207,25 @@ def test_small_and_degenerate_arguments():
     for kwargs in ({"n_queues": 0}, {"horizon": -1.0}, {"load": 0.0}):
         with pytest.raises(ValueError):
             generate(10, seed=1, **kwargs)
+
+
+def test_demo_objects_parse_with_the_scheduler_parser(demo):
+    """Every object of the demo workload and cluster is accepted by pumice's own parser."""
+    parse = pytest.importorskip("pumice.api.parse")
+    parsers = {
+        "Pod": parse.parse_pod,
+        "PodGroup": parse.parse_podgroup,
+        "Queue": parse.parse_queue,
+        "PriorityClass": parse.parse_priority_class,
+        "Node": parse.parse_node,
+    }
+    objects = workload_objects(demo) + default_cluster()
+    records = [parsers[o["kind"]](o) for o in objects]
+    groups = [r for r in records if isinstance(r, parse.PodGroupRecord)]
+    assert len(groups) == len(demo.jobs)
+    job = demo.jobs[0]
+    assert (groups[0].name, groups[0].min_member, groups[0].queue) == (
+        job.name,
+        job.min_available,
+        job.queue,
+    )

@@ -358,7 +358,9 @@ def _build_jobs(
     for rank, j in enumerate(order.tolist()):
         s = sub_l[j]
         workers, gpp = pods_l[s], gpp_l[s]
-        worker_req = requests(round(cpg_l[s] * gpp * 1000.0), mpg_l[s] * gpp * GiB, float(gpp))
+        worker_req = requests(
+            float(round(cpg_l[s] * gpp * 1000.0)), mpg_l[s] * gpp * GiB, float(gpp)
+        )
         n_ps = ps_l[s]
         if elastic_l[s]:
             worker_min = -(-workers // 2)

@@ -47,6 +47,7 @@ ANNOTATION_OUTCOME = "pumice.sim/outcome"
 ANNOTATION_END_FRACTION = "pumice.sim/end-fraction"
 ANNOTATION_GROUP_NAME = "scheduling.k8s.io/group-name"
 ANNOTATION_TASK_SPEC = "volcano.sh/task-spec"
+ANNOTATION_TASK_NAME = "volcano.sh/task-name"  # also accepted, as pumice.api.parse does
 ANNOTATION_QUEUE_NAME = "scheduling.volcano.sh/queue-name"
 
 PODGROUP_API = "scheduling.volcano.sh/v1beta1"
@@ -813,7 +814,11 @@ class _Builder:
             if not isinstance(spec, Mapping):
                 raise InputError("expected a map", field="spec")
             requests = _pod_requests(spec)
-            task = annotations.get(ANNOTATION_TASK_SPEC) or DEFAULT_TASK
+            task = (
+                annotations.get(ANNOTATION_TASK_SPEC)
+                or annotations.get(ANNOTATION_TASK_NAME)
+                or DEFAULT_TASK
+            )
             if not isinstance(task, str) or not is_dns_label(task):
                 raise InputError(
                     f"invalid task name {task!r}",
@@ -932,7 +937,9 @@ def load_workload(
       arrival and duration come from the ``pumice.sim/arrival`` and ``pumice.sim/duration``
       annotations of its PodGroup (or of its pods, which must then agree; a pod without
       a group is a job of one). Pods are grouped into roles by ``volcano.sh/task-spec``
-      (default ``task``); all pods of a role must request the same resources.
+      (or ``volcano.sh/task-name``; default ``task``); all pods of a role must
+      request the same resources. Pod names are not kept: a loaded job's pods are
+      named ``{job}-{task}-{i}`` again when rendered.
     - The compact form: a ``kind: Workload`` document (``apiVersion: pumice.io/v1alpha1``)
       with ``queues``, ``priorityClasses`` and ``jobs``.
 
