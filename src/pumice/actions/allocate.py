@@ -20,7 +20,7 @@ import numpy as np
 
 from pumice.api.job import INQUEUE, FitError, JobInfo
 from pumice.api.queue import QueueInfo
-from pumice.api.task import TaskInfo, TaskStatus
+from pumice.api.task import READY_STATUSES, TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
 from pumice.framework.fit import fits, insufficient
 from pumice.framework.pqueue import PriorityQueue
@@ -97,19 +97,25 @@ def place(ssn: Session, stmt: Statement, job: JobInfo, task: TaskInfo) -> bool:
 
 
 def need_continue(job: JobInfo, failed_roles: set[str]) -> bool:
-    """After a task found no node, may the other tasks of the job still make the gang?
+    """After a task found no node, may the job's other tasks still complete the gang?
 
-    Not when every task is needed; otherwise only if the pending tasks of the roles that
-    have not failed can still reach the minimum (per role where roles set one)."""
+    Never when every task is needed. Without per-role minimums, yes. With them, each
+    role must still reach its minimum from its ready tasks plus its pending tasks of
+    roles that have not failed (and the job its minMember, where the roles' minimums do
+    not add up to it)."""
     if job.min_available >= len(job.tasks):
         return False
-    pending: dict[str, int] = {}
+    if not job.min_task_member:
+        return True
+    have: dict[str, int] = {}
     for t in job.with_status(TaskStatus.PENDING):
         if t.role not in failed_roles:
-            pending[t.role] = pending.get(t.role, 0) + 1
-    if not job.min_task_member or job.min_available < sum(job.min_task_member.values()):
-        return job.ready_num() + sum(pending.values()) >= job.min_available
-    return all(pending.get(r, 0) >= n for r, n in job.min_task_member.items())
+            have[t.role] = have.get(t.role, 0) + 1
+    for t in job.with_status(*READY_STATUSES):
+        have[t.role] = have.get(t.role, 0) + 1
+    if job.min_available < sum(job.min_task_member.values()):
+        return sum(have.values()) >= job.min_available
+    return all(have.get(r, 0) >= n for r, n in job.min_task_member.items())
 
 
 class AllocateAction:

@@ -48,6 +48,11 @@ class EnqueueAction:
             if jobs is None or jobs.empty():
                 continue
             job = jobs.pop()
+            if not queue.is_open():
+                admitted, refuser = False, None
+                ssn.not_enqueued[job.uid] = f"queue {queue.name} is {queue.state}"
+                queues.push(queue)
+                continue
             if job.min_resources is None:
                 admitted, refuser = True, None
             else:

@@ -185,9 +185,12 @@ class PodRecord:
 
     @property
     def role(self) -> str:
-        return self.annotations.get(TASK_SPEC_ANNOTATION) or self.annotations.get(
-            TASK_SPEC_ANNOTATION_ALT, ""
-        )
+        """The task role (Volcano's task spec), from the annotation or the label."""
+        for source in (self.annotations, self.labels):
+            for key in (TASK_SPEC_ANNOTATION, TASK_SPEC_ANNOTATION_ALT):
+                if source.get(key):
+                    return source[key]
+        return ""
 
 
 def _container_requests(c: Mapping[str, Any], path: str) -> dict[str, float]:

@@ -25,5 +25,8 @@ class Snapshot:
     queues: dict[str, QueueInfo]
     priority_classes: dict[str, int]
     default_priority: int = 0
+    #: The time "now" for this cycle (seconds since the epoch): the latest object
+    #: timestamp by default, so a snapshot replays the same way whenever it is run.
+    now: float = 0.0
     blocked: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)

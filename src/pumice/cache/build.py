@@ -110,7 +110,10 @@ def _name_index(name: str) -> int | None:
 
 
 def build_snapshot(
-    objects: Iterable[SourcedObject], *, scheduler_name: str = DEFAULT_SCHEDULER
+    objects: Iterable[SourcedObject],
+    *,
+    scheduler_name: str = DEFAULT_SCHEDULER,
+    now: float | None = None,
 ) -> Snapshot:
     """Validate ``objects`` and build the snapshot one cycle schedules against.
 
@@ -272,7 +275,11 @@ def build_snapshot(
                 f"of the PodGroup to an existing queue"
             )
             del jobs[uid]
+    if now is None:
+        stamps = [p.creation for p in pods_r] + [g.creation for g in pgs_r]
+        now = max(stamps, default=0.0)
     return Snapshot(
+        now=now,
         space=space,
         nodes=nodes,
         jobs=jobs,

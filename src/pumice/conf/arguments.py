@@ -25,8 +25,8 @@ class Arguments:
     def __contains__(self, key: str) -> bool:
         return key in self._values
 
-    def keys(self):
-        return self._values.keys()
+    def __iter__(self):
+        return iter(self._values)
 
     def raw(self, key: str, default: Any = None) -> Any:
         return self._values.get(key, default)

@@ -52,6 +52,7 @@ class Session:
         self.plugins: list[Plugin] = []
         self.decisions = Decisions()
         self.total = snapshot.nodes.total()
+        self.now = snapshot.now
         #: Jobs dropped at open because a job_valid function refused them.
         self.invalid: dict[str, tuple[JobInfo, str]] = {}
         #: Pending jobs the enqueue action refused this cycle: uid -> reason.

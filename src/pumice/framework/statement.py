@@ -85,7 +85,8 @@ class Statement:
         self.operations.clear()
 
     def commit(self) -> None:
-        """Turn the log into decisions. Allocated tasks become Binding."""
+        """Turn the log into decisions: allocated tasks become Binding, evicted ones are
+        listed. Pipelined tasks stay Pipelined; the session reports them at close."""
         d = self.session.decisions
         for op in self.operations:
             t = op.task
@@ -96,8 +97,6 @@ class Statement:
                     job.update_status(t, TaskStatus.BINDING)
                 else:  # pragma: no cover - every task we allocate has a job
                     t.status = TaskStatus.BINDING
-            elif op.kind == PIPELINE:
-                d.pipelined[t.key] = op.node
-            else:
+            elif op.kind == EVICT:
                 d.evictions.append(t.key)
         self.operations.clear()

@@ -3,29 +3,39 @@
 from __future__ import annotations
 
 from pumice.api.job import COMPLETED, INQUEUE, PENDING, RUNNING, UNKNOWN, JobInfo
-from pumice.api.task import ALLOCATED_STATUSES, TaskStatus
+from pumice.api.task import TaskStatus
 from pumice.framework.decisions import PodGroupUpdate
 from pumice.framework.session import Session
 
+SCHEDULED_STATUSES = frozenset(
+    {TaskStatus.RUNNING, TaskStatus.BOUND, TaskStatus.FAILED, TaskStatus.SUCCEEDED}
+)
+
 
 def podgroup_phase(ssn: Session, job: JobInfo, unschedulable: bool) -> str:
-    """Volcano's rule: Unknown if running tasks but unschedulable this cycle; Running
-    once allocated + succeeded tasks reach minMember (Completed when all succeeded);
-    otherwise Pending, unless the job was admitted (Inqueue)."""
+    """Volcano's rule (v1.13+): Unknown if running tasks but unschedulable this cycle;
+    Running once *scheduled* tasks (bound, running, or finished) reach minMember
+    (Completed when all of them succeeded); otherwise Pending, unless the job was
+    admitted (Inqueue). Tasks bound in this very cycle are only Binding, so a job
+    stays Inqueue until its pods are seen bound."""
     running = len(job.by_status.get(TaskStatus.RUNNING, ()))
     if running and unschedulable:
         return UNKNOWN
-    allocated = job.count(ALLOCATED_STATUSES | {TaskStatus.SUCCEEDED})
-    if allocated >= job.min_available:
+    scheduled = job.count(SCHEDULED_STATUSES)
+    if scheduled >= job.min_available:
         succeeded = len(job.by_status.get(TaskStatus.SUCCEEDED, ()))
-        return COMPLETED if succeeded == allocated else RUNNING
+        return COMPLETED if succeeded == scheduled else RUNNING
     if job.phase != INQUEUE:
         return PENDING
     return INQUEUE
 
 
 def update_podgroups(ssn: Session) -> None:
+    """Derive each job's podgroup phase, and list every task left pipelined (whether its
+    statement was committed or kept because the job is pipelined but not yet ready)."""
     for job in ssn.jobs.values():
+        for t in job.by_status.get(TaskStatus.PIPELINED, {}).values():
+            ssn.decisions.pipelined[t.key] = t.node or ""
         upd = ssn.decisions.podgroups.setdefault(job.uid, PodGroupUpdate(phase=""))
         unschedulable = any(
             c.get("type") == "Unschedulable" and c.get("transitionID") == ssn.uid

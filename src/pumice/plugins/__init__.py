@@ -16,6 +16,7 @@ def default_registry() -> Registry:
     from pumice.plugins.predicates import PredicatesPlugin
     from pumice.plugins.priority import PriorityPlugin
     from pumice.plugins.proportion import ProportionPlugin
+    from pumice.plugins.sla import SlaPlugin
 
     return Registry(
         "plugin",
@@ -29,5 +30,6 @@ def default_registry() -> Registry:
             PredicatesPlugin,
             NodeOrderPlugin,
             BinpackPlugin,
+            SlaPlugin,
         ],
     )

@@ -11,7 +11,6 @@ import numpy as np
 
 from pumice.api.job import INQUEUE, RUNNING, JobInfo
 from pumice.conf.arguments import Arguments
-from pumice.errors import InputError
 from pumice.framework.session import Session
 
 DEFAULT_FACTOR = 1.2
@@ -33,18 +32,25 @@ class OvercommitPlugin:
     name = "overcommit"
 
     def __init__(self, arguments: Arguments) -> None:
-        self.factor = arguments.get_float("overcommit-factor", DEFAULT_FACTOR)
-        if self.factor < 1.0:
-            raise InputError(
-                f"must be at least 1.0, got {self.factor}",
-                obj="plugin overcommit",
-                field="arguments.overcommit-factor",
-            )
+        # As in Volcano, a factor below 1.0 falls back to the default.
+        factor = arguments.get_float("overcommit-factor", DEFAULT_FACTOR)
+        self.factor = factor if factor >= 1.0 else DEFAULT_FACTOR
+        self.per_resource: dict[str, float] = {}
+        for key in arguments:
+            if key.startswith("overcommit-factor."):
+                f = arguments.get_float(key, self.factor)
+                self.per_resource[key.removeprefix("overcommit-factor.")] = (
+                    f if f >= 1.0 else self.factor
+                )
 
     def on_session_open(self, ssn: Session) -> None:
         mask = ssn.space.share
         used = ssn.nodes.used.sum(axis=0) if len(ssn.nodes) else ssn.space.zeros()
-        self.idle = np.where(mask, ssn.total * self.factor - used, np.inf)
+        factors = np.full(ssn.space.size, self.factor)
+        for name, f in self.per_resource.items():
+            if name in ssn.space.index:
+                factors[ssn.space.index[name]] = f
+        self.idle = np.where(mask, ssn.total * factors - used, np.inf)
         self.inqueue = ssn.space.zeros()
         for job in ssn.jobs.values():
             demand = inqueue_demand(job)

@@ -1,0 +1,76 @@
+"""sla: jobs that have waited longer than their SLA go first and are admitted.
+
+The waiting time comes from the PodGroup annotation ``sla-waiting-time`` or the plugin
+argument of the same name (a Go duration such as ``3m`` or ``1h30m``). A job past its
+deadline (creation + waiting time) is permitted by enqueue and counts as pipelined;
+jobs are ordered by deadline, jobs without one last. "Now" is the session's clock: the
+snapshot's time in ``pumice cycle`` (``--now``), the virtual clock in ``simulate``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pumice.api.job import JobInfo
+from pumice.conf.arguments import Arguments
+from pumice.errors import InputError
+from pumice.framework.session import Session
+
+WAITING_TIME = "sla-waiting-time"
+_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+
+
+def parse_duration(text: str, *, field: str = WAITING_TIME) -> float:
+    """A Go duration string (``1h30m``, ``90s``) in seconds."""
+    text = text.strip()
+    pos, total = 0, 0.0
+    for m in _PART.finditer(text):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    if pos != len(text) or not text:
+        raise InputError(f"invalid duration {text!r} (expected e.g. 3m, 1h30m)", field=field)
+    return total
+
+
+class SlaPlugin:
+    name = "sla"
+
+    def __init__(self, arguments: Arguments) -> None:
+        raw = arguments.raw(WAITING_TIME)
+        self.default = None
+        if raw is not None:
+            try:
+                self.default = parse_duration(str(raw), field=f"arguments.{WAITING_TIME}")
+            except InputError as err:
+                raise err.located(obj="plugin sla") from None
+
+    def _waiting(self, job: JobInfo) -> float | None:
+        raw = job.annotations.get(WAITING_TIME)
+        if raw:
+            try:
+                return parse_duration(raw)
+            except InputError:
+                return self.default
+        return self.default
+
+    def on_session_open(self, ssn: Session) -> None:
+        def deadline(job: JobInfo) -> float | None:
+            w = self._waiting(job)
+            return None if w is None else job.creation + w
+
+        def job_order(a: JobInfo, b: JobInfo) -> int:
+            da, db = deadline(a), deadline(b)
+            if da is None or db is None:
+                return 0 if da is db else (1 if da is None else -1)
+            return (da > db) - (da < db)
+
+        def permit(job: JobInfo) -> int:
+            d = deadline(job)
+            return 1 if d is not None and ssn.now >= d else 0
+
+        ssn.on("job_order", self.name, job_order)
+        ssn.on("job_enqueueable", self.name, permit)
+        ssn.on("job_pipelined", self.name, permit)
