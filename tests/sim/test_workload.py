@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pumice.api.quantity import to_canonical
 from pumice.errors import InputError
@@ -420,3 +422,58 @@ def test_workload_equality_is_by_value():
     )
     assert w1 == w2
     assert job.replicas == 1 and job.total("cpu") == 1.0
+
+
+# ----------------------------------------------------------------- properties
+
+names = st.from_regex(r"[a-z][a-z0-9]{0,6}", fullmatch=True)
+requests = st.fixed_dictionaries(
+    {},
+    optional={
+        "cpu": st.integers(1, 256_000).map(float),
+        "memory": st.integers(1, 2**40).map(float),
+        GPU: st.integers(1, 8).map(float),
+    },
+)
+
+
+@st.composite
+def jobs(draw) -> JobSpec:
+    task_names = draw(st.lists(names, min_size=1, max_size=3, unique=True))
+    tasks = tuple(
+        TaskSpec(
+            n,
+            (r := draw(st.integers(1, 5))),
+            draw(requests),
+            draw(st.none() | st.integers(1, r)),
+        )
+        for n in task_names
+    )
+    total = sum(t.replicas for t in tasks)
+    outcome = draw(st.sampled_from(["succeed", "fail", "cancel"]))
+    return JobSpec(
+        name=draw(names),
+        namespace=draw(st.sampled_from(["default", "team-a"])),
+        queue="q",
+        arrival=draw(st.integers(0, 10**6)) / 8,
+        duration=draw(st.integers(0, 10**7)) / 4,
+        tasks=tasks,
+        min_available=draw(st.integers(1, total)),
+        priority_class=draw(st.none() | st.just("high")),
+        outcome=outcome,
+        end_fraction=1.0 if outcome == "succeed" else draw(st.integers(1, 100)) / 100,
+    )
+
+
+@settings(max_examples=40, deadline=None)
+@given(job=jobs(), form=st.sampled_from(["objects", "compact"]))
+def test_any_job_round_trips(tmp_path_factory, job, form):
+    """Any job written as objects or in the compact form reads back equal."""
+    w = Workload((job,), (QueueSpec("q"),), {"high": 5})
+    if form == "objects":
+        text = yaml.safe_dump_all(workload_objects(w))
+    else:
+        text = yaml.safe_dump(to_compact(w))
+    path = tmp_path_factory.mktemp("rt") / "w.yaml"
+    path.write_text(text)
+    assert load_workload(str(path)).jobs == (job,)

@@ -393,8 +393,8 @@ def default_workload(seed: int = 1) -> Workload:
     """The built-in demo scenario for :func:`pumice.sim.cluster_spec.default_cluster`.
 
     3,000 jobs in 12 queues on 384 GPUs (8 per node), gangs of up to 32 pods, arriving at
-    a rate that offers 1.2 times the cluster's GPUs over the horizon (about a day and a
-    half), so queues contend and fair share, gang scheduling, preemption and reclaim all
+    a rate that offers 1.2 times the cluster's GPUs over the horizon (about four days
+    with seed 1), so queues contend and fair share, gang scheduling, preemption and reclaim all
     have work to do.
     """
     return generate(

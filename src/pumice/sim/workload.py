@@ -948,6 +948,8 @@ def load_workload(
     declared or in ``known_priority_classes``. Anything malformed raises
     :class:`InputError` naming the file, the object and the field; nothing is returned then.
     """
+    if isinstance(paths, str | os.PathLike):
+        paths = [str(paths)]
     builder = _Builder()
     for path in _expand(paths):
         file = str(path)
