@@ -148,24 +148,27 @@ def read_rows(
                 if has_header:
                     order = [c.strip() for c in row]
                     continue
-            if not row or all(not c.strip() for c in row):
+            cells = [c.strip() for c in row]
+            if not any(cells):
                 continue
-            yield (
-                reader.line_num,
-                {k: v.strip() for k, v in zip(order, row, strict=False) if v.strip()},
-            )
+            yield reader.line_num, {k: v for k, v in zip(order, cells, strict=False) if v}
 
 
 def parse_float(row: dict[str, str], column: str) -> float | None:
-    """A column as a finite float; ``None`` when absent; :class:`ValueError` when bad."""
+    """A column as a finite float; ``None`` when absent (empty, ``nan``, ``None``);
+    :class:`ValueError` naming the column when it is not a number."""
     text = row.get(column)
-    if text is None or text.lower() in ("nan", "none", "null"):
+    if text is None:
         return None
     try:
         value = float(text)
     except ValueError:
+        if text.lower() in ("none", "null"):
+            return None
         raise ValueError(f"{column} is not a number: {text!r}") from None
-    if not math.isfinite(value):
+    if value != value:  # "nan" is how pandas-written traces spell a missing value
+        return None
+    if math.isinf(value):
         raise ValueError(f"{column} is not a finite number: {text!r}")
     return value
 

@@ -86,7 +86,8 @@ def load(path_or_dir: str, *, limit: int | None = None, max_queues: int = 16) ->
     directory of the file given).
 
     ``limit`` keeps the first jobs by submission time. Malformed rows, unfinished jobs,
-    tasks of unknown jobs and jobs left without tasks are skipped and counted.
+    tasks of jobs absent from the job table and jobs left without tasks are skipped and
+    counted; rows of the job table are checked (and counted) whatever ``limit`` is.
     """
     if limit is not None and limit < 0:
         raise ValueError("limit must be >= 0")
@@ -94,8 +95,7 @@ def load(path_or_dir: str, *, limit: int | None = None, max_queues: int = 16) ->
     job_file = find_file(str(directory), (JOB_TABLE,))
     task_file = find_file(str(directory), (TASK_TABLE,))
     skips = SkipLog()
-    jobs = _read_jobs(job_file, skips)
-    known = set(jobs)
+    jobs, known = _read_jobs(job_file, skips)
     selected = sorted(jobs.values(), key=lambda j: (j.start, j.raw_name))
     if limit is not None:
         selected = selected[:limit]
@@ -134,14 +134,18 @@ def load(path_or_dir: str, *, limit: int | None = None, max_queues: int = 16) ->
     return finish(out, mapper.queues(), skips)
 
 
-def _read_jobs(path: Path, skips: SkipLog) -> dict[str, _Job]:
+def _read_jobs(path: Path, skips: SkipLog) -> tuple[dict[str, _Job], set[str]]:
+    """The replayable jobs, and the names of every job in the table (so the tasks of a
+    skipped job are not counted a second time)."""
     jobs: dict[str, _Job] = {}
+    names: set[str] = set()
     for line, row in read_rows(path, JOB_COLUMNS):
         where = f"{path}:{line}"
         try:
             raw = row.get("job_name")
             if not raw:
                 raise ValueError("missing job_name")
+            names.add(raw)
             name = k8s_name(raw)
             if not name:
                 raise ValueError(f"job_name {raw!r} has no usable characters")
@@ -164,7 +168,7 @@ def _read_jobs(path: Path, skips: SkipLog) -> dict[str, _Job]:
             skips.skip(f"{where}: {exc}")
             continue
         jobs[raw] = _Job(name, raw, user, OUTCOMES[status], start, end, where)
-    return jobs
+    return jobs, names
 
 
 def _read_tasks(path: Path, jobs: dict[str, _Job], known: set[str], skips: SkipLog) -> None:

@@ -80,7 +80,7 @@ def load(
     skips = SkipLog()
     rows: list[tuple[float, str, JobSpec, str | None]] = []
     seen: set[str] = set()
-    for line, row in read_rows(path, POD_COLUMNS, header=True):
+    for line, row in read_rows(path, POD_COLUMNS):
         where = f"{path}:{line}"
         try:
             created, raw, job, pc = _pod(row, queue, namespace)
@@ -165,7 +165,7 @@ def load_nodes(path: str) -> list[dict[str, Any]]:
     file = find_file(path, NODE_FILES)
     nodes: list[dict[str, Any]] = []
     names: set[str] = set()
-    for line, row in read_rows(file, NODE_COLUMNS, header=True):
+    for line, row in read_rows(file, NODE_COLUMNS):
         where = f"{file}:{line}"
         try:
             raw = row.get("sn")
