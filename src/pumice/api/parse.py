@@ -182,6 +182,8 @@ class PodRecord:
     group: str
     annotations: dict[str, str] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
+    #: lastTransitionTime of the PodScheduled=True condition (0.0 when absent).
+    scheduled_at: float = 0.0
 
     @property
     def role(self) -> str:
@@ -330,7 +332,17 @@ def parse_pod(obj: Mapping[str, Any]) -> PodRecord:
         group=annotations.get(GROUP_ANNOTATION, ""),
         annotations=annotations,
         labels=_labels(meta.get("labels"), "metadata.labels"),
+        scheduled_at=_scheduled_at(status),
     )
+
+
+def _scheduled_at(status: Mapping[str, Any]) -> float:
+    """When the PodScheduled condition turned True (Volcano's cdp plugin reads it)."""
+    for i, c in enumerate(_list(status.get("conditions"), "status.conditions")):
+        c = _map(c, f"status.conditions[{i}]")
+        if c.get("type") == "PodScheduled" and c.get("status") == "True":
+            return timestamp(c.get("lastTransitionTime"), f"status.conditions[{i}]")
+    return 0.0
 
 
 # -- PodGroup ----------------------------------------------------------------------------
@@ -397,6 +409,7 @@ class QueueRecord:
     state: str
     creation: float
     annotations: dict[str, str]
+    priority: int = 0
 
 
 def parse_queue(obj: Mapping[str, Any]) -> QueueRecord:
@@ -424,6 +437,7 @@ def parse_queue(obj: Mapping[str, Any]) -> QueueRecord:
         state=state,
         creation=timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
         annotations=_labels(meta.get("annotations"), "metadata.annotations"),
+        priority=_int(spec.get("priority"), "spec.priority", 0),
     )
 
 

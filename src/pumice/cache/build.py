@@ -17,6 +17,7 @@ import numpy as np
 from pumice.api import parse
 from pumice.api.job import INQUEUE, PENDING, RUNNING, JobInfo
 from pumice.api.node import NodeTable
+from pumice.api.pdb import parse_pdb
 from pumice.api.queue import QueueInfo
 from pumice.api.resources import ResourceSpace, is_empty
 from pumice.api.snapshot import Snapshot
@@ -35,6 +36,7 @@ _KINDS = {
     "PodGroup": parse.parse_podgroup,
     "Queue": parse.parse_queue,
     "PriorityClass": parse.parse_priority_class,
+    "PodDisruptionBudget": parse_pdb,
 }
 
 
@@ -164,10 +166,20 @@ def build_snapshot(
             creation=q.creation,
             annotations=q.annotations,
             has_capability=bool(q.capability),
+            priority=q.priority,
         )
 
     def priority_of(class_name: str) -> int:
         return priority_classes.get(class_name, default_priority)
+
+    def task_priority(p: parse.PodRecord) -> int:
+        """spec.priority, else the priority class's value, else the global default;
+        a pod with none of these has priority 1, as Volcano gives it."""
+        if p.priority is not None:
+            return p.priority
+        if p.priority_class in priority_classes:
+            return priority_classes[p.priority_class]
+        return default_priority if defaults else 1
 
     jobs: dict[str, JobInfo] = {}
     for g in pgs_r:
@@ -239,7 +251,7 @@ def build_snapshot(
             node=p.node_name or None,
             resreq=resreq,
             init_resreq=space.vector(p.init_resreq),
-            priority=p.priority if p.priority is not None else priority_of(p.priority_class),
+            priority=task_priority(p),
             best_effort=is_empty(resreq, space),
             placement=p.placement,
             host_ports=p.host_ports,
@@ -249,6 +261,7 @@ def build_snapshot(
             annotations=p.annotations,
             labels=p.labels,
             name_index=_name_index(p.name),
+            scheduled_at=p.scheduled_at,
             nonzero=np.array(
                 [
                     p.resreq.get("cpu") or DEFAULT_CPU_REQUEST,
@@ -288,6 +301,7 @@ def build_snapshot(
         default_priority=default_priority,
         blocked=blocked,
         notes=notes,
+        pdbs=records["PodDisruptionBudget"],
     )
 
 

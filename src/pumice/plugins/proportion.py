@@ -94,6 +94,8 @@ class ProportionPlugin:
         self._water_fill(total)
 
         def queue_order(a: QueueInfo, b: QueueInfo) -> int:
+            if a.priority != b.priority:
+                return -1 if a.priority > b.priority else 1
             sa = self.attrs[a.name].share if a.name in self.attrs else 0.0
             sb = self.attrs[b.name].share if b.name in self.attrs else 0.0
             return (sa > sb) - (sa < sb)
