@@ -477,3 +477,25 @@ def test_any_job_round_trips(tmp_path_factory, job, form):
     path = tmp_path_factory.mktemp("rt") / "w.yaml"
     path.write_text(text)
     assert load_workload(str(path)).jobs == (job,)
+
+
+def test_task_role_from_label(tmp_path):
+    """Pods name their role by annotation or, as Volcano also does, by label."""
+    pod = """
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  labels: {{volcano.sh/task-spec: {role}}}
+  annotations: {{scheduling.k8s.io/group-name: g}}
+spec: {{containers: [{{name: c, image: i}}]}}
+"""
+    text = (
+        "apiVersion: scheduling.volcano.sh/v1beta1\nkind: PodGroup\n"
+        "metadata: {name: g, annotations: {pumice.sim/duration: '60'}}\nspec: {minMember: 2}"
+        + pod.format(name="a", role="ps")
+        + pod.format(name="b", role="worker")
+    )
+    (job,) = load_workload([write(tmp_path, text)], known_queues=["default"]).jobs
+    assert [t.name for t in job.tasks] == ["ps", "worker"]

@@ -814,9 +814,14 @@ class _Builder:
             if not isinstance(spec, Mapping):
                 raise InputError("expected a map", field="spec")
             requests = _pod_requests(spec)
+            labels = meta.get("labels") or {}
+            if not isinstance(labels, Mapping):
+                raise InputError("expected a map", field="metadata.labels")
             task = (
                 annotations.get(ANNOTATION_TASK_SPEC)
                 or annotations.get(ANNOTATION_TASK_NAME)
+                or labels.get(ANNOTATION_TASK_SPEC)
+                or labels.get(ANNOTATION_TASK_NAME)
                 or DEFAULT_TASK
             )
             if not isinstance(task, str) or not is_dns_label(task):
@@ -937,9 +942,9 @@ def load_workload(
       arrival and duration come from the ``pumice.sim/arrival`` and ``pumice.sim/duration``
       annotations of its PodGroup (or of its pods, which must then agree; a pod without
       a group is a job of one). Pods are grouped into roles by ``volcano.sh/task-spec``
-      (or ``volcano.sh/task-name``; default ``task``); all pods of a role must
-      request the same resources. Pod names are not kept: a loaded job's pods are
-      named ``{job}-{task}-{i}`` again when rendered.
+      (or ``volcano.sh/task-name``, as annotation or label; default ``task``); all pods
+      of a role must request the same resources. Pod names are not kept: a loaded job's
+      pods are named ``{job}-{task}-{i}`` again when rendered.
     - The compact form: a ``kind: Workload`` document (``apiVersion: pumice.io/v1alpha1``)
       with ``queues``, ``priorityClasses`` and ``jobs``.
 
