@@ -48,12 +48,15 @@ class SourcedObject:
     source: str = ""
 
 
-def parse_objects(objects: Iterable[SourcedObject]) -> tuple[dict[str, list], list[str]]:
-    """Validate every object; return records by kind and notes on skipped kinds."""
+def parse_objects(
+    objects: Iterable[SourcedObject],
+) -> tuple[dict[str, list], list[str], dict[tuple[str, str], str]]:
+    """Validate every object; return records by kind, notes on skipped kinds, and the
+    file each (kind, namespace/name) came from."""
     records: dict[str, list] = {k: [] for k in _KINDS}
     notes: list[str] = []
     skipped: dict[str, int] = {}
-    seen: set[tuple[str, str]] = set()
+    seen: dict[tuple[str, str], str] = {}
     for item in objects:
         obj = item.obj
         if not isinstance(obj, Mapping):
@@ -74,11 +77,11 @@ def parse_objects(objects: Iterable[SourcedObject]) -> tuple[dict[str, list], li
         ident = getattr(rec, "namespace", "") + "/" + rec.name
         if (kind, ident) in seen:
             raise InputError("appears twice", file=item.source, obj=parse.object_name(obj))
-        seen.add((kind, ident))
+        seen[(str(kind), ident)] = item.source
         records[str(kind)].append(rec)
     for kind, n in sorted(skipped.items()):
         notes.append(f"skipped {n} object(s) of kind {kind}")
-    return records, notes
+    return records, notes, seen
 
 
 def _check_queue_tree(queues: list[parse.QueueRecord]) -> None:
@@ -122,13 +125,17 @@ def build_snapshot(
     Pods whose ``schedulerName`` is ``scheduler_name`` (or empty) are ours; other pods
     only occupy their nodes.
     """
-    records, notes = parse_objects(objects)
+    records, notes, sources = parse_objects(objects)
     nodes_r: list = records["Node"]
     pods_r: list[parse.PodRecord] = records["Pod"]
     pgs_r: list[parse.PodGroupRecord] = records["PodGroup"]
     queues_r: list[parse.QueueRecord] = records["Queue"]
     pcs_r: list[parse.PriorityClassRecord] = records["PriorityClass"]
-    _check_queue_tree(queues_r)
+    try:
+        _check_queue_tree(queues_r)
+    except InputError as err:
+        name = (err.obj or "").removeprefix("Queue ")
+        raise err.located(file=sources.get(("Queue", "/" + name))) from None
 
     priority_classes = {pc.name: pc.value for pc in pcs_r}
     defaults = [pc.value for pc in pcs_r if pc.global_default]
