@@ -16,27 +16,53 @@ from pumice.framework.decisions import Decisions
 from pumice.scheduler import Scheduler
 
 
-def node(name: str, cpu: str = "4", memory: str = "8Gi", *, pods: str = "110",
-         labels: dict | None = None, taints: list | None = None,
-         unschedulable: bool = False, **extra: str) -> dict[str, Any]:
+def node(
+    name: str,
+    cpu: str = "4",
+    memory: str = "8Gi",
+    *,
+    pods: str = "110",
+    labels: dict | None = None,
+    taints: list | None = None,
+    unschedulable: bool = False,
+    **extra: str,
+) -> dict[str, Any]:
     alloc = {"cpu": cpu, "memory": memory, "pods": pods}
-    alloc.update({k.replace("_", "/").replace("nvidia/gpu", "nvidia.com/gpu"): v
-                  for k, v in extra.items()})
+    alloc.update(
+        {k.replace("_", "/").replace("nvidia/gpu", "nvidia.com/gpu"): v for k, v in extra.items()}
+    )
     spec: dict[str, Any] = {}
     if taints:
         spec["taints"] = taints
     if unschedulable:
         spec["unschedulable"] = True
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": labels or {}},
-            "spec": spec, "status": {"allocatable": alloc}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": spec,
+        "status": {"allocatable": alloc},
+    }
 
 
-def pod(name: str, *, ns: str = "default", cpu: str | None = "1", memory: str | None = "1Gi",
-        gpu: str | None = None, group: str | None = None, node: str | None = None,
-        phase: str | None = None, priority: int | None = None, priority_class: str = "",
-        terminating: bool = False, role: str | None = None, created: str | None = None,
-        scheduler: str = "volcano", **spec_extra: Any) -> dict[str, Any]:
+def pod(
+    name: str,
+    *,
+    ns: str = "default",
+    cpu: str | None = "1",
+    memory: str | None = "1Gi",
+    gpu: str | None = None,
+    group: str | None = None,
+    node: str | None = None,
+    phase: str | None = None,
+    priority: int | None = None,
+    priority_class: str = "",
+    terminating: bool = False,
+    role: str | None = None,
+    created: str | None = None,
+    scheduler: str = "volcano",
+    **spec_extra: Any,
+) -> dict[str, Any]:
     req: dict[str, str] = {}
     if cpu:
         req["cpu"] = cpu
@@ -53,8 +79,10 @@ def pod(name: str, *, ns: str = "default", cpu: str | None = "1", memory: str | 
         meta["creationTimestamp"] = created
     if terminating:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    spec: dict[str, Any] = {"schedulerName": scheduler,
-                            "containers": [{"name": "c", "resources": {"requests": req}}]}
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "containers": [{"name": "c", "resources": {"requests": req}}],
+    }
     if node:
         spec["nodeName"] = node
     if priority is not None:
@@ -62,14 +90,27 @@ def pod(name: str, *, ns: str = "default", cpu: str | None = "1", memory: str | 
     if priority_class:
         spec["priorityClassName"] = priority_class
     spec.update(spec_extra)
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec,
-            "status": {"phase": phase or ("Running" if node else "Pending")}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": spec,
+        "status": {"phase": phase or ("Running" if node else "Pending")},
+    }
 
 
-def podgroup(name: str, *, ns: str = "default", min_member: int = 1, queue: str = "default",
-             phase: str = "Inqueue", min_resources: dict | None = None,
-             min_task_member: dict | None = None, priority_class: str = "",
-             created: str | None = None) -> dict[str, Any]:
+def podgroup(
+    name: str,
+    *,
+    ns: str = "default",
+    min_member: int = 1,
+    queue: str = "default",
+    phase: str = "Inqueue",
+    min_resources: dict | None = None,
+    min_task_member: dict | None = None,
+    priority_class: str = "",
+    created: str | None = None,
+) -> dict[str, Any]:
     spec: dict[str, Any] = {"minMember": min_member, "queue": queue}
     if min_resources is not None:
         spec["minResources"] = min_resources
@@ -80,13 +121,25 @@ def podgroup(name: str, *, ns: str = "default", min_member: int = 1, queue: str 
     meta: dict[str, Any] = {"name": name, "namespace": ns}
     if created:
         meta["creationTimestamp"] = created
-    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-            "metadata": meta, "spec": spec, "status": {"phase": phase}}
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": meta,
+        "spec": spec,
+        "status": {"phase": phase},
+    }
 
 
-def queue(name: str = "default", *, weight: int = 1, capability: dict | None = None,
-          guarantee: dict | None = None, state: str = "Open", parent: str | None = None,
-          reclaimable: bool = True) -> dict[str, Any]:
+def queue(
+    name: str = "default",
+    *,
+    weight: int = 1,
+    capability: dict | None = None,
+    guarantee: dict | None = None,
+    state: str = "Open",
+    parent: str | None = None,
+    reclaimable: bool = True,
+) -> dict[str, Any]:
     spec: dict[str, Any] = {"weight": weight, "reclaimable": reclaimable}
     if capability is not None:
         spec["capability"] = capability
@@ -94,13 +147,23 @@ def queue(name: str = "default", *, weight: int = 1, capability: dict | None = N
         spec["guarantee"] = {"resource": guarantee}
     if parent:
         spec["parent"] = parent
-    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
-            "metadata": {"name": name}, "spec": spec, "status": {"state": state}}
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": spec,
+        "status": {"state": state},
+    }
 
 
 def priority_class(name: str, value: int, *, default: bool = False) -> dict[str, Any]:
-    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-            "metadata": {"name": name}, "value": value, "globalDefault": default}
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+        "globalDefault": default,
+    }
 
 
 def run(objects: list[dict], config: str | None = None) -> Decisions:
@@ -115,7 +178,10 @@ def run(objects: list[dict], config: str | None = None) -> Decisions:
 
 def conf(actions: str, *tiers: list[str | dict]) -> str:
     """A config YAML with the given actions and tiers of plugin names (or dicts)."""
-    doc = {"actions": actions,
-           "tiers": [{"plugins": [p if isinstance(p, dict) else {"name": p} for p in t]}
-                     for t in tiers]}
+    doc = {
+        "actions": actions,
+        "tiers": [
+            {"plugins": [p if isinstance(p, dict) else {"name": p} for p in t]} for t in tiers
+        ],
+    }
     return yaml.safe_dump(doc)

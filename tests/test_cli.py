@@ -42,8 +42,9 @@ def test_kubectl_list_and_directory_inputs(tmp_path, capsys) -> None:
     d = tmp_path / "dir"
     d.mkdir()
     (d / "a.json").write_text(json.dumps({"kind": "List", "items": items[:2]}))
-    (d / "b.yaml").write_text(yaml.safe_dump_all(items[2:] + [{"kind": "Service",
-                                                               "metadata": {"name": "s"}}]))
+    (d / "b.yaml").write_text(
+        yaml.safe_dump_all([*items[2:], {"kind": "Service", "metadata": {"name": "s"}}])
+    )
     assert main(["cycle", str(d)]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["binds"] == {"default/p": "n1"}
@@ -76,12 +77,19 @@ def test_bad_snapshot_exits_2_naming_object_and_field(tmp_path, capsys, docs, ne
     ("config", "needles"),
     [
         ('actions: "enqueue, allocat"\ntiers: []\n', ["unknown action 'allocat'"]),
-        ('actions: "allocate"\ntiers:\n- plugins:\n  - name: gangg\n',
-         ["unknown plugin 'gangg'", "tiers[0].plugins[0].name"]),
-        ('actions: "allocate"\ntiers:\n- plugins:\n  - name: gang\n    enableJobOrdr: true\n',
-         ["unknown enable flag 'enableJobOrdr'"]),
-        ('actions: "allocate"\ntiers:\n- plugins:\n  - name: binpack\n    arguments:\n'
-         '      binpack.weight: heavy\n', ["plugin binpack", "binpack.weight"]),
+        (
+            'actions: "allocate"\ntiers:\n- plugins:\n  - name: gangg\n',
+            ["unknown plugin 'gangg'", "tiers[0].plugins[0].name"],
+        ),
+        (
+            'actions: "allocate"\ntiers:\n- plugins:\n  - name: gang\n    enableJobOrdr: true\n',
+            ["unknown enable flag 'enableJobOrdr'"],
+        ),
+        (
+            'actions: "allocate"\ntiers:\n- plugins:\n  - name: binpack\n    arguments:\n'
+            "      binpack.weight: heavy\n",
+            ["plugin binpack", "binpack.weight"],
+        ),
     ],
 )
 def test_bad_config_exits_2(tmp_path, capsys, config, needles) -> None:
@@ -96,8 +104,12 @@ def test_bad_config_exits_2(tmp_path, capsys, config, needles) -> None:
 
 def test_configmap_form_is_accepted(tmp_path, capsys) -> None:
     conf = 'actions: "allocate"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n'
-    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "volcano"},
-          "data": {"volcano-scheduler.conf": conf}}
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "volcano"},
+        "data": {"volcano-scheduler.conf": conf},
+    }
     path = write(tmp_path, "cm.yaml", [cm])
     assert main(["cycle", str(EXAMPLE), "--config", path]) == 0
     assert json.loads(capsys.readouterr().out)["binds"]

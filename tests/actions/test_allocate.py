@@ -35,19 +35,29 @@ def test_elastic_job_binds_beyond_its_minimum_when_room_allows() -> None:
 
 def test_per_role_minimum_blocks_a_gang_missing_a_role() -> None:
     """minTaskMember ps:1 cannot be met (ps asks for a GPU nobody has): nothing binds."""
-    objs = [queue(), node("n1", cpu="8"),
-            podgroup("pg", min_member=2, min_task_member={"ps": 1, "worker": 1})]
-    objs += [pod("w0", group="pg", role="worker"), pod("w1", group="pg", role="worker"),
-             pod("ps0", group="pg", role="ps", gpu="1")]
+    objs = [
+        queue(),
+        node("n1", cpu="8"),
+        podgroup("pg", min_member=2, min_task_member={"ps": 1, "worker": 1}),
+    ]
+    objs += [
+        pod("w0", group="pg", role="worker"),
+        pod("w1", group="pg", role="worker"),
+        pod("ps0", group="pg", role="ps", gpu="1"),
+    ]
     d = run(objs, ALLOC)
     assert d.binds == {}
     assert "ps: 0/1" in d.pending["default/pg"]
 
 
 def test_task_pipelined_onto_resources_of_a_terminating_pod() -> None:
-    objs = [queue(), node("n1", cpu="2"),
-            pod("old", cpu="2", node="n1", terminating=True, scheduler="other"),
-            podgroup("pg", min_member=1), pod("new", group="pg", cpu="2")]
+    objs = [
+        queue(),
+        node("n1", cpu="2"),
+        pod("old", cpu="2", node="n1", terminating=True, scheduler="other"),
+        podgroup("pg", min_member=1),
+        pod("new", group="pg", cpu="2"),
+    ]
     d = run(objs, ALLOC)
     assert d.binds == {}
     assert d.pipelined == {"default/new": "n1"}
@@ -55,13 +65,17 @@ def test_task_pipelined_onto_resources_of_a_terminating_pod() -> None:
 
 def test_lower_share_queue_is_served_first() -> None:
     """Queue b holds nothing, queue a holds 2 cpu: b's job gets the last free cpu."""
-    objs = [queue("a"), queue("b"), node("n1", cpu="3"),
-            pod("a-running", cpu="2", node="n1", group="ra"), podgroup("ra", queue="a",
-                                                                       phase="Running"),
-            podgroup("ja", queue="a", created="2020-01-01T00:00:00Z"),
-            pod("ja-0", group="ja", cpu="1"),
-            podgroup("jb", queue="b", created="2021-01-01T00:00:00Z"),
-            pod("jb-0", group="jb", cpu="1")]
+    objs = [
+        queue("a"),
+        queue("b"),
+        node("n1", cpu="3"),
+        pod("a-running", cpu="2", node="n1", group="ra"),
+        podgroup("ra", queue="a", phase="Running"),
+        podgroup("ja", queue="a", created="2020-01-01T00:00:00Z"),
+        pod("ja-0", group="ja", cpu="1"),
+        podgroup("jb", queue="b", created="2021-01-01T00:00:00Z"),
+        pod("jb-0", group="jb", cpu="1"),
+    ]
     d = run(objs, ALLOC)
     assert d.binds == {"default/jb-0": "n1"}
 
@@ -74,8 +88,13 @@ def test_missing_queue_is_not_scheduled_and_says_so() -> None:
 
 
 def test_pods_of_other_schedulers_occupy_their_node() -> None:
-    objs = [queue(), node("n1", cpu="2"), pod("foreign", cpu="2", node="n1", scheduler="x"),
-            podgroup("pg"), pod("p", group="pg", cpu="1")]
+    objs = [
+        queue(),
+        node("n1", cpu="2"),
+        pod("foreign", cpu="2", node="n1", scheduler="x"),
+        podgroup("pg"),
+        pod("p", group="pg", cpu="1"),
+    ]
     d = run(objs, ALLOC)
     assert d.binds == {}
     assert "insufficient cpu" in d.pending["default/pg"]
@@ -90,11 +109,19 @@ def test_pod_count_limit_is_a_resource() -> None:
 
 
 def test_higher_priority_job_goes_first() -> None:
-    objs = [queue(), node("n1", cpu="1"),
-            {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-             "metadata": {"name": "high"}, "value": 100},
-            podgroup("low", created="2020-01-01T00:00:00Z"), pod("low-0", group="low"),
-            podgroup("high", priority_class="high", created="2021-01-01T00:00:00Z"),
-            pod("high-0", group="high")]
+    objs = [
+        queue(),
+        node("n1", cpu="1"),
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": "high"},
+            "value": 100,
+        },
+        podgroup("low", created="2020-01-01T00:00:00Z"),
+        pod("low-0", group="low"),
+        podgroup("high", priority_class="high", created="2021-01-01T00:00:00Z"),
+        pod("high-0", group="high"),
+    ]
     d = run(objs, ALLOC)
     assert d.binds == {"default/high-0": "n1"}

@@ -6,9 +6,12 @@ from tests.kit import conf, node, pod, podgroup, queue, run
 
 
 def test_enqueue_refuses_a_job_beyond_overcommit_and_names_the_gate() -> None:
-    objs = [queue(), node("n1", cpu="4"),
-            podgroup("big", phase="Pending", min_resources={"cpu": "10"}),
-            pod("big-0", group="big", cpu="10")]
+    objs = [
+        queue(),
+        node("n1", cpu="4"),
+        podgroup("big", phase="Pending", min_resources={"cpu": "10"}),
+        pod("big-0", group="big", cpu="10"),
+    ]
     d = run(objs)
     assert d.podgroups["default/big"].phase == "Pending"
     assert d.pending["default/big"].startswith("not enqueued: overcommit")
@@ -16,17 +19,23 @@ def test_enqueue_refuses_a_job_beyond_overcommit_and_names_the_gate() -> None:
 
 
 def test_enqueue_admits_within_overcommit_factor_and_allocate_binds() -> None:
-    objs = [queue(), node("n1", cpu="4"),
-            podgroup("ok", phase="Pending", min_resources={"cpu": "2"}),
-            pod("ok-0", group="ok", cpu="2")]
+    objs = [
+        queue(),
+        node("n1", cpu="4"),
+        podgroup("ok", phase="Pending", min_resources={"cpu": "2"}),
+        pod("ok-0", group="ok", cpu="2"),
+    ]
     d = run(objs)
     assert d.binds == {"default/ok-0": "n1"}
 
 
 def test_queue_capability_gates_enqueue() -> None:
-    objs = [queue("capped", capability={"cpu": "1"}), node("n1", cpu="8"),
-            podgroup("pg", queue="capped", phase="Pending", min_resources={"cpu": "2"}),
-            pod("p", group="pg", cpu="2")]
+    objs = [
+        queue("capped", capability={"cpu": "1"}),
+        node("n1", cpu="8"),
+        podgroup("pg", queue="capped", phase="Pending", min_resources={"cpu": "2"}),
+        pod("p", group="pg", cpu="2"),
+    ]
     d = run(objs)
     assert d.binds == {}
     assert "proportion" in d.pending["default/pg"]
@@ -39,8 +48,12 @@ def test_without_enqueue_action_allocate_admits_pending_jobs() -> None:
 
 
 def test_backfill_places_best_effort_pods_that_allocate_skips() -> None:
-    objs = [queue(), node("n1", cpu="1"), podgroup("pg"), pod("be", group="pg", cpu=None,
-                                                            memory=None)]
+    objs = [
+        queue(),
+        node("n1", cpu="1"),
+        podgroup("pg"),
+        pod("be", group="pg", cpu=None, memory=None),
+    ]
     only_allocate = run(objs, conf("allocate", ["gang", "predicates"]))
     assert only_allocate.binds == {}
     with_backfill = run(objs, conf("allocate, backfill", ["gang", "predicates"]))

@@ -26,9 +26,15 @@ def test_toleration_lets_the_pod_onto_the_tainted_node() -> None:
 
 
 def test_node_selector_and_required_affinity() -> None:
-    aff = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [
-            {"key": "zone", "operator": "In", "values": ["b"]}]}]}}}
+    aff = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}
+                ]
+            }
+        }
+    }
     nodes = [node("n1", labels={"zone": "a"}), node("n2", labels={"zone": "b"})]
     assert one(pod("p", group="pg", affinity=aff), *nodes).binds == {"default/p": "n2"}
     sel = one(pod("p", group="pg", nodeSelector={"zone": "a"}), *nodes)
@@ -43,11 +49,25 @@ def test_cordoned_node_is_skipped() -> None:
 
 
 def test_host_port_conflict() -> None:
-    ports = [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 8080}],
-              "resources": {"requests": {"cpu": "1"}}}]
+    ports = [
+        {
+            "name": "c",
+            "ports": [{"containerPort": 80, "hostPort": 8080}],
+            "resources": {"requests": {"cpu": "1"}},
+        }
+    ]
     used = pod("web", node="n1", scheduler="other", containers=ports)
-    d = run([queue(), podgroup("pg"), used, pod("p", group="pg", containers=ports),
-             node("n1", cpu="8"), node("n2", cpu="8")], CONF)
+    d = run(
+        [
+            queue(),
+            podgroup("pg"),
+            used,
+            pod("p", group="pg", containers=ports),
+            node("n1", cpu="8"),
+            node("n2", cpu="8"),
+        ],
+        CONF,
+    )
     assert d.binds == {"default/p": "n2"}
 
 
@@ -68,12 +88,30 @@ def test_least_requested_spreads_and_binpack_packs() -> None:
 
 
 def test_preferred_affinity_wins_over_free_space() -> None:
-    pref = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-        {"weight": 100, "preference": {"matchExpressions": [
-            {"key": "disk", "operator": "In", "values": ["ssd"]}]}}]}}
+    pref = {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "preference": {
+                        "matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]
+                    },
+                }
+            ]
+        }
+    }
     busy = pod("busy", cpu="1", node="n2", scheduler="other")
-    d = run([queue(), podgroup("pg"), busy, pod("p", group="pg", affinity=pref),
-             node("n1", cpu="4"), node("n2", cpu="4", labels={"disk": "ssd"})], CONF)
+    d = run(
+        [
+            queue(),
+            podgroup("pg"),
+            busy,
+            pod("p", group="pg", affinity=pref),
+            node("n1", cpu="4"),
+            node("n2", cpu="4", labels={"disk": "ssd"}),
+        ],
+        CONF,
+    )
     assert d.binds == {"default/p": "n2"}
 
 

@@ -18,9 +18,14 @@ def clusters(draw):
     objs = [queue("default", weight=1), queue("other", weight=2)]
     n_nodes = draw(st.integers(1, 5))
     for i in range(n_nodes):
-        objs.append(node(f"n{i}", cpu=draw(st.sampled_from(["2", "4", "8"])),
-                         memory=draw(st.sampled_from(["4Gi", "16Gi"])),
-                         pods=draw(st.sampled_from(["3", "110"]))))
+        objs.append(
+            node(
+                f"n{i}",
+                cpu=draw(st.sampled_from(["2", "4", "8"])),
+                memory=draw(st.sampled_from(["4Gi", "16Gi"])),
+                pods=draw(st.sampled_from(["3", "110"])),
+            )
+        )
     gangs = {}
     for j in range(draw(st.integers(1, 6))):
         size = draw(st.integers(1, 6))
@@ -28,16 +33,26 @@ def clusters(draw):
         q = draw(st.sampled_from(["default", "other"]))
         phase = draw(st.sampled_from(["Inqueue", "Pending"]))
         cpu = draw(CPUS)
-        objs.append(podgroup(f"g{j}", min_member=minimum, queue=q, phase=phase,
-                             min_resources={"cpu": "1"} if draw(st.booleans()) else None,
-                             created=f"2026-01-01T00:00:{j:02d}Z"))
+        objs.append(
+            podgroup(
+                f"g{j}",
+                min_member=minimum,
+                queue=q,
+                phase=phase,
+                min_resources={"cpu": "1"} if draw(st.booleans()) else None,
+                created=f"2026-01-01T00:00:{j:02d}Z",
+            )
+        )
         gangs[f"default/g{j}"] = (minimum, size)
         for k in range(size):
             objs.append(pod(f"g{j}-w-{k}", group=f"g{j}", cpu=cpu, memory="1Gi"))
     # some running load
     for r in range(draw(st.integers(0, 3))):
-        objs.append(pod(f"busy{r}", cpu="1", node=f"n{draw(st.integers(0, n_nodes - 1))}",
-                        scheduler="other"))
+        objs.append(
+            pod(
+                f"busy{r}", cpu="1", node=f"n{draw(st.integers(0, n_nodes - 1))}", scheduler="other"
+            )
+        )
     return objs, gangs
 
 
@@ -62,8 +77,11 @@ def test_no_node_over_capacity_and_no_half_gang(case) -> None:
     objs, gangs = case
     d = run(objs)
     cap, used = _capacity(objs)
-    pods = {f"{o['metadata']['namespace']}/{o['metadata']['name']}": o
-            for o in objs if o["kind"] == "Pod"}
+    pods = {
+        f"{o['metadata']['namespace']}/{o['metadata']['name']}": o
+        for o in objs
+        if o["kind"] == "Pod"
+    }
     for key, n in d.binds.items():
         req = resources(pods[key]["spec"]["containers"][0]["resources"]["requests"], "r")
         used[(n, "cpu")] += req.get("cpu", 0)
@@ -71,8 +89,7 @@ def test_no_node_over_capacity_and_no_half_gang(case) -> None:
         used[(n, "pods")] += 1
     for (n, r), amount in used.items():
         assert amount <= cap[n][r] + 1e-6, f"{n} over {r}"
-    bound_per_job = Counter("default/" + k.split("/")[1].rsplit("-w-", 1)[0]
-                            for k in d.binds)
+    bound_per_job = Counter("default/" + k.split("/")[1].rsplit("-w-", 1)[0] for k in d.binds)
     for job, count in bound_per_job.items():
         minimum, _size = gangs[job]
         assert count >= minimum, f"{job}: {count} bound, minimum {minimum}"
