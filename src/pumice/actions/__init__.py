@@ -10,5 +10,9 @@ def default_registry() -> Registry:
     from pumice.actions.allocate import AllocateAction
     from pumice.actions.backfill import BackfillAction
     from pumice.actions.enqueue import EnqueueAction
+    from pumice.actions.preempt import PreemptAction
+    from pumice.actions.reclaim import ReclaimAction
 
-    return Registry("action", [EnqueueAction, AllocateAction, BackfillAction])
+    return Registry(
+        "action", [EnqueueAction, AllocateAction, BackfillAction, PreemptAction, ReclaimAction]
+    )

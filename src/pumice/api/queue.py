@@ -29,7 +29,6 @@ class QueueInfo:
     creation: float = 0.0
     annotations: dict[str, str] = field(default_factory=dict)
     has_capability: bool = False
-    priority: int = 0
     #: ``spec.priority``: queues of higher priority are served (and spared) first.
     priority: int = 0
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from pumice.api.job import JobInfo
 from pumice.api.node import NodeTable
+from pumice.api.pdb import PdbRecord
 from pumice.api.queue import QueueInfo
 from pumice.api.resources import ResourceSpace
 
@@ -30,3 +31,5 @@ class Snapshot:
     now: float = 0.0
     blocked: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: PodDisruptionBudgets (policy/v1), read by the pdb plugin.
+    pdbs: list[PdbRecord] = field(default_factory=list)

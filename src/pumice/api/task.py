@@ -141,6 +141,8 @@ class TaskInfo:
     name_index: int | None = None  # the trailing "-N" of "job-role-N" pod names
     #: (cpu, memory) with Kubernetes' defaults for zero requests, for scoring.
     nonzero: Vector | None = None
+    #: When the pod's PodScheduled condition turned True (0.0: unknown), for cooldowns.
+    scheduled_at: float = 0.0
 
     @property
     def key(self) -> str:
@@ -153,11 +155,30 @@ class TaskInfo:
             self.node, self.resreq, self.init_resreq, self.priority, self.best_effort,
             self.placement, self.host_ports, self.creation, self.preemption_policy,
             self.priority_class, self.annotations, self.labels, self.name_index,
-            self.nonzero,
+            self.nonzero, self.scheduled_at,
         )  # fmt: skip
+
+    @property
+    def preemptable(self) -> bool:
+        """Volcano's ``volcano.sh/preemptable`` (annotation first, then label; absent
+        means yes; a value that is not a boolean means no)."""
+        for source in (self.annotations, self.labels):
+            value = source.get(PREEMPTABLE_KEY)
+            if value is not None:
+                return _parse_go_bool(value)
+        return True
 
     def __repr__(self) -> str:
         return f"TaskInfo({self.key}, {self.status.name}, node={self.node})"
+
+
+PREEMPTABLE_KEY = "volcano.sh/preemptable"
+_GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+
+
+def _parse_go_bool(value: str) -> bool:
+    """Go's ``strconv.ParseBool``, with anything unparsable read as false."""
+    return value in _GO_TRUE
 
 
 def default_task_order(a: TaskInfo, b: TaskInfo) -> int:

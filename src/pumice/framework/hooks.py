@@ -18,8 +18,10 @@ Combination rules (Volcano's):
     Functions return -1 (reject), 0 (abstain) or +1 (permit). A reject wins at once;
     a permit ends the walk at the end of its tier; all abstaining means yes.
 ``victims``
-    Each function returns the candidates it allows, or None to abstain. Within the first
-    tier where some plugin has an opinion, the answer is the intersection.
+    Each function returns the candidates it allows, or None to abstain. Within a tier
+    the answers intersect; an empty answer (or an empty intersection) leaves the tier
+    undecided and the next tier decides, exactly as Volcano's ``Preemptable`` and
+    ``Reclaimable`` walk their tiers.
 ``sum``
     Scores add up (node order).
 ``each``
@@ -63,6 +65,11 @@ HOOKS: dict[str, Hook] = {
         Hook("reclaimable", "victims", "(reclaimer, candidates) -> allowed | None"),
         Hook("preemptive", "all", "(queue, task) -> bool: the queue may reclaim for task"),
         Hook("victim_tasks", "each", "() -> tasks to evict regardless of preemptors"),
+        Hook(
+            "victim_queue_order",
+            "order",
+            "(q1, q2, preemptor queue) -> int: whose tasks are evicted first",
+        ),
     )
 }
 
@@ -149,8 +156,15 @@ class HookTable:
         return True, None
 
     def victims(self, hook: str, actor: Any, candidates: list) -> tuple[list, list[str]]:
-        """The candidates every opinionated plugin of the deciding tier allows, and the
-        names of the plugins that decided."""
+        """The victims the deciding tier allows, and the plugins that decided.
+
+        Volcano's walk, quirks included: within a tier, a plugin that allows nothing
+        ends the tier undecided; an empty intersection leaves the tier undecided too,
+        so that the next plugin of the tier starts afresh; the first tier that ends
+        with victims decides. ``deciders`` names the plugins of that tier (or, when no
+        tier decides, of the last tier that refused everything).
+        """
+        refused: list[str] = []
         for tier in self.chain(hook):
             chosen: list | None = None
             deciders: list[str] = []
@@ -159,16 +173,19 @@ class HookTable:
                 if allowed is None:
                     continue
                 deciders.append(name)
+                if not allowed:
+                    chosen = None
+                    break
                 if chosen is None:
                     chosen = list(allowed)
                 else:
                     keep = {id(t) for t in allowed}
-                    chosen = [t for t in chosen if id(t) in keep]
-                if not chosen:
-                    return [], deciders
-            if chosen is not None:
+                    chosen = [t for t in chosen if id(t) in keep] or None
+            if chosen:
                 return chosen, deciders
-        return [], []
+            if deciders:
+                refused = deciders
+        return [], refused
 
     def each(self, hook: str, *args: Any) -> None:
         for fn in self.flat(hook):

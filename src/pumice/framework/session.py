@@ -111,7 +111,35 @@ class Session:
         return self.hooks.vote("job_pipelined", job)
 
     def job_starving(self, job: JobInfo) -> bool:
-        return self.hooks.has("job_starving") and self.hooks.all("job_starving", job)
+        """Volcano's rule: the first tier with a job_starving function decides (all of
+        its functions must agree); no function at all means not starving."""
+        for tier in self.hooks.chain("job_starving"):
+            return all(fn(job) for _, fn in tier)
+        return False
+
+    def preemptive(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        """May ``queue`` reclaim resources from other queues for ``task``?"""
+        return self.hooks.all("preemptive", queue, task)
+
+    def victim_less(self, a: TaskInfo, b: TaskInfo, preemptor: TaskInfo) -> bool:
+        """Which of two victims goes first (Volcano's ``BuildVictimsPriorityQueue``):
+        within a job the task that the task order puts *last*; across queues the
+        victim queue order (by default, the queue the queue order puts last); else the
+        job that the job order puts last."""
+        if a.job == b.job:
+            return not self.task_less(a, b)
+        ja, jb = self.jobs.get(a.job or ""), self.jobs.get(b.job or "")
+        jp = self.jobs.get(preemptor.job or "")
+        if ja is not None and jb is not None and jp is not None and ja.queue != jb.queue:
+            qa, qb = self.queues[ja.queue], self.queues[jb.queue]
+            for fn in self.hooks.flat("victim_queue_order"):
+                r = fn(qa, qb, self.queues[jp.queue])
+                if r:
+                    return r < 0
+            return not self.queue_less(qa, qb)
+        if ja is None or jb is None:
+            return False
+        return not self.job_less(ja, jb)
 
     def overused(self, queue: QueueInfo) -> bool:
         return self.hooks.any("overused", queue)

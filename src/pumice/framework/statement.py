@@ -28,6 +28,8 @@ class Operation:
     prev_status: TaskStatus
     prev_node: str | None
     reason: str = ""
+    #: A decision record for ``Decisions.audit``, written only if the statement commits.
+    audit: dict | None = None
 
 
 class Statement:
@@ -61,28 +63,36 @@ class Statement:
         self.operations.append(op)
         self.session.fire_allocate(task)
 
-    def pipeline(self, task: TaskInfo, node: str) -> None:
-        op = Operation(PIPELINE, task, node, task.status, task.node)
+    def pipeline(self, task: TaskInfo, node: str, audit: dict | None = None) -> None:
+        op = Operation(PIPELINE, task, node, task.status, task.node, audit=audit)
         self._move(task, TaskStatus.PIPELINED, node)
         self.operations.append(op)
         self.session.fire_allocate(task)
 
-    def evict(self, task: TaskInfo, reason: str) -> None:
-        op = Operation(EVICT, task, task.node or "", task.status, task.node, reason)
+    def evict(self, task: TaskInfo, reason: str, audit: dict | None = None) -> None:
+        op = Operation(EVICT, task, task.node or "", task.status, task.node, reason, audit)
         self._move(task, TaskStatus.RELEASING, task.node)
         self.operations.append(op)
         self.session.fire_deallocate(task)
 
     def discard(self) -> None:
         """Undo every operation, newest first."""
-        for op in reversed(self.operations):
+        self.rollback(0)
+
+    def mark(self) -> int:
+        """A point to :meth:`rollback` to (the number of operations so far)."""
+        return len(self.operations)
+
+    def rollback(self, mark: int) -> None:
+        """Undo the operations made since ``mark``, newest first."""
+        while len(self.operations) > mark:
+            op = self.operations.pop()
             if op.kind == EVICT:
                 self._move(op.task, op.prev_status, op.prev_node)
                 self.session.fire_allocate(op.task)
             else:
                 self.session.fire_deallocate(op.task)
                 self._move(op.task, op.prev_status, op.prev_node)
-        self.operations.clear()
 
     def commit(self) -> None:
         """Turn the log into decisions: allocated tasks become Binding, evicted ones are
@@ -99,4 +109,6 @@ class Statement:
                     t.status = TaskStatus.BINDING
             elif op.kind == EVICT:
                 d.evictions.append(t.key)
+            if op.audit is not None:
+                d.audit.append(op.audit)
         self.operations.clear()

@@ -1,0 +1,381 @@
+"""preempt: a starving job takes resources from lower-priority work in its own queue.
+
+Follows Volcano's ``preempt`` action (v1.13):
+
+1. Jobs that are admitted (not Pending) and starving (``job_starving``) are the
+   preemptors, grouped by queue; each keeps its pending tasks in task order.
+2. *Between jobs*, queue by queue: the first job in job order preempts task after task
+   while it is starving; victims are the Bound/Running tasks of *other* jobs of the
+   same queue that are ``volcano.sh/preemptable`` and that the ``preemptable``
+   functions allow (a best-effort preemptor takes only best-effort victims). The job's
+   statement is committed only if the job is then pipelined (``job_pipelined``);
+   otherwise it is discarded and nothing is evicted. A job that placed a task goes
+   back for another turn.
+3. *Within a job*: each starving job's pending tasks may take from the job's own
+   lower-priority tasks, one committed statement per task, until one fails.
+
+For one preemptor task (``preempt``): a pod with ``preemptionPolicy: Never`` never
+preempts. Candidate nodes are those the predicates allow apart from what eviction
+resolves; they are tried best score first. On a node, the victims are evicted in
+victim order (lowest job / task order first) until the task fits the node's future
+idle resources and its queue may take it (``allocatable``); the task is then pipelined
+onto the node. If the node cannot be made to fit, its evictions are undone (Volcano
+keeps them in the statement; pumice never evicts for a task it does not place) and the
+next node is tried.
+
+``enableTopologyAwarePreemption: true`` switches to Volcano's dry-run mode: on up to
+``minCandidateNodesPercentage`` % of the candidate nodes (at least
+``minCandidateNodesAbsolute``, at most ``maxCandidateNodesAbsolute``) the smallest
+victim set is found (evict in victim order until the task fits, then reprieve every
+victim that is not needed), and the node whose victims do the least damage wins: the
+lowest highest-priority victim, then the lowest sum of priorities, then the fewest
+victims, then the latest-started victims. Volcano starts the scan at a random node;
+pumice starts at the first.
+
+pumice extension: ``evictBrokenGangsWhole: true`` evicts the rest of a gang that a
+victim set would take below its minMember (the gang cannot run anyway); by default, as
+in Volcano, only the victims needed are evicted and the audit says which gang broke.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pumice.actions import eviction as ev
+from pumice.api.job import JobInfo
+from pumice.api.task import TaskInfo
+from pumice.conf.arguments import Arguments
+from pumice.framework.pqueue import PriorityQueue
+from pumice.framework.session import Session
+from pumice.framework.statement import Statement
+
+ACTION = "preempt"
+MAX_INT32 = 2**31 - 1
+
+
+class PreemptAction:
+    name = ACTION
+
+    def __init__(self, arguments: Arguments) -> None:
+        self.arguments = arguments
+        self.topology_aware = arguments.get_bool("enableTopologyAwarePreemption", False)
+        self.min_pct = arguments.get_int("minCandidateNodesPercentage", 10)
+        self.min_abs = arguments.get_int("minCandidateNodesAbsolute", 1)
+        self.max_abs = arguments.get_int("maxCandidateNodesAbsolute", 100)
+        self.whole_gangs = arguments.get_bool("evictBrokenGangsWhole", False)
+
+    # -- the action ---------------------------------------------------------------------
+
+    def execute(self, ssn: Session) -> None:
+        preemptors: dict[str, PriorityQueue[JobInfo]] = {}
+        tasks_of: dict[str, PriorityQueue[TaskInfo]] = {}
+        under_request: list[JobInfo] = []
+        queues: list[str] = []
+        for uid in sorted(ssn.jobs):
+            job = ssn.jobs[uid]
+            if job.is_pending() or job.queue not in ssn.queues:
+                continue
+            if job.queue not in queues:
+                queues.append(job.queue)
+            if ssn.job_starving(job):
+                preemptors.setdefault(job.queue, PriorityQueue(ssn.job_less)).push(job)
+                under_request.append(job)
+                tasks_of[job.uid] = PriorityQueue(ssn.task_less, ev.pending_tasks(job))
+        # Volcano walks a Go map (random order); pumice serves queues in queue order.
+        order = PriorityQueue(ssn.queue_less, (ssn.queues[q] for q in queues))
+        while not order.empty():
+            queue = order.pop()
+            self._between_jobs(ssn, preemptors.get(queue.name), tasks_of)
+            self._within_jobs(ssn, under_request)
+
+    def _between_jobs(
+        self,
+        ssn: Session,
+        jobs: PriorityQueue[JobInfo] | None,
+        tasks_of: dict[str, PriorityQueue[TaskInfo]],
+    ) -> None:
+        while jobs is not None and not jobs.empty():
+            job = jobs.pop()
+            stmt = Statement(ssn)
+            assigned = False
+            tasks = tasks_of[job.uid]
+            while ssn.job_starving(job) and not tasks.empty():
+                preemptor = tasks.pop()
+
+                def other_jobs(t: TaskInfo, p: TaskInfo = preemptor, j: JobInfo = job) -> bool:
+                    if t.status not in ev.PREEMPTABLE_STATUSES:
+                        return False
+                    if p.best_effort and not t.best_effort:
+                        return False
+                    if not t.preemptable:
+                        return False
+                    tj = ssn.jobs.get(t.job or "")
+                    return tj is not None and tj.queue == j.queue and t.job != p.job
+
+                # Volcano keeps the result of the last task only.
+                assigned = self.preempt(ssn, stmt, preemptor, other_jobs)
+            if ssn.job_pipelined(job):
+                stmt.commit()
+            else:
+                if len(stmt):
+                    ssn.decisions.audit.append(
+                        ev.record(
+                            ssn, ACTION, "discard", _first_task(stmt) or _any_task(job), "",
+                            f"job {job.uid} would still not be pipelined (gang minimum "
+                            f"{job.min_available}); {len(stmt)} tentative operation(s) "
+                            "undone, nothing evicted",
+                        )
+                    )
+                stmt.discard()
+                continue
+            if assigned:
+                jobs.push(job)
+
+    def _within_jobs(self, ssn: Session, under_request: list[JobInfo]) -> None:
+        for job in under_request:
+            tasks = PriorityQueue(ssn.task_less, ev.pending_tasks(job))
+            while not tasks.empty():
+                preemptor = tasks.pop()
+
+                def same_job(t: TaskInfo, p: TaskInfo = preemptor) -> bool:
+                    if t.status not in ev.PREEMPTABLE_STATUSES:
+                        return False
+                    if p.best_effort and not t.best_effort:
+                        return False
+                    return t.preemptable and t.job == p.job
+
+                stmt = Statement(ssn)
+                assigned = self.preempt(ssn, stmt, preemptor, same_job)
+                stmt.commit()
+                if not assigned:
+                    break
+
+    # -- one preemptor ------------------------------------------------------------------
+
+    def preempt(
+        self,
+        ssn: Session,
+        stmt: Statement,
+        preemptor: TaskInfo,
+        keep: Callable[[TaskInfo], bool],
+    ) -> bool:
+        """Try to place ``preemptor`` by evicting tasks ``keep`` allows; True if it was
+        pipelined."""
+        if preemptor.preemption_policy == "Never":
+            return False
+        job = ssn.jobs.get(preemptor.job or "")
+        if job is None:
+            return False
+        nodes = ev.candidate_nodes(ssn, preemptor)
+        if self.topology_aware:
+            return self._dry_run(ssn, stmt, preemptor, job, keep, nodes)
+        queue = ssn.queues[job.queue]
+        for i in ev.scored_nodes(ssn, preemptor, nodes):
+            name = ssn.nodes.names[i]
+            candidates = [t for t in ssn.nodes.tasks[i].values() if keep(t)]
+            victims, deciders = ssn.hooks.victims("preemptable", preemptor, candidates)
+            if not ev.victims_could_fit(ssn, preemptor, i, victims):
+                continue
+            mark = stmt.mark()
+            ready = _ready_counts(ssn, victims)
+            pending = ev.victim_queue(ssn, victims, preemptor)
+            while not pending.empty():
+                if ssn.allocatable(queue, preemptor) and ev.fits_future(ssn, preemptor, i):
+                    break
+                stmt.evict(pending.pop(), ACTION)
+            if not (ssn.allocatable(queue, preemptor) and ev.fits_future(ssn, preemptor, i)):
+                stmt.rollback(mark)
+                continue
+            n = self._annotate(ssn, stmt, mark, preemptor, name, deciders, ready)
+            stmt.pipeline(
+                preemptor,
+                name,
+                ev.record(
+                    ssn, ACTION, "pipeline", preemptor, name,
+                    f"pipelined onto resources released by {n} eviction(s)"
+                    if n else "pipelined: fits the node's future idle resources",
+                ),
+            )
+            return True
+        return False
+
+    def _annotate(
+        self,
+        ssn: Session,
+        stmt: Statement,
+        mark: int,
+        preemptor: TaskInfo,
+        node: str,
+        deciders: list[str],
+        ready: dict[str, int],
+    ) -> int:
+        """Attach an audit record to each eviction made since ``mark`` and, with
+        ``evictBrokenGangsWhole``, evict the rest of every gang they break. Returns the
+        number of evictions."""
+        why = ev.deciders_text(ssn, "preemptable", deciders)
+        ops = [op for op in stmt.operations[mark:] if op.kind == "evict"]
+        lost: dict[str, int] = {}
+        for op in ops:
+            if op.task.job:
+                lost[op.task.job] = lost.get(op.task.job, 0) + 1
+        broken = {
+            uid: ssn.jobs[uid]
+            for uid, n in lost.items()
+            if uid in ssn.jobs and ready.get(uid, 0) - n < ssn.jobs[uid].min_available
+        }
+        for op in ops:
+            v = op.task
+            note = ""
+            job = broken.get(v.job or "")
+            if job is not None:
+                left = ready.get(job.uid, 0) - lost[job.uid]
+                note = (
+                    f"; takes gang {job.uid} below minMember ({left} of {job.min_available} "
+                    "ready left)" + (", so the whole gang is evicted" if self.whole_gangs else "")
+                )
+            op.audit = ev.record(
+                ssn, ACTION, "evict", preemptor, node,
+                f"victim priority {v.priority}, preemptor priority {preemptor.priority}; "
+                f"allowed by {why}{note}",
+                v,
+            )
+        count = len(ops)
+        if self.whole_gangs:
+            for job in broken.values():
+                for t in job.with_status(*ev.PREEMPTABLE_STATUSES):
+                    stmt.evict(
+                        t,
+                        ACTION,
+                        ev.record(
+                            ssn, ACTION, "evict", preemptor, t.node or "",
+                            f"rest of gang {job.uid}, which this preemption takes below "
+                            f"minMember {job.min_available}",
+                            t,
+                        ),
+                    )
+                    count += 1
+        return count
+
+    # -- Volcano's topology-aware (dry-run) mode ----------------------------------------
+
+    def _num_candidates(self, n: int) -> int:
+        k = n * self.min_pct // 100
+        k = max(k, self.min_abs)
+        k = min(k, self.max_abs)
+        return min(k, n)
+
+    def _dry_run(
+        self,
+        ssn: Session,
+        stmt: Statement,
+        preemptor: TaskInfo,
+        job: JobInfo,
+        keep: Callable[[TaskInfo], bool],
+        nodes: list[int],
+    ) -> bool:
+        if not nodes:
+            return False
+        want = self._num_candidates(len(nodes))
+        queue = ssn.queues[job.queue]
+        found: list[tuple[int, list[TaskInfo], str]] = []
+        for i in nodes:
+            candidates = [t for t in ssn.nodes.tasks[i].values() if keep(t)]
+            victims, deciders = ssn.hooks.victims("preemptable", preemptor, candidates)
+            if not ev.victims_could_fit(ssn, preemptor, i, victims):
+                continue
+            chosen = self._select_on_node(ssn, stmt, preemptor, queue, i, victims)
+            if chosen:
+                found.append((i, chosen, deciders))
+                if len(found) >= want:
+                    break
+        if not found:
+            return False
+        i, victims, deciders = _least_damage(found)
+        name = ssn.nodes.names[i]
+        mark = stmt.mark()
+        ready = _ready_counts(ssn, victims)
+        for v in victims:
+            stmt.evict(v, ACTION)
+        n = self._annotate(ssn, stmt, mark, preemptor, name, deciders, ready)
+        stmt.pipeline(
+            preemptor,
+            name,
+            ev.record(
+                ssn, ACTION, "pipeline", preemptor, name,
+                f"pipelined after {n} eviction(s), the least damaging victim set on "
+                f"{len(found)} candidate node(s)",
+            ),
+        )
+        return True
+
+    def _select_on_node(
+        self, ssn: Session, stmt: Statement, preemptor: TaskInfo, queue, i: int,
+        victims: list[TaskInfo],
+    ) -> list[TaskInfo]:
+        """The minimal victims on node ``i`` (Volcano's ``SelectVictimsOnNode``), found
+        by evicting tentatively and undoing: evict in victim order until the preemptor
+        fits, then give back each victim the preemptor can do without."""
+        mark = stmt.mark()
+
+        def fits() -> bool:
+            return ssn.allocatable(queue, preemptor) and ev.fits_future(ssn, preemptor, i)
+
+        ordered = sorted(victims, key=lambda t: (-t.priority, t.scheduled_at))
+        pending = ev.victim_queue(ssn, ordered, preemptor)
+        potential: list[TaskInfo] = []
+        while not pending.empty():
+            t = pending.pop()
+            potential.append(t)
+            stmt.evict(t, ACTION)
+            if fits():
+                break
+        ok = bool(potential) and fits()
+        stmt.rollback(mark)
+        if not ok:
+            return []
+        chosen: list[TaskInfo] = []
+        for k, t in enumerate(potential):
+            for other in chosen + potential[k + 1 :]:
+                stmt.evict(other, ACTION)
+            if not fits():
+                chosen.append(t)
+            stmt.rollback(mark)
+        return chosen
+
+
+def _least_damage(found: list[tuple[int, list[TaskInfo], str]]):
+    """Volcano's ``pickOneNodeForPreemption`` over (node, victims) candidates."""
+    def keys(c):
+        _i, victims, _why = c
+        highest = victims[0].priority
+        total = sum(v.priority + MAX_INT32 + 1 for v in victims)
+        top_priority = max(v.priority for v in victims)
+        top = [v for v in victims if v.priority == top_priority]
+        earliest = min((v.scheduled_at for v in top), default=0.0)
+        return (highest, total, len(victims), -earliest)
+
+    best = min(keys(c) for c in found)
+    for c in found:
+        if keys(c) == best:
+            return c
+    return found[0]  # pragma: no cover
+
+
+def _ready_counts(ssn: Session, victims: list[TaskInfo]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in victims:
+        job = ssn.jobs.get(v.job or "")
+        if job is not None and job.uid not in out:
+            out[job.uid] = job.ready_num()
+    return out
+
+
+def _first_task(stmt: Statement) -> TaskInfo | None:
+    for op in stmt.operations:
+        if op.kind == "pipeline":
+            return op.task
+    return stmt.operations[0].task if stmt.operations else None
+
+
+def _any_task(job: JobInfo) -> TaskInfo:
+    return next(iter(job.tasks.values()))
