@@ -87,8 +87,11 @@ def test_no_node_over_capacity_and_no_half_gang(case) -> None:
         used[(n, "cpu")] += req.get("cpu", 0)
         used[(n, "memory")] += req.get("memory", 0)
         used[(n, "pods")] += 1
+    # Running pods of other schedulers may overload a node on their own; a node that
+    # receives a bind must end within its allocatable.
     for (n, r), amount in used.items():
-        assert amount <= cap[n][r] + 1e-6, f"{n} over {r}"
+        if n in d.binds.values():
+            assert amount <= cap[n][r] + 1e-6, f"{n} over {r}"
     bound_per_job = Counter("default/" + k.split("/")[1].rsplit("-w-", 1)[0] for k in d.binds)
     for job, count in bound_per_job.items():
         minimum, _size = gangs[job]

@@ -99,23 +99,23 @@ def place(ssn: Session, stmt: Statement, job: JobInfo, task: TaskInfo) -> bool:
 def need_continue(job: JobInfo, failed_roles: set[str]) -> bool:
     """After a task found no node, may the job's other tasks still complete the gang?
 
-    Never when every task is needed. Without per-role minimums, yes. With them, each
-    role must still reach its minimum from its ready tasks plus its pending tasks of
-    roles that have not failed (and the job its minMember, where the roles' minimums do
-    not add up to it)."""
+    Volcano's rule: never when every task is needed. When the roles' minimums add up to
+    more than minMember, only if ready tasks plus the pending tasks of roles that have
+    not failed can still reach minMember. Otherwise, unless a failed role needs more
+    tasks than it already has ready."""
     if job.min_available >= len(job.tasks):
         return False
-    if not job.min_task_member:
-        return True
-    have: dict[str, int] = {}
-    for t in job.with_status(TaskStatus.PENDING):
-        if t.role not in failed_roles:
-            have[t.role] = have.get(t.role, 0) + 1
+    if job.min_task_member and job.min_available < sum(job.min_task_member.values()):
+        left = sum(
+            1 for t in job.with_status(TaskStatus.PENDING) if t.role not in failed_roles
+        )
+        return job.ready_num() + left >= job.min_available
+    ready: dict[str, int] = {}
     for t in job.with_status(*READY_STATUSES):
-        have[t.role] = have.get(t.role, 0) + 1
-    if job.min_available < sum(job.min_task_member.values()):
-        return sum(have.values()) >= job.min_available
-    return all(have.get(r, 0) >= n for r, n in job.min_task_member.items())
+        ready[t.role] = ready.get(t.role, 0) + 1
+    return not any(
+        job.min_task_member.get(role, 0) > ready.get(role, 0) for role in failed_roles
+    )
 
 
 class AllocateAction:

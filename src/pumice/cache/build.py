@@ -26,6 +26,7 @@ from pumice.errors import InputError
 
 DEFAULT_SCHEDULER = "volcano"
 ROOT_QUEUE = "root"
+TASK_PRIORITY_ANNOTATION = "volcano.sh/task-priority"
 #: Kubernetes scores a pod without a cpu or memory request as if it asked for these.
 DEFAULT_CPU_REQUEST = 100.0  # millicores
 DEFAULT_MEMORY_REQUEST = 200.0 * 2**20
@@ -180,8 +181,12 @@ def build_snapshot(
         return priority_classes.get(class_name, default_priority)
 
     def task_priority(p: parse.PodRecord) -> int:
-        """spec.priority, else the priority class's value, else the global default;
-        a pod with none of these has priority 1, as Volcano gives it."""
+        """The ``volcano.sh/task-priority`` annotation, else spec.priority, else the
+        priority class's value, else the global default; a pod with none of these has
+        priority 1, as Volcano gives it."""
+        annotated = p.annotations.get(TASK_PRIORITY_ANNOTATION, "")
+        if annotated.lstrip("-").isdigit():
+            return int(annotated)
         if p.priority is not None:
             return p.priority
         if p.priority_class in priority_classes:

@@ -61,7 +61,8 @@ class OvercommitPlugin:
             if job.min_resources is None:
                 return 1
             need = self.inqueue + job.min_resources
-            return 1 if bool(np.all(need[mask] <= self.idle[mask])) else -1
+            sel = mask & (job.min_resources > 0)  # only the dimensions the job asks for
+            return 1 if bool(np.all(need[sel] <= self.idle[sel])) else -1
 
         def enqueued(job: JobInfo) -> None:
             if job.min_resources is not None:
