@@ -95,11 +95,30 @@ def timestamp(value: Any, path: str) -> float:
         raise InputError(f"invalid timestamp {value!r}", field=path) from exc
 
 
+_NATIVE = frozenset({"cpu", "memory", "pods", "ephemeral-storage"})
+
+
+def is_scheduling_resource(name: str) -> bool:
+    """Whether a ResourceList key is something a node offers and a pod consumes.
+
+    Quota-style keys that tools write into PodGroup ``minResources`` (``requests.cpu``,
+    ``limits.memory``, ``count/pods``) and unknown bare names are not; Volcano ignores
+    them too. Extended resources (``vendor.com/thing``) and hugepages are."""
+    if name in _NATIVE or name.startswith("hugepages-"):
+        return True
+    if name.startswith(("requests.", "limits.", "count/")):
+        return False
+    return "/" in name
+
+
 def resources(value: Any, path: str) -> dict[str, float]:
-    """A ResourceList (``{cpu: 500m, memory: 1Gi}``) -> canonical amounts."""
+    """A ResourceList (``{cpu: 500m, memory: 1Gi}``) -> canonical amounts. Every
+    quantity is validated; keys that are not scheduling resources are then dropped."""
     out: dict[str, float] = {}
     for name, q in _map(value, path).items():
-        out[str(name)] = to_canonical(str(name), q, field=f"{path}.{name}")
+        amount = to_canonical(str(name), q, field=f"{path}.{name}")
+        if is_scheduling_resource(str(name)):
+            out[str(name)] = amount
     return out
 
 

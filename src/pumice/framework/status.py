@@ -67,7 +67,7 @@ def pending_reason(ssn: Session, job: JobInfo) -> str:
         return f"queue {queue.name} is {queue.state}: it accepts no new work"
     placed = job.ready_num() + job.waiting_num()
     gang = ""
-    if placed < job.min_available:
+    if placed < job.min_available and job.min_available > 1:
         could = placed + job.tentative
         gang = f"gang short: needs {job.min_available} tasks, {could} could be placed"
         short = job.roles_short()
