@@ -1,0 +1,119 @@
+"""proportion, drf, priority, gang and sla as a user notices them in decisions."""
+
+from __future__ import annotations
+
+from tests.kit import conf, node, pod, podgroup, priority_class, queue, run
+
+
+def test_proportion_weights_split_a_contended_cluster() -> None:
+    """Queues of weight 3 and 1 on 4 cpu: the heavy queue gets 3, the light one 1."""
+    objs = [queue("heavy", weight=3), queue("light", weight=1), node("n1", cpu="4")]
+    for q in ("heavy", "light"):
+        for i in range(4):
+            objs += [podgroup(f"{q}{i}", queue=q), pod(f"{q}{i}-0", group=f"{q}{i}")]
+    d = run(objs, conf("allocate", ["gang"], ["predicates", "proportion"]))
+    got = sorted(k.split("/")[1].rstrip("0123456789-") for k in d.binds)
+    assert got.count("heavy") == 3
+    assert got.count("light") == 1
+
+
+def test_queue_capability_caps_allocation() -> None:
+    objs = [queue("capped", capability={"cpu": "2"}), node("n1", cpu="8")]
+    for i in range(4):
+        objs += [podgroup(f"j{i}", queue="capped"), pod(f"j{i}-0", group=f"j{i}")]
+    d = run(objs, conf("allocate", ["gang"], ["predicates", "proportion"]))
+    assert len(d.binds) == 2
+
+
+def test_drf_serves_the_job_with_the_smaller_dominant_share() -> None:
+    """Job big already holds 2 cpu; job small holds none: small's pending task goes first."""
+    objs = [
+        queue(),
+        node("n1", cpu="3"),
+        podgroup("big", phase="Running", created="2020-01-01T00:00:00Z"),
+        pod("big-run", group="big", cpu="2", node="n1"),
+        pod("big-more", group="big"),
+        podgroup("small", created="2021-01-01T00:00:00Z"),
+        pod("small-0", group="small"),
+    ]
+    d = run(objs, conf("allocate", ["gang"], ["drf", "predicates"]))
+    assert d.binds == {"default/small-0": "n1"}
+
+
+def test_priority_orders_tasks_within_a_job() -> None:
+    objs = [
+        queue(),
+        node("n1", cpu="1"),
+        priority_class("hi", 10),
+        priority_class("lo", 1),
+        podgroup("pg"),
+        pod("a-x-0", group="pg", priority_class="lo"),
+        pod("b-x-1", group="pg", priority_class="hi"),
+    ]
+    d = run(objs, conf("allocate", ["priority", "gang"], ["predicates"]))
+    assert d.binds == {"default/b-x-1": "n1"}
+
+
+def test_gang_invalid_job_is_explained_and_left_alone() -> None:
+    """minMember 3 with only 2 pods can never run: not scheduled, reason says so."""
+    objs = [
+        queue(),
+        node("n1", cpu="8"),
+        podgroup("pg", min_member=3),
+        pod("p0", group="pg"),
+        pod("p1", group="pg"),
+    ]
+    d = run(objs)
+    assert d.binds == {}
+    assert "not enough valid tasks" in d.pending["default/pg"]
+    cond = d.podgroups["default/pg"].conditions[0]
+    assert cond["type"] == "Unschedulable"
+
+
+def test_gang_sets_scheduled_condition_and_running_pods_make_running_phase() -> None:
+    objs = [
+        queue(),
+        node("n1", cpu="8"),
+        podgroup("pg", min_member=2),
+        pod("p0", group="pg", node="n1"),
+        pod("p1", group="pg", node="n1"),
+    ]
+    d = run(objs)
+    assert d.podgroups["default/pg"].phase == "Running"
+    assert d.podgroups["default/pg"].conditions[0]["type"] == "Scheduled"
+
+
+def test_running_job_that_loses_its_gang_is_unknown() -> None:
+    objs = [
+        queue(),
+        node("n1", cpu="1"),
+        podgroup("pg", min_member=2, phase="Running"),
+        pod("p0", group="pg", node="n1"),
+        pod("p1", group="pg", cpu="4"),
+    ]
+    d = run(objs)
+    assert d.podgroups["default/pg"].phase == "Unknown"
+
+
+def test_sla_admits_a_job_that_waited_past_its_deadline() -> None:
+    # sla in an earlier tier than overcommit: its permit ends the vote.
+    cfg = conf(
+        "enqueue", [{"name": "sla", "arguments": {"sla-waiting-time": "1m"}}], ["overcommit"]
+    )
+    late = podgroup(
+        "late", phase="Pending", min_resources={"cpu": "100"}, created="2026-01-01T00:00:00Z"
+    )
+    fresh = podgroup(
+        "fresh", phase="Pending", min_resources={"cpu": "100"}, created="2026-01-01T00:10:00Z"
+    )
+    objs = [
+        queue(),
+        node("n1", cpu="4"),
+        late,
+        fresh,
+        pod("l", group="late"),
+        pod("f", group="fresh", created="2026-01-01T00:10:00Z"),
+    ]
+    d = run(objs, cfg)
+    assert d.podgroups["default/late"].phase == "Inqueue"
+    assert d.podgroups["default/fresh"].phase == "Pending"
