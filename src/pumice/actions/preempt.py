@@ -120,7 +120,11 @@ class PreemptAction:
                 if len(stmt):
                     ssn.decisions.audit.append(
                         ev.record(
-                            ssn, ACTION, "discard", _first_task(stmt) or _any_task(job), "",
+                            ssn,
+                            ACTION,
+                            "discard",
+                            _first_task(stmt) or _any_task(job),
+                            "",
                             f"job {job.uid} would still not be pipelined (gang minimum "
                             f"{job.min_available}); {len(stmt)} tentative operation(s) "
                             "undone, nothing evicted",
@@ -191,9 +195,14 @@ class PreemptAction:
                 preemptor,
                 name,
                 ev.record(
-                    ssn, ACTION, "pipeline", preemptor, name,
+                    ssn,
+                    ACTION,
+                    "pipeline",
+                    preemptor,
+                    name,
                     f"pipelined onto resources released by {n} eviction(s)"
-                    if n else "pipelined: fits the node's future idle resources",
+                    if n
+                    else "pipelined: fits the node's future idle resources",
                 ),
             )
             return True
@@ -234,7 +243,11 @@ class PreemptAction:
                     "ready left)" + (", so the whole gang is evicted" if self.whole_gangs else "")
                 )
             op.audit = ev.record(
-                ssn, ACTION, "evict", preemptor, node,
+                ssn,
+                ACTION,
+                "evict",
+                preemptor,
+                node,
                 f"victim priority {v.priority}, preemptor priority {preemptor.priority}; "
                 f"allowed by {why}{note}",
                 v,
@@ -247,7 +260,11 @@ class PreemptAction:
                         t,
                         ACTION,
                         ev.record(
-                            ssn, ACTION, "evict", preemptor, t.node or "",
+                            ssn,
+                            ACTION,
+                            "evict",
+                            preemptor,
+                            t.node or "",
                             f"rest of gang {job.uid}, which this preemption takes below "
                             f"minMember {job.min_available}",
                             t,
@@ -301,7 +318,11 @@ class PreemptAction:
             preemptor,
             name,
             ev.record(
-                ssn, ACTION, "pipeline", preemptor, name,
+                ssn,
+                ACTION,
+                "pipeline",
+                preemptor,
+                name,
                 f"pipelined after {n} eviction(s), the least damaging victim set on "
                 f"{len(found)} candidate node(s)",
             ),
@@ -309,7 +330,12 @@ class PreemptAction:
         return True
 
     def _select_on_node(
-        self, ssn: Session, stmt: Statement, preemptor: TaskInfo, queue, i: int,
+        self,
+        ssn: Session,
+        stmt: Statement,
+        preemptor: TaskInfo,
+        queue,
+        i: int,
         victims: list[TaskInfo],
     ) -> list[TaskInfo]:
         """The minimal victims on node ``i`` (Volcano's ``SelectVictimsOnNode``), found
@@ -345,6 +371,7 @@ class PreemptAction:
 
 def _least_damage(found: list[tuple[int, list[TaskInfo], str]]):
     """Volcano's ``pickOneNodeForPreemption`` over (node, victims) candidates."""
+
     def keys(c):
         _i, victims, _why = c
         highest = victims[0].priority

@@ -80,7 +80,11 @@ class ReclaimAction:
                     if len(stmt):
                         ssn.decisions.audit.append(
                             ev.record(
-                                ssn, ACTION, "discard", stmt.operations[0].task, "",
+                                ssn,
+                                ACTION,
+                                "discard",
+                                stmt.operations[0].task,
+                                "",
                                 f"job {job.uid} would still not be pipelined (gang minimum "
                                 f"{job.min_available}); {len(stmt)} tentative operation(s) "
                                 "undone, nothing evicted",
@@ -118,9 +122,15 @@ class ReclaimAction:
                     v,
                     ACTION,
                     ev.record(
-                        ssn, ACTION, "evict", task, name,
+                        ssn,
+                        ACTION,
+                        "evict",
+                        task,
+                        name,
                         f"queue {vq} holds more than it deserves; allowed by {why}",
-                        v, victim_queue=vq, reclaimer_queue=job.queue,
+                        v,
+                        victim_queue=vq,
+                        reclaimer_queue=job.queue,
                     ),
                 )
                 reclaimed = reclaimed + v.resreq
@@ -133,7 +143,11 @@ class ReclaimAction:
                 task,
                 name,
                 ev.record(
-                    ssn, ACTION, "pipeline", task, name,
+                    ssn,
+                    ACTION,
+                    "pipeline",
+                    task,
+                    name,
                     f"pipelined onto resources reclaimed for queue {job.queue}",
                 ),
             )

@@ -95,9 +95,7 @@ def _selector(value: Any, path: str) -> LabelSelector | None:
         if op in ("In", "NotIn") and not values:
             raise InputError(f"operator {op} needs values", field=f"{p}.values")
         exprs.append((e["key"], op, values))
-    return LabelSelector(
-        tuple(sorted((str(k), str(v)) for k, v in labels.items())), tuple(exprs)
-    )
+    return LabelSelector(tuple(sorted((str(k), str(v)) for k, v in labels.items())), tuple(exprs))
 
 
 def parse_pdb(obj: Mapping[str, Any]) -> PdbRecord:
@@ -112,9 +110,7 @@ def parse_pdb(obj: Mapping[str, Any]) -> PdbRecord:
     min_av = _int_or_percent(spec.get("minAvailable"), "spec.minAvailable")
     max_un = _int_or_percent(spec.get("maxUnavailable"), "spec.maxUnavailable")
     if min_av is not None and max_un is not None:
-        raise InputError(
-            "minAvailable and maxUnavailable are mutually exclusive", field="spec"
-        )
+        raise InputError("minAvailable and maxUnavailable are mutually exclusive", field="spec")
     allowed = status.get("disruptionsAllowed")
     if allowed is not None and (isinstance(allowed, bool) or not isinstance(allowed, int)):
         raise InputError(f"expected an integer, got {allowed!r}", field="status.disruptionsAllowed")

@@ -8,11 +8,14 @@ from pumice.framework.plugin import Registry
 def default_registry() -> Registry:
     """Every plugin pumice ships, by its Volcano name."""
     from pumice.plugins.binpack import BinpackPlugin
+    from pumice.plugins.capacity import CapacityPlugin
+    from pumice.plugins.cdp import CdpPlugin
     from pumice.plugins.conformance import ConformancePlugin
     from pumice.plugins.drf import DrfPlugin
     from pumice.plugins.gang import GangPlugin
     from pumice.plugins.nodeorder import NodeOrderPlugin
     from pumice.plugins.overcommit import OvercommitPlugin
+    from pumice.plugins.pdb import PdbPlugin
     from pumice.plugins.predicates import PredicatesPlugin
     from pumice.plugins.priority import PriorityPlugin
     from pumice.plugins.proportion import ProportionPlugin
@@ -30,6 +33,9 @@ def default_registry() -> Registry:
             PredicatesPlugin,
             NodeOrderPlugin,
             BinpackPlugin,
+            CapacityPlugin,
+            PdbPlugin,
+            CdpPlugin,
             SlaPlugin,
         ],
     )

@@ -148,6 +148,19 @@ class ProportionPlugin:
                     out.append(t)
             return out
 
+        def preemptive(q: QueueInfo, task: TaskInfo) -> bool:
+            """May the queue reclaim for ``task``: it is open and, with the task, stays
+            within its deserved share in every dimension the task asks for."""
+            if not q.is_open():
+                return False
+            attr = self.attrs.get(q.name)
+            if attr is None:
+                return True
+            req = clip(task.resreq)
+            future = attr.allocated + req
+            sel = req > 0
+            return bool(np.all(future[sel] <= attr.deserved[sel]))
+
         def on_allocate(task: TaskInfo) -> None:
             job = ssn.jobs.get(task.job or "")
             if job is not None and job.queue in self.attrs:
@@ -167,6 +180,7 @@ class ProportionPlugin:
         ssn.on("allocatable", self.name, allocatable)
         ssn.on("job_enqueueable", self.name, enqueueable)
         ssn.on("reclaimable", self.name, reclaimable)
+        ssn.on("preemptive", self.name, preemptive)
         ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
 
     def _water_fill(self, total: Vector) -> None:
