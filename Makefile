@@ -21,3 +21,8 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests
+
+# Benchmarks of the scheduling core (see docs/performance.md); BENCH=... picks scenarios.
+BENCH ?=
+bench: $(STAMP)
+	$(VENV)/bin/pumice bench $(BENCH) --repeat 3 --json bench-results.json

@@ -22,6 +22,7 @@ from pumice.api.job import INQUEUE, FitError, JobInfo
 from pumice.api.queue import QueueInfo
 from pumice.api.task import READY_STATUSES, TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
+from pumice.framework.fastpath import for_session
 from pumice.framework.fit import fits, insufficient
 from pumice.framework.pqueue import PriorityQueue
 from pumice.framework.session import Session
@@ -78,6 +79,14 @@ def place(ssn: Session, stmt: Statement, job: JobInfo, task: TaskInfo) -> bool:
     if len(nodes) == 0:
         job.fit_errors[task.uid] = FitError(0, {}, "there are no nodes in the cluster")
         return False
+    fast = for_session(ssn).choose(task)
+    if fast is not None:  # the same choice as below, from per-shape caches
+        i, now_fits = fast
+        if now_fits:
+            stmt.allocate(task, nodes.names[i])
+        else:
+            stmt.pipeline(task, nodes.names[i])
+        return True
     blocked, reasons = predicate_filter(ssn, task)
     future = nodes.future_idle()
     feasible = fits(task.init_resreq, future)

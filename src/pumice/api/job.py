@@ -68,10 +68,17 @@ class JobInfo:
     note: str = ""
     #: Tasks placed tentatively this session and then given back (gang not complete).
     tentative: int = 0
+    #: Bumped by every change through :meth:`add_task` / :meth:`update_status`; keys the
+    #: memo of :meth:`pending_best_effort_num`, which job order asks on every comparison.
+    _version: int = field(default=0, init=False, repr=False, compare=False)
+    _best_effort_memo: tuple[int, int] = field(
+        default=(-1, 0), init=False, repr=False, compare=False
+    )
 
     # -- task index ---------------------------------------------------------------------
 
     def add_task(self, task: TaskInfo) -> None:
+        self._version += 1
         self.tasks[task.uid] = task
         self.by_status.setdefault(task.status, {})[task.uid] = task
         if task.status in ALLOCATED_STATUSES:
@@ -82,6 +89,7 @@ class JobInfo:
         old = task.status
         if old == status:
             return
+        self._version += 1
         bucket = self.by_status.get(old)
         if bucket is not None:
             bucket.pop(task.uid, None)
@@ -99,7 +107,14 @@ class JobInfo:
         return out
 
     def count(self, statuses: Iterable[TaskStatus]) -> int:
-        return sum(len(self.by_status.get(s, ())) for s in statuses)
+        if not isinstance(statuses, frozenset | set):
+            return sum(len(self.by_status.get(s, ())) for s in statuses)
+        # Walk the (few) statuses present rather than every status asked for.
+        n = 0
+        for s, bucket in self.by_status.items():
+            if s in statuses:
+                n += len(bucket)
+        return n
 
     # -- gang arithmetic ----------------------------------------------------------------
 
@@ -113,7 +128,12 @@ class JobInfo:
         return self.count(VALID_STATUSES)
 
     def pending_best_effort_num(self) -> int:
-        return sum(1 for t in self.by_status.get(TaskStatus.PENDING, {}).values() if t.best_effort)
+        version, n = self._best_effort_memo
+        if version != self._version:
+            bucket = self.by_status.get(TaskStatus.PENDING, {})
+            n = sum(1 for t in bucket.values() if t.best_effort)
+            self._best_effort_memo = (self._version, n)
+        return n
 
     def _role_counts(self, statuses: frozenset[TaskStatus], best_effort_pending: bool) -> dict:
         counts: dict[str, int] = {}

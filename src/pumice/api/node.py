@@ -37,6 +37,7 @@ class NodeTable:
 
     __slots__ = (
         "allocatable",
+        "changes",
         "idle",
         "index",
         "labels",
@@ -74,6 +75,10 @@ class NodeTable:
         self.ports: dict[tuple[str, int], dict[int, int]] = {}
         #: Bumped on every change; lets callers cache per-state results.
         self.version = 0
+        #: The row of every change, in order: a cache of per-node results refreshes
+        #: only the rows logged since it last looked (``changes[seen:]``). All changes
+        #: go through :meth:`add_task` and :meth:`remove_task`.
+        self.changes: list[int] = []
 
     def __len__(self) -> int:
         return len(self.names)
@@ -94,6 +99,7 @@ class NodeTable:
         other.tasks = [dict(t) for t in self.tasks]
         other.ports = {k: dict(v) for k, v in self.ports.items()}
         other.version = 0
+        other.changes = []
         return other
 
     def future_idle(self) -> np.ndarray:
@@ -116,6 +122,7 @@ class NodeTable:
             users = self.ports.setdefault(port, {})
             users[i] = users.get(i, 0) + 1
         self.version += 1
+        self.changes.append(i)
 
     def remove_task(self, i: int, task: TaskInfo) -> None:
         """Undo :meth:`add_task` for ``task`` with the status it was added with."""
@@ -135,6 +142,7 @@ class NodeTable:
             if not users[i]:
                 del users[i]
         self.version += 1
+        self.changes.append(i)
 
     def total(self) -> np.ndarray:
         return self.allocatable.sum(axis=0) if len(self) else self.space.zeros()

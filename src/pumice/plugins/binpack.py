@@ -41,7 +41,6 @@ class BinpackPlugin:
                 )
 
     def on_session_open(self, ssn: Session) -> None:
-        nodes = ssn.nodes
         space = ssn.space
         weights = np.zeros(space.size)
         for name, wt in self.resource_weights.items():
@@ -49,21 +48,58 @@ class BinpackPlugin:
                 weights[space.index[name]] = wt
         weights[space.index["pods"]] = 0.0
         weights[~space.share] = 0.0
-        factor = MAX_SCORE * self.weight
-
-        def score(task: TaskInfo, cand: np.ndarray) -> np.ndarray:
-            req = task.resreq
-            dims = np.flatnonzero((req > 0) & (weights > 0))
-            if dims.size == 0 or factor == 0:
-                return np.zeros(cand.size)
-            alloc = nodes.allocatable[cand][:, dims]
-            final = nodes.used[cand][:, dims] + req[dims]
-            wt = weights[dims]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                per = np.where(alloc > 0, final * wt / alloc, 0.0)
-            overflow = np.any((alloc > 0) & (final > alloc), axis=1)
-            s = per.sum(axis=1) / wt.sum()
-            return np.where(overflow, 0.0, s * factor)
-
         if self.weight:
-            ssn.on("node_order", self.name, score)
+            ssn.on("node_order", self.name, BinpackScore(ssn, weights, MAX_SCORE * self.weight))
+
+
+class BinpackScore:
+    """The ``node_order`` function of one session. Each node is scored on its own, so
+    :meth:`context` is always None and :meth:`rows` / :meth:`one` (one node, plain
+    floats, same result to the last bit) serve the allocate fast path (see
+    :class:`pumice.plugins.nodeorder.NodeOrderScore`)."""
+
+    __slots__ = ("factor", "nodes", "weights")
+
+    def __init__(self, ssn: Session, weights: np.ndarray, factor: float) -> None:
+        self.nodes = ssn.nodes
+        self.weights = weights
+        self.factor = factor
+
+    def context(self, task: TaskInfo, cand: np.ndarray) -> None:
+        return None
+
+    def __call__(self, task: TaskInfo, cand: np.ndarray) -> np.ndarray:
+        return self.rows(task, cand, None)
+
+    def rows(self, task: TaskInfo, cand: np.ndarray, _ctx: None) -> np.ndarray:
+        nodes, weights, factor = self.nodes, self.weights, self.factor
+        req = task.resreq
+        dims = np.flatnonzero((req > 0) & (weights > 0))
+        if dims.size == 0 or factor == 0:
+            return np.zeros(cand.size)
+        alloc = nodes.allocatable[cand][:, dims]
+        final = nodes.used[cand][:, dims] + req[dims]
+        wt = weights[dims]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per = np.where(alloc > 0, final * wt / alloc, 0.0)
+        overflow = np.any((alloc > 0) & (final > alloc), axis=1)
+        s = per.sum(axis=1) / wt.sum()
+        return np.where(overflow, 0.0, s * factor)
+
+    def one(self, task: TaskInfo, i: int, _ctx: None) -> float:
+        """:meth:`rows` for node ``i`` alone."""
+        req, weights = task.resreq, self.weights
+        dims = [d for d in range(req.size) if req[d] > 0 and weights[d] > 0]
+        if not dims or self.factor == 0:
+            return 0.0
+        alloc_row, used_row = self.nodes.allocatable[i], self.nodes.used[i]
+        total, wsum, overflow = 0.0, 0.0, False
+        for d in dims:
+            alloc = float(alloc_row[d])
+            final = float(used_row[d]) + float(req[d])
+            wt = float(weights[d])
+            wsum += wt
+            if alloc > 0:
+                total += final * wt / alloc
+                overflow = overflow or final > alloc
+        return 0.0 if overflow else total / wsum * self.factor

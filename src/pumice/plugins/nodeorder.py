@@ -15,6 +15,8 @@ are accepted and have nothing to score in pumice's model.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from pumice.api.task import TaskInfo
@@ -78,6 +80,164 @@ def balanced(requested: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     return np.trunc((1 - std) * MAX_SCORE)
 
 
+def least_requested_one(requested: list[float], capacity: list[float]) -> float:
+    """:func:`least_requested` for one node, in plain floats (same arithmetic, same
+    order of operations, so the same result to the last bit)."""
+    total, weights = 0.0, 0
+    for r, c in zip(requested, capacity, strict=True):
+        if c > 0:
+            total += 0.0 if r > c else math.floor((c - r) * MAX_SCORE / c)
+            weights += 1
+    return float(math.floor(total / weights)) if weights else 0.0
+
+
+def most_requested_one(requested: list[float], capacity: list[float]) -> float:
+    total, weights = 0.0, 0
+    for r, c in zip(requested, capacity, strict=True):
+        if c > 0:
+            total += math.floor(min(r, c) * MAX_SCORE / c)
+            weights += 1
+    return float(math.floor(total / weights)) if weights else 0.0
+
+
+def balanced_one(requested: list[float], capacity: list[float]) -> float:
+    """:func:`balanced` for one node, in plain floats."""
+    fracs = [min(r / c, 1.0) if c > 0 else 0.0 for r, c in zip(requested, capacity, strict=True)]
+    valid = [c > 0 for c in capacity]
+    count = sum(valid)
+    if count < 2:
+        return MAX_SCORE
+    if count == 2:
+        lo, hi = sorted(f for f, v in zip(fracs, valid, strict=True) if v)
+        std = abs(hi - lo) / 2
+    else:
+        total = 0.0
+        for f in fracs:
+            total += f
+        mean = total / count
+        var = 0.0
+        for f, v in zip(fracs, valid, strict=True):
+            var += (f - mean) * (f - mean) if v else 0.0  # numpy squares as x * x
+        std = math.sqrt(var / count)
+    return float(math.trunc((1 - std) * MAX_SCORE))
+
+
+class NodeOrderScore:
+    """The ``node_order`` function of one session, in three equivalent forms.
+
+    ``score(task, cand)`` is the hook contract. The other forms serve the allocate fast
+    path (:mod:`pumice.framework.fastpath`), which keeps per-node scores of each task
+    shape and refreshes only the nodes that changed: the only thing the score takes
+    from the candidate set is the taint-toleration normalizer (:meth:`context`); given
+    it, :meth:`rows` (vectorized) and :meth:`one` (one node, plain floats) score nodes
+    independently, and ``score(task, cand) == rows(task, cand, context(task, cand))``.
+    """
+
+    __slots__ = (
+        "_affinity", "_bal_dims", "_counts", "_cpu", "_mem", "nodes", "w",
+    )  # fmt: skip
+
+    def __init__(self, ssn: Session, weights: dict[str, int]) -> None:
+        self.nodes = ssn.nodes
+        self.w = weights
+        space = ssn.space
+        self._cpu, self._mem = space.index["cpu"], space.index["memory"]
+        self._bal_dims = [space.index[r] for r in BALANCED_RESOURCES if r in space.index]
+        self._affinity: dict = {}
+        self._counts: dict = {}
+
+    def _pref(self, placement) -> np.ndarray:
+        pref = self._affinity.get(placement)
+        if pref is None:
+            nodes = self.nodes
+            pref = np.zeros(len(nodes), dtype=np.float64)
+            for weight, term in placement.preferred_terms:
+                pref += np.where(nodes.labels.term(term), float(weight), 0.0)
+            self._affinity[placement] = pref
+        return pref
+
+    def _intolerable(self, tolerations) -> tuple[np.ndarray, bool]:
+        c = self._counts.get(tolerations)
+        if c is None:
+            counts = self.nodes.labels.intolerable_count(tolerations)
+            c = (counts, bool(counts.any()))
+            self._counts[tolerations] = c
+        return c
+
+    def context(self, task: TaskInfo, cand: np.ndarray) -> float:
+        """The largest count of untolerated PreferNoSchedule taints over ``cand``
+        (indices or a boolean mask), which normalizes the taint score."""
+        if not self.w["tainttoleration.weight"]:
+            return 0.0
+        counts, any_ = self._intolerable(task.placement.tolerations)
+        if not any_:
+            return 0.0
+        sel = counts[cand]
+        return float(sel.max()) if sel.size else 0.0
+
+    def __call__(self, task: TaskInfo, cand: np.ndarray) -> np.ndarray:
+        return self.rows(task, cand, self.context(task, cand))
+
+    def rows(self, task: TaskInfo, cand: np.ndarray, top: float) -> np.ndarray:
+        nodes, w = self.nodes, self.w
+        cpu, mem, bal_dims = self._cpu, self._mem, self._bal_dims
+        total = np.zeros(cand.size, dtype=np.float64)
+        alloc = nodes.allocatable[cand]
+        if w["leastrequested.weight"] or w["mostrequested.weight"]:
+            req_nz = nodes.nonzero[cand] + task.nonzero
+            cap2 = alloc[:, [cpu, mem]]
+            if w["leastrequested.weight"]:
+                total += least_requested(req_nz, cap2) * w["leastrequested.weight"]
+            if w["mostrequested.weight"]:
+                total += most_requested(req_nz, cap2) * w["mostrequested.weight"]
+        if w["balancedresource.weight"]:
+            requested = (nodes.used[cand] + nodes.pipelined[cand] + task.resreq)[:, bal_dims]
+            total += balanced(requested, alloc[:, bal_dims]) * w["balancedresource.weight"]
+        placement = task.placement
+        if w["nodeaffinity.weight"] and placement.preferred_terms:
+            total += self._pref(placement)[cand] * w["nodeaffinity.weight"]
+        if w["tainttoleration.weight"]:
+            if top == 0:
+                norm = np.full(cand.size, MAX_SCORE)
+            else:
+                counts = self._intolerable(placement.tolerations)[0][cand]
+                norm = MAX_SCORE - np.floor(MAX_SCORE * counts / top)
+            total += norm * w["tainttoleration.weight"]
+        return total
+
+    def one(self, task: TaskInfo, i: int, top: float) -> float:
+        """:meth:`rows` for node ``i`` alone, in plain floats."""
+        nodes, w = self.nodes, self.w
+        cpu, mem = self._cpu, self._mem
+        total = 0.0
+        alloc = nodes.allocatable[i].tolist()
+        if w["leastrequested.weight"] or w["mostrequested.weight"]:
+            nz = nodes.nonzero[i].tolist()
+            tnz = task.nonzero.tolist()
+            req_nz = [nz[0] + tnz[0], nz[1] + tnz[1]]
+            cap2 = [alloc[cpu], alloc[mem]]
+            if w["leastrequested.weight"]:
+                total += least_requested_one(req_nz, cap2) * w["leastrequested.weight"]
+            if w["mostrequested.weight"]:
+                total += most_requested_one(req_nz, cap2) * w["mostrequested.weight"]
+        if w["balancedresource.weight"]:
+            used, pipe, req = nodes.used[i].tolist(), nodes.pipelined[i].tolist(), task.resreq
+            requested = [used[d] + pipe[d] + float(req[d]) for d in self._bal_dims]
+            cap = [alloc[d] for d in self._bal_dims]
+            total += balanced_one(requested, cap) * w["balancedresource.weight"]
+        placement = task.placement
+        if w["nodeaffinity.weight"] and placement.preferred_terms:
+            total += float(self._pref(placement)[i]) * w["nodeaffinity.weight"]
+        if w["tainttoleration.weight"]:
+            if top == 0:
+                norm = MAX_SCORE
+            else:
+                count = float(self._intolerable(placement.tolerations)[0][i])
+                norm = MAX_SCORE - math.floor(MAX_SCORE * count / top)
+            total += norm * w["tainttoleration.weight"]
+        return total
+
+
 class NodeOrderPlugin:
     name = "nodeorder"
 
@@ -85,43 +245,4 @@ class NodeOrderPlugin:
         self.weights = {k: arguments.get_int(k, v) for k, v in WEIGHT_KEYS.items()}
 
     def on_session_open(self, ssn: Session) -> None:
-        nodes = ssn.nodes
-        space = ssn.space
-        w = self.weights
-        cpu, mem = space.index["cpu"], space.index["memory"]
-        bal_dims = [space.index[r] for r in BALANCED_RESOURCES if r in space.index]
-        affinity_cache: dict = {}
-
-        def score(task: TaskInfo, cand: np.ndarray) -> np.ndarray:
-            total = np.zeros(cand.size, dtype=np.float64)
-            alloc = nodes.allocatable[cand]
-            if w["leastrequested.weight"] or w["mostrequested.weight"]:
-                req_nz = nodes.nonzero[cand] + task.nonzero
-                cap2 = alloc[:, [cpu, mem]]
-                if w["leastrequested.weight"]:
-                    total += least_requested(req_nz, cap2) * w["leastrequested.weight"]
-                if w["mostrequested.weight"]:
-                    total += most_requested(req_nz, cap2) * w["mostrequested.weight"]
-            if w["balancedresource.weight"]:
-                requested = (nodes.used[cand] + nodes.pipelined[cand] + task.resreq)[:, bal_dims]
-                total += balanced(requested, alloc[:, bal_dims]) * w["balancedresource.weight"]
-            placement = task.placement
-            if w["nodeaffinity.weight"] and placement.preferred_terms:
-                pref = affinity_cache.get(placement)
-                if pref is None:
-                    pref = np.zeros(len(nodes), dtype=np.float64)
-                    for weight, term in placement.preferred_terms:
-                        pref += np.where(nodes.labels.term(term), float(weight), 0.0)
-                    affinity_cache[placement] = pref
-                total += pref[cand] * w["nodeaffinity.weight"]
-            if w["tainttoleration.weight"]:
-                counts = nodes.labels.intolerable_count(placement.tolerations)[cand]
-                top = counts.max() if counts.size else 0.0
-                if top == 0:
-                    norm = np.full(cand.size, MAX_SCORE)
-                else:
-                    norm = MAX_SCORE - np.floor(MAX_SCORE * counts / top)
-                total += norm * w["tainttoleration.weight"]
-            return total
-
-        ssn.on("node_order", self.name, score)
+        ssn.on("node_order", self.name, NodeOrderScore(ssn, self.weights))

@@ -1,0 +1,310 @@
+"""Benchmark cluster states, built as Kubernetes-shaped dicts.
+
+Each scenario returns the objects (Nodes, Pods, PodGroups, Queues) of one cluster
+state; the runner turns them into a snapshot with
+:func:`pumice.cache.build.build_snapshot`, the path ``pumice cycle`` takes, so what is
+measured is what a user runs. The shapes follow the public benchmarks the figures are
+compared with (kube-scheduler's scheduler_perf, YuniKorn's and Volcano's reports).
+
+Builders are deterministic: the same scenario always gives the same objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+Obj = dict[str, Any]
+
+T0 = "2026-01-01T00:00:00Z"
+
+
+def node(
+    name: str,
+    cpu: str,
+    memory: str,
+    pods: int = 110,
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+) -> Obj:
+    spec: Obj = {}
+    if taints:
+        spec["taints"] = taints
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": spec,
+        "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": str(pods)}},
+    }
+
+
+def pod(
+    name: str,
+    cpu: str,
+    memory: str,
+    *,
+    namespace: str = "bench",
+    group: str | None = None,
+    node_name: str | None = None,
+    created: int = 0,
+    extra_spec: Obj | None = None,
+) -> Obj:
+    """A pod of one container; running on ``node_name`` when given, else pending."""
+    meta: Obj = {
+        "name": name,
+        "namespace": namespace,
+        "uid": f"{namespace}-{name}",
+        "creationTimestamp": created,
+    }
+    if group:
+        meta["annotations"] = {"scheduling.k8s.io/group-name": group}
+    spec: Obj = {
+        "schedulerName": "volcano",
+        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+    }
+    if node_name:
+        spec["nodeName"] = node_name
+    if extra_spec:
+        spec.update(extra_spec)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": spec,
+        "status": {"phase": "Running" if node_name else "Pending"},
+    }
+
+
+def podgroup(name: str, min_member: int, *, namespace: str = "bench", created: int = 0) -> Obj:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace, "creationTimestamp": created},
+        "spec": {"minMember": min_member, "queue": "default"},
+        "status": {"phase": "Inqueue"},
+    }
+
+
+def queue(name: str = "default", weight: int = 1) -> Obj:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": {"weight": weight, "reclaimable": True},
+    }
+
+
+def _node_name(i: int) -> str:
+    return f"node-{i:05d}"
+
+
+def uniform(
+    n_nodes: int,
+    n_pending: int,
+    *,
+    node_cpu: str = "4",
+    node_memory: str = "32Gi",
+    node_pods: int = 110,
+    pod_cpu: str = "100m",
+    pod_memory: str = "500Mi",
+    n_running: int = 0,
+) -> list[Obj]:
+    """``n_nodes`` equal nodes, ``n_running`` pods spread round-robin over them, and
+    ``n_pending`` single-pod jobs (bare pods, as kube-scheduler's benchmark has)."""
+    objs = [queue()]
+    objs += [node(_node_name(i), node_cpu, node_memory, node_pods) for i in range(n_nodes)]
+    for i in range(n_running):
+        objs.append(pod(f"run-{i:06d}", pod_cpu, pod_memory, node_name=_node_name(i % n_nodes)))
+    for i in range(n_pending):
+        objs.append(pod(f"pend-{i:06d}", pod_cpu, pod_memory, created=i))
+    return objs
+
+
+def basic() -> list[Obj]:
+    """kube-scheduler's SchedulingBasic at 5,000 nodes: 1,000 running, 10,000 pending."""
+    return uniform(5000, 10_000, n_running=1000)
+
+
+def large() -> list[Obj]:
+    """YuniKorn's shape: 5,000 nodes (16 CPU, 16Gi), 50,000 pending pods of 10m CPU."""
+    return uniform(
+        5000, 50_000, node_cpu="16", node_memory="16Gi", pod_cpu="10m", pod_memory="10Mi"
+    )
+
+
+def memory() -> list[Obj]:
+    """The memory target: 5,000 nodes and 150,000 pods in the cache (100,000 running,
+    50,000 pending single pods)."""
+    return uniform(5000, 50_000, node_cpu="32", node_memory="128Gi", n_running=100_000)
+
+
+def gang(n_jobs: int = 20, size: int = 500, n_nodes: int = 1000) -> list[Obj]:
+    """Volcano issue 5940's shape: 20 gangs of 500 pods (minMember 500), 1 CPU / 1Gi."""
+    objs = [queue()]
+    objs += [node(_node_name(i), "32", "256Gi", 110) for i in range(n_nodes)]
+    for j in range(n_jobs):
+        g = f"gang-{j:03d}"
+        objs.append(podgroup(g, size, created=j))
+        for k in range(size):
+            objs.append(pod(f"{g}-worker-{k}", "1", "1Gi", group=g, created=j))
+    return objs
+
+
+#: Number of node groups in :func:`constraints`; groups divisible by 3 are tainted.
+GROUPS = 10
+
+
+def _expr(key: str, operator: str, *values: str) -> Obj:
+    return {"key": key, "operator": operator, "values": list(values)}
+
+
+def _node_affinity(kind: str, value: Any) -> Obj:
+    return {"affinity": {"nodeAffinity": {f"{kind}DuringSchedulingIgnoredDuringExecution": value}}}
+
+
+def _placement_spec(kind: int, g: int) -> Obj:
+    """Pod spec fields of the five placement kinds of :func:`constraints`."""
+    if kind == 0:
+        spec: Obj = {"nodeSelector": {"group": f"g{g}"}}
+        if g % 3 == 0:
+            tol = {
+                "key": "dedicated",
+                "operator": "Equal",
+                "value": f"g{g}",
+                "effect": "NoSchedule",
+            }
+            spec["tolerations"] = [tol]
+        return spec
+    if kind == 1:
+        term = {"matchExpressions": [_expr("group", "In", "g1", "g2")]}
+        return _node_affinity("required", {"nodeSelectorTerms": [term]})
+    if kind == 2:
+        prefs = [
+            {"weight": 10, "preference": {"matchExpressions": [_expr("tier", "In", "fast")]}},
+            {"weight": 5, "preference": {"matchExpressions": [_expr("zone", "NotIn", "zone-0")]}},
+        ]
+        return _node_affinity("preferred", prefs)
+    if kind == 3:
+        return {
+            "tolerations": [
+                {"key": "dedicated", "operator": "Exists"},
+                {"key": "spot", "operator": "Exists", "effect": "PreferNoSchedule"},
+            ]
+        }
+    return {}
+
+
+def constraints(n_nodes: int = 5000, n_pending: int = 10_000) -> list[Obj]:
+    """Nodes in ``GROUPS`` labelled groups (zone, group, tier), every third group tainted
+    ``dedicated=<group>:NoSchedule`` and some nodes softly tainted; pods cycle through
+    five placement kinds: nodeSelector, required affinity (In over two groups), preferred
+    affinity, tolerations of a tainted group, and none."""
+    objs = [queue()]
+    for i in range(n_nodes):
+        g = i % GROUPS
+        labels = {"group": f"g{g}", "zone": f"zone-{g % 3}", "tier": "fast" if g < 5 else "slow"}
+        taints = []
+        if g % 3 == 0:
+            taints.append({"key": "dedicated", "value": f"g{g}", "effect": "NoSchedule"})
+        if i % 7 == 0:
+            taints.append({"key": "spot", "value": "true", "effect": "PreferNoSchedule"})
+        objs.append(node(_node_name(i), "8", "32Gi", 110, labels, taints))
+    for i in range(n_pending):
+        g = (i // 5) % GROUPS
+        spec = _placement_spec(i % 5, g)
+        objs.append(pod(f"pend-{i:06d}", "200m", "512Mi", created=i, extra_spec=spec))
+    return objs
+
+
+SCALE_NODES = (500, 1000, 5000, 10_000)
+SCALE_PODS = (1000, 10_000)
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """One benchmark case: a name, what it models, and how to build its objects."""
+
+    name: str
+    description: str
+    build: Callable[[], list[Obj]]
+    nodes: int
+    pending: int
+    #: For scenarios whose pods come in gangs: (number of gangs, gang size).
+    gangs: tuple[int, int] | None = None
+
+
+def _scale_cases() -> list[Scenario]:
+    out = []
+    for n in SCALE_NODES:
+        for p in SCALE_PODS:
+            out.append(
+                Scenario(
+                    f"scale-{n}x{p}",
+                    f"{n} nodes (4 CPU, 32Gi), {p} pending single pods of 100m / 500Mi",
+                    lambda n=n, p=p: uniform(n, p),
+                    n,
+                    p,
+                )
+            )
+    return out
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario(
+            "basic",
+            "5,000 nodes (4 CPU, 32Gi, 110 pods), 1,000 running, 10,000 pending single pods "
+            "of 100m / 500Mi",
+            basic,
+            5000,
+            10_000,
+        ),
+        Scenario(
+            "large", "5,000 nodes (16 CPU, 16Gi), 50,000 pending pods of 10m", large, 5000, 50_000
+        ),
+        Scenario(
+            "gang",
+            "1,000 nodes (32 CPU, 256Gi), 20 gangs x 500 pods (minMember 500) of 1 CPU / 1Gi",
+            gang,
+            1000,
+            10_000,
+            gangs=(20, 500),
+        ),
+        Scenario(
+            "constraints",
+            "5,000 nodes in 10 labelled groups (some tainted), 10,000 pods with nodeSelector, "
+            "affinity, tolerations",
+            constraints,
+            5000,
+            10_000,
+        ),
+        Scenario(
+            "memory",
+            "5,000 nodes (32 CPU, 128Gi), 100,000 running and 50,000 pending single pods of "
+            "100m / 500Mi",
+            memory,
+            5000,
+            50_000,
+        ),
+        *_scale_cases(),
+    )
+}
+
+#: Names that stand for several scenarios on the command line.
+GROUPS_OF = {"scale": [s for s in SCENARIOS if s.startswith("scale-")]}
+DEFAULT = ("basic", "large", "gang", "constraints", "memory", "scale")
+
+
+def resolve(names: list[str] | tuple[str, ...]) -> list[Scenario]:
+    """Scenario names (or ``scale``) -> scenarios, in the order given; KeyError names an
+    unknown one."""
+    out: list[Scenario] = []
+    for name in names:
+        for n in GROUPS_OF.get(name, [name]):
+            if n not in SCENARIOS:
+                raise KeyError(name)
+            out.append(SCENARIOS[n])
+    return out

@@ -1,0 +1,203 @@
+"""Allocate's fast path: per task *shape*, the fit masks and node scores, kept current
+row by row.
+
+A task's candidate nodes and their scores depend on the task only through its shape:
+placement (selector, affinity, tolerations), requests and scoring requests. The replicas
+of a gang, or thousands of identical single pods, share one shape. For each shape seen
+in a session this module keeps, over all nodes:
+
+- ``ok_future``: the predicates allow the node and the task fits its future idle
+  resources (idle + releasing - pipelined); ``ok_now``: and it fits the idle ones;
+- per ``node_order`` function, the node scores, and their sum in hook order.
+
+Nodes change only through :meth:`NodeTable.add_task` / :meth:`NodeTable.remove_task`,
+which log the row (``NodeTable.changes``); each use of a shape first refreshes the rows
+logged since its last use: a few rows in plain floats, many rows as one vector
+operation. Placing a task then costs a masked argmax instead of a full fit and scoring
+pass over every node, and the cost of a cycle grows with nodes x shapes, not
+nodes x pods.
+
+The choice is exactly the one :func:`pumice.actions.allocate.place` makes the long way
+(same candidates, same float arithmetic per node, the first best node in name order),
+which a property test checks against a per-node reference. It applies only when
+every predicate function declares ``by_placement`` (its answer depends on the task's
+placement alone; the task has no host ports) and every node_order function offers the
+separable form ``context(task, cand)``, ``rows(task, rows, ctx)``, ``one(task, i, ctx)``
+(see :class:`pumice.plugins.nodeorder.NodeOrderScore`). Otherwise, and when no node
+fits (to explain why), the caller takes the long way.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Hashable
+
+import numpy as np
+
+from pumice.api.task import TaskInfo
+from pumice.framework.fit import fits
+from pumice.framework.session import Session
+
+#: Up to this many changed rows are refreshed one by one in plain floats.
+SCALAR_ROWS = 24
+
+
+def shape_key(task: TaskInfo) -> Hashable:
+    """What fit, predicates and scores may look at in a task."""
+    return (
+        task.placement,
+        task.init_resreq.tobytes(),
+        task.resreq.tobytes(),
+        None if task.nonzero is None else task.nonzero.tobytes(),
+    )
+
+
+class _Shape:
+    """The cached view of all nodes for one task shape."""
+
+    __slots__ = (
+        "blocked", "ctx", "dims", "n_future", "n_now", "ok_future", "ok_now", "scores",
+        "seen", "total",
+    )  # fmt: skip
+
+    def __init__(self, fast: FastPath, task: TaskInfo, blocked: np.ndarray | None) -> None:
+        nodes = fast.nodes
+        req = task.init_resreq
+        self.blocked = blocked
+        self.dims = [(int(d), float(req[d])) for d in np.flatnonzero(req)]
+        self.seen = len(nodes.changes)
+        self.ok_future = fits(req, nodes.future_idle())
+        if blocked is not None:
+            self.ok_future &= ~blocked
+        self.ok_now = self.ok_future & fits(req, nodes.idle)
+        self.n_future = int(np.count_nonzero(self.ok_future))
+        self.n_now = int(np.count_nonzero(self.ok_now))
+        self.ctx: tuple | None = None
+        self.scores: list[np.ndarray] = []
+        self.total: np.ndarray | None = None
+
+
+class FastPath:
+    """The shape caches of one session."""
+
+    __slots__ = ("__weakref__", "enabled", "nodes", "predicates", "scorers", "shapes", "ssn")
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.nodes = ssn.nodes
+        self.predicates: list[Callable] = ssn.hooks.flat("predicate")
+        self.scorers: list = ssn.hooks.flat("node_order")
+        self.enabled = all(getattr(fn, "by_placement", False) for fn in self.predicates) and all(
+            hasattr(fn, "rows") and hasattr(fn, "one") and hasattr(fn, "context")
+            for fn in self.scorers
+        )
+        self.shapes: dict[Hashable, _Shape] = {}
+
+    def choose(self, task: TaskInfo) -> tuple[int, bool] | None:
+        """(node row, fits now) for ``task``; None when the fast path does not apply or
+        no node can take the task."""
+        if not self.enabled or task.host_ports or task.nonzero is None:
+            return None
+        key = shape_key(task)
+        shape = self.shapes.get(key)
+        if shape is None:
+            blocked = None
+            for fn in self.predicates:
+                b, _ = fn(task)
+                if b is not None:
+                    blocked = b.copy() if blocked is None else (blocked | b)
+            shape = self.shapes[key] = _Shape(self, task, blocked)
+        else:
+            self._refresh(task, shape)
+        if shape.n_future == 0:
+            return None
+        now = shape.n_now > 0
+        mask = shape.ok_now if now else shape.ok_future
+        if not self.scorers:
+            return int(mask.argmax()), now
+        ctx = tuple(fn.context(task, mask) for fn in self.scorers)
+        if ctx != shape.ctx:
+            self._score_all(task, shape, ctx)
+        assert shape.total is not None
+        return int(np.where(mask, shape.total, -np.inf).argmax()), now
+
+    # -- keeping a shape current --------------------------------------------------------
+
+    def _score_all(self, task: TaskInfo, shape: _Shape, ctx: tuple) -> None:
+        rows = np.arange(len(self.nodes))
+        shape.scores = [fn.rows(task, rows, c) for fn, c in zip(self.scorers, ctx, strict=True)]
+        total = shape.scores[0]
+        for s in shape.scores[1:]:
+            total = total + s
+        shape.total = total.copy() if len(shape.scores) == 1 else total
+        shape.ctx = ctx
+
+    def _refresh(self, task: TaskInfo, shape: _Shape) -> None:
+        changes = self.nodes.changes
+        if shape.seen == len(changes):
+            return
+        rows = set(changes[shape.seen :])
+        shape.seen = len(changes)
+        if len(rows) <= SCALAR_ROWS:
+            for i in rows:
+                self._refresh_one(task, shape, i)
+        else:
+            self._refresh_many(task, shape, np.fromiter(sorted(rows), dtype=np.intp))
+
+    def _refresh_one(self, task: TaskInfo, shape: _Shape, i: int) -> None:
+        nodes = self.nodes
+        blocked = shape.blocked is not None and bool(shape.blocked[i])
+        fut_ok = now_ok = not blocked
+        if not blocked:
+            idle, rel, pipe = nodes.idle[i].tolist(), nodes.releasing[i].tolist(), None
+            pipe = nodes.pipelined[i].tolist()
+            for d, r in shape.dims:
+                if not idle[d] + rel[d] - pipe[d] >= r:
+                    fut_ok = now_ok = False
+                    break
+                if not idle[d] >= r:
+                    now_ok = False
+        if fut_ok != bool(shape.ok_future[i]):
+            shape.ok_future[i] = fut_ok
+            shape.n_future += 1 if fut_ok else -1
+        if now_ok != bool(shape.ok_now[i]):
+            shape.ok_now[i] = now_ok
+            shape.n_now += 1 if now_ok else -1
+        if shape.ctx is not None:
+            assert shape.total is not None
+            t = 0.0
+            for k, (fn, c) in enumerate(zip(self.scorers, shape.ctx, strict=True)):
+                v = fn.one(task, i, c)
+                shape.scores[k][i] = v
+                t = v if k == 0 else t + v
+            shape.total[i] = t
+
+    def _refresh_many(self, task: TaskInfo, shape: _Shape, rows: np.ndarray) -> None:
+        nodes = self.nodes
+        req = task.init_resreq
+        fut = fits(req, nodes.idle[rows] + nodes.releasing[rows] - nodes.pipelined[rows])
+        if shape.blocked is not None:
+            fut &= ~shape.blocked[rows]
+        shape.ok_future[rows] = fut
+        shape.ok_now[rows] = fut & fits(req, nodes.idle[rows])
+        shape.n_future = int(np.count_nonzero(shape.ok_future))
+        shape.n_now = int(np.count_nonzero(shape.ok_now))
+        if shape.ctx is not None:
+            assert shape.total is not None
+            part = None
+            for k, (fn, c) in enumerate(zip(self.scorers, shape.ctx, strict=True)):
+                s = fn.rows(task, rows, c)
+                shape.scores[k][rows] = s
+                part = s if part is None else part + s
+            shape.total[rows] = part
+
+
+_SESSIONS: weakref.WeakKeyDictionary[Session, FastPath] = weakref.WeakKeyDictionary()
+
+
+def for_session(ssn: Session) -> FastPath:
+    """The fast path of ``ssn`` (made on first use, after every plugin registered)."""
+    fast = _SESSIONS.get(ssn)
+    if fast is None:
+        fast = _SESSIONS[ssn] = FastPath(ssn)
+    return fast
