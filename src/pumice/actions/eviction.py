@@ -7,6 +7,7 @@ nothing more. Nothing here decides; these are the questions both actions ask.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import cmp_to_key
 from typing import Any
 
 import numpy as np
@@ -79,6 +80,23 @@ def victims_could_fit(ssn: Session, task: TaskInfo, i: int, victims: Iterable[Ta
 def victim_queue(ssn: Session, victims: Iterable[TaskInfo], preemptor: TaskInfo):
     """Volcano's ``BuildVictimsPriorityQueue``: the victim to evict first pops first."""
     return PriorityQueue(lambda a, b: ssn.victim_less(a, b, preemptor), victims)
+
+
+def in_victim_order(ssn: Session, tasks: Iterable[TaskInfo], preemptor: TaskInfo) -> list:
+    """``tasks`` sorted in the order they would be evicted.
+
+    Volcano hands the candidates to the preemptable / reclaimable functions in Go map
+    order, which is random; functions that count (gang lets a job lose tasks down to
+    its minimum, in the order it meets them) then spare arbitrary tasks. pumice hands
+    them over in victim order, so that what a function allows is what would be evicted
+    first, and the result is reproducible."""
+
+    def cmp(a: TaskInfo, b: TaskInfo) -> int:
+        if ssn.victim_less(a, b, preemptor):
+            return -1
+        return 1 if ssn.victim_less(b, a, preemptor) else 0
+
+    return sorted(tasks, key=cmp_to_key(cmp))
 
 
 def tier_of(ssn: Session, plugin: str) -> int | None:

@@ -176,7 +176,9 @@ class PreemptAction:
         queue = ssn.queues[job.queue]
         for i in ev.scored_nodes(ssn, preemptor, nodes):
             name = ssn.nodes.names[i]
-            candidates = [t for t in ssn.nodes.tasks[i].values() if keep(t)]
+            candidates = ev.in_victim_order(
+                ssn, (t for t in ssn.nodes.tasks[i].values() if keep(t)), preemptor
+            )
             victims, deciders = ssn.hooks.victims("preemptable", preemptor, candidates)
             if not ev.victims_could_fit(ssn, preemptor, i, victims):
                 continue
@@ -296,7 +298,9 @@ class PreemptAction:
         queue = ssn.queues[job.queue]
         found: list[tuple[int, list[TaskInfo], str]] = []
         for i in nodes:
-            candidates = [t for t in ssn.nodes.tasks[i].values() if keep(t)]
+            candidates = ev.in_victim_order(
+                ssn, (t for t in ssn.nodes.tasks[i].values() if keep(t)), preemptor
+            )
             victims, deciders = ssn.hooks.victims("preemptable", preemptor, candidates)
             if not ev.victims_could_fit(ssn, preemptor, i, victims):
                 continue

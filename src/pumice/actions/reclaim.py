@@ -108,6 +108,7 @@ class ReclaimAction:
                 reclaimees.append(t)
             if not reclaimees:
                 continue
+            reclaimees = ev.in_victim_order(ssn, reclaimees, task)
             victims, deciders = ssn.hooks.victims("reclaimable", task, reclaimees)
             if not victims or not ev.victims_could_fit(ssn, task, i, victims):
                 continue
