@@ -74,6 +74,9 @@ class JobInfo:
     _best_effort_memo: tuple[int, int] = field(
         default=(-1, 0), init=False, repr=False, compare=False
     )
+    _ready_memo: tuple[int, int, bool] = field(
+        default=(-1, -1, False), init=False, repr=False, compare=False
+    )
 
     # -- task index ---------------------------------------------------------------------
 
@@ -163,7 +166,18 @@ class JobInfo:
         }
 
     def is_ready(self) -> bool:
-        """Enough tasks hold resources (or need none) to run the gang."""
+        """Enough tasks hold resources (or need none) to run the gang.
+
+        Memoized on the task index version and ``min_available``: job order asks this
+        on every heap comparison."""
+        version, min_available, ready = self._ready_memo
+        if version == self._version and min_available == self.min_available:
+            return ready
+        ready = self._is_ready()
+        self._ready_memo = (self._version, self.min_available, ready)
+        return ready
+
+    def _is_ready(self) -> bool:
         if self.ready_num() + self.pending_best_effort_num() < self.min_available:
             return False
         return self._roles_meet(READY_STATUSES, True)

@@ -85,8 +85,8 @@ class FastPath:
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
         self.nodes = ssn.nodes
-        self.predicates: list[Callable] = ssn.hooks.flat("predicate")
-        self.scorers: list = ssn.hooks.flat("node_order")
+        self.predicates: tuple[Callable, ...] = ssn.hooks.flat("predicate")
+        self.scorers: tuple = ssn.hooks.flat("node_order")
         self.enabled = all(getattr(fn, "by_placement", False) for fn in self.predicates) and all(
             hasattr(fn, "rows") and hasattr(fn, "one") and hasattr(fn, "context")
             for fn in self.scorers

@@ -77,12 +77,15 @@ HOOKS: dict[str, Hook] = {
 class HookTable:
     """The functions registered for one session, grouped by hook, tier and plugin."""
 
-    __slots__ = ("_chains", "_fns", "_tiers")
+    __slots__ = ("_chains", "_flat", "_fns", "_tiers")
 
     def __init__(self, tiers: Sequence[Tier]) -> None:
         self._tiers = tiers
         self._fns: dict[str, dict[str, Callable]] = {name: {} for name in HOOKS}
         self._chains: dict[str, list[list[tuple[str, Callable]]]] | None = None
+        #: hook -> its functions in walking order (the order rules ask on every
+        #: comparison of a heap, so the list is built once per registration change).
+        self._flat: dict[str, tuple[Callable, ...]] = {}
 
     def register(self, hook: str, plugin: str, fn: Callable) -> None:
         if hook not in HOOKS:
@@ -91,6 +94,7 @@ class HookTable:
             raise KeyError(f"plugin {plugin!r} registered hook {hook!r} twice")
         self._fns[hook][plugin] = fn
         self._chains = None
+        self._flat = {}
 
     def chain(self, hook: str) -> list[list[tuple[str, Callable]]]:
         """Per tier, the enabled (plugin, function) pairs for ``hook``, in config order."""
@@ -110,8 +114,12 @@ class HookTable:
     def has(self, hook: str) -> bool:
         return bool(self.chain(hook))
 
-    def flat(self, hook: str) -> list[Callable]:
-        return [fn for tier in self.chain(hook) for _, fn in tier]
+    def flat(self, hook: str) -> tuple[Callable, ...]:
+        """The functions of ``hook`` in walking order (built once, shared: a tuple)."""
+        fl = self._flat.get(hook)
+        if fl is None:
+            fl = self._flat[hook] = tuple(fn for tier in self.chain(hook) for _, fn in tier)
+        return fl
 
     # -- combination rules --------------------------------------------------------------
 
