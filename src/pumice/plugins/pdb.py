@@ -8,6 +8,9 @@ matches nothing. When a snapshot's budget has no status, the allowed disruptions
 derived from ``minAvailable`` / ``maxUnavailable`` and the matching running pods (see
 :mod:`pumice.api.pdb`).
 
+Evictions already decided in the same cycle spend the budget (Volcano reads the budget
+afresh for each preemptor task, so one cycle can overrun it).
+
 As in Volcano, a pod without any label is never a victim while this plugin is on
 (Volcano skips such pods instead of letting them through; pumice keeps the quirk so
 that decisions match).
@@ -43,8 +46,27 @@ class PdbPlugin:
             healthy = sum(1 for t in matching if t.status in _HEALTHY)
             self.allowed.append((pdb, disruptions_allowed(pdb, len(matching), healthy)))
 
+        releasing_at_open = {
+            t.uid for tasks in ssn.nodes.tasks for t in tasks.values()
+            if t.status == TaskStatus.RELEASING
+        }  # fmt: skip
+
+        def evicted_this_cycle() -> list[TaskInfo]:
+            return [
+                t
+                for tasks in ssn.nodes.tasks
+                for t in tasks.values()
+                if t.status == TaskStatus.RELEASING and t.uid not in releasing_at_open
+            ]
+
         def guard(_actor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
             left = [n for _, n in self.allowed]
+            # Unlike Volcano, which reads the budget afresh for every preemptor task,
+            # evictions already decided in this cycle spend the budget.
+            for t in evicted_this_cycle():
+                for k, (pdb, _n) in enumerate(self.allowed):
+                    if pdb.namespace == t.namespace and pdb.selector.matches(t.labels):
+                        left[k] -= 1
             victims = []
             for t in candidates:
                 if not t.labels:
