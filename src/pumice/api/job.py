@@ -69,23 +69,30 @@ class JobInfo:
     #: Tasks placed tentatively this session and then given back (gang not complete).
     tentative: int = 0
     #: Bumped by every change through :meth:`add_task` / :meth:`update_status`; keys the
-    #: memo of :meth:`pending_best_effort_num`, which job order asks on every comparison.
+    #: memo of :meth:`is_ready`, which job order asks on every comparison.
     _version: int = field(default=0, init=False, repr=False, compare=False)
-    _best_effort_memo: tuple[int, int] = field(
-        default=(-1, 0), init=False, repr=False, compare=False
-    )
+    #: Pending best-effort tasks, kept by :meth:`add_task` / :meth:`update_status`.
+    _best_effort_pending: int = field(default=0, init=False, repr=False, compare=False)
     _ready_memo: tuple[int, int, bool] = field(
         default=(-1, -1, False), init=False, repr=False, compare=False
     )
+
+    def __post_init__(self) -> None:
+        pending = self.by_status.get(TaskStatus.PENDING, {})
+        self._best_effort_pending = sum(1 for t in pending.values() if t.best_effort)
 
     # -- task index ---------------------------------------------------------------------
 
     def add_task(self, task: TaskInfo) -> None:
         self._version += 1
         self.tasks[task.uid] = task
-        self.by_status.setdefault(task.status, {})[task.uid] = task
+        bucket = self.by_status.setdefault(task.status, {})
+        fresh = task.uid not in bucket
+        bucket[task.uid] = task
         if task.status in ALLOCATED_STATUSES:
             self.allocated += task.resreq
+        if fresh and task.best_effort and task.status == TaskStatus.PENDING:
+            self._best_effort_pending += 1
 
     def update_status(self, task: TaskInfo, status: TaskStatus) -> None:
         """Move ``task`` to ``status``, keeping the index and ``allocated`` in step."""
@@ -94,14 +101,20 @@ class JobInfo:
             return
         self._version += 1
         bucket = self.by_status.get(old)
-        if bucket is not None:
-            bucket.pop(task.uid, None)
+        left = bucket is not None and bucket.pop(task.uid, None) is not None
         if old in ALLOCATED_STATUSES:
             self.allocated -= task.resreq
         task.status = status
-        self.by_status.setdefault(status, {})[task.uid] = task
+        into = self.by_status.setdefault(status, {})
+        fresh = task.uid not in into
+        into[task.uid] = task
         if status in ALLOCATED_STATUSES:
             self.allocated += task.resreq
+        if task.best_effort:
+            if left and old == TaskStatus.PENDING:
+                self._best_effort_pending -= 1
+            if fresh and status == TaskStatus.PENDING:
+                self._best_effort_pending += 1
 
     def with_status(self, *statuses: TaskStatus) -> list[TaskInfo]:
         out: list[TaskInfo] = []
@@ -131,12 +144,7 @@ class JobInfo:
         return self.count(VALID_STATUSES)
 
     def pending_best_effort_num(self) -> int:
-        version, n = self._best_effort_memo
-        if version != self._version:
-            bucket = self.by_status.get(TaskStatus.PENDING, {})
-            n = sum(1 for t in bucket.values() if t.best_effort)
-            self._best_effort_memo = (self._version, n)
-        return n
+        return self._best_effort_pending
 
     def _role_counts(self, statuses: frozenset[TaskStatus], best_effort_pending: bool) -> dict:
         counts: dict[str, int] = {}
