@@ -20,7 +20,7 @@ Combination rules (Volcano's):
 ``victims``
     Each function returns the candidates it allows, or None to abstain. Within a tier
     the answers intersect; an empty answer (or an empty intersection) leaves the tier
-    undecided and the next tier decides, exactly as Volcano's ``Preemptable`` and
+    undecided and the next tier decides, as Volcano's ``Preemptable`` and
     ``Reclaimable`` walk their tiers.
 ``sum``
     Scores add up (node order).
@@ -166,11 +166,13 @@ class HookTable:
     def victims(self, hook: str, actor: Any, candidates: list) -> tuple[list, list[str]]:
         """The victims the deciding tier allows, and the plugins that decided.
 
-        Volcano's walk, quirks included: within a tier, a plugin that allows nothing
-        ends the tier undecided; an empty intersection leaves the tier undecided too,
-        so that the next plugin of the tier starts afresh; the first tier that ends
-        with victims decides. ``deciders`` names the plugins of that tier (or, when no
-        tier decides, of the last tier that refused everything).
+        Volcano's walk: within a tier, a plugin that allows nothing ends the tier
+        undecided, and the first tier that ends with victims decides. One deliberate
+        difference: when the intersection becomes empty, pumice ends the tier too,
+        where Volcano (its intersection is then a nil slice) lets the next plugin of the
+        tier start afresh, which can undo a veto such as conformance's. ``deciders``
+        names the plugins of the deciding tier (or, when no tier decides, of the last
+        tier that refused everything).
         """
         refused: list[str] = []
         for tier in self.chain(hook):
@@ -189,6 +191,8 @@ class HookTable:
                 else:
                     keep = {id(t) for t in allowed}
                     chosen = [t for t in chosen if id(t) in keep] or None
+                    if chosen is None:
+                        break
             if chosen:
                 return chosen, deciders
             if deciders:

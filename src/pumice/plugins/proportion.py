@@ -128,7 +128,8 @@ class ProportionPlugin:
             return -1
 
         def reclaimable(reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
-            """Take from a queue only while it holds more than its deserved share."""
+            """Take from a queue only while it holds more than its deserved share, and
+            never below its guarantee."""
             want = clip(reclaimer.resreq)
             out = []
             allocations: dict[str, Vector] = {}
@@ -144,6 +145,9 @@ class ProportionPlugin:
                 if bool(np.any(left < want)):
                     continue
                 if not bool(np.all(left <= attr.deserved)):
+                    # Never below the guarantee (Volcano's proportion does not check).
+                    if not bool(np.all(attr.guarantee <= left - clip(t.resreq))):
+                        continue
                     left -= clip(t.resreq)
                     out.append(t)
             return out
