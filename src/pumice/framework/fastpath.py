@@ -29,7 +29,6 @@ fits (to explain why), the caller takes the long way.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Hashable
 
 import numpy as np
@@ -192,12 +191,15 @@ class FastPath:
             shape.total[rows] = part
 
 
-_SESSIONS: weakref.WeakKeyDictionary[Session, FastPath] = weakref.WeakKeyDictionary()
-
-
 def for_session(ssn: Session) -> FastPath:
-    """The fast path of ``ssn`` (made on first use, after every plugin registered)."""
-    fast = _SESSIONS.get(ssn)
+    """The fast path of ``ssn`` (made on first use, after every plugin registered).
+
+    Kept on the session itself, not in a module-level weak dictionary: the fast path
+    holds the plugins' hook closures, which hold the session, so a weak key would never
+    die and every session of a long run (``pumice simulate``) would be kept alive.
+    """
+    fast = getattr(ssn, "_fastpath", None)
     if fast is None:
-        fast = _SESSIONS[ssn] = FastPath(ssn)
+        fast = FastPath(ssn)
+        ssn._fastpath = fast  # type: ignore[attr-defined]
     return fast
