@@ -102,6 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="run scenarios in this process (peak memory is then cumulative)",
     )
     b.set_defaults(func=_cmd_bench)
+
+    from pumice.sim.command import add_parser as add_simulate
+
+    add_simulate(sub)
     return p
 
 

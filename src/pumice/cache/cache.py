@@ -1,0 +1,587 @@
+"""SchedulerCache: cluster watch events in, a snapshot per cycle out, decisions applied.
+
+Why incremental: a simulation runs thousands of cycles over tens of thousands of pods,
+and rebuilding the snapshot from objects every cycle (parsing every pod again) costs
+more than the cycle itself. So the cache parses each object once, when it arrives, and
+keeps a *base* model up to date event by event: a :class:`NodeTable` with every bound
+pod accounted, a :class:`JobInfo` per PodGroup (or bare pod) with its tasks, the queues.
+A pod update only re-reads what a pod may change (node, phase, deletion mark).
+
+:meth:`SchedulerCache.snapshot` hands out an independent copy of the base (node arrays
+copied, jobs and tasks cloned), because a cycle changes its snapshot. The result is the
+same snapshot :func:`pumice.cache.build.build_snapshot` would build from the same
+objects (``tests/cache/test_cache.py`` checks it); a change of nodes, queues or priority
+classes rebuilds the base from the parsed records (rare: they are set-up objects).
+
+:meth:`SchedulerCache.apply` carries out a cycle's decisions through the
+:class:`~pumice.cluster.protocol.Cluster` protocol: evictions, binds, podgroup status.
+Nothing here knows whether the cluster is simulated.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pumice.api import parse
+from pumice.api.job import PENDING, RUNNING, JobInfo
+from pumice.api.node import NodeSpec, NodeTable
+from pumice.api.pdb import PdbRecord, parse_pdb
+from pumice.api.queue import QueueInfo
+from pumice.api.resources import ResourceSpace, is_empty
+from pumice.api.snapshot import Snapshot
+from pumice.api.task import TaskInfo, TaskStatus, status_of_pod
+from pumice.cache.build import (
+    DEFAULT_CPU_REQUEST,
+    DEFAULT_MEMORY_REQUEST,
+    DEFAULT_SCHEDULER,
+    TASK_PRIORITY_ANNOTATION,
+    _check_queue_tree,
+)
+from pumice.cluster.protocol import DELETED, KINDS, Cluster, WatchEvent, object_key
+from pumice.errors import InputError
+from pumice.framework.decisions import Decisions
+
+_PARSERS = {
+    "Node": parse.parse_node,
+    "Pod": parse.parse_pod,
+    "PodGroup": parse.parse_podgroup,
+    "Queue": parse.parse_queue,
+    "PriorityClass": parse.parse_priority_class,
+    "PodDisruptionBudget": parse_pdb,
+}
+
+
+def _name_index(name: str) -> int | None:
+    parts = name.split("-")
+    if len(parts) >= 3 and parts[-1].isdigit():
+        return int(parts[-1])
+    return None
+
+
+def _pod_state(obj: Mapping[str, Any]) -> tuple[str, str, bool, float]:
+    """The part of a pod that changes after creation: node, phase, deletion mark, and
+    when it was scheduled."""
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    meta = obj.get("metadata") or {}
+    return (
+        spec.get("nodeName") or "",
+        status.get("phase") or "Pending",
+        meta.get("deletionTimestamp") is not None,
+        parse._scheduled_at(status) if status.get("conditions") else 0.0,
+    )
+
+
+@dataclass(slots=True)
+class ApplyResult:
+    """What :meth:`SchedulerCache.apply` did: binds and evictions the cluster took, and
+    the ones it refused (stale decisions: the pod went away in between)."""
+
+    bound: list[tuple[str, str]] = field(default_factory=list)
+    evicted: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+
+
+class SchedulerCache:
+    """Objects from a :class:`Cluster`, kept as a scheduling model.
+
+    Contract: call :meth:`sync` (or :meth:`snapshot`, which syncs) to take in the events
+    that arrived since; :meth:`snapshot` returns a fresh, independent snapshot each time;
+    :meth:`apply` never raises for a stale decision (it is reported as refused).
+    Malformed objects raise :class:`InputError` naming the object.
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        *,
+        scheduler_name: str = DEFAULT_SCHEDULER,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.cluster = cluster
+        #: "Now" of each snapshot (the simulator's virtual clock); by default the latest
+        #: creation time seen, as ``build_snapshot`` does.
+        self.clock = clock
+        self.latest = 0.0
+        self.scheduler_name = scheduler_name
+        self.watch = cluster.watch(KINDS)
+        self.nodes_r: dict[str, NodeSpec] = {}
+        self.queues_r: dict[str, parse.QueueRecord] = {}
+        self.pcs_r: dict[str, parse.PriorityClassRecord] = {}
+        self.pgs_r: dict[str, parse.PodGroupRecord] = {}
+        self.pods_r: dict[str, parse.PodRecord] = {}
+        self.pdbs_r: dict[str, PdbRecord] = {}
+        #: Base model, kept up to date by events (see the module docstring).
+        self.space = ResourceSpace(())
+        self.nodes = NodeTable([], self.space)
+        self.queues: dict[str, QueueInfo] = {}
+        self.jobs: dict[str, JobInfo] = {}
+        self.tasks: dict[str, TaskInfo] = {}  # pod key -> task
+        self.others: dict[str, TaskInfo] = {}  # pods of other schedulers (occupy nodes)
+        self.orphans: dict[str, dict[str, TaskInfo]] = {}  # missing podgroup -> tasks
+        self.priority_classes: dict[str, int] = {}
+        self.default_priority = 0
+        self.has_default = False
+        self._stale = True
+        #: Count of changes taken in since the last :meth:`mark_clean` (engine's skip test).
+        self.changes = 0
+        for kind in KINDS:
+            for obj in cluster.list(kind):
+                self._record(kind, object_key(kind, obj), obj)
+        self._rebuild()
+
+    # -- events -------------------------------------------------------------------------
+
+    def sync(self) -> int:
+        """Take in the events that arrived since the last call; return how many."""
+        events = self.watch.drain()
+        for ev in events:
+            self._handle(ev)
+        if self._stale:
+            self._rebuild()
+        return len(events)
+
+    def _record(self, kind: str, key: str, obj: Mapping[str, Any]) -> Any:
+        try:
+            rec = _PARSERS[kind](obj)
+        except InputError as err:
+            raise err.located(obj=f"{kind} {key}") from None
+        if kind == "Node":
+            self.nodes_r[key] = rec
+        elif kind == "Queue":
+            self.queues_r[key] = rec
+        elif kind == "PriorityClass":
+            self.pcs_r[key] = rec
+        elif kind == "PodGroup":
+            self.pgs_r[key] = rec
+            self.latest = max(self.latest, rec.creation)
+        elif kind == "PodDisruptionBudget":
+            self.pdbs_r[key] = rec
+        else:
+            self.pods_r[key] = rec
+            self.latest = max(self.latest, rec.creation)
+        return rec
+
+    def _handle(self, ev: WatchEvent) -> None:
+        kind, key = ev.kind, ev.key
+        self.changes += 1
+        if kind == "Pod":
+            self._handle_pod(ev)
+        elif kind == "PodGroup":
+            self._handle_podgroup(ev)
+        elif kind == "PodDisruptionBudget":  # read at snapshot time: no model to update
+            if ev.type == DELETED:
+                self.pdbs_r.pop(key, None)
+            else:
+                self._record(kind, key, ev.obj)
+        else:  # nodes, queues, priority classes: set-up objects, rebuild the base
+            if ev.type == DELETED:
+                {"Node": self.nodes_r, "Queue": self.queues_r, "PriorityClass": self.pcs_r}[
+                    kind
+                ].pop(key, None)
+            else:
+                self._record(kind, key, ev.obj)
+            self._stale = True
+
+    def _handle_pod(self, ev: WatchEvent) -> None:
+        key = ev.key
+        if ev.type == DELETED:
+            self.pods_r.pop(key, None)
+            if not self._stale:
+                self._remove_pod(key)
+            return
+        if key not in self.pods_r:
+            rec = self._record("Pod", key, ev.obj)
+            if not self._stale:
+                if not set(rec.resreq) <= set(self.space.index) or not set(rec.init_resreq) <= set(
+                    self.space.index
+                ):
+                    self._stale = True  # a new resource name: new columns
+                else:
+                    self._add_pod(key, rec)
+            return
+        rec = self.pods_r[key]
+        node, phase, terminating, scheduled_at = _pod_state(ev.obj)
+        rec.node_name, rec.phase, rec.terminating = node, phase, terminating
+        rec.scheduled_at = scheduled_at
+        if self._stale:
+            return
+        task = self.tasks.get(key) or self.others.get(key)
+        if task is None:
+            return
+        task.scheduled_at = scheduled_at
+        status = status_of_pod(phase, node, terminating)
+        new_node = node or None
+        if status == task.status and new_node == task.node:
+            return
+        self._place(task, None)
+        job = self.jobs.get(task.job) if task.job else None
+        if job is not None:
+            job.update_status(task, status)
+            if job.bare:
+                job.phase = PENDING if status == TaskStatus.PENDING else RUNNING
+        else:
+            task.status = status
+        self._place(task, new_node)
+
+    def _handle_podgroup(self, ev: WatchEvent) -> None:
+        key = ev.key
+        if ev.type == DELETED:
+            self.pgs_r.pop(key, None)
+            if not self._stale:
+                job = self.jobs.pop(key, None)
+                if job is not None and job.tasks:
+                    self.orphans[key] = dict(job.tasks)
+            return
+        old = self.pgs_r.get(key)
+        rec = self._record("PodGroup", key, ev.obj)
+        if self._stale:
+            return
+        job = self.jobs.get(key)
+        if old is None or job is None:
+            self._add_job(rec)
+            return
+        if (
+            old.min_member,
+            old.min_task_member,
+            old.min_resources,
+            old.queue,
+            old.priority_class,
+        ) != (
+            rec.min_member,
+            rec.min_task_member,
+            rec.min_resources,
+            rec.queue,
+            rec.priority_class,
+        ):
+            tasks = list(job.tasks.values())
+            del self.jobs[key]
+            self._add_job(rec)
+            new = self.jobs[key]
+            for t in tasks:
+                new.add_task(t)
+            return
+        job.phase = rec.phase
+        job.conditions = rec.conditions
+        job.annotations = rec.annotations
+
+    # -- the base model -----------------------------------------------------------------
+
+    def _priority_of(self, class_name: str) -> int:
+        return self.priority_classes.get(class_name, self.default_priority)
+
+    def _task_priority(self, p: parse.PodRecord) -> int:
+        """As ``build_snapshot``: the ``volcano.sh/task-priority`` annotation, else
+        spec.priority, else the priority class's value, else the global default, else 1."""
+        annotated = p.annotations.get(TASK_PRIORITY_ANNOTATION, "")
+        if annotated.lstrip("-").isdigit():
+            return int(annotated)
+        if p.priority is not None:
+            return p.priority
+        if p.priority_class in self.priority_classes:
+            return self.priority_classes[p.priority_class]
+        return self.default_priority if self.has_default else 1
+
+    def _rebuild(self) -> None:
+        """Build the base model from the parsed records (start, or a set-up change)."""
+        self._stale = False
+        queues_r = [self.queues_r[k] for k in sorted(self.queues_r)]
+        _check_queue_tree(queues_r)
+        pcs = [self.pcs_r[k] for k in sorted(self.pcs_r)]
+        self.priority_classes = {pc.name: pc.value for pc in pcs}
+        defaults = [pc.value for pc in pcs if pc.global_default]
+        self.default_priority = max(defaults) if defaults else 0
+        self.has_default = bool(defaults)
+        names: set[str] = set()
+        for n in self.nodes_r.values():
+            names.update(n.allocatable)
+        for p in self.pods_r.values():
+            names.update(p.init_resreq)
+            names.update(p.resreq)
+        for g in self.pgs_r.values():
+            names.update(g.min_resources or ())
+        for q in queues_r:
+            for r in (q.capability, q.deserved, q.guarantee):
+                names.update(r or ())
+        space = self.space = ResourceSpace(names)
+        self.nodes = NodeTable(list(self.nodes_r.values()), space)
+        self.queues = {}
+        for q in queues_r:
+            cap = space.vector(q.capability or {}, default=np.inf)
+            if q.capability:
+                for name in q.capability:  # Volcano: zero cpu/memory capability = unlimited
+                    if name in ("cpu", "memory") and q.capability[name] <= 0:
+                        cap[space.index[name]] = np.inf
+            self.queues[q.name] = QueueInfo(
+                name=q.name,
+                weight=q.weight,
+                capability=cap,
+                deserved=None if q.deserved is None else space.vector(q.deserved),
+                guarantee=space.vector(q.guarantee),
+                reclaimable=q.reclaimable,
+                parent=q.parent,
+                state=q.state,
+                creation=q.creation,
+                annotations=q.annotations,
+                has_capability=bool(q.capability),
+                priority=q.priority,
+            )
+        self.jobs, self.tasks, self.others, self.orphans = {}, {}, {}, {}
+        for key in sorted(self.pgs_r):
+            self._add_job(self.pgs_r[key])
+        for key in sorted(self.pods_r):
+            self._add_pod(key, self.pods_r[key])
+
+    def _add_job(self, g: parse.PodGroupRecord) -> JobInfo:
+        space = self.space
+        uid = f"{g.namespace}/{g.name}"
+        job = JobInfo(
+            uid=uid,
+            namespace=g.namespace,
+            name=g.name,
+            queue=g.queue,
+            priority=self._priority_of(g.priority_class),
+            priority_class=g.priority_class,
+            min_available=g.min_member,
+            min_task_member=g.min_task_member,
+            min_resources=None if g.min_resources is None else space.vector(g.min_resources),
+            phase=g.phase,
+            creation=g.creation,
+            allocated=space.zeros(),
+            conditions=g.conditions,
+            annotations=g.annotations,
+        )
+        self.jobs[uid] = job
+        for task in self.orphans.pop(uid, {}).values():
+            task.job = uid
+            job.add_task(task)
+        return job
+
+    def _add_pod(self, key: str, p: parse.PodRecord) -> None:
+        space = self.space
+        ours = p.scheduler_name in ("", self.scheduler_name)
+        status = status_of_pod(p.phase, p.node_name, p.terminating)
+        job_uid: str | None = None
+        if ours and p.group:
+            job_uid = f"{p.namespace}/{p.group}"
+        elif ours:
+            pg_name = f"podgroup-{p.uid}" if p.uid != key else f"podgroup-{p.name}"
+            job_uid = f"{p.namespace}/{pg_name}"
+            running = status != TaskStatus.PENDING
+            self.jobs[job_uid] = JobInfo(
+                uid=job_uid,
+                namespace=p.namespace,
+                name=pg_name,
+                queue=p.annotations.get(parse.QUEUE_ANNOTATION) or parse.DEFAULT_QUEUE,
+                priority=self._priority_of(p.priority_class),
+                priority_class=p.priority_class,
+                min_available=1,
+                min_task_member={},
+                min_resources=space.vector({k: v for k, v in p.resreq.items() if k != "pods"}),
+                phase=RUNNING if running else PENDING,
+                creation=p.creation,
+                allocated=space.zeros(),
+                bare=True,
+            )
+        resreq = space.vector(p.resreq)
+        task = TaskInfo(
+            uid=p.uid,
+            namespace=p.namespace,
+            name=p.name,
+            job=job_uid,
+            role=p.role,
+            status=status,
+            node=None,
+            resreq=resreq,
+            init_resreq=space.vector(p.init_resreq),
+            priority=self._task_priority(p),
+            best_effort=is_empty(resreq, space),
+            placement=p.placement,
+            host_ports=p.host_ports,
+            creation=p.creation,
+            preemption_policy=p.preemption_policy,
+            priority_class=p.priority_class,
+            annotations=p.annotations,
+            labels=p.labels,
+            name_index=_name_index(p.name),
+            scheduled_at=p.scheduled_at,
+            nonzero=np.array(
+                [
+                    p.resreq.get("cpu") or DEFAULT_CPU_REQUEST,
+                    p.resreq.get("memory") or DEFAULT_MEMORY_REQUEST,
+                ]
+            ),
+        )
+        if job_uid is None:
+            self.others[key] = task
+        else:
+            self.tasks[key] = task
+            job = self.jobs.get(job_uid)
+            if job is None:
+                self.orphans.setdefault(job_uid, {})[task.uid] = task
+            else:
+                job.add_task(task)
+        self._place(task, p.node_name or None)
+
+    def _place(self, task: TaskInfo, node: str | None) -> None:
+        """Take ``task`` off its node (``node`` None) or account it on ``node``."""
+        if node is None:
+            if task.node is not None:
+                i = self.nodes.index.get(task.node)
+                if i is not None:
+                    self.nodes.remove_task(i, task)
+            task.node = None
+            return
+        task.node = node
+        i = self.nodes.index.get(node)
+        if i is not None:
+            self.nodes.add_task(i, task)
+
+    def _remove_pod(self, key: str) -> None:
+        task = self.tasks.pop(key, None) or self.others.pop(key, None)
+        if task is None:
+            return
+        self._place(task, None)
+        if task.job is None:
+            return
+        job = self.jobs.get(task.job)
+        if job is None:
+            orphans = self.orphans.get(task.job)
+            if orphans is not None:
+                orphans.pop(task.uid, None)
+                if not orphans:
+                    del self.orphans[task.job]
+            return
+        job.update_status(task, TaskStatus.UNKNOWN)  # leaves `allocated` in step
+        job.by_status[TaskStatus.UNKNOWN].pop(task.uid, None)
+        del job.tasks[task.uid]
+        if job.bare and not job.tasks:
+            del self.jobs[job.uid]
+
+    # -- what the engine asks -----------------------------------------------------------
+
+    def has_pending_work(self) -> bool:
+        """True when some job has a task waiting for a node or is not admitted yet: only
+        then can a cycle decide anything (every action starts from pending work)."""
+        for job in self.jobs.values():
+            if job.phase == PENDING or job.by_status.get(TaskStatus.PENDING):
+                return True
+        return False
+
+    # -- snapshot -----------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        """An independent snapshot of the current state (syncs first)."""
+        self.sync()
+        clones: dict[str, TaskInfo] = {}
+        jobs: dict[str, JobInfo] = {}
+        blocked: dict[str, str] = {}
+        for uid, orphans in self.orphans.items():
+            if orphans:
+                blocked[uid] = (
+                    f"PodGroup {uid} does not exist; create it or fix the "
+                    f"{parse.GROUP_ANNOTATION} annotation of its pods"
+                )
+        for uid, job in self.jobs.items():
+            if job.queue not in self.queues:
+                blocked[uid] = (
+                    f"queue {job.queue!r} does not exist; create the Queue or set spec.queue "
+                    f"of the PodGroup to an existing queue"
+                )
+                continue
+            jobs[uid] = _clone_job(job, clones)
+        nodes = self.nodes.copy()
+        nodes.tasks = [{u: clones.get(u) or t.clone() for u, t in d.items()} for d in nodes.tasks]
+        queues = {name: _copy_queue(q) for name, q in self.queues.items()}
+        return Snapshot(
+            now=self.clock() if self.clock is not None else self.latest,
+            space=self.space,
+            nodes=nodes,
+            jobs=jobs,
+            queues=queues,
+            priority_classes=dict(self.priority_classes),
+            default_priority=self.default_priority,
+            blocked=blocked,
+            pdbs=[self.pdbs_r[k] for k in sorted(self.pdbs_r)],
+        )
+
+    # -- decisions ----------------------------------------------------------------------
+
+    def apply(self, decisions: Decisions) -> ApplyResult:
+        """Carry out ``decisions``: evictions, then binds, then podgroup status."""
+        out = ApplyResult()
+        reasons = {a.get("task"): str(a.get("reason", "")) for a in decisions.audit if "task" in a}
+        for pod in decisions.evictions:
+            if self.cluster.evict(pod, reasons.get(pod, "")):
+                out.evicted.append(pod)
+            else:
+                out.refused.append(pod)
+        for pod, node in decisions.binds.items():
+            if self.cluster.bind(pod, node):
+                out.bound.append((pod, node))
+            else:
+                out.refused.append(pod)
+        for uid, upd in decisions.podgroups.items():
+            if not upd.phase or uid not in self.pgs_r:
+                continue
+            self.cluster.update_podgroup_status(
+                uid,
+                upd.phase,
+                upd.conditions,
+                running=upd.running,
+                succeeded=upd.succeeded,
+                failed=upd.failed,
+            )
+        return out
+
+
+def _copy_queue(q: QueueInfo) -> QueueInfo:
+    c = copy.copy(q)
+    c.capability = q.capability.copy()
+    c.guarantee = q.guarantee.copy()
+    if q.deserved is not None:
+        c.deserved = q.deserved.copy()
+    return c
+
+
+def _clone_job(job: JobInfo, clones: dict[str, TaskInfo]) -> JobInfo:
+    tasks: dict[str, TaskInfo] = {}
+    by_status: dict[TaskStatus, dict[str, TaskInfo]] = {}
+    for status, bucket in job.by_status.items():
+        if not bucket:
+            continue
+        b: dict[str, TaskInfo] = {}
+        for uid, t in bucket.items():
+            c = t.clone()
+            b[uid] = c
+            clones[uid] = c
+        by_status[status] = b
+    for uid in job.tasks:
+        tasks[uid] = clones[uid]
+    return JobInfo(
+        uid=job.uid,
+        namespace=job.namespace,
+        name=job.name,
+        queue=job.queue,
+        priority=job.priority,
+        priority_class=job.priority_class,
+        min_available=job.min_available,
+        min_task_member=job.min_task_member,
+        min_resources=job.min_resources,
+        phase=job.phase,
+        creation=job.creation,
+        allocated=job.allocated.copy(),
+        tasks=tasks,
+        by_status=by_status,
+        conditions=job.conditions,
+        annotations=job.annotations,
+        bare=job.bare,
+    )
+
+
+__all__ = ["ApplyResult", "SchedulerCache"]

@@ -1,0 +1,216 @@
+"""An in-memory cluster: Kubernetes-shaped objects, watch events, binding and eviction.
+
+Used by ``pumice simulate`` (where the simulated kubelet and job controller are its
+other clients) and by tests. It is deterministic: ``list`` sorts by key and every
+watcher receives the changes in the order they were made.
+
+Objects are stored as given (the store takes ownership of the dict) and changed in
+place; a watch event carries a reference to the object, so a watcher reading an event
+late sees the object as it is now, which is what a level-based consumer (the cache)
+wants. Timestamps come from ``clock`` (simulated seconds in ``simulate``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from pumice.cluster.protocol import ADDED, DELETED, KINDS, MODIFIED, WatchEvent, object_key
+from pumice.errors import InputError
+
+DEFAULT_GRACE_SECONDS = 30.0
+#: Pod condition set on an evicted pod (as Kubernetes does for preemption).
+DISRUPTION_TARGET = "DisruptionTarget"
+
+
+class MemoryWatch:
+    """A subscription to some kinds of a :class:`MemoryCluster`."""
+
+    __slots__ = ("_events", "_store", "kinds")
+
+    def __init__(self, store: MemoryCluster, kinds: Iterable[str]) -> None:
+        self._store = store
+        self.kinds = frozenset(kinds)
+        self._events: list[WatchEvent] = []
+
+    def push(self, event: WatchEvent) -> None:
+        self._events.append(event)
+
+    def pending(self) -> int:
+        return len(self._events)
+
+    def drain(self) -> list[WatchEvent]:
+        events, self._events = self._events, []
+        return events
+
+    def close(self) -> None:
+        self._store._unwatch(self)
+
+
+def _cond_key(conditions: Iterable[Mapping[str, Any]]) -> tuple:
+    """Conditions without their per-cycle fields, to tell a real change from a rewrite."""
+    return tuple(
+        (c.get("type"), c.get("status"), c.get("reason"), c.get("message")) for c in conditions
+    )
+
+
+class MemoryCluster:
+    """Objects by kind and key, with watch subscriptions (see :class:`Cluster`)."""
+
+    def __init__(self, clock: Callable[[], float] = lambda: 0.0) -> None:
+        self.clock = clock
+        self.objects: dict[str, dict[str, dict[str, Any]]] = {k: {} for k in KINDS}
+        self._watches: list[MemoryWatch] = []
+        #: Counters of what clients asked for (binds, evictions, status writes).
+        self.stats: dict[str, int] = {"binds": 0, "evictions": 0, "status_writes": 0}
+
+    # -- reading ------------------------------------------------------------------------
+
+    def get(self, kind: str, key: str) -> dict[str, Any] | None:
+        return self.objects.get(kind, {}).get(key)
+
+    def list(self, kind: str) -> list[dict[str, Any]]:
+        store = self.objects.get(kind, {})
+        return [store[k] for k in sorted(store)]
+
+    def watch(self, kinds: Sequence[str] = KINDS) -> MemoryWatch:
+        w = MemoryWatch(self, kinds)
+        self._watches.append(w)
+        return w
+
+    def _unwatch(self, w: MemoryWatch) -> None:
+        if w in self._watches:
+            self._watches.remove(w)
+
+    def _emit(self, type_: str, kind: str, key: str, obj: dict[str, Any]) -> None:
+        if not self._watches:
+            return
+        event = WatchEvent(type_, kind, key, obj)
+        for w in self._watches:
+            if kind in w.kinds:
+                w.push(event)
+
+    # -- writing ------------------------------------------------------------------------
+
+    def create(self, obj: dict[str, Any]) -> str:
+        """Add ``obj``; an object of the same kind and key already there is an error."""
+        kind = obj.get("kind")
+        if kind not in self.objects:
+            self.objects[str(kind)] = {}
+        key = object_key(str(kind), obj)
+        store = self.objects[str(kind)]
+        if key in store:
+            raise InputError("already exists", obj=f"{kind} {key}")
+        store[key] = obj
+        self._emit(ADDED, str(kind), key, obj)
+        return key
+
+    def create_all(self, objects: Iterable[dict[str, Any]]) -> None:
+        for obj in objects:
+            self.create(obj)
+
+    def modify(self, kind: str, key: str, change: Callable[[dict[str, Any]], object]) -> bool:
+        """Apply ``change`` to the object in place and tell the watchers; False if gone."""
+        obj = self.objects.get(kind, {}).get(key)
+        if obj is None:
+            return False
+        change(obj)
+        self._emit(MODIFIED, kind, key, obj)
+        return True
+
+    def delete(self, kind: str, key: str) -> bool:
+        obj = self.objects.get(kind, {}).pop(key, None)
+        if obj is None:
+            return False
+        self._emit(DELETED, kind, key, obj)
+        return True
+
+    def set_pod_phase(self, key: str, phase: str, reason: str = "") -> bool:
+        """What a kubelet reports: the pod is now ``phase`` (Running, Succeeded, Failed)."""
+
+        def change(pod: dict[str, Any]) -> None:
+            status = pod.setdefault("status", {})
+            status["phase"] = phase
+            if reason:
+                status["reason"] = reason
+
+        return self.modify("Pod", key, change)
+
+    # -- the Cluster protocol -----------------------------------------------------------
+
+    def bind(self, pod_key: str, node: str) -> bool:
+        pod = self.objects["Pod"].get(pod_key)
+        if pod is None or node not in self.objects["Node"]:
+            return False
+        spec = pod.setdefault("spec", {})
+        if spec.get("nodeName") or pod["metadata"].get("deletionTimestamp") is not None:
+            return False
+        spec["nodeName"] = node
+        status = pod.setdefault("status", {})
+        status.setdefault("conditions", []).append(
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": self.clock()}
+        )
+        self.stats["binds"] += 1
+        self._emit(MODIFIED, "Pod", pod_key, pod)
+        return True
+
+    def evict(self, pod_key: str, reason: str = "") -> bool:
+        """Graceful deletion: a bound pod turns terminating (the kubelet deletes it after
+        its grace period); a pod on no node is deleted at once."""
+        pod = self.objects["Pod"].get(pod_key)
+        if pod is None or pod["metadata"].get("deletionTimestamp") is not None:
+            return False
+        self.stats["evictions"] += 1
+        if not (pod.get("spec") or {}).get("nodeName"):
+            return self.delete("Pod", pod_key)
+        meta = pod["metadata"]
+        grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+        meta["deletionTimestamp"] = self.clock()
+        meta["deletionGracePeriodSeconds"] = DEFAULT_GRACE_SECONDS if grace is None else grace
+        status = pod.setdefault("status", {})
+        status.setdefault("conditions", []).append(
+            {
+                "type": DISRUPTION_TARGET,
+                "status": "True",
+                "reason": "PreemptionByScheduler",
+                "message": reason,
+            }
+        )
+        self._emit(MODIFIED, "Pod", pod_key, pod)
+        return True
+
+    def update_podgroup_status(
+        self,
+        key: str,
+        phase: str,
+        conditions: Sequence[Mapping[str, Any]] = (),
+        *,
+        running: int = 0,
+        succeeded: int = 0,
+        failed: int = 0,
+    ) -> bool:
+        """Write the status; a write that changes nothing but per-cycle fields (condition
+        transition ids) is dropped, so an unchanged podgroup makes no watch event."""
+        pg = self.objects["PodGroup"].get(key)
+        if pg is None:
+            return False
+        status = pg.setdefault("status", {})
+        new = (phase, running, succeeded, failed, _cond_key(conditions))
+        old = (
+            status.get("phase"),
+            status.get("running", 0),
+            status.get("succeeded", 0),
+            status.get("failed", 0),
+            _cond_key(status.get("conditions") or ()),
+        )
+        if new == old:
+            return True
+        status["phase"] = phase
+        status["conditions"] = [dict(c) for c in conditions]
+        status["running"], status["succeeded"], status["failed"] = running, succeeded, failed
+        self.stats["status_writes"] += 1
+        self._emit(MODIFIED, "PodGroup", key, pg)
+        return True
+
+
+__all__ = ["DEFAULT_GRACE_SECONDS", "DISRUPTION_TARGET", "MemoryCluster", "MemoryWatch"]

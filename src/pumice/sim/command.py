@@ -1,0 +1,291 @@
+"""``pumice simulate``: arguments, the run(s), the terminal summary, the report.
+
+Kept apart from :mod:`pumice.cli` (which only registers the subcommand) so the command's
+options and its wiring live next to the simulator they drive.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pumice.errors import InputError
+
+TRACE_FORMATS = ("alibaba2020", "alibaba2023", "philly")
+GPU = "nvidia.com/gpu"
+
+
+def add_parser(sub: Any) -> None:
+    s = sub.add_parser(
+        "simulate",
+        help="run the scheduler on a simulated cluster and write a report",
+        description="Replay a workload (job manifests, a compact workload file, a public "
+        "trace, or a generated one) on a simulated cluster, with the same scheduling code "
+        "as a real cluster on a virtual clock, and write a report: metrics (JSON, CSV), "
+        "plots and an HTML page. With no arguments: the built-in scenario (a multi-tenant "
+        "GPU cluster of 56 nodes, 3,000 jobs in 12 queues). Several --config files run the "
+        "same workload under each and write a side-by-side comparison (what-if).",
+    )
+    s.add_argument(
+        "workload",
+        nargs="*",
+        help="workload files or directories (YAML/JSON), or trace files with --trace-format",
+    )
+    s.add_argument(
+        "--cluster",
+        help="nodes: Node manifests or a compact {nodes: [...]} file "
+        "(default: the built-in 56-node GPU cluster)",
+    )
+    s.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="CONF",
+        help="Volcano scheduler configuration; repeat for a what-if comparison "
+        "(default: Volcano's default configuration)",
+    )
+    s.add_argument("--seed", type=int, default=1, help="seed of generated workloads (default 1)")
+    s.add_argument(
+        "--out", default="pumice-report", help="report directory (default: ./pumice-report)"
+    )
+    s.add_argument(
+        "--trace-format",
+        choices=TRACE_FORMATS,
+        help="read WORKLOAD as a public trace of this format",
+    )
+    s.add_argument(
+        "--jobs",
+        type=int,
+        help="generate a synthetic workload of this many jobs "
+        "(calibrated to published GPU-cluster traces) instead of the built-in one",
+    )
+    s.add_argument(
+        "--nodes",
+        type=int,
+        help="use a cluster of this many 8-GPU nodes (96 cpu, 768Gi) instead of the built-in one",
+    )
+    s.add_argument(
+        "--limit", type=int, help="with --trace-format: replay only the first LIMIT jobs"
+    )
+    s.add_argument(
+        "--period",
+        type=float,
+        default=1.0,
+        help="schedule period in simulated seconds (default 1, as Volcano)",
+    )
+    s.add_argument(
+        "--startup-delay", type=float, default=5.0, help="seconds from bind to Running (default 5)"
+    )
+    s.add_argument(
+        "--grace",
+        type=float,
+        default=30.0,
+        help="termination grace period of evicted pods (default 30)",
+    )
+    s.add_argument(
+        "--no-skip",
+        action="store_true",
+        help="run a cycle every period even when nothing changed (slow; for "
+        "checking that skipping changes nothing)",
+    )
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.set_defaults(func=run)
+
+
+def _cluster(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from pumice.sim.cluster_spec import default_cluster, load_cluster, node_object
+
+    if args.nodes is not None:
+        if args.nodes < 1:
+            raise InputError("must be >= 1", field="--nodes")
+        if args.cluster:
+            raise InputError("give --cluster or --nodes, not both")
+        width = max(4, len(str(args.nodes - 1)))
+        return [
+            node_object(
+                f"gpu-{i:0{width}d}",
+                {"cpu": 96000.0, "memory": 768.0 * 2**30, GPU: 8.0},
+                labels={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
+            )
+            for i in range(args.nodes)
+        ]
+    if args.cluster and args.trace_format == "alibaba2023" and args.cluster.endswith(".csv"):
+        from pumice.sim.traces import alibaba2023
+
+        return alibaba2023.load_nodes(args.cluster)
+    if args.cluster:
+        return load_cluster(args.cluster)
+    return default_cluster()
+
+
+def _gpus(nodes: list[dict[str, Any]]) -> int:
+    from pumice.sim.engine import node_allocatable
+
+    return int(sum(a.get(GPU, 0.0) for a in node_allocatable(nodes)))
+
+
+def _workload(args: argparse.Namespace, nodes: list[dict[str, Any]]):
+    from pumice.sim import synthetic
+    from pumice.sim.workload import load_workload
+
+    if args.trace_format:
+        if not args.workload:
+            raise InputError(f"--trace-format {args.trace_format} needs a trace file or directory")
+        if len(args.workload) > 1:
+            raise InputError("one trace at a time (a file or a directory)")
+        import importlib
+
+        mod = importlib.import_module(f"pumice.sim.traces.{args.trace_format}")
+        return mod.load(args.workload[0], limit=args.limit)
+    if args.workload:
+        if args.jobs is not None:
+            raise InputError("give WORKLOAD files or --jobs, not both")
+        return load_workload(args.workload)
+    if args.jobs is not None:
+        if args.jobs < 0:
+            raise InputError("must be >= 0", field="--jobs")
+        gpus = max(_gpus(nodes), 8)
+        return synthetic.generate(
+            args.jobs, seed=args.seed, capacity_gpus=gpus, n_queues=12 if args.jobs < 20000 else 20
+        )
+    if args.nodes is None and not args.cluster:
+        return synthetic.default_workload(args.seed)
+    return synthetic.generate(3000, seed=args.seed, capacity_gpus=max(_gpus(nodes), 8))
+
+
+class _Bar:
+    """A rich progress bar on stderr (nothing when stderr is not a terminal)."""
+
+    def __init__(self, label: str, enabled: bool) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        console = Console(stderr=True)
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("jobs done, sim {task.fields[sim]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+            disable=not enabled or not console.is_terminal,
+        )
+        self.label = label
+
+    def __enter__(self):
+        self.progress.start()
+        self.task = self.progress.add_task(self.label, total=None, sim="0 h")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def __call__(self, done: int, total: int, now: float) -> None:
+        self.progress.update(self.task, completed=done, total=total, sim=f"{now / 3600:.1f} h")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from pumice.scheduler import Scheduler
+    from pumice.sim.engine import SimOptions, Simulation
+    from pumice.sim.report import summary_rows, write_report
+    from pumice.sim.whatif import config_names, write_comparison
+
+    if args.period <= 0:
+        raise InputError("must be > 0", field="--period")
+    configs: list[str | None] = list(args.config) or [None]
+    names = config_names(args.config) if args.config else ["default"]
+    schedulers = [Scheduler.from_file(c) for c in configs]  # a bad config fails first
+    nodes = _cluster(args)
+    workload = _workload(args, nodes)
+    err = Console(stderr=True)
+    if workload.skipped:
+        err.print(
+            f"pumice: warning: skipped {workload.skipped} input row(s)/object(s); "
+            f"first: {workload.warnings[0] if workload.warnings else '?'}"
+        )
+    options = SimOptions(
+        period=args.period,
+        startup_delay=args.startup_delay,
+        grace=args.grace,
+        skip_idle=not args.no_skip,
+    )
+    out = Path(args.out)
+    results = []
+    for name, scheduler in zip(names, schedulers, strict=True):
+        sim = Simulation(nodes, workload, scheduler, options, config_name=name)
+        label = f"simulating {name}" if len(names) > 1 else "simulating"
+        t0 = time.perf_counter()
+        with _Bar(label, not args.no_progress) as bar:
+            result = sim.run(bar)
+        wall = time.perf_counter() - t0
+        run_info = {
+            "config": name,
+            "nodes": len(nodes),
+            "jobs": len(workload.jobs),
+            "events": result.events,
+            "simulated_seconds": round(result.sim_time, 3),
+            "wall_seconds": round(wall, 3),
+            "jobs_per_second": round(len(workload.jobs) / wall, 1) if wall > 0 else None,
+            "cycles": result.summary["cycles"],
+        }
+        target = out / name if len(names) > 1 else out
+        page = write_report(result, target, run_info)
+        results.append((result, run_info, page))
+
+    console = Console()
+    if len(results) == 1:
+        result, info, page = results[0]
+        t = Table(
+            title=f"pumice simulate: {len(workload.jobs):,} jobs on {len(nodes)} nodes, "
+            f"{info['wall_seconds']:.1f} s ({info['jobs_per_second']:,.0f} jobs/s)",
+            title_justify="left",
+            show_header=False,
+        )
+        t.add_column("metric", style="bold")
+        t.add_column("value")
+        for label, value in summary_rows(result.summary):
+            t.add_row(label, value)
+        console.print(t)
+        console.print(f"report: {page}")
+    else:
+        from pumice.sim.report import minutes
+
+        run_all = {"configs": [info for _r, info, _p in results]}
+        page = write_comparison([r for r, _i, _p in results], out, run_all)
+        t = Table(
+            title=f"pumice simulate: what-if on {len(workload.jobs):,} jobs", title_justify="left"
+        )
+        t.add_column("metric", style="bold")
+        for n in names:
+            t.add_column(n, justify="right")
+        rs = [r.summary for r, _i, _p in results]
+        for key in ("wait", "completion"):
+            for stat in ("mean", "p95"):
+                t.add_row(f"{key} {stat}", *(minutes(s[key][stat]) for s in rs))
+        for res in rs[0]["utilization"]:
+            t.add_row(f"utilization {res}", *(f"{s['utilization'][res]:.1%}" for s in rs))
+        for key in ("fairness_gap", "evictions", "jobs_never_ran", "gang_violations"):
+            t.add_row(key.replace("_", " "), *(str(s[key]) for s in rs))
+        console.print(t)
+        console.print(f"report: {page}")
+    bad = sum(r.summary["gang_violations"] for r, _i, _p in results)
+    if bad:
+        print(f"pumice: error: {bad} gang atomicity violation(s)", file=sys.stderr)
+        return 1
+    return 0
+
+
+__all__ = ["add_parser", "run"]

@@ -1,0 +1,287 @@
+"""The simulation loop: a virtual clock drives the kubelets and the scheduler.
+
+One run wires the pieces the way a real deployment is wired, with the cluster replaced
+by an in-memory store: the simulated kubelets and job controller
+(:class:`~pumice.sim.kubelet.Kubelet`) change objects in a
+:class:`~pumice.cluster.memory.MemoryCluster`; the scheduler's
+:class:`~pumice.cache.cache.SchedulerCache` watches that store, hands a snapshot to
+:meth:`Scheduler.cycle <pumice.scheduler.Scheduler.cycle>` and applies the decisions
+through the cluster protocol. The scheduling code does not know it is simulated.
+
+**Cycles and skipped ticks.** Volcano runs a cycle every schedule period (1 s by
+default); so does the simulation, on simulated time, with one shortcut that keeps it
+fast without changing any decision: a tick is *skipped* when nothing that could change
+a decision happened since the last cycle, and when no job has pending work.
+
+- The scheduling cycle is a pure function of the cluster state (``(snapshot, config) ->
+  decisions``), so a cycle on the same state as the last one decides the same thing
+  again: nothing new. The state changes a decision can depend on are work arriving
+  (a job's pods created, or re-created after a restart) and resources freed (a pod
+  ending or leaving its node); each schedules a tick at the next period boundary.
+  A pod turning ``Running`` after its startup delay holds the same resources as when it
+  was bound, so it schedules no tick. Nor do the scheduler's own decisions: a cycle
+  already did everything it could on its state.
+- Every action (enqueue, allocate, backfill, preempt, reclaim) starts from a job with
+  pending tasks or a job not admitted yet; without one, a cycle can only rewrite
+  podgroup status, so the tick is skipped (and counted in ``skipped_ticks``).
+
+``SimOptions(skip_idle=False)`` runs a cycle at every period boundary instead;
+``tests/sim/test_engine.py`` checks that both give the same metrics.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pumice.api import parse
+from pumice.cache.cache import SchedulerCache
+from pumice.cluster.memory import MemoryCluster
+from pumice.errors import InputError
+from pumice.scheduler import Scheduler
+from pumice.sim.clock import ARRIVAL, CYCLE, SAMPLE, Clock
+from pumice.sim.kubelet import DEFAULT_GRACE, DEFAULT_STARTUP_DELAY, Kubelet
+from pumice.sim.metrics import Metrics
+from pumice.sim.workload import JobSpec, Workload, priority_class_objects, queue_objects
+
+#: How many sample points a run aims for (the time series of the report).
+TARGET_SAMPLES = 600
+
+Progress = Callable[[int, int, float], None]  # (jobs ended, jobs total, simulated time)
+
+
+@dataclass(frozen=True, slots=True)
+class SimOptions:
+    period: float = 1.0  # schedule period, seconds of simulated time
+    startup_delay: float = DEFAULT_STARTUP_DELAY
+    grace: float = DEFAULT_GRACE
+    skip_idle: bool = True
+    sample_interval: float | None = None  # default: about TARGET_SAMPLES samples
+    scheduler_name: str = "volcano"
+
+
+@dataclass(slots=True)
+class SimResult:
+    metrics: Metrics
+    summary: dict[str, Any]
+    events: int
+    sim_time: float
+    workload: Workload
+    config_name: str = "default"
+    notes: list[str] = field(default_factory=list)
+
+
+def node_allocatable(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, float]]:
+    """Each node's allocatable resources in canonical units (validating the nodes)."""
+    out = []
+    for n in nodes:
+        try:
+            out.append(dict(parse.parse_node(n).allocatable))
+        except InputError as err:
+            name = (n.get("metadata") or {}).get("name", "?")
+            raise err.located(obj=f"Node {name}") from None
+    return out
+
+
+def check_workload(workload: Workload, nodes: Sequence[Mapping[str, Any]]) -> None:
+    """Refuse a workload the cluster can never run: a pod no node can hold, a gang
+    larger than the whole cluster, a job in a queue that does not exist."""
+    allocs = node_allocatable(nodes)
+    total: dict[str, float] = {}
+    for a in allocs:
+        for k, v in a.items():
+            total[k] = total.get(k, 0.0) + v
+    queues = {q.name for q in workload.queues}
+    fits: dict[int, bool] = {}
+    for job in workload.jobs:
+        obj = f"job {job.namespace}/{job.name}"
+        if job.queue not in queues:
+            raise InputError(
+                f"queue {job.queue!r} does not exist (queues: {', '.join(sorted(queues))})",
+                obj=obj,
+                field="queue",
+            )
+        for task in job.tasks:
+            req = task.requests
+            ok = fits.get(id(req))
+            if ok is None:
+                ok = any(all(v <= a.get(k, 0.0) for k, v in req.items()) for a in allocs)
+                fits[id(req)] = ok
+            if not ok:
+                asked = ", ".join(f"{k} {v:g}" for k, v in sorted(req.items()))
+                raise InputError(
+                    f"a pod of task {task.name} asks for {asked}: no node of the cluster "
+                    f"can ever hold it",
+                    obj=obj,
+                    field=f"tasks.{task.name}.requests",
+                )
+        for name in {k for t in job.tasks for k in t.requests}:
+            if job.total(name) > total.get(name, 0.0):
+                raise InputError(
+                    f"the job asks for {job.total(name):g} {name} in all, more than the "
+                    f"cluster's {total.get(name, 0.0):g}",
+                    obj=obj,
+                )
+
+
+class Simulation:
+    """One simulated run of ``workload`` on ``nodes`` under ``scheduler``."""
+
+    def __init__(
+        self,
+        nodes: Sequence[Mapping[str, Any]],
+        workload: Workload,
+        scheduler: Scheduler,
+        options: SimOptions = SimOptions(),
+        *,
+        config_name: str = "default",
+    ) -> None:
+        check_workload(workload, nodes)
+        self.options = options
+        self.workload = workload
+        self.scheduler = scheduler
+        self.config_name = config_name
+        self.clock = Clock()
+        self.store = MemoryCluster(clock=lambda: self.clock.now)
+        allocs = node_allocatable(nodes)
+        total: dict[str, float] = {}
+        for a in allocs:
+            for k, v in a.items():
+                total[k] = total.get(k, 0.0) + v
+        self.metrics = Metrics(total, workload.queues)
+        import copy
+
+        self.store.create_all(copy.deepcopy(list(nodes)))
+        self.store.create_all(priority_class_objects(workload.priority_classes))
+        self.store.create_all(queue_objects(workload.queues))
+        self.cache = SchedulerCache(
+            self.store, scheduler_name=options.scheduler_name, clock=lambda: self.clock.now
+        )
+        self.kubelet = Kubelet(
+            self.store,
+            self.clock,
+            self.metrics,
+            on_change=self._changed,
+            startup_delay=options.startup_delay,
+            grace=options.grace,
+            priority_classes=workload.priority_classes,
+            scheduler_name=options.scheduler_name,
+        )
+        self._next_tick: float | None = None
+        self._arrivals = iter(workload.jobs)
+        self.events = 0
+
+    # -- scheduling ticks ---------------------------------------------------------------
+
+    def _changed(self) -> None:
+        """Something a decision may depend on changed: cycle at the next boundary."""
+        period = self.options.period
+        t = math.ceil(self.clock.now / period - 1e-9) * period
+        if self._next_tick is None or t < self._next_tick:
+            self._next_tick = t
+            self.clock.at(t, CYCLE, ("tick", t))
+
+    def _tick(self, t: float) -> None:
+        if self._next_tick != t:
+            return  # superseded by an earlier tick
+        self._next_tick = None
+        cache, m = self.cache, self.metrics
+        cache.sync()
+        if not self.options.skip_idle and len(self.clock):
+            self._next_tick = t + self.options.period
+            self.clock.at(self._next_tick, CYCLE, ("tick", self._next_tick))
+        if not cache.has_pending_work():
+            m.skipped_ticks += 1
+            return
+        decisions = self.scheduler.cycle(cache.snapshot())
+        applied = cache.apply(decisions)
+        self.kubelet.sync()
+        m.cycle(decisions.pending)
+        bound_jobs: dict[str, None] = {}
+        for pod, _node in applied.bound:
+            st = self.kubelet.pods.get(pod)
+            if st is not None:
+                bound_jobs[st.job.uid] = None
+        for uid in bound_jobs:
+            m.check_gang(uid, self.kubelet.held(uid))
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def _next_arrival(self) -> None:
+        job: JobSpec | None = next(self._arrivals, None)
+        if job is not None:
+            self.clock.at(job.arrival, ARRIVAL, ("arrival", job))
+
+    def _sample_interval(self) -> float:
+        if self.options.sample_interval:
+            return self.options.sample_interval
+        jobs = self.workload.jobs
+        if not jobs:
+            return 60.0
+        span = jobs[-1].arrival - jobs[0].arrival
+        span += sum(j.duration for j in jobs) / len(jobs)
+        return float(max(self.options.period, math.ceil(span / TARGET_SAMPLES)))
+
+    def run(self, progress: Progress | None = None) -> SimResult:
+        clock, kubelet, m = self.clock, self.kubelet, self.metrics
+        total = len(self.workload.jobs)
+        interval = self._sample_interval()
+        self._next_arrival()
+        if self.workload.jobs:
+            clock.at(self.workload.jobs[0].arrival, SAMPLE, ("sample", None))
+        events = 0
+        while len(clock):
+            _t, event = clock.pop()
+            events += 1
+            kind = event[0]
+            if kind == "tick":
+                self._tick(event[1])
+            elif kind == "arrival":
+                kubelet.arrive(event[1])
+                self._next_arrival()
+            elif kind == "sample":
+                m.sample(clock.now)
+                if len(m.series.time) >= 2 * TARGET_SAMPLES:  # a long run: thin out
+                    m.series.thin()
+                    interval *= 2
+                if len(clock):
+                    clock.after(interval, SAMPLE, ("sample", None))
+            else:
+                kubelet.handle(event)
+            if progress is not None and events % 512 == 0:
+                progress(total - len(kubelet.jobs) - _unarrived(self), total, clock.now)
+        if not m.series.time or m.series.time[-1] < clock.now:
+            m.sample(clock.now)
+        if progress is not None:
+            progress(total - len(kubelet.jobs), total, clock.now)
+        self.events = events
+        return SimResult(
+            metrics=m,
+            summary=m.summary(),
+            events=events,
+            sim_time=clock.now,
+            workload=self.workload,
+            config_name=self.config_name,
+        )
+
+
+def _unarrived(sim: Simulation) -> int:
+    return len(sim.workload.jobs) - len(sim.metrics.jobs)
+
+
+def simulate(
+    nodes: Sequence[Mapping[str, Any]],
+    workload: Workload,
+    scheduler: Scheduler,
+    options: SimOptions = SimOptions(),
+    *,
+    config_name: str = "default",
+    progress: Progress | None = None,
+) -> SimResult:
+    """Run one simulation and return its metrics."""
+    return Simulation(nodes, workload, scheduler, options, config_name=config_name).run(progress)
+
+
+__all__ = ["SimOptions", "SimResult", "Simulation", "check_workload", "simulate"]

@@ -1,0 +1,369 @@
+"""What a simulation measures, and the definitions the report states.
+
+Per job (:class:`JobRecord`):
+
+- ``submit``: arrival time; ``start``: when its gang was bound (the first bind of its
+  last incarnation, so a restarted job starts again); ``end``: when its last pod ended;
+- ``wait = start - submit`` (first start), ``completion = end - submit`` (job completion
+  time, JCT);
+- ``restarts`` (the job was restarted after an eviction), ``evictions`` (its pods the
+  scheduler evicted), ``lost`` (pod-seconds of work thrown away by restarts);
+- ``pending_reason``: for a job that never started, the core's last explanation
+  (``Decisions.pending``).
+
+Over time (samples every ``interval`` seconds of simulated time):
+
+- utilization per resource: resources held by bound pods / cluster allocatable (pods hold
+  resources from bind to release, as the scheduler accounts them), never above 1;
+- per queue: allocated share (dominant share over cpu, memory and extended resources of
+  what its bound pods hold) and deserved share: the weighted max-min fair division of
+  the cluster among the queues' current demand (requests of their pending and bound
+  pods), capped by capability, the same water-filling the ``proportion`` plugin uses.
+  It is computed here, independently of the scheduler's configuration, so that what-if
+  runs of different configurations are measured against the same yardstick;
+- pending jobs (submitted, not started or restarting) and running jobs.
+
+Gang atomicity: after every cycle's binds, every job that received binds must hold at
+least ``minMember`` pods (bound, running or finished); each job found short is counted
+as a violation. The count must be 0; it is measured, not assumed.
+
+Everything here is a function of simulated events only (no wall-clock), so the same
+inputs give identical metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pumice.sim.workload import GPU, JobSpec, QueueSpec
+
+#: Resources that never count for utilization or shares.
+NOT_SHARED = frozenset({"pods", "ephemeral-storage"})
+
+
+@dataclass(slots=True)
+class JobRecord:
+    uid: str
+    queue: str
+    submit: float
+    pods: int
+    min_available: int
+    gpus: float
+    outcome: str
+    start: float | None = None  # first start
+    restart_start: float | None = None  # start of the last incarnation
+    running_at: float | None = None  # first pod Running
+    end: float | None = None
+    restarts: int = 0
+    evictions: int = 0
+    lost: float = 0.0
+    pending_reason: str = ""
+
+    @property
+    def wait(self) -> float | None:
+        return None if self.start is None else self.start - self.submit
+
+    @property
+    def completion(self) -> float | None:
+        return None if self.end is None else self.end - self.submit
+
+
+@dataclass(slots=True)
+class Series:
+    """Samples over time: one row per sample time."""
+
+    time: list[float] = field(default_factory=list)
+    utilization: list[list[float]] = field(default_factory=list)  # per resource
+    queue_share: list[list[float]] = field(default_factory=list)  # per queue
+    queue_deserved: list[list[float]] = field(default_factory=list)  # per queue
+    pending: list[int] = field(default_factory=list)
+    running: list[int] = field(default_factory=list)
+
+    def thin(self) -> None:
+        """Keep every other sample (the engine then samples half as often)."""
+        for name in ("time", "utilization", "queue_share", "queue_deserved", "pending", "running"):
+            setattr(self, name, getattr(self, name)[::2])
+
+
+def water_fill(
+    total: np.ndarray, demand: np.ndarray, weights: np.ndarray, capability: np.ndarray
+) -> np.ndarray:
+    """Weighted max-min fair division of ``total`` (R) among queues (Q x R ``demand``),
+    each capped by its ``capability`` (Q x R, +inf = unlimited): proportion's deserved."""
+    want = np.minimum(demand, capability)
+    deserved = np.zeros_like(want)
+    remaining = total.astype(np.float64).copy()
+    active = np.any(want > 1e-9, axis=1)
+    for _ in range(len(weights) + 1):
+        if not active.any() or not np.any(remaining > 1e-9):
+            break
+        w = np.where(active, weights, 0.0)
+        portion = np.outer(w / w.sum(), remaining)
+        new = np.minimum(deserved + portion, want)
+        delta = new - deserved
+        deserved = new
+        remaining = np.maximum(remaining - delta.sum(axis=0), 0.0)
+        active = np.any(want - deserved > 1e-6 * np.maximum(want, 1.0), axis=1)
+        if not np.any(delta > 1e-9):
+            break
+    return deserved
+
+
+class Metrics:
+    """Collects what :class:`~pumice.sim.kubelet.Kubelet` and the engine report."""
+
+    def __init__(
+        self,
+        allocatable: Mapping[str, float],
+        queues: Sequence[QueueSpec],
+    ) -> None:
+        self.resources = [r for r in sorted(allocatable) if r not in NOT_SHARED]
+        # cpu and memory first, as everywhere in pumice
+        self.resources.sort(key=lambda r: ({"cpu": 0, "memory": 1}.get(r, 2), r))
+        self.index = {r: i for i, r in enumerate(self.resources)}
+        self.total = np.array([allocatable[r] for r in self.resources], dtype=np.float64)
+        self.queues = [q.name for q in queues]
+        self.queue_index = {q: i for i, q in enumerate(self.queues)}
+        nq, nr = len(self.queues), len(self.resources)
+        self.weights = np.array([max(q.weight, 1) for q in queues], dtype=np.float64)
+        self.capability = np.full((nq, nr), np.inf)
+        for i, q in enumerate(queues):
+            for name, amount in (q.capability or {}).items():
+                if name in self.index:
+                    self.capability[i, self.index[name]] = amount
+        self.used = np.zeros(nr)
+        self.alloc = np.zeros((nq, nr))
+        self.demand = np.zeros((nq, nr))
+        self.area = np.zeros(nr)  # integral of used over time
+        self.last_change = 0.0
+        self.jobs: dict[str, JobRecord] = {}
+        self._job_queue: dict[str, int] = {}
+        self._vectors: dict[int, tuple[Mapping[str, float], np.ndarray]] = {}
+        self.series = Series()
+        self.gang_violations = 0
+        self.gang_checks = 0
+        self.cycles = 0
+        self.skipped_ticks = 0
+        self.binds = 0
+        self.evictions = 0
+        self.restarts = 0
+        self.lost_work = 0.0
+        self.pending_jobs = 0
+        self.running_jobs = 0
+        self.first_submit: float | None = None
+        self.last_end = 0.0
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def vector(self, requests: Mapping[str, float]) -> np.ndarray:
+        hit = self._vectors.get(id(requests))
+        if hit is not None and hit[0] is requests:
+            return hit[1]
+        v = np.zeros(len(self.resources))
+        for name, amount in requests.items():
+            i = self.index.get(name)
+            if i is not None:
+                v[i] = amount
+        self._vectors[id(requests)] = (requests, v)
+        return v
+
+    def _advance(self, now: float) -> None:
+        if now > self.last_change:
+            self.area += self.used * (now - self.last_change)
+            self.last_change = now
+
+    # -- events from the kubelet --------------------------------------------------------
+
+    def job_submitted(self, now: float, uid: str, spec: JobSpec) -> None:
+        if self.first_submit is None:
+            self.first_submit = now
+        self.jobs[uid] = JobRecord(
+            uid=uid,
+            queue=spec.queue,
+            submit=now,
+            pods=spec.replicas,
+            min_available=spec.min_available,
+            gpus=spec.total(GPU),
+            outcome=spec.outcome,
+        )
+        self._job_queue[uid] = self.queue_index.get(spec.queue, -1)
+        self.pending_jobs += 1
+
+    def pod_created(self, uid: str, requests: Mapping[str, float]) -> None:
+        q = self._job_queue[uid]
+        if q >= 0:
+            self.demand[q] += self.vector(requests)
+
+    def pod_dropped(self, uid: str, requests: Mapping[str, float]) -> None:
+        """A pod that never held a node is gone."""
+        q = self._job_queue[uid]
+        if q >= 0:
+            self.demand[q] -= self.vector(requests)
+
+    def pod_bound(self, now: float, uid: str, requests: Mapping[str, float], active: int) -> None:
+        self._advance(now)
+        v = self.vector(requests)
+        self.used += v
+        q = self._job_queue[uid]
+        if q >= 0:
+            self.alloc[q] += v
+        self.binds += 1
+        rec = self.jobs[uid]
+        if rec.restart_start is None:
+            rec.restart_start = now
+            if rec.start is None:
+                rec.start = now
+            self.pending_jobs -= 1
+            self.running_jobs += 1
+
+    def pod_started(self, now: float, uid: str) -> None:
+        rec = self.jobs[uid]
+        if rec.running_at is None:
+            rec.running_at = now
+
+    def pod_released(self, now: float, uid: str, requests: Mapping[str, float]) -> None:
+        self._advance(now)
+        v = self.vector(requests)
+        self.used -= v
+        q = self._job_queue[uid]
+        if q >= 0:
+            self.alloc[q] -= v
+            self.demand[q] -= v
+
+    def pod_evicted(self, now: float, uid: str) -> None:
+        self.jobs[uid].evictions += 1
+        self.evictions += 1
+
+    def job_restarted(self, now: float, uid: str, lost: float) -> None:
+        rec = self.jobs[uid]
+        rec.restarts += 1
+        rec.lost += lost
+        self.restarts += 1
+        self.lost_work += lost
+        if rec.restart_start is not None:
+            rec.restart_start = None
+            self.pending_jobs += 1
+            self.running_jobs -= 1
+
+    def job_ended(self, now: float, uid: str, outcome: str) -> None:
+        rec = self.jobs[uid]
+        rec.end = now
+        self.last_end = max(self.last_end, now)
+        if rec.restart_start is None:
+            self.pending_jobs -= 1
+        else:
+            self.running_jobs -= 1
+
+    # -- events from the engine ---------------------------------------------------------
+
+    def cycle(self, pending: Mapping[str, str]) -> None:
+        self.cycles += 1
+        jobs = self.jobs
+        for uid, reason in pending.items():
+            rec = jobs.get(uid)
+            if rec is not None and rec.start is None:
+                rec.pending_reason = reason
+
+    def check_gang(self, uid: str, held: int) -> None:
+        rec = self.jobs.get(uid)
+        if rec is None:
+            return
+        self.gang_checks += 1
+        if 0 < held < rec.min_available:
+            self.gang_violations += 1
+
+    def sample(self, now: float) -> None:
+        self._advance(now)
+        s = self.series
+        s.time.append(now)
+        total = self.total
+        with np.errstate(divide="ignore", invalid="ignore"):
+            util = np.where(total > 0, self.used / np.where(total > 0, total, 1.0), 0.0)
+            s.utilization.append([round(float(x), 6) for x in util])
+            shares = np.where(total > 0, self.alloc / np.where(total > 0, total, 1.0), 0.0)
+            deserved = water_fill(
+                total, np.maximum(self.demand, 0.0), self.weights, self.capability
+            )
+            dshare = np.where(total > 0, deserved / np.where(total > 0, total, 1.0), 0.0)
+        s.queue_share.append([round(float(x), 6) for x in shares.max(axis=1, initial=0.0)])
+        s.queue_deserved.append([round(float(x), 6) for x in dshare.max(axis=1, initial=0.0)])
+        s.pending.append(self.pending_jobs)
+        s.running.append(self.running_jobs)
+
+    # -- results ------------------------------------------------------------------------
+
+    def summary(self) -> dict[str, Any]:
+        """Headline numbers (the report's summary table); see :func:`summarize`."""
+        return summarize(self)
+
+
+def _stats(values: Sequence[float]) -> dict[str, float | None]:
+    if not values:
+        return {"mean": None, "p50": None, "p95": None, "max": None}
+    a = np.asarray(values, dtype=np.float64)
+    return {
+        "mean": round(float(a.mean()), 3),
+        "p50": round(float(np.percentile(a, 50)), 3),
+        "p95": round(float(np.percentile(a, 95)), 3),
+        "max": round(float(a.max()), 3),
+    }
+
+
+def summarize(m: Metrics) -> dict[str, Any]:
+    jobs = list(m.jobs.values())
+    started = [j for j in jobs if j.start is not None]
+    ended = [j for j in jobs if j.end is not None]
+    start = m.first_submit or 0.0
+    makespan = (m.last_end - start) if ended else 0.0
+    span = max(m.last_change - start, 0.0)
+    util = {}
+    for i, r in enumerate(m.resources):
+        util[r] = round(float(m.area[i] / (m.total[i] * span)), 6) if span and m.total[i] else 0.0
+    per_queue: dict[str, Any] = {}
+    share = np.asarray(m.series.queue_share) if m.series.time else np.zeros((0, len(m.queues)))
+    deserved = (
+        np.asarray(m.series.queue_deserved) if m.series.time else np.zeros((0, len(m.queues)))
+    )
+    for qi, q in enumerate(m.queues):
+        qjobs = [j for j in jobs if j.queue == q]
+        stray = float(np.mean(np.abs(share[:, qi] - deserved[:, qi]))) if len(share) else 0.0
+        per_queue[q] = {
+            "jobs": len(qjobs),
+            "wait": _stats([j.wait for j in qjobs if j.wait is not None]),
+            "completion": _stats([j.completion for j in qjobs if j.completion is not None]),
+            "mean_share": round(float(share[:, qi].mean()), 6) if len(share) else 0.0,
+            "mean_deserved": round(float(deserved[:, qi].mean()), 6) if len(share) else 0.0,
+            "fairness_gap": round(stray, 6),
+            "evictions": sum(j.evictions for j in qjobs),
+        }
+    gaps = [v["fairness_gap"] for v in per_queue.values() if v["jobs"]]
+    return {
+        "jobs": len(jobs),
+        "jobs_started": len(started),
+        "jobs_ended": len(ended),
+        "jobs_succeeded": sum(1 for j in ended if j.outcome == "succeed"),
+        "jobs_failed": sum(1 for j in ended if j.outcome == "fail"),
+        "jobs_cancelled": sum(1 for j in ended if j.outcome == "cancel"),
+        "jobs_never_ran": len(jobs) - len(started),
+        "makespan": round(makespan, 3),
+        "wait": _stats([j.wait for j in started if j.wait is not None]),
+        "completion": _stats([j.completion for j in ended if j.completion is not None]),
+        "utilization": util,
+        "fairness_gap": round(float(np.mean(gaps)), 6) if gaps else 0.0,
+        "evictions": m.evictions,
+        "restarts": m.restarts,
+        "lost_work_pod_seconds": round(m.lost_work, 3),
+        "gang_violations": m.gang_violations,
+        "gang_checks": m.gang_checks,
+        "binds": m.binds,
+        "cycles": m.cycles,
+        "skipped_ticks": m.skipped_ticks,
+        "queues": per_queue,
+    }
+
+
+__all__ = ["JobRecord", "Metrics", "Series", "summarize", "water_fill"]

@@ -1,0 +1,484 @@
+"""The report of a simulation: a directory a person can open and a program can read.
+
+Files (see ``docs/simulation.md`` for every column):
+
+- ``metrics.json``: summary, per-queue figures, every job, the time series;
+- ``jobs.csv``, ``queues.csv``, ``timeseries.csv``: the same as tables;
+- ``utilization.png``, ``queue_share.png``, ``wait_cdf.png``, ``completion_cdf.png``,
+  ``pending.png``: plots (matplotlib, Agg backend: no display needed);
+- ``index.html``: one self-contained page (plots embedded as base64) with the summary;
+- ``run.json``: wall-clock facts of the run (duration, speed); the only file that differs
+  between two runs of the same inputs, which is why it is kept apart.
+
+Metrics files are written with sorted, rounded values, so the same inputs give
+byte-identical ``metrics.json`` and CSV files.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from pumice.sim.engine import SimResult
+from pumice.sim.metrics import JobRecord
+
+PLOTS = ("utilization", "queue_share", "wait_cdf", "completion_cdf", "pending")
+HOUR = 3600.0
+
+
+def _r(x: float | None, nd: int = 3) -> float | None:
+    return None if x is None else round(float(x), nd)
+
+
+def job_rows(result: SimResult) -> list[dict[str, Any]]:
+    rows = []
+    for j in result.metrics.jobs.values():
+        rows.append(_job_row(j))
+    return rows
+
+
+def _job_row(j: JobRecord) -> dict[str, Any]:
+    return {
+        "job": j.uid,
+        "queue": j.queue,
+        "pods": j.pods,
+        "min_available": j.min_available,
+        "gpus": _r(j.gpus),
+        "outcome": j.outcome,
+        "submit": _r(j.submit),
+        "start": _r(j.start),
+        "end": _r(j.end),
+        "wait": _r(j.wait),
+        "completion": _r(j.completion),
+        "restarts": j.restarts,
+        "evictions": j.evictions,
+        "lost_pod_seconds": _r(j.lost),
+        "pending_reason": j.pending_reason if j.start is None else "",
+    }
+
+
+def metrics_document(result: SimResult) -> dict[str, Any]:
+    m = result.metrics
+    s = m.series
+    w = result.workload
+    return {
+        "config": result.config_name,
+        "workload": {
+            "jobs": len(w.jobs),
+            "queues": [q.name for q in w.queues],
+            "skipped_rows": w.skipped,
+            "warnings": list(w.warnings),
+        },
+        "resources": m.resources,
+        "summary": result.summary,
+        "jobs": job_rows(result),
+        "series": {
+            "time": s.time,
+            "utilization": {r: [u[i] for u in s.utilization] for i, r in enumerate(m.resources)},
+            "queue_share": {q: [v[i] for v in s.queue_share] for i, q in enumerate(m.queues)},
+            "queue_deserved": {q: [v[i] for v in s.queue_deserved] for i, q in enumerate(m.queues)},
+            "pending_jobs": s.pending,
+            "running_jobs": s.running,
+        },
+    }
+
+
+def _write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    with path.open("w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(header)
+        for row in rows:
+            w.writerow(["" if v is None else v for v in row])
+
+
+def write_metrics(result: SimResult, out: Path) -> dict[str, Any]:
+    """Write ``metrics.json`` and the CSV files; return the metrics document."""
+    out.mkdir(parents=True, exist_ok=True)
+    doc = metrics_document(result)
+    (out / "metrics.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    jobs = doc["jobs"]
+    if jobs:
+        _write_csv(out / "jobs.csv", list(jobs[0]), [list(j.values()) for j in jobs])
+    else:
+        _write_csv(out / "jobs.csv", ["job"], [])
+    qrows = []
+    for q, v in result.summary["queues"].items():
+        qrows.append(
+            [
+                q,
+                v["jobs"],
+                v["wait"]["mean"],
+                v["wait"]["p50"],
+                v["wait"]["p95"],
+                v["completion"]["mean"],
+                v["completion"]["p50"],
+                v["completion"]["p95"],
+                v["mean_share"],
+                v["mean_deserved"],
+                v["fairness_gap"],
+                v["evictions"],
+            ]
+        )
+    _write_csv(
+        out / "queues.csv",
+        [
+            "queue",
+            "jobs",
+            "wait_mean",
+            "wait_p50",
+            "wait_p95",
+            "completion_mean",
+            "completion_p50",
+            "completion_p95",
+            "mean_share",
+            "mean_deserved",
+            "fairness_gap",
+            "evictions",
+        ],
+        qrows,
+    )
+    m = result.metrics
+    s = m.series
+    header = ["time", *(f"util_{r}" for r in m.resources), "pending_jobs", "running_jobs"]
+    header += [f"share_{q}" for q in m.queues] + [f"deserved_{q}" for q in m.queues]
+    rows = [
+        [
+            s.time[i],
+            *s.utilization[i],
+            s.pending[i],
+            s.running[i],
+            *s.queue_share[i],
+            *s.queue_deserved[i],
+        ]
+        for i in range(len(s.time))
+    ]
+    _write_csv(out / "timeseries.csv", header, rows)
+    return doc
+
+
+# -- plots -------------------------------------------------------------------------------
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: Path) -> None:
+    fig.savefig(path, dpi=100, bbox_inches="tight", metadata={"Software": None})
+    _pyplot().close(fig)
+
+
+def _cdf(ax, values: Sequence[float], label: str) -> None:
+    if not values:
+        return
+    v = np.sort(np.asarray(values, dtype=np.float64)) / 60.0
+    y = np.arange(1, len(v) + 1) / len(v)
+    ax.step(v, y, where="post", label=label)
+
+
+def _minutes_axis(ax, values: Sequence[float]) -> None:
+    pos = [x for x in values if x > 0]
+    if pos and max(pos) / max(min(pos), 1e-9) > 100:
+        ax.set_xscale("symlog", linthresh=1.0)
+    ax.set_ylim(0, 1.01)
+    ax.grid(True, alpha=0.3)
+    ax.set_ylabel("fraction of jobs")
+
+
+def plot_report(results: Sequence[SimResult], out: Path) -> dict[str, Path]:
+    """Draw the five plots; with several results (what-if), one line per result."""
+    plt = _pyplot()
+    out.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+    many = len(results) > 1
+    first = results[0].metrics
+
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    for res in results:
+        m = res.metrics
+        t = np.asarray(m.series.time) / HOUR
+        util = np.asarray(m.series.utilization).reshape(len(t), len(m.resources))
+        for i, r in enumerate(m.resources):
+            if many and r != _main_resource(m.resources):
+                continue
+            ax.plot(t, util[:, i], label=f"{res.config_name}: {r}" if many else r, lw=1)
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("simulated time (hours)")
+    ax.set_ylabel("allocated / allocatable")
+    ax.set_title("Cluster utilization")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    paths["utilization"] = out / "utilization.png"
+    _save(fig, paths["utilization"])
+
+    queues = first.queues
+    ncol = 4 if len(queues) > 6 else max(1, min(3, len(queues)))
+    nrow = max(1, -(-len(queues) // ncol))
+    fig, axes = plt.subplots(
+        nrow, ncol, figsize=(3.2 * ncol, 2.2 * nrow), squeeze=False, sharex=True
+    )
+    for qi, q in enumerate(queues):
+        ax = axes[qi // ncol][qi % ncol]
+        for ri, res in enumerate(results):
+            m = res.metrics
+            t = np.asarray(m.series.time) / HOUR
+            share = np.asarray(m.series.queue_share).reshape(len(t), len(m.queues))
+            ax.plot(
+                t,
+                share[:, qi],
+                lw=1,
+                color=f"C{ri}",
+                label=f"{res.config_name} allocated" if many else "allocated",
+            )
+            if ri == 0:
+                des = np.asarray(m.series.queue_deserved).reshape(len(t), len(m.queues))
+                ax.plot(t, des[:, qi], lw=1, ls="--", color="k", label="deserved")
+        ax.set_title(q, fontsize=9)
+        ax.tick_params(labelsize=7)
+        ax.grid(True, alpha=0.3)
+    for k in range(len(queues), nrow * ncol):
+        axes[k // ncol][k % ncol].axis("off")
+    axes[0][0].legend(fontsize=7, loc="upper left")
+    fig.suptitle("Queue share (dominant resource) vs deserved share, over simulated hours")
+    paths["queue_share"] = out / "queue_share.png"
+    _save(fig, paths["queue_share"])
+
+    for name, attr, title in (
+        ("wait_cdf", "wait", "Wait time (submit to gang bound), minutes"),
+        ("completion_cdf", "completion", "Job completion time (submit to end), minutes"),
+    ):
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+        every: list[float] = []
+        for res in results:
+            vals = [getattr(j, attr) for j in res.metrics.jobs.values()]
+            vals = [v for v in vals if v is not None]
+            every += [v / 60.0 for v in vals]
+            _cdf(ax, vals, res.config_name)
+        _minutes_axis(ax, every)
+        ax.set_xlabel("minutes")
+        ax.set_title(title)
+        if many:
+            ax.legend(fontsize=8)
+        paths[name] = out / f"{name}.png"
+        _save(fig, paths[name])
+
+    fig, ax = plt.subplots(figsize=(9, 3.2))
+    for res in results:
+        m = res.metrics
+        t = np.asarray(m.series.time) / HOUR
+        ax.plot(
+            t, m.series.pending, lw=1, label=f"{res.config_name}: pending" if many else "pending"
+        )
+        if not many:
+            ax.plot(t, m.series.running, lw=1, label="running")
+    ax.set_xlabel("simulated time (hours)")
+    ax.set_ylabel("jobs")
+    ax.set_title("Jobs waiting (submitted, not started) and running")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    paths["pending"] = out / "pending.png"
+    _save(fig, paths["pending"])
+    return paths
+
+
+def _main_resource(resources: Sequence[str]) -> str:
+    return "nvidia.com/gpu" if "nvidia.com/gpu" in resources else resources[0]
+
+
+# -- HTML --------------------------------------------------------------------------------
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;
+max-width:1100px;color:#222;padding:0 1em}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
+td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}
+th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
+img{max-width:100%;margin:.5em 0}.note{color:#555;font-size:.9em}
+.bad{color:#b00;font-weight:bold}.ok{color:#070}
+"""
+
+
+def _img(path: Path, alt: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    h = "".join(f"<th>{html.escape(str(c))}</th>" for c in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(_fmt(v))}</td>" for v in row) + "</tr>" for row in rows
+    )
+    return f"<table><tr>{h}</tr>{body}</table>"
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:,.3f}".rstrip("0").rstrip(".") if abs(v) < 1000 else f"{v:,.0f}"
+    return str(v)
+
+
+def minutes(v: float | None) -> str:
+    return "–" if v is None else f"{v / 60.0:,.1f} min"
+
+
+def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """The headline figures as (label, value) pairs: terminal table and HTML."""
+    s = summary
+    util = ", ".join(f"{r} {v:.1%}" for r, v in s["utilization"].items())
+    return [
+        (
+            "jobs",
+            f"{s['jobs']:,} ({s['jobs_ended']:,} ended: {s['jobs_succeeded']:,} "
+            f"succeeded, {s['jobs_failed']:,} failed, {s['jobs_cancelled']:,} "
+            f"cancelled; {s['jobs_never_ran']:,} never ran)",
+        ),
+        ("makespan", f"{s['makespan'] / HOUR:,.1f} h"),
+        (
+            "wait (mean / p50 / p95)",
+            " / ".join(minutes(s["wait"][k]) for k in ("mean", "p50", "p95")),
+        ),
+        (
+            "completion (mean / p50 / p95)",
+            " / ".join(minutes(s["completion"][k]) for k in ("mean", "p50", "p95")),
+        ),
+        ("utilization (time average)", util),
+        ("fairness gap (mean |share - deserved|)", f"{s['fairness_gap']:.3f}"),
+        (
+            "evictions / restarts / lost work",
+            f"{s['evictions']:,} / {s['restarts']:,} / "
+            f"{s['lost_work_pod_seconds'] / HOUR:,.1f} pod-h",
+        ),
+        (
+            "gang atomicity violations",
+            f"{s['gang_violations']} (of {s['gang_checks']:,} gangs checked)",
+        ),
+        ("scheduling cycles", f"{s['cycles']:,} run, {s['skipped_ticks']:,} idle ticks skipped"),
+    ]
+
+
+def _queue_table(summary: dict[str, Any]) -> str:
+    rows = []
+    for q, v in summary["queues"].items():
+        rows.append(
+            [
+                q,
+                v["jobs"],
+                minutes(v["wait"]["mean"]),
+                minutes(v["wait"]["p50"]),
+                minutes(v["wait"]["p95"]),
+                minutes(v["completion"]["mean"]),
+                minutes(v["completion"]["p95"]),
+                f"{v['mean_share']:.3f}",
+                f"{v['mean_deserved']:.3f}",
+                f"{v['fairness_gap']:.3f}",
+                v["evictions"],
+            ]
+        )
+    return _table(
+        [
+            "queue",
+            "jobs",
+            "wait mean",
+            "wait p50",
+            "wait p95",
+            "JCT mean",
+            "JCT p95",
+            "share",
+            "deserved",
+            "gap",
+            "evictions",
+        ],
+        rows,
+    )
+
+
+def write_html(result: SimResult, plots: dict[str, Path], out: Path, run: dict) -> Path:
+    s = result.summary
+    never = [j for j in result.metrics.jobs.values() if j.start is None]
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>pumice simulate: {html.escape(result.config_name)}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>pumice simulate — {html.escape(result.config_name)}</h1>",
+        f"<p class='note'>{len(result.workload.jobs):,} jobs on {run.get('nodes', '?')} "
+        f"nodes, {result.sim_time / HOUR:,.1f} simulated hours in "
+        f"{run.get('wall_seconds', 0):.1f} s of wall time.</p>",
+        "<h2>Summary</h2>",
+        _table(["metric", "value"], summary_rows(s)),
+    ]
+    gv = s["gang_violations"]
+    parts.append(
+        f"<p class='{'bad' if gv else 'ok'}'>Gang atomicity: {gv} violation(s). "
+        "Every job that received binds held at least minMember pods after the cycle.</p>"
+        if not gv
+        else f"<p class='bad'>Gang atomicity: {gv} violation(s)!</p>"
+    )
+    if result.workload.skipped:
+        parts.append(
+            f"<p class='bad'>{result.workload.skipped} input row(s) were skipped: "
+            + html.escape("; ".join(result.workload.warnings[:5]))
+            + "</p>"
+        )
+    parts += [
+        "<h2>Utilization</h2>",
+        _img(plots["utilization"], "utilization over time"),
+        "<h2>Queues</h2>",
+        _queue_table(s),
+        "<p class='note'>share: time-averaged dominant share of the cluster held by the "
+        "queue; deserved: weighted max-min fair share of its demand; gap: mean absolute "
+        "difference of the two.</p>",
+        _img(plots["queue_share"], "queue share vs deserved"),
+        "<h2>Wait and completion times</h2>",
+        _img(plots["wait_cdf"], "wait time CDF"),
+        _img(plots["completion_cdf"], "JCT CDF"),
+        "<h2>Pending jobs</h2>",
+        _img(plots["pending"], "pending jobs over time"),
+    ]
+    if never:
+        parts.append(f"<h2>Jobs that never ran ({len(never):,})</h2>")
+        parts.append(
+            _table(
+                ["job", "queue", "pods", "why (the scheduler's last explanation)"],
+                [
+                    [j.uid, j.queue, j.pods, j.pending_reason or "never considered"]
+                    for j in never[:50]
+                ],
+            )
+        )
+        if len(never) > 50:
+            parts.append(f"<p class='note'>… and {len(never) - 50:,} more in jobs.csv</p>")
+    parts.append(
+        "<p class='note'>Files: metrics.json, jobs.csv, queues.csv, timeseries.csv, "
+        "run.json, and the PNG plots. Definitions: docs/simulation.md.</p></body></html>"
+    )
+    path = out / "index.html"
+    path.write_text("\n".join(parts), encoding="utf-8")
+    return path
+
+
+def write_report(result: SimResult, out: str | Path, run: dict | None = None) -> Path:
+    """Write the whole report directory for one run; return the HTML page's path."""
+    out = Path(out)
+    run = dict(run or {})
+    write_metrics(result, out)
+    plots = plot_report([result], out)
+    (out / "run.json").write_bytes(orjson.dumps(run, option=orjson.OPT_INDENT_2) + b"\n")
+    return write_html(result, plots, out, run)
+
+
+__all__ = ["PLOTS", "metrics_document", "plot_report", "summary_rows", "write_report"]

@@ -1,0 +1,132 @@
+"""Tests for the scheduler cache: incremental snapshots equal rebuilt ones; decisions
+are carried out through the cluster protocol."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import numpy as np
+from tests.kit import node, pod, podgroup, queue
+
+from pumice.cache.build import SourcedObject, build_snapshot
+from pumice.cache.cache import SchedulerCache
+from pumice.cache.load import load_objects
+from pumice.cluster.memory import MemoryCluster
+from pumice.scheduler import Scheduler
+
+EXAMPLE = Path(__file__).parents[2] / "src" / "pumice" / "examples" / "gpu-cluster.yaml"
+
+
+def _decide(snapshot):
+    out = Scheduler.from_file(None).cycle(snapshot).to_json()
+    for pg in out["podgroups"].values():  # session ids differ between sessions
+        for c in pg["conditions"]:
+            c.pop("transitionID", None)
+    return out
+
+
+def _rebuilt(store: MemoryCluster):
+    objs = []
+    for kind in ("Node", "Pod", "PodGroup", "Queue", "PriorityClass"):
+        objs += [SourcedObject(copy.deepcopy(o)) for o in store.list(kind)]
+    return build_snapshot(objs)
+
+
+def _same(a, b) -> None:
+    assert a.space.names == b.space.names
+    assert a.nodes.names == b.nodes.names
+    for attr in ("idle", "used", "releasing", "pipelined", "nonzero"):
+        assert np.array_equal(getattr(a.nodes, attr), getattr(b.nodes, attr)), attr
+    assert sorted(a.jobs) == sorted(b.jobs)
+    for uid, ja in a.jobs.items():
+        jb = b.jobs[uid]
+        assert (ja.phase, ja.min_available, ja.queue, ja.priority) == (
+            jb.phase,
+            jb.min_available,
+            jb.queue,
+            jb.priority,
+        )
+        assert np.array_equal(ja.allocated, jb.allocated)
+        assert {t: (x.status, x.node) for t, x in ja.tasks.items()} == {
+            t: (x.status, x.node) for t, x in jb.tasks.items()
+        }
+    assert sorted(a.blocked) == sorted(b.blocked)
+
+
+def test_cache_snapshot_decides_like_build_snapshot():
+    """The example cluster gives the same decisions through the cache as through
+    ``pumice cycle``'s snapshot builder."""
+    objects = [s.obj for s in load_objects([str(EXAMPLE)])]
+    store = MemoryCluster()
+    store.create_all(copy.deepcopy(objects))
+    cache = SchedulerCache(store)
+    _same(cache.snapshot(), build_snapshot([SourcedObject(o) for o in objects]))
+    assert _decide(cache.snapshot()) == _decide(build_snapshot([SourcedObject(o) for o in objects]))
+
+
+def test_incremental_updates_match_a_rebuild():
+    """After binds, phase changes, evictions and deletions, the incrementally kept
+    snapshot equals one rebuilt from the store's objects."""
+    store = MemoryCluster()
+    store.create_all([queue("default"), node("n1", nvidia_gpu="8"), node("n2", nvidia_gpu="8")])
+    cache = SchedulerCache(store)
+    store.create(podgroup("g", min_member=2, phase="Pending"))
+    for i in range(3):
+        store.create(pod(f"g-w-{i}", group="g", gpu="4"))
+    store.create(pod("loner"))
+    snap = cache.snapshot()
+    _same(snap, _rebuilt(store))
+    decisions = Scheduler.from_file(None).cycle(snap)
+    applied = cache.apply(decisions)
+    assert len(applied.bound) >= 2 and not applied.refused
+    _same(cache.snapshot(), _rebuilt(store))
+    store.set_pod_phase("default/g-w-0", "Running")
+    store.evict("default/g-w-1")
+    store.delete("Pod", "default/loner")
+    _same(cache.snapshot(), _rebuilt(store))
+    store.delete("Pod", "default/g-w-1")
+    store.set_pod_phase("default/g-w-0", "Succeeded")
+    _same(cache.snapshot(), _rebuilt(store))
+
+
+def test_snapshots_are_independent():
+    """A cycle changes its snapshot; the next snapshot is untouched by it."""
+    store = MemoryCluster()
+    store.create_all(
+        [queue("default"), node("n1"), podgroup("g", min_member=1), pod("a", group="g")]
+    )
+    cache = SchedulerCache(store)
+    first = cache.snapshot()
+    Scheduler.from_file(None).cycle(first)
+    second = cache.snapshot()
+    assert second.jobs["default/g"].tasks["default/a"].node is None
+    assert np.array_equal(second.nodes.idle, second.nodes.allocatable)
+
+
+def test_stale_bind_is_refused_not_raised():
+    """A bind for a pod deleted in between is reported as refused."""
+    store = MemoryCluster()
+    store.create_all([queue("default"), node("n1"), podgroup("g"), pod("a", group="g")])
+    cache = SchedulerCache(store)
+    decisions = Scheduler.from_file(None).cycle(cache.snapshot())
+    store.delete("Pod", "default/a")
+    applied = cache.apply(decisions)
+    assert applied.refused == ["default/a"]
+
+
+def test_missing_queue_and_podgroup_are_blocked_with_reasons():
+    """Jobs whose queue or PodGroup is missing are blocked, as build_snapshot does."""
+    store = MemoryCluster()
+    store.create_all(
+        [
+            queue("default"),
+            node("n1"),
+            podgroup("g", queue="nope"),
+            pod("a", group="g"),
+            pod("b", group="missing"),
+        ]
+    )
+    snap = SchedulerCache(store).snapshot()
+    assert "queue 'nope' does not exist" in snap.blocked["default/g"]
+    assert "PodGroup default/missing does not exist" in snap.blocked["default/missing"]
