@@ -24,7 +24,8 @@ from pumice.api.task import READY_STATUSES, TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
 from pumice.framework.fastpath import for_session
 from pumice.framework.fit import fits, insufficient
-from pumice.framework.pqueue import PriorityQueue
+from pumice.framework.orders import job_key, task_key
+from pumice.framework.pqueue import KeyedQueue, PriorityQueue, ordered
 from pumice.framework.session import Session
 from pumice.framework.statement import Statement
 
@@ -115,16 +116,12 @@ def need_continue(job: JobInfo, failed_roles: set[str]) -> bool:
     if job.min_available >= len(job.tasks):
         return False
     if job.min_task_member and job.min_available < sum(job.min_task_member.values()):
-        left = sum(
-            1 for t in job.with_status(TaskStatus.PENDING) if t.role not in failed_roles
-        )
+        left = sum(1 for t in job.with_status(TaskStatus.PENDING) if t.role not in failed_roles)
         return job.ready_num() + left >= job.min_available
     ready: dict[str, int] = {}
     for t in job.with_status(*READY_STATUSES):
         ready[t.role] = ready.get(t.role, 0) + 1
-    return not any(
-        job.min_task_member.get(role, 0) > ready.get(role, 0) for role in failed_roles
-    )
+    return not any(job.min_task_member.get(role, 0) > ready.get(role, 0) for role in failed_roles)
 
 
 class AllocateAction:
@@ -135,8 +132,11 @@ class AllocateAction:
 
     def execute(self, ssn: Session) -> None:
         queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_less)
-        jobs_of: dict[str, PriorityQueue[JobInfo]] = {}
+        jobs_of: dict[str, PriorityQueue[JobInfo] | KeyedQueue[JobInfo]] = {}
         admit_pending = "enqueue" not in ssn.config.actions
+        # A waiting job's order cannot change (only the job being served changes), so
+        # sort keys give the same order as ssn.job_less where the plugins offer them.
+        jkey = job_key(ssn)
         for uid in sorted(ssn.jobs):
             job = ssn.jobs[uid]
             if job.is_pending():
@@ -144,11 +144,11 @@ class AllocateAction:
                     continue
                 job.phase = INQUEUE
             if job.queue not in jobs_of:
-                jobs_of[job.queue] = PriorityQueue(ssn.job_less)
+                jobs_of[job.queue] = ordered(ssn.job_less, jkey)
                 queues.push(ssn.queues[job.queue])
             jobs_of[job.queue].push(job)
 
-        pending: dict[str, PriorityQueue[TaskInfo]] = {}
+        pending: dict[str, PriorityQueue[TaskInfo] | KeyedQueue[TaskInfo]] = {}
         while not queues.empty():
             queue = queues.pop()
             if ssn.overused(queue):
@@ -160,10 +160,8 @@ class AllocateAction:
             job = jobs.pop()
             tasks = pending.get(job.uid)
             if tasks is None:
-                tasks = PriorityQueue(
-                    ssn.task_less,
-                    (t for t in job.with_status(TaskStatus.PENDING) if not t.best_effort),
-                )
+                todo = [t for t in job.with_status(TaskStatus.PENDING) if not t.best_effort]
+                tasks = ordered(ssn.task_less, task_key(ssn, todo), todo)
                 pending[job.uid] = tasks
             if not tasks.empty():
                 self._allocate_job(ssn, queue, job, jobs, tasks)
@@ -174,8 +172,8 @@ class AllocateAction:
         ssn: Session,
         queue: QueueInfo,
         job: JobInfo,
-        jobs: PriorityQueue[JobInfo],
-        tasks: PriorityQueue[TaskInfo],
+        jobs: PriorityQueue[JobInfo] | KeyedQueue[JobInfo],
+        tasks: PriorityQueue[TaskInfo] | KeyedQueue[TaskInfo],
     ) -> None:
         stmt = Statement(ssn)
         failed_roles: set[str] = set()

@@ -10,7 +10,8 @@ from __future__ import annotations
 from pumice.api.job import INQUEUE, JobInfo
 from pumice.api.queue import QueueInfo
 from pumice.conf.arguments import Arguments
-from pumice.framework.pqueue import PriorityQueue
+from pumice.framework.orders import job_key
+from pumice.framework.pqueue import KeyedQueue, PriorityQueue, ordered
 from pumice.framework.session import Session
 
 
@@ -32,7 +33,8 @@ class EnqueueAction:
 
     def execute(self, ssn: Session) -> None:
         queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_less)
-        jobs_of: dict[str, PriorityQueue[JobInfo]] = {}
+        jobs_of: dict[str, PriorityQueue[JobInfo] | KeyedQueue[JobInfo]] = {}
+        jkey = job_key(ssn)  # job order cannot change during enqueue
         seen: set[str] = set()
         for uid in sorted(ssn.jobs):
             job = ssn.jobs[uid]
@@ -41,7 +43,9 @@ class EnqueueAction:
                 seen.add(queue.name)
                 queues.push(queue)
             if job.is_pending():
-                jobs_of.setdefault(queue.name, PriorityQueue(ssn.job_less)).push(job)
+                if queue.name not in jobs_of:
+                    jobs_of[queue.name] = ordered(ssn.job_less, jkey)
+                jobs_of[queue.name].push(job)
         while not queues.empty():
             queue = queues.pop()
             jobs = jobs_of.get(queue.name)

@@ -4,12 +4,18 @@ Job and queue order change while a cycle runs (a queue's share grows as its jobs
 placed), and Volcano's heap does not re-sort items already inside it. To make the same
 choices, this heap follows Go's ``container/heap`` step for step (``heapq`` sifts
 differently, which gives different results once keys have gone stale).
+
+Where every order function offers a sort key and no key can change while its item
+waits, :class:`KeyedQueue` gives the same pops for a fraction of the cost (tuple
+comparisons in C instead of a chain of Python order functions per comparison).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Generic, TypeVar
+import heapq
+import itertools
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -58,3 +64,60 @@ class PriorityQueue(Generic[T]):
             h[i], h[j] = h[j], h[i]
             i = j
         return h.pop()
+
+
+class KeyedQueue(Generic[T]):
+    """Pop returns the item with the smallest key (``heapq``, keys computed at push).
+
+    The same pops as :class:`PriorityQueue` whenever ``less(a, b)`` is ``key(a) <
+    key(b)``, keys form a total order and an item's key does not change while it is
+    inside: any correct heap then returns the minimum. :func:`ordered` decides when
+    that holds; a job's own state (priority, readiness, its DRF share) changes only
+    while the job is out of allocate's heap, being served.
+    """
+
+    __slots__ = ("_items", "_key", "_seq")
+
+    def __init__(self, key: Callable[[T], Any], items: Iterable[T] = ()) -> None:
+        self._key = key
+        self._seq = itertools.count()
+        self._items: list[tuple[Any, int, T]] = [(key(x), next(self._seq), x) for x in items]
+        heapq.heapify(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def empty(self) -> bool:
+        return not self._items
+
+    def push(self, item: T) -> None:
+        heapq.heappush(self._items, (self._key(item), next(self._seq), item))
+
+    def pop(self) -> T:
+        return heapq.heappop(self._items)[2]
+
+
+def order_key(
+    fns: Sequence[Callable], fallback: Callable[[T], tuple]
+) -> Callable[[T], tuple] | None:
+    """A sort key equivalent to walking the order functions ``fns`` and then
+    ``fallback``, when every function offers one (as its ``key`` attribute: ``fn(a, b)``
+    is the sign of ``key(a) - key(b)``); otherwise None."""
+    keys = [getattr(fn, "key", None) for fn in fns]
+    if any(k is None for k in keys):
+        return None
+    if len(keys) == 1:
+        k0 = keys[0]
+        return lambda x: (k0(x), *fallback(x))
+    return lambda x: (*[k(x) for k in keys], *fallback(x))
+
+
+def ordered(
+    less: Callable[[T, T], bool], key: Callable[[T], tuple] | None, items: Iterable[T] = ()
+) -> PriorityQueue[T] | KeyedQueue[T]:
+    """A :class:`KeyedQueue` when ``key`` is given, else a :class:`PriorityQueue`.
+
+    Callers pass a key only where no item's order changes while it waits inside."""
+    if key is None:
+        return PriorityQueue(less, items)
+    return KeyedQueue(key, items)

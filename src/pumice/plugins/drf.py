@@ -73,6 +73,7 @@ class DrfPlugin:
                     out.append(t)
             return out
 
+        job_order.key = lambda j: self.share.get(j.uid, 0.0)  # type: ignore[attr-defined]
         ssn.on("job_order", self.name, job_order)
         ssn.on("preemptable", self.name, preemptable)
         ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))

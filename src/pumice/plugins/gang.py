@@ -66,6 +66,7 @@ class GangPlugin:
                     out.append(t)
             return out
 
+        job_order.key = lambda j: int(j.is_ready())  # type: ignore[attr-defined]
         ssn.on("job_valid", self.name, _valid)
         ssn.on("job_ready", self.name, JobInfo.is_ready)
         ssn.on("job_pipelined", self.name, pipelined)

@@ -38,6 +38,9 @@ class PriorityPlugin:
                 out.append(t)
             return out
 
+        # Sort keys equivalent to the order functions (see pumice.framework.orders).
+        task_order.key = lambda t: -t.priority  # type: ignore[attr-defined]
+        job_order.key = lambda j: -j.priority  # type: ignore[attr-defined]
         ssn.on("task_order", self.name, task_order)
         ssn.on("job_order", self.name, job_order)
         ssn.on("preemptable", self.name, preemptable)

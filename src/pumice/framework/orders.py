@@ -1,0 +1,34 @@
+"""Sort keys for the job and task orders of a session, where the plugins offer them.
+
+:meth:`Session.job_less` walks the ``job_order`` functions and falls back to creation
+time and uid; when every such function also offers a ``key`` (``fn(a, b)`` is the sign
+of ``key(a) - key(b)``), the tuple of keys followed by the same fallback orders jobs
+identically, and a heap can compare tuples in C (:class:`~pumice.framework.pqueue.
+KeyedQueue`). Only use these where an item's key cannot change while it waits in the
+heap: allocate and enqueue change a job only while it is out of the heap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from pumice.api.job import JobInfo
+from pumice.api.task import TaskInfo
+from pumice.framework.pqueue import order_key
+from pumice.framework.session import Session
+
+
+def job_key(ssn: Session) -> Callable[[JobInfo], tuple] | None:
+    return order_key(ssn.hooks.flat("job_order"), lambda j: (j.creation, j.uid))
+
+
+def task_key(ssn: Session, tasks: Sequence[TaskInfo]) -> Callable[[TaskInfo], tuple] | None:
+    """The task key, for these tasks: :func:`~pumice.api.task.default_task_order`
+    compares pod indices only when both tasks have one, which a tuple can express only
+    when all of them have one or none does."""
+    with_index = sum(1 for t in tasks if t.name_index is not None)
+    if with_index == len(tasks):
+        return order_key(ssn.hooks.flat("task_order"), lambda t: (t.name_index, t.creation, t.uid))
+    if with_index == 0:
+        return order_key(ssn.hooks.flat("task_order"), lambda t: (t.creation, t.uid))
+    return None
