@@ -14,8 +14,17 @@ from datetime import datetime
 from typing import Any
 
 from pumice.api.node import NodeSpec
+from pumice.api.pdb import parse_label_selector
 from pumice.api.quantity import PODS, to_canonical
-from pumice.api.task import Placement, Requirement, SelectorTerm, Taint, Toleration
+from pumice.api.task import (
+    Placement,
+    PodAffinity,
+    PodTerm,
+    Requirement,
+    SelectorTerm,
+    Taint,
+    Toleration,
+)
 from pumice.errors import InputError
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -203,6 +212,7 @@ class PodRecord:
     labels: dict[str, str] = field(default_factory=dict)
     #: lastTransitionTime of the PodScheduled=True condition (0.0 when absent).
     scheduled_at: float = 0.0
+    pod_affinity: PodAffinity | None = None
 
     @property
     def role(self) -> str:
@@ -352,7 +362,39 @@ def parse_pod(obj: Mapping[str, Any]) -> PodRecord:
         annotations=annotations,
         labels=_labels(meta.get("labels"), "metadata.labels"),
         scheduled_at=_scheduled_at(status),
+        pod_affinity=_pod_affinity(spec),
     )
+
+
+def _pod_terms(value: Any, path: str) -> tuple[PodTerm, ...]:
+    out = []
+    for i, t in enumerate(_list(value, path)):
+        p = f"{path}[{i}]"
+        t = _map(t, p)
+        spaces = tuple(
+            _str(n, f"{p}.namespaces") for n in _list(t.get("namespaces"), f"{p}.namespaces")
+        )
+        out.append(
+            PodTerm(
+                parse_label_selector(t.get("labelSelector"), f"{p}.labelSelector"),
+                _str(t.get("topologyKey"), f"{p}.topologyKey", required=True),
+                spaces,
+            )
+        )
+    return tuple(out)
+
+
+def _pod_affinity(spec: Mapping[str, Any]) -> PodAffinity | None:
+    """Required podAffinity / podAntiAffinity terms (preferred ones are scores)."""
+    affinity = _map(spec.get("affinity"), "spec.affinity")
+    req = "requiredDuringSchedulingIgnoredDuringExecution"
+    terms = []
+    for kind in ("podAffinity", "podAntiAffinity"):
+        path = f"spec.affinity.{kind}"
+        terms.append(_pod_terms(_map(affinity.get(kind), path).get(req), f"{path}.{req}"))
+    if not terms[0] and not terms[1]:
+        return None
+    return PodAffinity(terms[0], terms[1])
 
 
 def _scheduled_at(status: Mapping[str, Any]) -> float:

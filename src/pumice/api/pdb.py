@@ -75,7 +75,8 @@ def _int_or_percent(value: Any, path: str) -> int | str | None:
     raise InputError(f"expected an integer or a percentage, got {value!r}", field=path)
 
 
-def _selector(value: Any, path: str) -> LabelSelector | None:
+def parse_label_selector(value: Any, path: str) -> LabelSelector | None:
+    """A ``metav1.LabelSelector`` dict (None when absent)."""
     if value is None:
         return None
     if not isinstance(value, Mapping):
@@ -120,7 +121,7 @@ def parse_pdb(obj: Mapping[str, Any]) -> PdbRecord:
     return PdbRecord(
         namespace=str(meta.get("namespace") or "default"),
         name=str(meta["name"]),
-        selector=_selector(spec.get("selector"), "spec.selector"),
+        selector=parse_label_selector(spec.get("selector"), "spec.selector"),
         min_available=min_av,
         max_unavailable=max_un,
         disruptions_allowed=allowed,

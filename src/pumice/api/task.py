@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Any
 
 from pumice.api.resources import Vector
 
@@ -110,6 +111,31 @@ class Placement:
     tolerations: tuple[Toleration, ...] = ()
 
 
+@dataclass(slots=True, frozen=True)
+class PodTerm:
+    """A required pod (anti-)affinity term: pods matching ``selector`` in
+    ``namespaces`` (the pod's own namespace when empty), within the topology domain
+    named by the node label ``topology_key``."""
+
+    selector: Any  # pumice.api.pdb.LabelSelector | None (None matches nothing)
+    topology_key: str
+    namespaces: tuple[str, ...] = ()
+
+    def matches(self, owner_namespace: str, namespace: str, labels: dict[str, str]) -> bool:
+        spaces = self.namespaces or (owner_namespace,)
+        if namespace not in spaces or self.selector is None:
+            return False
+        return self.selector.matches(labels)
+
+
+@dataclass(slots=True, frozen=True)
+class PodAffinity:
+    """Required inter-pod affinity and anti-affinity of one pod."""
+
+    affinity: tuple[PodTerm, ...] = ()
+    anti: tuple[PodTerm, ...] = ()
+
+
 @dataclass(slots=True, eq=False)
 class TaskInfo:
     """One pod, as the scheduler sees it.
@@ -143,6 +169,8 @@ class TaskInfo:
     nonzero: Vector | None = None
     #: When the pod's PodScheduled condition turned True (0.0: unknown), for cooldowns.
     scheduled_at: float = 0.0
+    #: Required inter-pod (anti-)affinity, or None.
+    pod_affinity: PodAffinity | None = None
 
     @property
     def key(self) -> str:
@@ -155,7 +183,7 @@ class TaskInfo:
             self.node, self.resreq, self.init_resreq, self.priority, self.best_effort,
             self.placement, self.host_ports, self.creation, self.preemption_policy,
             self.priority_class, self.annotations, self.labels, self.name_index,
-            self.nonzero, self.scheduled_at,
+            self.nonzero, self.scheduled_at, self.pod_affinity,
         )  # fmt: skip
 
     @property

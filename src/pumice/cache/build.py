@@ -274,6 +274,7 @@ def build_snapshot(
             labels=p.labels,
             name_index=_name_index(p.name),
             scheduled_at=p.scheduled_at,
+            pod_affinity=p.pod_affinity,
             nonzero=np.array(
                 [
                     p.resreq.get("cpu") or DEFAULT_CPU_REQUEST,

@@ -2,7 +2,8 @@
 
 Checks, in kube-scheduler's order: node ready, unschedulable (cordoned) nodes, taints
 with NoSchedule/NoExecute effect the pod does not tolerate, nodeSelector and required
-node affinity, host ports already in use. The result for a pod's *placement* (selector,
+node affinity, host ports already in use, required inter-pod affinity and anti-affinity
+(:mod:`pumice.plugins.pod_affinity`). The result for a pod's *placement* (selector,
 affinity, tolerations) is computed once per session for all nodes and shared by every
 task with the same placement: the replicas of a gang cost one evaluation.
 
@@ -18,6 +19,7 @@ import numpy as np
 from pumice.api.task import Placement, TaskInfo, Toleration
 from pumice.conf.arguments import Arguments
 from pumice.framework.session import Session
+from pumice.plugins.pod_affinity import affinity_reasons
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
@@ -73,15 +75,24 @@ class PredicatesPlugin:
         nodes = ssn.nodes
         index = nodes.labels
 
+        holders = any(
+            t.pod_affinity is not None for job in ssn.jobs.values() for t in job.tasks.values()
+        ) or any(t.pod_affinity is not None for tasks in nodes.tasks for t in tasks.values())
+
         def predicate(task: TaskInfo) -> tuple[np.ndarray | None, Reasons]:
             cached = self._static.get(task.placement)
             if cached is None:
                 reasons = placement_filter(index, task.placement)
                 cached = (_combine(reasons), reasons)
                 self._static[task.placement] = cached
-            if not task.host_ports:
+            dynamic = (
+                affinity_reasons(nodes, task, holders)
+                if holders or task.pod_affinity is not None
+                else []
+            )
+            if not task.host_ports and not dynamic:
                 return cached
-            reasons = list(cached[1])
+            reasons = list(cached[1]) + dynamic
             for port in task.host_ports:
                 users = nodes.ports.get(port)
                 if users:
