@@ -40,12 +40,12 @@ def print_table(decisions: Decisions, console: Console | None = None) -> None:
             t.add_row(pod)
         console.print(t)
     if data["audit"]:
-        t = table("Audit", "action", "decision", "job", "victim", "node", "why")
+        t = table("Audit", "action", "decision", "job", "for pod", "victim", "node", "why")
         for rec in data["audit"]:
             t.add_row(
                 *(
                     str(rec.get(k, ""))
-                    for k in ("action", "kind", "preemptor", "victim", "node", "reason")
+                    for k in ("action", "kind", "preemptor", "task", "victim", "node", "reason")
                 )
             )
         console.print(t)
