@@ -220,3 +220,29 @@ def test_victims_nearest_in_the_tree_go_first() -> None:
     ]
     d = run(objs, config)
     assert len(d.evictions) == 1 and d.evictions[0].startswith("default/w-")
+
+
+def test_ancestor_reclaim_level_spares_a_subtree_within_its_share() -> None:
+    """a1 holds 2 cpu against a deserved 1, but its parent A is within its deserved 2:
+    by default a1 loses a task to b1; with ancestorReclaimLevel 1 it keeps it."""
+
+    def config(level: int) -> str:
+        plugin = {"name": "capacity", "enableHierarchy": True}
+        if level:
+            plugin["arguments"] = {"ancestorReclaimLevel": level}
+        return conf("reclaim", ["priority", "gang", "conformance", plugin], ["predicates"])
+
+    objs = [
+        q("root"),
+        q("A", parent="root", deserved={"cpu": "2"}),
+        q("a1", parent="A", deserved={"cpu": "1"}),
+        q("B", parent="root", deserved={"cpu": "2"}),
+        q("b1", parent="B", deserved={"cpu": "2"}),
+        node("n1", cpu="2", memory="64Gi"),
+        podgroup("a", queue="a1", phase="Running", min_member=0),
+        pod("a-0", group="a", cpu="1", node="n1"),
+        pod("a-1", group="a", cpu="1", node="n1"),
+        *job("b", "b1", 1),
+    ]
+    assert len(run(objs, config(0)).evictions) == 1
+    assert run(objs, config(1)).evictions == []

@@ -90,6 +90,9 @@ class CapacityPlugin:
         self.ready = True
         self.not_ready_reason = ""
         self.hierarchy = False
+        #: ``ancestorReclaimLevel``: how many levels of ancestors reclaim also checks
+        #: (hierarchy only; 0, the default, looks at the leaf queues alone).
+        self.ancestor_level = max(arguments.get_int("ancestorReclaimLevel", 0), 0)
 
     # -- building the queue attributes --------------------------------------------------
 
@@ -319,12 +322,34 @@ class CapacityPlugin:
             for a in chain(job.queue):
                 a.inqueue += minreq
 
+        level_max = self.ancestor_level if self.hierarchy else 0
+
+        def ancestor_at(a: QueueAttr, depth: int) -> str | None:
+            """Volcano's ``queueAncestorAtDepth``: depth 1 is the parent."""
+            if depth <= 0 or len(a.ancestors) < depth:
+                return None
+            return a.ancestors[len(a.ancestors) - depth]
+
+        def shares_ancestor(a: QueueAttr, b: QueueAttr) -> bool:
+            ours = {ancestor_at(a, d) for d in range(1, level_max + 1)} - {None, ROOT}
+            theirs = {ancestor_at(b, d) for d in range(1, level_max + 1)}
+            return bool(ours & theirs)
+
+        def exceeds(alloc: Vector, deserved: Vector, req: Vector) -> bool:
+            """Above deserved in a dimension the victim uses (or deserved does not
+            name any such dimension: an immediate victim)."""
+            relevant = (req > 0) & (deserved > 0)
+            if not relevant.any():
+                return True
+            return bool(np.any(relevant & (alloc > deserved)))
+
         def reclaimable(reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
             if not self.ready:
                 return []
             rjob = ssn.jobs.get(reclaimer.job or "")
             if rjob is None or rjob.queue not in attrs:
                 return []
+            rattr = attrs[rjob.queue]
             want = self._clip(ssn, reclaimer.init_resreq) > 0
             left: dict[str, Vector] = {}
             victims = []
@@ -341,11 +366,35 @@ class CapacityPlugin:
                 alloc = left.setdefault(job.queue, attr.allocated.copy())
                 if not bool(np.all(attr.guarantee <= alloc - req)):
                     continue  # would go below the guarantee
-                uses = req > 0
-                immediate = not np.any(uses & (attr.deserved > 0))
-                if not immediate and not np.any(uses & (alloc > attr.deserved)):
-                    continue  # not above deserved in any dimension it uses
+                relevant = (req > 0) & (attr.deserved > 0)
+                immediate = not relevant.any()
+                if immediate:
+                    if (
+                        level_max
+                        and shares_ancestor(rattr, attr)
+                        and not np.any(want & (rattr.deserved > 0))
+                    ):
+                        continue  # no real contention under a shared ancestor
+                elif not np.any(relevant & (alloc > attr.deserved)):
+                    continue  # not above deserved in a dimension it uses and deserved names
+                # ancestorReclaimLevel: the victim's ancestors must be above deserved too
+                ancestors: list[Vector] = []
+                eligible = True
+                for depth in range(1, level_max + 1):
+                    anc = ancestor_at(attr, depth)
+                    if anc is None or anc == ROOT or ancestor_at(rattr, depth) == anc:
+                        continue
+                    aattr = attrs[anc]
+                    aalloc = left.setdefault(anc, aattr.allocated.copy())
+                    ancestors.append(aalloc)
+                    if not exceeds(aalloc, aattr.deserved, req):
+                        eligible = False
+                        break
+                if not eligible:
+                    continue
                 alloc -= req
+                for aalloc in ancestors:
+                    aalloc -= req
                 victims.append(t)
             return victims
 
@@ -360,7 +409,18 @@ class CapacityPlugin:
             if not _fits_dims(future, attr.real_capability, req):
                 return False
             sel = (req > 0) & (attr.deserved > 0)
-            return bool(np.any(future[sel] <= attr.deserved[sel]))
+            if np.any(future[sel] <= attr.deserved[sel]):
+                return True
+            for depth in range(1, level_max + 1):
+                anc = ancestor_at(attr, depth)
+                if anc is None or anc == ROOT:
+                    continue
+                a = attrs[anc]
+                fa = a.allocated + req
+                sel = (req > 0) & (a.deserved > 0)
+                if np.any(fa[sel] <= a.deserved[sel]):
+                    return True
+            return False
 
         def on_allocate(task: TaskInfo) -> None:
             job = ssn.jobs.get(task.job or "")
