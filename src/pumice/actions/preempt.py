@@ -19,9 +19,10 @@ preempts. Candidate nodes are those the predicates allow apart from what evictio
 resolves; they are tried best score first. On a node, the victims are evicted in
 victim order (lowest job / task order first) until the task fits the node's future
 idle resources and its queue may take it (``allocatable``); the task is then pipelined
-onto the node. If the node cannot be made to fit, its evictions are undone (Volcano
-keeps them in the statement; pumice never evicts for a task it does not place) and the
-next node is tried.
+onto the node. If the node cannot be made to fit, its evictions are kept (they lower the
+queue's allocation) and the next node is tried, as in Volcano; if no node works out,
+pumice undoes every eviction made for the task (Volcano keeps them in the statement):
+it never evicts for a task it does not place.
 
 ``enableTopologyAwarePreemption: true`` switches to Volcano's dry-run mode: on up to
 ``minCandidateNodesPercentage`` % of the candidate nodes (at least
@@ -174,6 +175,8 @@ class PreemptAction:
         if self.topology_aware:
             return self._dry_run(ssn, stmt, preemptor, job, keep, nodes)
         queue = ssn.queues[job.queue]
+        start = stmt.mark()
+        ready: dict[str, int] = {}
         for i in ev.scored_nodes(ssn, preemptor, nodes):
             name = ssn.nodes.names[i]
             candidates = ev.in_victim_order(
@@ -182,17 +185,18 @@ class PreemptAction:
             victims, deciders = ssn.hooks.victims("preemptable", preemptor, candidates)
             if not ev.victims_could_fit(ssn, preemptor, i, victims):
                 continue
-            mark = stmt.mark()
-            ready = _ready_counts(ssn, victims)
+            why = ev.deciders_text(ssn, "preemptable", deciders)
             pending = ev.victim_queue(ssn, victims, preemptor)
+            # As in Volcano, evictions on a node that does not work out are kept while
+            # the next nodes are tried: they lower the queue's allocation, which is what
+            # a preemptor of an over-used queue needs.
             while not pending.empty():
                 if ssn.allocatable(queue, preemptor) and ev.fits_future(ssn, preemptor, i):
                     break
-                stmt.evict(pending.pop(), ACTION)
+                self._evict(ssn, stmt, preemptor, pending.pop(), why, ready)
             if not (ssn.allocatable(queue, preemptor) and ev.fits_future(ssn, preemptor, i)):
-                stmt.rollback(mark)
                 continue
-            n = self._annotate(ssn, stmt, mark, preemptor, name, deciders, ready)
+            n = self._finish(ssn, stmt, start, ready)
             stmt.pipeline(
                 preemptor,
                 name,
@@ -208,22 +212,41 @@ class PreemptAction:
                 ),
             )
             return True
+        # pumice: no node worked out, so nothing is evicted for this task.
+        stmt.rollback(start)
         return False
 
-    def _annotate(
+    def _evict(
         self,
         ssn: Session,
         stmt: Statement,
-        mark: int,
         preemptor: TaskInfo,
-        node: str,
-        deciders: list[str],
+        victim: TaskInfo,
+        why: str,
         ready: dict[str, int],
-    ) -> int:
-        """Attach an audit record to each eviction made since ``mark`` and, with
-        ``evictBrokenGangsWhole``, evict the rest of every gang they break. Returns the
+    ) -> None:
+        job = ssn.jobs.get(victim.job or "")
+        if job is not None:
+            ready.setdefault(job.uid, job.ready_num())
+        stmt.evict(
+            victim,
+            ACTION,
+            ev.record(
+                ssn,
+                ACTION,
+                "evict",
+                preemptor,
+                victim.node or "",
+                f"victim priority {victim.priority}, preemptor priority {preemptor.priority}; "
+                f"allowed by {why}",
+                victim,
+            ),
+        )
+
+    def _finish(self, ssn: Session, stmt: Statement, mark: int, ready: dict[str, int]) -> int:
+        """Note in the audit every gang the evictions since ``mark`` take below its
+        minMember and, with ``evictBrokenGangsWhole``, evict the rest of it. Returns the
         number of evictions."""
-        why = ev.deciders_text(ssn, "preemptable", deciders)
         ops = [op for op in stmt.operations[mark:] if op.kind == "evict"]
         lost: dict[str, int] = {}
         for op in ops:
@@ -235,43 +258,27 @@ class PreemptAction:
             if uid in ssn.jobs and ready.get(uid, 0) - n < ssn.jobs[uid].min_available
         }
         for op in ops:
-            v = op.task
-            note = ""
-            job = broken.get(v.job or "")
-            if job is not None:
+            job = broken.get(op.task.job or "")
+            if job is not None and op.audit is not None:
                 left = ready.get(job.uid, 0) - lost[job.uid]
-                note = (
+                op.audit["reason"] += (
                     f"; takes gang {job.uid} below minMember ({left} of {job.min_available} "
                     "ready left)" + (", so the whole gang is evicted" if self.whole_gangs else "")
                 )
-            op.audit = ev.record(
-                ssn,
-                ACTION,
-                "evict",
-                preemptor,
-                node,
-                f"victim priority {v.priority}, preemptor priority {preemptor.priority}; "
-                f"allowed by {why}{note}",
-                v,
-            )
         count = len(ops)
-        if self.whole_gangs:
+        if self.whole_gangs and ops:
             for job in broken.values():
                 for t in job.with_status(*ev.PREEMPTABLE_STATUSES):
-                    stmt.evict(
-                        t,
-                        ACTION,
-                        ev.record(
-                            ssn,
-                            ACTION,
-                            "evict",
-                            preemptor,
-                            t.node or "",
-                            f"rest of gang {job.uid}, which this preemption takes below "
-                            f"minMember {job.min_available}",
-                            t,
-                        ),
+                    rec = dict(ops[0].audit or {})
+                    rec.update(
+                        victim=t.key,
+                        victim_job=job.uid,
+                        victim_priority=t.priority,
+                        node=t.node or "",
+                        reason=f"rest of gang {job.uid}, which this preemption takes below "
+                        f"minMember {job.min_available}",
                     )
+                    stmt.evict(t, ACTION, rec)
                     count += 1
         return count
 
@@ -314,10 +321,11 @@ class PreemptAction:
         i, victims, deciders = _least_damage(found)
         name = ssn.nodes.names[i]
         mark = stmt.mark()
-        ready = _ready_counts(ssn, victims)
+        ready: dict[str, int] = {}
+        why = ev.deciders_text(ssn, "preemptable", deciders)
         for v in victims:
-            stmt.evict(v, ACTION)
-        n = self._annotate(ssn, stmt, mark, preemptor, name, deciders, ready)
+            self._evict(ssn, stmt, preemptor, v, why, ready)
+        n = self._finish(ssn, stmt, mark, ready)
         stmt.pipeline(
             preemptor,
             name,
@@ -348,7 +356,9 @@ class PreemptAction:
         mark = stmt.mark()
 
         def fits() -> bool:
-            return ssn.allocatable(queue, preemptor) and ev.fits_future(ssn, preemptor, i)
+            return _simulate_allocatable(ssn, queue, preemptor) and ev.fits_future(
+                ssn, preemptor, i
+            )
 
         ordered = sorted(victims, key=lambda t: (-t.priority, t.scheduled_at))
         pending = ev.victim_queue(ssn, ordered, preemptor)
@@ -373,6 +383,20 @@ class PreemptAction:
         return chosen
 
 
+#: Plugins whose ``allocatable`` Volcano also runs in the dry run (they register a
+#: ``SimulateAllocatableFn``); proportion's is not among them.
+SIMULATED_ALLOCATABLE = frozenset({"capacity"})
+
+
+def _simulate_allocatable(ssn: Session, queue, task: TaskInfo) -> bool:
+    return all(
+        fn(queue, task)
+        for tier in ssn.hooks.chain("allocatable")
+        for name, fn in tier
+        if name in SIMULATED_ALLOCATABLE
+    )
+
+
 def _least_damage(found: list[tuple[int, list[TaskInfo], str]]):
     """Volcano's ``pickOneNodeForPreemption`` over (node, victims) candidates."""
 
@@ -390,15 +414,6 @@ def _least_damage(found: list[tuple[int, list[TaskInfo], str]]):
         if keys(c) == best:
             return c
     return found[0]  # pragma: no cover
-
-
-def _ready_counts(ssn: Session, victims: list[TaskInfo]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for v in victims:
-        job = ssn.jobs.get(v.job or "")
-        if job is not None and job.uid not in out:
-            out[job.uid] = job.ready_num()
-    return out
 
 
 def _first_task(stmt: Statement) -> TaskInfo | None:

@@ -18,8 +18,9 @@ Follows Volcano's ``reclaim`` action (v1.13):
    much as the task requests, and the task is pipelined onto the node.
 4. The job's statement is committed if the job is pipelined, discarded otherwise.
 
-Where Volcano leaves the evictions of a node it could not use in the statement, pumice
-undoes them: it never evicts for a task it does not place.
+As in Volcano, the evictions made on a node that could not hold the task are kept while
+the next nodes are tried; but when no node works out, pumice undoes them all (Volcano
+leaves them in the job's statement): it never evicts for a task it does not place.
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ class ReclaimAction:
 
     def reclaim_for(self, ssn: Session, stmt: Statement, task: TaskInfo, job: JobInfo) -> bool:
         """Try to pipeline ``task`` onto resources reclaimed from other queues."""
+        start = stmt.mark()
         for i in ev.candidate_nodes(ssn, task):
             name = ssn.nodes.names[i]
             reclaimees = []
@@ -113,7 +115,6 @@ class ReclaimAction:
             if not victims or not ev.victims_could_fit(ssn, task, i, victims):
                 continue
             why = ev.deciders_text(ssn, "reclaimable", deciders)
-            mark = stmt.mark()
             reclaimed = ssn.space.zeros()
             pending = ev.victim_queue(ssn, victims, task)
             while not pending.empty():
@@ -138,8 +139,7 @@ class ReclaimAction:
                 if _covers(task, reclaimed):
                     break
             if not _covers(task, reclaimed):
-                stmt.rollback(mark)
-                continue
+                continue  # Volcano keeps these evictions and tries the next node
             stmt.pipeline(
                 task,
                 name,
@@ -153,6 +153,8 @@ class ReclaimAction:
                 ),
             )
             return True
+        # pumice: no node worked out, so nothing is evicted for this task.
+        stmt.rollback(start)
         return False
 
 
