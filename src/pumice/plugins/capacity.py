@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pumice.api.job import JobInfo
+from pumice.api.quantity import format_amount
 from pumice.api.queue import QueueInfo
 from pumice.api.task import ALLOCATED_STATUSES, TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
@@ -217,11 +218,14 @@ class CapacityPlugin:
             total_guarantee += child.guarantee
             over = np.isfinite(child.capability) & (child.capability > attr.capability)
             if over.any():
+                names = self._space.names
+                detail = ", ".join(
+                    f"{names[d]} {format_amount(names[d], float(child.capability[d]))} > "
+                    f"{format_amount(names[d], float(attr.capability[d]))}"
+                    for d in np.flatnonzero(over)
+                )
                 raise InputError(
-                    f"capability exceeds the capability of parent queue {attr.name} "
-                    f"(child {child.capability[over].tolist()} > parent "
-                    f"{attr.capability[over].tolist()} in dimension(s) "
-                    f"{np.flatnonzero(over).tolist()})",
+                    f"capability exceeds the capability of parent queue {attr.name} ({detail})",
                     obj=f"Queue {child.name}",
                     field="spec.capability",
                 )
@@ -242,6 +246,7 @@ class CapacityPlugin:
 
     def on_session_open(self, ssn: Session) -> None:
         total = self._clip(ssn, ssn.total)
+        self._space = ssn.space
         self.hierarchy = hierarchy_enabled(ssn, self.name)
         if self.hierarchy:
             self._build_tree(ssn, total)
