@@ -16,6 +16,7 @@ marks the dimensions that count for queue and DRF shares.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 
 import numpy as np
@@ -88,8 +89,14 @@ def is_empty(v: Vector, space: ResourceSpace) -> bool:
 
 
 def share_of(allocated: Vector, total: Vector, mask: np.ndarray) -> float:
-    """The dominant share: max over dimensions with ``total > 0`` of allocated / total."""
-    sel = mask & (total > 0) & np.isfinite(total)
-    if not sel.any():
-        return 0.0
-    return float(np.max(allocated[sel] / total[sel]))
+    """The dominant share: max over dimensions with ``total > 0`` of allocated / total.
+
+    Plain floats over the few dimensions (it runs on every allocation): the same
+    divisions as the vector form, and their maximum."""
+    best = None
+    for a, t, m in zip(allocated.tolist(), total.tolist(), mask.tolist(), strict=True):
+        if m and t > 0 and t != math.inf:
+            v = a / t
+            if best is None or v > best:
+                best = v
+    return 0.0 if best is None else best

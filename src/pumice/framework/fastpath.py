@@ -55,8 +55,8 @@ class _Shape:
     """The cached view of all nodes for one task shape."""
 
     __slots__ = (
-        "blocked", "ctx", "dims", "n_future", "n_now", "ok_future", "ok_now", "scores",
-        "seen", "total",
+        "blocked", "ctx", "dims", "m_future", "m_now", "n_future", "n_now", "ok_future",
+        "ok_now", "scores", "seen", "total",
     )  # fmt: skip
 
     def __init__(self, fast: FastPath, task: TaskInfo, blocked: np.ndarray | None) -> None:
@@ -74,6 +74,9 @@ class _Shape:
         self.ctx: tuple | None = None
         self.scores: list[np.ndarray] = []
         self.total: np.ndarray | None = None
+        #: ``total`` where ok_now / ok_future, -inf elsewhere: the argmax is the choice.
+        self.m_now: np.ndarray | None = None
+        self.m_future: np.ndarray | None = None
 
 
 class FastPath:
@@ -117,8 +120,9 @@ class FastPath:
         ctx = tuple(fn.context(task, mask) for fn in self.scorers)
         if ctx != shape.ctx:
             self._score_all(task, shape, ctx)
-        assert shape.total is not None
-        return int(np.where(mask, shape.total, -np.inf).argmax()), now
+        masked = shape.m_now if now else shape.m_future
+        assert masked is not None
+        return int(masked.argmax()), now
 
     # -- keeping a shape current --------------------------------------------------------
 
@@ -129,6 +133,8 @@ class FastPath:
         for s in shape.scores[1:]:
             total = total + s
         shape.total = total.copy() if len(shape.scores) == 1 else total
+        shape.m_now = np.where(shape.ok_now, shape.total, -np.inf)
+        shape.m_future = np.where(shape.ok_future, shape.total, -np.inf)
         shape.ctx = ctx
 
     def _refresh(self, task: TaskInfo, shape: _Shape) -> None:
@@ -170,6 +176,9 @@ class FastPath:
                 shape.scores[k][i] = v
                 t = v if k == 0 else t + v
             shape.total[i] = t
+            assert shape.m_now is not None and shape.m_future is not None
+            shape.m_now[i] = t if now_ok else -np.inf
+            shape.m_future[i] = t if fut_ok else -np.inf
 
     def _refresh_many(self, task: TaskInfo, shape: _Shape, rows: np.ndarray) -> None:
         nodes = self.nodes
@@ -189,6 +198,9 @@ class FastPath:
                 shape.scores[k][rows] = s
                 part = s if part is None else part + s
             shape.total[rows] = part
+            assert shape.m_now is not None and shape.m_future is not None
+            shape.m_now[rows] = np.where(shape.ok_now[rows], part, -np.inf)
+            shape.m_future[rows] = np.where(shape.ok_future[rows], part, -np.inf)
 
 
 def for_session(ssn: Session) -> FastPath:

@@ -101,23 +101,26 @@ def most_requested_one(requested: list[float], capacity: list[float]) -> float:
 
 
 def balanced_one(requested: list[float], capacity: list[float]) -> float:
-    """:func:`balanced` for one node, in plain floats."""
-    fracs = [min(r / c, 1.0) if c > 0 else 0.0 for r, c in zip(requested, capacity, strict=True)]
-    valid = [c > 0 for c in capacity]
-    count = sum(valid)
+    """:func:`balanced` for one node, in plain floats (same operations in the same
+    order; the dimensions without capacity only ever add 0.0 there)."""
+    fracs = []
+    for r, c in zip(requested, capacity, strict=True):
+        if c > 0:
+            f = r / c
+            fracs.append(f if f < 1.0 else 1.0)
+    count = len(fracs)
     if count < 2:
         return MAX_SCORE
     if count == 2:
-        lo, hi = sorted(f for f, v in zip(fracs, valid, strict=True) if v)
-        std = abs(hi - lo) / 2
+        std = abs(fracs[1] - fracs[0]) / 2
     else:
         total = 0.0
         for f in fracs:
             total += f
         mean = total / count
         var = 0.0
-        for f, v in zip(fracs, valid, strict=True):
-            var += (f - mean) * (f - mean) if v else 0.0  # numpy squares as x * x
+        for f in fracs:
+            var += (f - mean) * (f - mean)  # numpy squares as x * x
         std = math.sqrt(var / count)
     return float(math.trunc((1 - std) * MAX_SCORE))
 
