@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import yaml
 from tests.kit import conf, node, pod, podgroup, priority_class, queue, run
 
 PREEMPT = conf(
@@ -16,6 +17,13 @@ NO_GANG_VETO = conf(
     [{"name": "drf", "enablePreemptable": False}, "predicates", "proportion", "nodeorder"],
 )
 CLASSES = [priority_class("high", 1000), priority_class("low", 10)]
+
+
+def with_args(config: str, **arguments) -> str:
+    """``config`` with ``arguments`` for the preempt action."""
+    return config + yaml.safe_dump(
+        {"configurations": [{"name": "preempt", "arguments": arguments}]}
+    )
 
 
 def running_job(name, n, *, node_name="n1", cls="low", min_member=1, ns="default", cpu="1"):
@@ -173,20 +181,13 @@ def test_broken_gang_is_reported_and_optionally_evicted_whole() -> None:
     d = run(objs, NO_GANG_VETO)
     assert len(d.evictions) == 1
     assert "below minMember" in d.audit[0]["reason"]
-    whole = (
-        NO_GANG_VETO
-        + "configurations:\n- name: preempt\n  arguments:\n    evictBrokenGangsWhole: true\n"
-    )
+    whole = with_args(NO_GANG_VETO, evictBrokenGangsWhole=True)
     d = run(objs, whole)
     assert sorted(d.evictions) == [f"default/low-{i}" for i in range(4)]
     assert any("rest of gang" in r["reason"] for r in d.audit)
 
 
-TOPOLOGY = (
-    PREEMPT
-    + "configurations:\n- name: preempt\n  arguments:\n    enableTopologyAwarePreemption: true\n"
-    + "    minCandidateNodesAbsolute: 10\n"
-)
+TOPOLOGY = with_args(PREEMPT, enableTopologyAwarePreemption=True, minCandidateNodesAbsolute=10)
 
 
 def test_topology_aware_mode_picks_the_least_damaging_node() -> None:
@@ -211,3 +212,26 @@ def test_topology_aware_mode_reprieves_victims_that_are_not_needed() -> None:
     objs = cluster(*running_job("low", 3), *pending_job("high", 1, cpu="2"), cpu="3")
     d = run(objs, TOPOLOGY)
     assert len(d.evictions) == 2
+
+
+def test_topology_aware_mode_with_whole_gangs_prefers_not_breaking_a_gang() -> None:
+    """n1's victim would take a gang below its minimum, n2's would not. Volcano's order
+    picks the lower-priority victim on n1; with evictBrokenGangsWhole, n2 is chosen."""
+    objs = [
+        queue("default"),
+        *CLASSES,
+        priority_class("mid", 100),
+        node("n1", cpu="1", memory="64Gi"),
+        node("n2", cpu="1", memory="64Gi"),
+        node("n3", cpu="1", memory="64Gi"),
+        podgroup("gang", priority_class="low", phase="Running", min_member=2),
+        pod("gang-0", group="gang", cpu="1", node="n1", priority_class="low"),
+        pod("gang-1", group="gang", cpu="1", node="n3", priority_class="high"),
+        *running_job("solo", 1, node_name="n2", cls="mid", min_member=0),
+        *pending_job("high", 1),
+    ]
+    args = {"enableTopologyAwarePreemption": True, "minCandidateNodesAbsolute": 10}
+    d = run(objs, with_args(NO_GANG_VETO, **args))
+    assert d.evictions == ["default/gang-0"]
+    d = run(objs, with_args(NO_GANG_VETO, evictBrokenGangsWhole=True, **args))
+    assert d.evictions == ["default/solo-0"]

@@ -318,7 +318,9 @@ class PreemptAction:
                     break
         if not found:
             return False
-        i, victims, deciders = _least_damage(found)
+        i, victims, deciders = _least_damage(
+            found, (lambda vs: len(ev.gang_breaks(ssn, vs))) if self.whole_gangs else None
+        )
         name = ssn.nodes.names[i]
         mark = stmt.mark()
         ready: dict[str, int] = {}
@@ -397,8 +399,12 @@ def _simulate_allocatable(ssn: Session, queue, task: TaskInfo) -> bool:
     )
 
 
-def _least_damage(found: list[tuple[int, list[TaskInfo], str]]):
-    """Volcano's ``pickOneNodeForPreemption`` over (node, victims) candidates."""
+def _least_damage(found: list, broken_gangs=None):
+    """Volcano's ``pickOneNodeForPreemption`` over (node, victims, deciders) candidates:
+    the lowest priority of the first victim, then the lowest sum of priorities, the
+    fewest victims, the latest start. With ``broken_gangs`` (pumice,
+    ``evictBrokenGangsWhole``) the candidate that takes the fewest gangs below their
+    minimum comes first."""
 
     def keys(c):
         _i, victims, _why = c
@@ -407,7 +413,8 @@ def _least_damage(found: list[tuple[int, list[TaskInfo], str]]):
         top_priority = max(v.priority for v in victims)
         top = [v for v in victims if v.priority == top_priority]
         earliest = min((v.scheduled_at for v in top), default=0.0)
-        return (highest, total, len(victims), -earliest)
+        first = broken_gangs(victims) if broken_gangs is not None else 0
+        return (first, highest, total, len(victims), -earliest)
 
     best = min(keys(c) for c in found)
     for c in found:
