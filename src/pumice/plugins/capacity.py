@@ -94,6 +94,7 @@ class CapacityPlugin:
         #: ``ancestorReclaimLevel``: how many levels of ancestors reclaim also checks
         #: (hierarchy only; 0, the default, looks at the leaf queues alone).
         self.ancestor_level = max(arguments.get_int("ancestorReclaimLevel", 0), 0)
+        self._space = None  # the session's ResourceSpace, for messages
 
     # -- building the queue attributes --------------------------------------------------
 
