@@ -19,12 +19,18 @@ from pumice.api.parse import resources
 PRIORITIES = {"p10": 10, "p100": 100, "p1000": 1000, "system-cluster-critical": 50}
 
 
-def config(share: str) -> str:
-    return conf(
+def config(share: str, dry_run: bool = False) -> str:
+    text = conf(
         "enqueue, allocate, preempt, reclaim",
         ["priority", "gang", "conformance", share],
         ["predicates", "nodeorder"],
     )
+    if dry_run:
+        text += (
+            "configurations:\n- name: preempt\n  arguments:\n"
+            "    enableTopologyAwarePreemption: true\n"
+        )
+    return text
 
 
 @st.composite
@@ -115,9 +121,9 @@ def _cpu(pod_obj) -> float:
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(clusters(), st.sampled_from(["proportion", "capacity"]))
-def test_eviction_invariants(objs, share) -> None:
-    d = run(objs, config(share))
+@given(clusters(), st.sampled_from(["proportion", "capacity"]), st.booleans())
+def test_eviction_invariants(objs, share, dry_run) -> None:
+    d = run(objs, config(share, dry_run))
     pods, groups, queues = _index(objs)
     evicted = set(d.evictions)
     assert len(evicted) == len(d.evictions), "a pod evicted twice"
