@@ -358,9 +358,7 @@ class PreemptAction:
         mark = stmt.mark()
 
         def fits() -> bool:
-            return _simulate_allocatable(ssn, queue, preemptor) and ev.fits_future(
-                ssn, preemptor, i
-            )
+            return ssn.allocatable(queue, preemptor) and ev.fits_future(ssn, preemptor, i)
 
         ordered = sorted(victims, key=lambda t: (-t.priority, t.scheduled_at))
         pending = ev.victim_queue(ssn, ordered, preemptor)
@@ -383,20 +381,6 @@ class PreemptAction:
                 chosen.append(t)
             stmt.rollback(mark)
         return chosen
-
-
-#: Plugins whose ``allocatable`` Volcano also runs in the dry run (they register a
-#: ``SimulateAllocatableFn``); proportion's is not among them.
-SIMULATED_ALLOCATABLE = frozenset({"capacity"})
-
-
-def _simulate_allocatable(ssn: Session, queue, task: TaskInfo) -> bool:
-    return all(
-        fn(queue, task)
-        for tier in ssn.hooks.chain("allocatable")
-        for name, fn in tier
-        if name in SIMULATED_ALLOCATABLE
-    )
 
 
 def _least_damage(found: list, broken_gangs=None):
