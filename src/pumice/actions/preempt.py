@@ -360,6 +360,14 @@ class PreemptAction:
         def fits() -> bool:
             return ssn.allocatable(queue, preemptor) and ev.fits_future(ssn, preemptor, i)
 
+        # Fitting only gets easier with more evictions: if evicting every victim is not
+        # enough, no subset is (one check instead of one per victim).
+        for t in victims:
+            stmt.evict(t, ACTION)
+        enough = fits()
+        stmt.rollback(mark)
+        if not enough:
+            return []
         ordered = sorted(victims, key=lambda t: (-t.priority, t.scheduled_at))
         pending = ev.victim_queue(ssn, ordered, preemptor)
         potential: list[TaskInfo] = []
