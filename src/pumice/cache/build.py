@@ -302,7 +302,7 @@ def build_snapshot(
             )
             del jobs[uid]
     if now is None:
-        stamps = [p.creation for p in pods_r] + [g.creation for g in pgs_r]
+        stamps = [max(p.creation, p.scheduled_at) for p in pods_r] + [g.creation for g in pgs_r]
         now = max(stamps, default=0.0)
     return Snapshot(
         now=now,
