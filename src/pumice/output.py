@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import orjson
@@ -16,13 +17,16 @@ def to_json(decisions: Decisions) -> bytes:
 
 
 def print_table(decisions: Decisions, console: Console | None = None) -> None:
-    console = console or Console()
+    # Piped output gets a wide page rather than rich's 80-column default, so that pod
+    # and node names stay on one line; the explanation columns fold.
+    console = console or Console(width=None if sys.stdout.isatty() else 200)
     data: dict[str, Any] = decisions.to_json()
 
     def table(title: str, *cols: str) -> Table:
         t = Table(title=title, title_justify="left", show_lines=False)
         for c in cols:
-            t.add_column(c, overflow="fold")
+            wide = c in ("why", "condition")
+            t.add_column(c, overflow="fold", no_wrap=not wide, ratio=3 if wide else None)
         return t
 
     t = table(f"Binds ({len(data['binds'])})", "pod", "node")

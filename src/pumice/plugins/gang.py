@@ -84,9 +84,11 @@ class GangPlugin:
             if job.is_ready():
                 set_condition(ssn, job.uid, SCHEDULED, "tasks in gang are ready to be scheduled")
                 continue
-            placed = job.ready_num() + job.waiting_num()
-            missing = max(job.min_available - placed, 0)
+            # Volcano counts only tasks that hold resources; pipelined ones still wait.
+            missing = max(job.min_available - job.ready_num(), 0)
             msg = f"{missing}/{len(job.tasks)} tasks in gang unschedulable"
+            if job.waiting_num():
+                msg += f" ({job.waiting_num()} pipelined onto resources being released)"
             set_condition(ssn, job.uid, UNSCHEDULABLE, NOT_ENOUGH_RESOURCES, msg)
 
 
