@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/pumice cycle src/pumice/examples/gpu-cluster.yaml --format table
+	$(VENV)/bin/pumice simulate
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check src tests

@@ -85,6 +85,12 @@ class ApplyResult:
     bound: list[tuple[str, str]] = field(default_factory=list)
     evicted: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
+    #: Podgroups whose phase the cycle changed (e.g. Pending -> Inqueue).
+    phases: list[str] = field(default_factory=list)
+
+    def changed(self) -> bool:
+        """True when the cluster now differs in something a cycle reads."""
+        return bool(self.bound or self.evicted or self.phases)
 
 
 class SchedulerCache:
@@ -529,6 +535,8 @@ class SchedulerCache:
         for uid, upd in decisions.podgroups.items():
             if not upd.phase or uid not in self.pgs_r:
                 continue
+            if self.pgs_r[uid].phase != upd.phase:
+                out.phases.append(uid)
             self.cluster.update_podgroup_status(
                 uid,
                 upd.phase,

@@ -39,6 +39,11 @@ class Clock:
     def after(self, delay: float, priority: int, event: Any) -> None:
         self.at(self.now + delay, priority, event)
 
+    def busy(self, ignore: frozenset[str]) -> bool:
+        """True when an event is scheduled whose kind (``event[0]``) is not in ``ignore``
+        (a linear scan: for rarely taken paths)."""
+        return any(item[3][0] not in ignore for item in self._heap)
+
     def peek(self) -> float | None:
         """Time of the next event, or None when none is left."""
         return self._heap[0][0] if self._heap else None

@@ -254,12 +254,12 @@ def run(args: argparse.Namespace) -> int:
             title_justify="left",
             show_header=False,
         )
-        t.add_column("metric", style="bold")
+        t.add_column("metric", style="bold", no_wrap=True)
         t.add_column("value")
         for label, value in summary_rows(result.summary):
             t.add_row(label, value)
         console.print(t)
-        console.print(f"report: {page}")
+        print(f"report: {page}")
     else:
         from pumice.sim.report import minutes
 
@@ -280,7 +280,7 @@ def run(args: argparse.Namespace) -> int:
         for key in ("fairness_gap", "evictions", "jobs_never_ran", "gang_violations"):
             t.add_row(key.replace("_", " "), *(str(s[key]) for s in rs))
         console.print(t)
-        console.print(f"report: {page}")
+        print(f"report: {page}")
     bad = sum(r.summary["gang_violations"] for r, _i, _p in results)
     if bad:
         print(f"pumice: error: {bad} gang atomicity violation(s)", file=sys.stderr)

@@ -19,8 +19,10 @@ a decision happened since the last cycle, and when no job has pending work.
   (a job's pods created, or re-created after a restart) and resources freed (a pod
   ending or leaving its node); each schedules a tick at the next period boundary.
   A pod turning ``Running`` after its startup delay holds the same resources as when it
-  was bound, so it schedules no tick. Nor do the scheduler's own decisions: a cycle
-  already did everything it could on its state.
+  was bound, so it schedules no tick. A cycle that changed the cluster itself (bound or
+  evicted pods, moved a podgroup to another phase, e.g. ``Pending -> Inqueue``) is
+  followed by one more at the next period, which sees that new state, as Volcano's
+  next cycle would.
 - Every action (enqueue, allocate, backfill, preempt, reclaim) starts from a job with
   pending tasks or a job not admitted yet; without one, a cycle can only rewrite
   podgroup status, so the tick is skipped (and counted in ``skipped_ticks``).
@@ -44,10 +46,19 @@ from pumice.scheduler import Scheduler
 from pumice.sim.clock import ARRIVAL, CYCLE, SAMPLE, Clock
 from pumice.sim.kubelet import DEFAULT_GRACE, DEFAULT_STARTUP_DELAY, Kubelet
 from pumice.sim.metrics import Metrics
-from pumice.sim.workload import JobSpec, Workload, priority_class_objects, queue_objects
+from pumice.sim.workload import (
+    JobSpec,
+    Workload,
+    priority_class_objects,
+    queue_objects,
+    render_resources,
+)
 
 #: How many sample points a run aims for (the time series of the report).
 TARGET_SAMPLES = 600
+
+#: Clock events that do not by themselves keep a simulation going.
+_HOUSEKEEPING = frozenset({"tick", "sample"})
 
 Progress = Callable[[int, int, float], None]  # (jobs ended, jobs total, simulated time)
 
@@ -110,7 +121,7 @@ def check_workload(workload: Workload, nodes: Sequence[Mapping[str, Any]]) -> No
                 ok = any(all(v <= a.get(k, 0.0) for k, v in req.items()) for a in allocs)
                 fits[id(req)] = ok
             if not ok:
-                asked = ", ".join(f"{k} {v:g}" for k, v in sorted(req.items()))
+                asked = ", ".join(f"{k} {v}" for k, v in render_resources(req).items())
                 raise InputError(
                     f"a pod of task {task.name} asks for {asked}: no node of the cluster "
                     f"can ever hold it",
@@ -183,13 +194,20 @@ class Simulation:
             self._next_tick = t
             self.clock.at(t, CYCLE, ("tick", t))
 
+    def _changed_after(self, t: float) -> None:
+        """The cycle at ``t`` changed the cluster: the next cycle sees a new state."""
+        nxt = t + self.options.period
+        if self._next_tick is None or nxt < self._next_tick:
+            self._next_tick = nxt
+            self.clock.at(nxt, CYCLE, ("tick", nxt))
+
     def _tick(self, t: float) -> None:
         if self._next_tick != t:
             return  # superseded by an earlier tick
         self._next_tick = None
         cache, m = self.cache, self.metrics
         cache.sync()
-        if not self.options.skip_idle and len(self.clock):
+        if not self.options.skip_idle and self.clock.busy(_HOUSEKEEPING):
             self._next_tick = t + self.options.period
             self.clock.at(self._next_tick, CYCLE, ("tick", self._next_tick))
         if not cache.has_pending_work():
@@ -197,6 +215,8 @@ class Simulation:
             return
         decisions = self.scheduler.cycle(cache.snapshot())
         applied = cache.apply(decisions)
+        if applied.changed():
+            self._changed_after(t)
         self.kubelet.sync()
         m.cycle(decisions.pending)
         bound_jobs: dict[str, None] = {}
@@ -246,7 +266,9 @@ class Simulation:
                 if len(m.series.time) >= 2 * TARGET_SAMPLES:  # a long run: thin out
                     m.series.thin()
                     interval *= 2
-                if len(clock):
+                if clock.peek() is not None and (
+                    self.options.skip_idle or clock.busy(_HOUSEKEEPING)
+                ):
                     clock.after(interval, SAMPLE, ("sample", None))
             else:
                 kubelet.handle(event)

@@ -1,0 +1,89 @@
+"""Tests for ``pumice simulate`` as a user runs it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pumice.cli import main
+
+DATA = Path(__file__).parents[1] / "data"
+SMALL = ["--jobs", "25", "--nodes", "4", "--no-progress"]
+
+
+def test_simulate_writes_report_and_prints_summary(tmp_path, capsys):
+    """A small synthetic run exits 0, prints the summary and writes the report."""
+    assert main(["simulate", *SMALL, "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "gang atomicity violations" in out and "index.html" in out
+    assert (tmp_path / "index.html").exists() and (tmp_path / "metrics.json").exists()
+
+
+def test_whatif_with_two_configs(tmp_path, capsys):
+    """Two --config files give per-config reports and a comparison."""
+    conf = tmp_path / "spread.yaml"
+    conf.write_text(
+        'actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: gang\n'
+        "  - name: predicates\n  - name: nodeorder\n"
+    )
+    default = tmp_path / "default.yaml"
+    default.write_text(
+        'actions: "enqueue, allocate, backfill"\ntiers:\n- plugins:\n'
+        "  - name: gang\n  - name: proportion\n  - name: binpack\n"
+    )
+    out = tmp_path / "r"
+    rc = main(
+        ["simulate", *SMALL, "--config", str(default), "--config", str(conf), "--out", str(out)]
+    )
+    assert rc == 0
+    assert (out / "default" / "index.html").exists() and (out / "spread" / "index.html").exists()
+    assert (out / "comparison.csv").read_text().startswith("metric,default,spread")
+    assert "spread" in capsys.readouterr().out
+
+
+def test_bad_workload_file_exits_2_naming_it(tmp_path, capsys):
+    """A malformed workload file is a clear error naming the file, exit code 2."""
+    bad = tmp_path / "jobs.yaml"
+    bad.write_text("jobs: [ {name: a\n")
+    assert main(["simulate", str(bad), "--out", str(tmp_path / "r"), "--no-progress"]) == 2
+    assert "jobs.yaml" in capsys.readouterr().err
+
+
+def test_job_larger_than_any_node_exits_2(tmp_path, capsys):
+    """A job whose pod no node can hold names the job and exits 2."""
+    wl = tmp_path / "w.yaml"
+    wl.write_text(
+        "kind: Workload\nqueues: [{name: q}]\njobs:\n"
+        "- {name: big, queue: q, arrival: 0, duration: 60, replicas: 1,\n"
+        "   requests: {cpu: 4, nvidia.com/gpu: 16}}\n"
+    )
+    rc = main(["simulate", str(wl), "--nodes", "2", "--out", str(tmp_path / "r"), "--no-progress"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "big" in err and "no node" in err
+
+
+def test_bad_config_exits_2(tmp_path, capsys):
+    """An unknown plugin in a config fails before anything runs."""
+    conf = tmp_path / "c.yaml"
+    conf.write_text('actions: "allocate"\ntiers:\n- plugins:\n  - name: nosuch\n')
+    assert main(["simulate", *SMALL, "--config", str(conf), "--out", str(tmp_path)]) == 2
+    assert "nosuch" in capsys.readouterr().err
+
+
+def test_trace_replay(tmp_path):
+    """A sample Philly trace replays on a small cluster."""
+    rc = main(
+        [
+            "simulate",
+            str(DATA / "traces" / "philly"),
+            "--trace-format",
+            "philly",
+            "--nodes",
+            "8",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
+    assert rc == 0
+    assert (tmp_path / "jobs.csv").exists()

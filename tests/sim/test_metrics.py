@@ -1,0 +1,83 @@
+"""Tests for the simulation metrics: fair-share yardstick, gang check, summaries."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pumice.sim.metrics import Metrics, summarize, water_fill
+from pumice.sim.workload import GPU, JobSpec, QueueSpec, TaskSpec
+
+
+def test_water_fill_splits_by_weight():
+    """With unlimited demand the cluster is split in proportion to the weights."""
+    d = water_fill(
+        np.array([8.0]), np.array([[100.0], [100.0]]), np.array([1.0, 3.0]), np.full((2, 1), np.inf)
+    )
+    assert np.allclose(d[:, 0], [2.0, 6.0])
+
+
+def test_water_fill_gives_unused_share_to_others():
+    """A queue asking for less than its share leaves the rest to the others."""
+    d = water_fill(
+        np.array([8.0]), np.array([[1.0], [100.0]]), np.array([1.0, 1.0]), np.full((2, 1), np.inf)
+    )
+    assert np.allclose(d[:, 0], [1.0, 7.0])
+
+
+def test_water_fill_respects_capability():
+    """A capped queue gets no more than its capability."""
+    cap = np.array([[np.inf], [3.0]])
+    d = water_fill(np.array([8.0]), np.array([[100.0], [100.0]]), np.array([1.0, 9.0]), cap)
+    assert np.allclose(d[:, 0], [5.0, 3.0])
+
+
+def _metrics() -> Metrics:
+    return Metrics(
+        {"cpu": 8000.0, "memory": 2.0**34, GPU: 8.0, "pods": 110.0},
+        [QueueSpec("a"), QueueSpec("b", weight=3)],
+    )
+
+
+def _spec(name: str, queue: str, pods: int = 2) -> JobSpec:
+    return JobSpec(name, "default", queue, 0.0, 10.0, (TaskSpec("w", pods, {GPU: 1.0}),), pods)
+
+
+def test_pods_resource_is_not_a_share_dimension():
+    """Utilization and shares are over cpu, memory and extended resources, not pods."""
+    assert _metrics().resources == ["cpu", "memory", GPU]
+
+
+def test_gang_check_counts_short_gangs():
+    """A job that got binds but holds fewer than minMember pods is a violation."""
+    m = _metrics()
+    m.job_submitted(0.0, "default/j", _spec("j", "a"))
+    m.check_gang("default/j", 2)
+    assert m.gang_violations == 0
+    m.check_gang("default/j", 1)
+    assert m.gang_violations == 1 and m.gang_checks == 2
+
+
+def test_shares_utilization_and_summary():
+    """Bound pods raise utilization and their queue's share; the summary reports it."""
+    m = _metrics()
+    for name, q in (("x", "a"), ("y", "b")):
+        spec = _spec(name, q)
+        m.job_submitted(0.0, f"default/{name}", spec)
+        for _ in range(2):
+            m.pod_created(f"default/{name}", spec.tasks[0].requests)
+    for _ in range(2):
+        m.pod_bound(0.0, "default/x", {GPU: 1.0}, 1)
+    m.sample(0.0)
+    assert m.series.utilization[-1][2] == 0.25
+    assert m.series.queue_share[-1] == [0.25, 0.0]
+    assert m.series.queue_deserved[-1] == [0.25, 0.25]  # demand is 2 GPUs each
+    assert m.series.pending[-1] == 1 and m.series.running[-1] == 1
+    for _ in range(2):
+        m.pod_released(10.0, "default/x", {GPU: 1.0})
+    m.job_ended(10.0, "default/x", "succeed")
+    m.sample(10.0)
+    s = summarize(m)
+    assert s["jobs_ended"] == 1 and s["jobs_never_ran"] == 1
+    assert s["utilization"][GPU] == 0.25  # 2 of 8 GPUs for the whole 10 s
+    assert s["completion"]["mean"] == 10.0 and s["wait"]["p50"] == 0.0
+    assert s["queues"]["a"]["jobs"] == 1
