@@ -50,6 +50,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     print_results(results)
     if args.json:
         write_json(results, args.json)
+    if args.plot:
+        from pumice.bench.plot import plot_scale
+
+        if not plot_scale(results, args.plot):
+            print("pumice: bench: no scale-NxP results to plot", file=sys.stderr)
     return 0 if all(r.valid for r in results) else 1
 
 
@@ -95,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--repeat", type=int, default=3, help="cycles per scenario (default 3)")
     b.add_argument("--config", help="Volcano scheduler configuration (default: Volcano's)")
     b.add_argument("--json", help="also write the figures to this JSON file")
+    b.add_argument("--plot", help="also plot the scale curve (scale-NxP results) to this PNG")
     b.add_argument("--no-check", action="store_true", help="skip the validity check")
     b.add_argument(
         "--in-process",

@@ -41,10 +41,15 @@ class QueueAttr:
 
 
 def _share(attr: QueueAttr) -> float:
-    sel = attr.deserved > 0
-    if not sel.any():
-        return 0.0
-    return float(np.max(attr.allocated[sel] / attr.deserved[sel]))
+    """max of allocated / deserved over the dimensions deserved > 0 (0 if none), in
+    plain floats: it runs on every allocation."""
+    best = None
+    for a, d in zip(attr.allocated.tolist(), attr.deserved.tolist(), strict=True):
+        if d > 0:
+            v = a / d
+            if best is None or v > best:
+                best = v
+    return 0.0 if best is None else best
 
 
 class ProportionPlugin:
@@ -100,9 +105,17 @@ class ProportionPlugin:
             sb = self.attrs[b.name].share if b.name in self.attrs else 0.0
             return (sa > sb) - (sa < sb)
 
+        # overused and allocatable are asked once per job turn and per task: plain
+        # floats over the few dimensions, the same comparisons as the vector forms.
+        share_dims = np.flatnonzero(mask).tolist()
+
         def overused(q: QueueInfo) -> bool:
             attr = self.attrs.get(q.name)
-            return attr is not None and bool(np.all(attr.deserved <= attr.allocated))
+            if attr is None:
+                return False
+            return all(
+                d <= a for d, a in zip(attr.deserved.tolist(), attr.allocated.tolist(), strict=True)
+            )
 
         def allocatable(q: QueueInfo, task: TaskInfo) -> bool:
             if not q.is_open():
@@ -110,9 +123,14 @@ class ProportionPlugin:
             attr = self.attrs.get(q.name)
             if attr is None:
                 return True
-            free = np.maximum(attr.deserved - attr.allocated, 0.0)
-            req = clip(task.resreq)
-            return bool(np.all((req <= free) | (req == 0)))
+            # free = max(deserved - allocated, 0); the request clipped to the shared
+            # dimensions must fit it wherever it asks for something.
+            des, alloc, req = attr.deserved.tolist(), attr.allocated.tolist(), task.resreq.tolist()
+            for k in share_dims:
+                r = req[k]
+                if r != 0 and not r <= max(des[k] - alloc[k], 0.0):
+                    return False
+            return True
 
         def enqueueable(job: JobInfo) -> int:
             attr = self.attrs.get(job.queue)

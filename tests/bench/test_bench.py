@@ -1,0 +1,135 @@
+"""The benchmark module: scenarios are what they claim, the validity check catches bad
+decisions, and ``pumice bench`` runs end to end."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from pumice.bench import scenarios
+from pumice.bench.runner import Result, check_decisions, run_scenario
+from pumice.bench.scenarios import SCENARIOS, Scenario, resolve
+from pumice.cli import main
+from pumice.framework.decisions import Decisions
+from pumice.scheduler import Scheduler
+
+
+def _kinds(objs: list[dict]) -> Counter:
+    return Counter(o["kind"] for o in objs)
+
+
+def _pending(objs: list[dict]) -> list[dict]:
+    return [o for o in objs if o["kind"] == "Pod" and not o["spec"].get("nodeName")]
+
+
+def test_uniform_builds_nodes_running_and_pending_pods() -> None:
+    """Nodes, running pods spread over them, pending single pods: as asked."""
+    objs = scenarios.uniform(10, 25, n_running=7, node_cpu="2")
+    kinds = _kinds(objs)
+    assert kinds["Node"] == 10 and kinds["Pod"] == 32 and kinds["Queue"] == 1
+    assert len(_pending(objs)) == 25
+    assert {o["status"]["allocatable"]["cpu"] for o in objs if o["kind"] == "Node"} == {"2"}
+
+
+def test_gang_builds_podgroups_of_full_size() -> None:
+    """Each gang is a PodGroup whose minMember is its pod count."""
+    objs = scenarios.gang(3, 4, n_nodes=2)
+    groups = [o for o in objs if o["kind"] == "PodGroup"]
+    assert len(groups) == 3 and {g["spec"]["minMember"] for g in groups} == {4}
+    members = Counter(
+        o["metadata"]["annotations"]["scheduling.k8s.io/group-name"] for o in _pending(objs)
+    )
+    assert members == {g["metadata"]["name"]: 4 for g in groups}
+
+
+def test_constraints_covers_every_placement_kind() -> None:
+    """Selector, required and preferred affinity, tolerations and plain pods all occur;
+    some nodes carry hard and some soft taints."""
+    objs = scenarios.constraints(30, 10)
+    specs = [p["spec"] for p in _pending(objs)]
+    assert any("nodeSelector" in s for s in specs)
+    assert any("requiredDuringSchedulingIgnoredDuringExecution" in str(s) for s in specs)
+    assert any("preferredDuringSchedulingIgnoredDuringExecution" in str(s) for s in specs)
+    assert any("tolerations" in s for s in specs)
+    effects = {
+        t["effect"] for o in objs if o["kind"] == "Node" for t in o["spec"].get("taints", [])
+    }
+    assert effects == {"NoSchedule", "PreferNoSchedule"}
+    assert len({o["metadata"]["labels"]["group"] for o in objs if o["kind"] == "Node"}) == 10
+
+
+def test_named_scenarios_match_their_description() -> None:
+    """The node and pending counts a scenario declares are what it builds."""
+    for name in ("basic", "gang", "scale-500x1000"):
+        s = SCENARIOS[name]
+        objs = s.build()
+        assert _kinds(objs)["Node"] == s.nodes, name
+        assert len(_pending(objs)) == s.pending, name
+    assert len([o for o in SCENARIOS["basic"].build() if o["kind"] == "Pod"]) == 11_000
+
+
+def test_resolve_expands_scale_and_rejects_unknown_names() -> None:
+    assert [s.name for s in resolve(["scale"])] == [
+        f"scale-{n}x{p}" for n in scenarios.SCALE_NODES for p in scenarios.SCALE_PODS
+    ]
+    with pytest.raises(KeyError):
+        resolve(["nope"])
+
+
+def _cluster() -> list[dict]:
+    objs = scenarios.uniform(1, 0, node_cpu="1", node_memory="1Gi")
+    objs.append(scenarios.podgroup("g", 2))
+    objs.append(scenarios.pod("g-0", "600m", "100Mi", group="g"))
+    objs.append(scenarios.pod("g-1", "600m", "100Mi", group="g"))
+    objs.append(scenarios.pod("solo", "300m", "100Mi"))
+    return objs
+
+
+def test_check_accepts_valid_decisions() -> None:
+    d = Decisions(binds={"bench/solo": "node-00000"})
+    assert check_decisions(_cluster(), d) == []
+
+
+def test_check_catches_a_node_over_capacity() -> None:
+    """Two 600m pods on a 1-CPU node: the node is over capacity."""
+    d = Decisions(binds={"bench/g-0": "node-00000", "bench/g-1": "node-00000"})
+    problems = check_decisions(_cluster(), d)
+    assert any("over capacity in cpu" in p for p in problems), problems
+
+
+def test_check_catches_a_half_gang() -> None:
+    """One pod of a gang of minMember 2 bound alone."""
+    d = Decisions(binds={"bench/g-0": "node-00000"})
+    problems = check_decisions(_cluster(), d)
+    assert any("podgroup bench/g" in p and "minMember 2" in p for p in problems), problems
+
+
+def test_check_counts_running_pods_against_capacity() -> None:
+    """Pods already on the node take capacity too."""
+    objs = [*_cluster(), scenarios.pod("run", "800m", "100Mi", node_name="node-00000")]
+    problems = check_decisions(objs, Decisions(binds={"bench/solo": "node-00000"}))
+    assert any("over capacity in cpu" in p for p in problems)
+
+
+def test_run_scenario_times_a_small_case() -> None:
+    """A tiny scenario runs, decides every pod and reports positive figures."""
+    tiny = Scenario("tiny", "3 nodes, 12 pods", lambda: scenarios.uniform(3, 12), 3, 12)
+    r = run_scenario(tiny, Scheduler.from_file(None), repeats=2)
+    assert isinstance(r, Result) and r.valid and r.repeats == 2
+    assert r.bound == 12 and r.waiting == 0
+    assert r.pods_per_s > 0 and r.cycle_p99_s >= r.cycle_p50_s > 0 and r.peak_rss_mib > 0
+
+
+def test_cli_bench_prints_a_row_per_scenario(capsys, tmp_path) -> None:
+    out = tmp_path / "r.json"
+    rc = main(["bench", "scale-500x1000", "--repeat", "1", "--json", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "scale-500x1000" in text and "yes" in text
+    assert out.read_bytes().startswith(b"[")
+
+
+def test_cli_bench_rejects_an_unknown_scenario(capsys) -> None:
+    assert main(["bench", "nope"]) == 2
+    assert "unknown scenario 'nope'" in capsys.readouterr().err
