@@ -161,7 +161,8 @@ class AllocateAction:
             tasks = pending.get(job.uid)
             if tasks is None:
                 todo = [t for t in job.with_status(TaskStatus.PENDING) if not t.best_effort]
-                tasks = ordered(ssn.task_less, task_key(ssn, todo), todo)
+                tkey = task_key(ssn, todo) if len(todo) > 1 else None  # one: no order
+                tasks = ordered(ssn.task_less, tkey, todo)
                 pending[job.uid] = tasks
             if not tasks.empty():
                 self._allocate_job(ssn, queue, job, jobs, tasks)

@@ -57,12 +57,18 @@ class OvercommitPlugin:
             if demand is not None:
                 self.inqueue += demand
 
+        share_dims = np.flatnonzero(mask).tolist()
+
         def enqueueable(job: JobInfo) -> int:
             if job.min_resources is None:
                 return 1
-            need = self.inqueue + job.min_resources
-            sel = mask & (job.min_resources > 0)  # only the dimensions the job asks for
-            return 1 if bool(np.all(need[sel] <= self.idle[sel])) else -1
+            # inqueue + minResources <= idle, in the shared dimensions the job asks for
+            # (plain floats: asked once per pending job).
+            want, inq, idle = job.min_resources.tolist(), self.inqueue.tolist(), self.idle.tolist()
+            for k in share_dims:
+                if want[k] > 0 and not inq[k] + want[k] <= idle[k]:
+                    return -1
+            return 1
 
         def enqueued(job: JobInfo) -> None:
             if job.min_resources is not None:

@@ -137,13 +137,16 @@ class ProportionPlugin:
             if attr is None or job.min_resources is None:
                 return 1
             minreq = clip(job.min_resources)
-            need = minreq + attr.allocated + attr.inqueue - attr.elastic
-            # Only the dimensions the job's demand names are checked against capability.
-            sel = (need > 0) | (minreq > 0)
-            if bool(np.all(need[sel] <= attr.real_capability[sel])):
-                attr.inqueue += minreq
-                return 1
-            return -1
+            # need = minreq + allocated + inqueue - elastic; only the dimensions the job's
+            # demand names are checked against capability (plain floats, once per job).
+            m, a = minreq.tolist(), attr.allocated.tolist()
+            q, e, cap = attr.inqueue.tolist(), attr.elastic.tolist(), attr.real_capability.tolist()
+            for k in range(len(m)):
+                need = m[k] + a[k] + q[k] - e[k]
+                if (need > 0 or m[k] > 0) and not need <= cap[k]:
+                    return -1
+            attr.inqueue += minreq
+            return 1
 
         def reclaimable(reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
             """Take from a queue only while it holds more than its deserved share, and
