@@ -8,7 +8,7 @@ in a session this module keeps, over all nodes:
 
 - ``ok_future``: the predicates allow the node and the task fits its future idle
   resources (idle + releasing - pipelined); ``ok_now``: and it fits the idle ones;
-- per ``node_order`` function, the node scores, and their sum in hook order.
+- the node scores: the sum, in hook order, of every ``node_order`` function's score.
 
 Nodes change only through :meth:`NodeTable.add_task` / :meth:`NodeTable.remove_task`,
 which log the row (``NodeTable.changes``); each use of a shape first refreshes the rows
@@ -56,7 +56,7 @@ class _Shape:
 
     __slots__ = (
         "blocked", "ctx", "dims", "m_future", "m_now", "n_future", "n_now", "ok_future",
-        "ok_now", "scores", "seen", "total",
+        "ok_now", "seen", "total",
     )  # fmt: skip
 
     def __init__(self, fast: FastPath, task: TaskInfo, blocked: np.ndarray | None) -> None:
@@ -72,7 +72,6 @@ class _Shape:
         self.n_future = int(np.count_nonzero(self.ok_future))
         self.n_now = int(np.count_nonzero(self.ok_now))
         self.ctx: tuple | None = None
-        self.scores: list[np.ndarray] = []
         self.total: np.ndarray | None = None
         #: ``total`` where ok_now / ok_future, -inf elsewhere: the argmax is the choice.
         self.m_now: np.ndarray | None = None
@@ -128,11 +127,11 @@ class FastPath:
 
     def _score_all(self, task: TaskInfo, shape: _Shape, ctx: tuple) -> None:
         rows = np.arange(len(self.nodes))
-        shape.scores = [fn.rows(task, rows, c) for fn, c in zip(self.scorers, ctx, strict=True)]
-        total = shape.scores[0]
-        for s in shape.scores[1:]:
+        scores = [fn.rows(task, rows, c) for fn, c in zip(self.scorers, ctx, strict=True)]
+        total = scores[0]
+        for s in scores[1:]:
             total = total + s
-        shape.total = total.copy() if len(shape.scores) == 1 else total
+        shape.total = total.copy() if len(scores) == 1 else total
         shape.m_now = np.where(shape.ok_now, shape.total, -np.inf)
         shape.m_future = np.where(shape.ok_future, shape.total, -np.inf)
         shape.ctx = ctx
@@ -154,7 +153,7 @@ class FastPath:
         blocked = shape.blocked is not None and bool(shape.blocked[i])
         fut_ok = now_ok = not blocked
         if not blocked:
-            idle, rel, pipe = nodes.idle[i].tolist(), nodes.releasing[i].tolist(), None
+            idle, rel = nodes.idle[i].tolist(), nodes.releasing[i].tolist()
             pipe = nodes.pipelined[i].tolist()
             for d, r in shape.dims:
                 if not idle[d] + rel[d] - pipe[d] >= r:
@@ -173,7 +172,6 @@ class FastPath:
             t = 0.0
             for k, (fn, c) in enumerate(zip(self.scorers, shape.ctx, strict=True)):
                 v = fn.one(task, i, c)
-                shape.scores[k][i] = v
                 t = v if k == 0 else t + v
             shape.total[i] = t
             assert shape.m_now is not None and shape.m_future is not None
@@ -193,9 +191,8 @@ class FastPath:
         if shape.ctx is not None:
             assert shape.total is not None
             part = None
-            for k, (fn, c) in enumerate(zip(self.scorers, shape.ctx, strict=True)):
+            for fn, c in zip(self.scorers, shape.ctx, strict=True):
                 s = fn.rows(task, rows, c)
-                shape.scores[k][rows] = s
                 part = s if part is None else part + s
             shape.total[rows] = part
             assert shape.m_now is not None and shape.m_future is not None

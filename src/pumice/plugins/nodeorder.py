@@ -137,7 +137,7 @@ class NodeOrderScore:
     """
 
     __slots__ = (
-        "_affinity", "_bal_dims", "_counts", "_cpu", "_mem", "nodes", "w",
+        "_affinity", "_bal_dims", "_counts", "_cpu", "_mem", "_wts", "nodes", "w",
     )  # fmt: skip
 
     def __init__(self, ssn: Session, weights: dict[str, int]) -> None:
@@ -148,6 +148,8 @@ class NodeOrderScore:
         self._bal_dims = [space.index[r] for r in BALANCED_RESOURCES if r in space.index]
         self._affinity: dict = {}
         self._counts: dict = {}
+        keys = ("leastrequested", "mostrequested", "balancedresource", "nodeaffinity")
+        self._wts = tuple(weights[f"{k}.weight"] for k in (*keys, "tainttoleration"))
 
     def _pref(self, placement) -> np.ndarray:
         pref = self._affinity.get(placement)
@@ -210,34 +212,34 @@ class NodeOrderScore:
 
     def one(self, task: TaskInfo, i: int, top: float) -> float:
         """:meth:`rows` for node ``i`` alone, in plain floats."""
-        nodes, w = self.nodes, self.w
-        cpu, mem = self._cpu, self._mem
+        nodes = self.nodes
+        wl, wm, wb, wa, wt = self._wts
         total = 0.0
         alloc = nodes.allocatable[i].tolist()
-        if w["leastrequested.weight"] or w["mostrequested.weight"]:
+        if wl or wm:
             nz = nodes.nonzero[i].tolist()
             tnz = task.nonzero.tolist()
             req_nz = [nz[0] + tnz[0], nz[1] + tnz[1]]
-            cap2 = [alloc[cpu], alloc[mem]]
-            if w["leastrequested.weight"]:
-                total += least_requested_one(req_nz, cap2) * w["leastrequested.weight"]
-            if w["mostrequested.weight"]:
-                total += most_requested_one(req_nz, cap2) * w["mostrequested.weight"]
-        if w["balancedresource.weight"]:
+            cap2 = [alloc[self._cpu], alloc[self._mem]]
+            if wl:
+                total += least_requested_one(req_nz, cap2) * wl
+            if wm:
+                total += most_requested_one(req_nz, cap2) * wm
+        if wb:
             used, pipe, req = nodes.used[i].tolist(), nodes.pipelined[i].tolist(), task.resreq
-            requested = [used[d] + pipe[d] + float(req[d]) for d in self._bal_dims]
-            cap = [alloc[d] for d in self._bal_dims]
-            total += balanced_one(requested, cap) * w["balancedresource.weight"]
+            bal = self._bal_dims
+            requested = [used[d] + pipe[d] + float(req[d]) for d in bal]
+            total += balanced_one(requested, [alloc[d] for d in bal]) * wb
         placement = task.placement
-        if w["nodeaffinity.weight"] and placement.preferred_terms:
-            total += float(self._pref(placement)[i]) * w["nodeaffinity.weight"]
-        if w["tainttoleration.weight"]:
+        if wa and placement.preferred_terms:
+            total += float(self._pref(placement)[i]) * wa
+        if wt:
             if top == 0:
                 norm = MAX_SCORE
             else:
                 count = float(self._intolerable(placement.tolerations)[0][i])
                 norm = MAX_SCORE - math.floor(MAX_SCORE * count / top)
-            total += norm * w["tainttoleration.weight"]
+            total += norm * wt
         return total
 
 
