@@ -28,10 +28,15 @@ UNSCHEDULABLE = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 
 
 def supported(ssn: Session) -> bool:
-    """Only the default predicates / nodeorder / binpack functions are modelled."""
+    """Only the default predicates / nodeorder / binpack functions are modelled, and
+    not inter-pod (anti-)affinity."""
     preds = [n for tier in ssn.hooks.chain("predicate") for n, _ in tier]
     scorers = [n for tier in ssn.hooks.chain("node_order") for n, _ in tier]
-    return set(preds) <= {"predicates"} and set(scorers) <= {"nodeorder", "binpack"}
+    if not (set(preds) <= {"predicates"} and set(scorers) <= {"nodeorder", "binpack"}):
+        return False
+    tasks = [t for job in ssn.jobs.values() for t in job.tasks.values()]
+    tasks += [t for on_node in ssn.nodes.tasks for t in on_node.values()]
+    return all(getattr(t, "pod_affinity", None) is None for t in tasks)
 
 
 # -- predicates ----------------------------------------------------------------------

@@ -101,7 +101,8 @@ class PredicatesPlugin:
                     reasons.append((f"didn't have free host port {port[0]}/{port[1]}", mask))
             return _combine(reasons), reasons
 
-        # For a task without host ports the answer depends on its placement alone: the
-        # allocate fast path may then reuse it for every task of the same shape.
-        predicate.by_placement = True  # type: ignore[attr-defined]
+        # Unless some pod of the session has pod (anti-)affinity, the answer for a task
+        # without host ports depends on its placement alone: the allocate fast path may
+        # then reuse it for every task of the same shape.
+        predicate.by_placement = not holders  # type: ignore[attr-defined]
         ssn.on("predicate", self.name, predicate)
