@@ -213,6 +213,23 @@ def build_snapshot(
             annotations=g.annotations,
         )
 
+    # Pods mostly come in a few request shapes (the replicas of a job, as a rule): one
+    # read-only vector per distinct request, shared by every task that has it.
+    interned: dict[tuple, tuple[np.ndarray, np.ndarray, bool, np.ndarray]] = {}
+
+    def request_vectors(p: parse.PodRecord) -> tuple[np.ndarray, np.ndarray, bool, np.ndarray]:
+        key = (tuple(p.resreq.items()), tuple(p.init_resreq.items()))
+        got = interned.get(key)
+        if got is None:
+            resreq = space.vector(p.resreq)
+            init = resreq if p.init_resreq == p.resreq else space.vector(p.init_resreq)
+            cpu = p.resreq.get("cpu") or DEFAULT_CPU_REQUEST
+            nonzero = np.array([cpu, p.resreq.get("memory") or DEFAULT_MEMORY_REQUEST])
+            for v in (resreq, init, nonzero):
+                v.flags.writeable = False
+            got = interned[key] = (resreq, init, is_empty(resreq, space), nonzero)
+        return got
+
     blocked: dict[str, str] = {}
     unknown_nodes = 0
     for p in pods_r:
@@ -252,7 +269,7 @@ def build_snapshot(
                     allocated=space.zeros(),
                     bare=True,
                 )
-        resreq = space.vector(p.resreq)
+        resreq, init_resreq, best_effort, nonzero = request_vectors(p)
         task = TaskInfo(
             uid=p.uid,
             namespace=p.namespace,
@@ -262,9 +279,9 @@ def build_snapshot(
             status=status,
             node=p.node_name or None,
             resreq=resreq,
-            init_resreq=space.vector(p.init_resreq),
+            init_resreq=init_resreq,
             priority=task_priority(p),
-            best_effort=is_empty(resreq, space),
+            best_effort=best_effort,
             placement=p.placement,
             host_ports=p.host_ports,
             creation=p.creation,
@@ -275,12 +292,7 @@ def build_snapshot(
             name_index=_name_index(p.name),
             scheduled_at=p.scheduled_at,
             pod_affinity=p.pod_affinity,
-            nonzero=np.array(
-                [
-                    p.resreq.get("cpu") or DEFAULT_CPU_REQUEST,
-                    p.resreq.get("memory") or DEFAULT_MEMORY_REQUEST,
-                ]
-            ),
+            nonzero=nonzero,
         )
         if job_uid is not None:
             jobs[job_uid].add_task(task)
