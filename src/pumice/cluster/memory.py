@@ -63,6 +63,9 @@ class MemoryCluster:
         self._watches: list[MemoryWatch] = []
         #: Counters of what clients asked for (binds, evictions, status writes).
         self.stats: dict[str, int] = {"binds": 0, "evictions": 0, "status_writes": 0}
+        #: Last status written per podgroup (the status dict and its comparison key), so
+        #: an unchanged rewrite costs one comparison.
+        self._status_keys: dict[str, tuple[dict[str, Any], tuple]] = {}
 
     # -- reading ------------------------------------------------------------------------
 
@@ -122,6 +125,8 @@ class MemoryCluster:
         obj = self.objects.get(kind, {}).pop(key, None)
         if obj is None:
             return False
+        if kind == "PodGroup":
+            self._status_keys.pop(key, None)
         self._emit(DELETED, kind, key, obj)
         return True
 
@@ -196,15 +201,21 @@ class MemoryCluster:
             return False
         status = pg.setdefault("status", {})
         new = (phase, running, succeeded, failed, _cond_key(conditions))
-        old = (
-            status.get("phase"),
-            status.get("running", 0),
-            status.get("succeeded", 0),
-            status.get("failed", 0),
-            _cond_key(status.get("conditions") or ()),
-        )
-        if new == old:
+        old = self._status_keys.get(key)
+        if old is None or old[0] is not status:  # written by someone else: compare fields
+            old = (
+                status,
+                (
+                    status.get("phase"),
+                    status.get("running", 0),
+                    status.get("succeeded", 0),
+                    status.get("failed", 0),
+                    _cond_key(status.get("conditions") or ()),
+                ),
+            )
+        if new == old[1] and status.get("phase") == phase:
             return True
+        self._status_keys[key] = (status, new)
         status["phase"] = phase
         status["conditions"] = [dict(c) for c in conditions]
         status["running"], status["succeeded"], status["failed"] = running, succeeded, failed
