@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from pumice.api.job import INQUEUE, RUNNING, JobInfo
+from pumice.api.task import ALLOCATED_STATUSES
 from pumice.conf.arguments import Arguments
 from pumice.framework.session import Session
 
@@ -18,12 +19,15 @@ DEFAULT_FACTOR = 1.2
 
 def inqueue_demand(job: JobInfo) -> np.ndarray | None:
     """What an admitted job still holds a claim on: its minResources when Inqueue; the
-    part of them not yet allocated when Running with its gang complete."""
+    part of them not yet allocated when Running with a gang of tasks that hold
+    resources. Finished tasks do not count (Volcano's ``CalculateAllocatedTaskNum``):
+    a Running job whose tasks have ended claims nothing, or it would hold its
+    minResources back from admission for ever."""
     if job.min_resources is None:
         return None
     if job.phase == INQUEUE:
         return job.min_resources
-    if job.phase == RUNNING and job.ready_num() >= job.min_available:
+    if job.phase == RUNNING and job.count(ALLOCATED_STATUSES) >= job.min_available:
         return np.maximum(job.min_resources - job.allocated, 0.0)
     return None
 
