@@ -43,6 +43,7 @@ def mode(name: str) -> Iterator[None]:
         for target in (
             "pumice.actions.allocate.job_key",
             "pumice.actions.enqueue.job_key",
+            "pumice.actions.backfill.job_key",
         ):
             stack.enter_context(mock.patch(target, lambda ssn: None))
         stack.enter_context(mock.patch("pumice.actions.allocate.task_key", lambda s, t: None))

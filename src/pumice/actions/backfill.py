@@ -9,6 +9,7 @@ from pumice.actions.allocate import place
 from pumice.api.job import JobInfo
 from pumice.api.task import TaskStatus
 from pumice.conf.arguments import Arguments
+from pumice.framework.orders import job_key
 from pumice.framework.session import Session
 from pumice.framework.statement import Statement
 
@@ -26,9 +27,11 @@ class BackfillAction:
         def cmp_tasks(a, b) -> int:
             return -1 if ssn.task_less(a, b) else (1 if ssn.task_less(b, a) else 0)
 
+        # Nothing changes while sorting: sort keys order jobs as job_less does.
+        jkey = job_key(ssn)
         jobs = sorted(
             (j for j in ssn.jobs.values() if not j.is_pending()),
-            key=functools.cmp_to_key(cmp_jobs),
+            key=jkey if jkey is not None else functools.cmp_to_key(cmp_jobs),
         )
         for job in jobs:
             best_effort = [t for t in job.with_status(TaskStatus.PENDING) if t.best_effort]
