@@ -68,6 +68,13 @@ def add_parser(sub: Any) -> None:
         help="use a cluster of this many 8-GPU nodes (96 cpu, 768Gi) instead of the built-in one",
     )
     s.add_argument(
+        "--load",
+        type=float,
+        default=0.9,
+        help="with --jobs: offered GPU load, the work arriving per unit of cluster "
+        "capacity (default 0.9; above 1 the backlog, and each cycle's cost, keeps growing)",
+    )
+    s.add_argument(
         "--limit", type=int, help="with --trace-format: replay only the first LIMIT jobs"
     )
     s.add_argument(
@@ -148,8 +155,14 @@ def _workload(args: argparse.Namespace, nodes: list[dict[str, Any]]):
         if args.jobs < 0:
             raise InputError("must be >= 0", field="--jobs")
         gpus = max(_gpus(nodes), 8)
+        if args.load <= 0:
+            raise InputError("must be > 0", field="--load")
         return synthetic.generate(
-            args.jobs, seed=args.seed, capacity_gpus=gpus, n_queues=12 if args.jobs < 20000 else 20
+            args.jobs,
+            seed=args.seed,
+            capacity_gpus=gpus,
+            n_queues=12 if args.jobs < 20000 else 20,
+            load=args.load,
         )
     if args.nodes is None and not args.cluster:
         return synthetic.default_workload(args.seed)
@@ -210,11 +223,12 @@ def run(args: argparse.Namespace) -> int:
     schedulers = [Scheduler.from_file(c) for c in configs]  # a bad config fails first
     nodes = _cluster(args)
     workload = _workload(args, nodes)
-    err = Console(stderr=True)
     if workload.skipped:
-        err.print(
-            f"pumice: warning: skipped {workload.skipped} input row(s)/object(s); "
-            f"first: {workload.warnings[0] if workload.warnings else '?'}"
+        first = workload.warnings[0] if workload.warnings else "?"
+        print(
+            f"pumice: warning: skipped {workload.skipped} input row(s) or object(s); "
+            f"first: {first}",
+            file=sys.stderr,
         )
     options = SimOptions(
         period=args.period,

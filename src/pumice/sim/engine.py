@@ -33,6 +33,7 @@ a decision happened since the last cycle, and when no job has pending work.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -162,8 +163,6 @@ class Simulation:
             for k, v in a.items():
                 total[k] = total.get(k, 0.0) + v
         self.metrics = Metrics(total, workload.queues)
-        import copy
-
         self.store.create_all(copy.deepcopy(list(nodes)))
         self.store.create_all(priority_class_objects(workload.priority_classes))
         self.store.create_all(queue_objects(workload.queues))

@@ -452,6 +452,12 @@ def write_html(result: SimResult, plots: dict[str, Path], out: Path, run: dict) 
     if never:
         parts.append(f"<h2>Jobs that never ran ({len(never):,})</h2>")
         parts.append(
+            "<p class='note'>The simulation ended with these jobs still waiting and nothing "
+            "left that could change a decision (no arrival, no pod to end): every further "
+            "cycle would decide the same. The reason is the scheduler's own explanation "
+            "from its last cycle.</p>"
+        )
+        parts.append(
             _table(
                 ["job", "queue", "pods", "why (the scheduler's last explanation)"],
                 [
