@@ -130,3 +130,32 @@ def test_missing_queue_and_podgroup_are_blocked_with_reasons():
     snap = SchedulerCache(store).snapshot()
     assert "queue 'nope' does not exist" in snap.blocked["default/g"]
     assert "PodGroup default/missing does not exist" in snap.blocked["default/missing"]
+
+
+def test_a_cycle_touching_a_shared_job_is_repaired():
+    """Running jobs are shared with the snapshot, not copied; if a cycle changes one
+    anyway (an eviction tried), the cache rebuilds it from what the cluster said."""
+    from pumice.api.task import TaskStatus
+    from pumice.framework.decisions import Decisions
+
+    store = MemoryCluster()
+    store.create_all(
+        [
+            queue("default"),
+            node("n1"),
+            podgroup("g", phase="Running"),
+            pod("a", group="g", node="n1"),
+        ]
+    )
+    cache = SchedulerCache(store)
+    snap = cache.snapshot()
+    job = snap.jobs["default/g"]
+    assert job is cache.jobs["default/g"]  # shared: nothing for a cycle to do
+    task = job.tasks["default/a"]
+    job.update_status(task, TaskStatus.RELEASING)  # what a statement's evict does
+    job.note = "tried"
+    cache.apply(Decisions())
+    fresh = cache.snapshot()
+    assert fresh.jobs["default/g"].tasks["default/a"].status == TaskStatus.RUNNING
+    assert fresh.jobs["default/g"].note == ""
+    _same(fresh, _rebuilt(store))

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from pumice.api import parse
-from pumice.api.job import PENDING, RUNNING, JobInfo
+from pumice.api.job import INQUEUE, PENDING, RUNNING, JobInfo
 from pumice.api.node import NodeSpec, NodeTable
 from pumice.api.pdb import PdbRecord, parse_pdb
 from pumice.api.queue import QueueInfo
@@ -134,6 +134,8 @@ class SchedulerCache:
         self.default_priority = 0
         self.has_default = False
         self._stale = True
+        #: Jobs shared with the last snapshot: (job, its version, its phase) then.
+        self._shared: list[tuple[JobInfo, int, str]] = []
         #: Count of changes taken in since the last :meth:`mark_clean` (engine's skip test).
         self.changes = 0
         for kind in KINDS:
@@ -482,9 +484,16 @@ class SchedulerCache:
     # -- snapshot -----------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
-        """An independent snapshot of the current state (syncs first)."""
+        """An independent snapshot of the current state (syncs first).
+
+        Jobs a cycle cannot change (see :func:`_quiescent`) are shared with the base
+        instead of cloned; :meth:`settle` (run by :meth:`apply` and before the next
+        snapshot) checks them afterwards and repairs any the cycle did change after all.
+        """
+        self.settle()
         self.sync()
         clones: dict[str, TaskInfo] = {}
+        shared = self._shared
         jobs: dict[str, JobInfo] = {}
         blocked: dict[str, str] = {}
         for uid, orphans in self.orphans.items():
@@ -500,9 +509,19 @@ class SchedulerCache:
                     f"of the PodGroup to an existing queue"
                 )
                 continue
-            jobs[uid] = _clone_job(job, clones)
+            version = getattr(job, "_version", None)
+            if version is not None and _quiescent(job):
+                jobs[uid] = job
+                shared.append((job, version, job.phase))
+            else:
+                jobs[uid] = _clone_job(job, clones)
         nodes = self.nodes.copy()
-        nodes.tasks = [{u: clones.get(u) or t.clone() for u, t in d.items()} for d in nodes.tasks]
+        index, node_tasks = nodes.index, nodes.tasks
+        for group in (clones, {t.uid: t.clone() for t in self.others.values()}):
+            for uid, c in group.items():
+                i = index.get(c.node) if c.node is not None else None
+                if i is not None and uid in node_tasks[i]:
+                    node_tasks[i][uid] = c
         queues = {name: _copy_queue(q) for name, q in self.queues.items()}
         return Snapshot(
             now=self.clock() if self.clock is not None else self.latest,
@@ -516,10 +535,56 @@ class SchedulerCache:
             pdbs=[self.pdbs_r[k] for k in sorted(self.pdbs_r)],
         )
 
+    def settle(self) -> None:
+        """Undo what the last cycle wrote into the jobs it shared with the base.
+
+        A shared job is one the cycle had no pending work for; a cycle may still touch
+        it (an eviction tried and discarded, a victim evicted): any change of its task
+        index bumps ``JobInfo._version``, and such a job is rebuilt from the cache's
+        records, which the cycle never sees. Per-cycle notes are cleared.
+        """
+        shared, self._shared = self._shared, []
+        for job, version, phase in shared:
+            job.phase = phase
+            if job.fit_errors:
+                job.fit_errors = {}
+            job.note, job.tentative = "", 0
+            if job._version != version and self.jobs.get(job.uid) is job:  # type: ignore[attr-defined]
+                self._reindex(job)
+
+    def _reindex(self, job: JobInfo) -> None:
+        """Rebuild ``job`` with its tasks' status and node as the cluster last said."""
+        tasks = list(job.tasks.values())
+        new = JobInfo(
+            uid=job.uid,
+            namespace=job.namespace,
+            name=job.name,
+            queue=job.queue,
+            priority=job.priority,
+            priority_class=job.priority_class,
+            min_available=job.min_available,
+            min_task_member=job.min_task_member,
+            min_resources=job.min_resources,
+            phase=job.phase,
+            creation=job.creation,
+            allocated=self.space.zeros(),
+            conditions=job.conditions,
+            annotations=job.annotations,
+            bare=job.bare,
+        )
+        for t in tasks:
+            rec = self.pods_r.get(f"{t.namespace}/{t.name}")
+            if rec is not None:
+                t.status = status_of_pod(rec.phase, rec.node_name, rec.terminating)
+                t.node = rec.node_name or None
+            new.add_task(t)
+        self.jobs[job.uid] = new
+
     # -- decisions ----------------------------------------------------------------------
 
     def apply(self, decisions: Decisions) -> ApplyResult:
         """Carry out ``decisions``: evictions, then binds, then podgroup status."""
+        self.settle()
         out = ApplyResult()
         reasons = {a.get("task"): str(a.get("reason", "")) for a in decisions.audit if "task" in a}
         for pod in decisions.evictions:
@@ -546,6 +611,15 @@ class SchedulerCache:
                 failed=upd.failed,
             )
         return out
+
+
+def _quiescent(job: JobInfo) -> bool:
+    """No work a cycle could do for this job: admitted and running, nothing pending.
+    (Only an eviction could touch it, and :meth:`SchedulerCache.settle` checks that.)"""
+    if job.phase in (PENDING, INQUEUE):
+        return False
+    by_status = job.by_status
+    return not by_status.get(TaskStatus.PENDING) and not by_status.get(TaskStatus.PIPELINED)
 
 
 def _copy_queue(q: QueueInfo) -> QueueInfo:
