@@ -162,6 +162,7 @@ def _workload(args: argparse.Namespace, nodes: list[dict[str, Any]]):
             seed=args.seed,
             capacity_gpus=gpus,
             n_queues=12 if args.jobs < 20000 else 20,
+            max_gang=max(1, min(32, gpus // 8)),  # no gang wider than the cluster
             load=args.load,
         )
     if args.nodes is None and not args.cluster:

@@ -52,6 +52,7 @@ from pumice.sim.workload import (
     Workload,
     priority_class_objects,
     queue_objects,
+    render_quantity,
     render_resources,
 )
 
@@ -132,8 +133,8 @@ def check_workload(workload: Workload, nodes: Sequence[Mapping[str, Any]]) -> No
         for name in {k for t in job.tasks for k in t.requests}:
             if job.total(name) > total.get(name, 0.0):
                 raise InputError(
-                    f"the job asks for {job.total(name):g} {name} in all, more than the "
-                    f"cluster's {total.get(name, 0.0):g}",
+                    f"the job asks for {render_quantity(name, job.total(name))} {name} in "
+                    f"all, more than the cluster's {render_quantity(name, total.get(name, 0.0))}",
                     obj=obj,
                 )
 
