@@ -32,10 +32,6 @@ class EventHandler:
     deallocate: Callable[[TaskInfo], None] | None = None
 
 
-def _cmp(a: float, b: float) -> int:
-    return (a > b) - (a < b)
-
-
 class Session:
     """The state of one scheduling cycle and the functions plugins registered for it."""
 
@@ -191,7 +187,18 @@ def close_session(ssn: Session, closers: Sequence[Callable[[Session], None]] = (
             close(ssn)
     for fn in closers:
         fn(ssn)
+    _release(ssn)
     return ssn.decisions
 
 
-__all__ = ["EventHandler", "Session", "_cmp", "close_session", "open_session"]
+def _release(ssn: Session) -> None:
+    """Drop what plugins registered. Their closures refer back to the session, and the
+    session to its snapshot: without this, every closed session of a long run waits for
+    a full garbage collection to be freed."""
+    ssn.hooks = HookTable(())
+    ssn.handlers = []
+    ssn.plugins = []
+    ssn.__dict__.pop("_fastpath", None)
+
+
+__all__ = ["EventHandler", "Session", "close_session", "open_session"]
