@@ -87,3 +87,14 @@ def test_trace_replay(tmp_path):
     )
     assert rc == 0
     assert (tmp_path / "jobs.csv").exists()
+
+
+def test_example_configs_load():
+    """The what-if example configurations shipped with pumice are valid."""
+    from pumice.scheduler import Scheduler
+
+    examples = Path(__file__).parents[2] / "src" / "pumice" / "examples" / "configs"
+    files = sorted(examples.glob("*.yaml"))
+    assert len(files) >= 2
+    for f in files:
+        Scheduler.from_file(str(f))

@@ -292,7 +292,8 @@ def run(args: argparse.Namespace) -> int:
                 t.add_row(f"{key} {stat}", *(minutes(s[key][stat]) for s in rs))
         for res in rs[0]["utilization"]:
             t.add_row(f"utilization {res}", *(f"{s['utilization'][res]:.1%}" for s in rs))
-        for key in ("fairness_gap", "evictions", "jobs_never_ran", "gang_violations"):
+        t.add_row("fairness gap", *(f"{s['fairness_gap']:.3f}" for s in rs))
+        for key in ("evictions", "jobs_never_ran", "gang_violations"):
             t.add_row(key.replace("_", " "), *(str(s[key]) for s in rs))
         console.print(t)
         print(f"report: {page}")
