@@ -110,14 +110,22 @@ class NodeTable:
         if task.status in TERMINATED_STATUSES:
             return
         self.tasks[i][task.uid] = task
-        self.nonzero[i] += task.nonzero
+        # In place on row views (``row = m[i]; row += v``): the same arithmetic as
+        # ``m[i] += v`` without writing the row back onto itself.
+        row = self.nonzero[i]
+        row += task.nonzero
+        req = task.resreq
         if task.status == TaskStatus.PIPELINED:
-            self.pipelined[i] += task.resreq
+            row = self.pipelined[i]
+            row += req
         else:
-            self.idle[i] -= task.resreq
-            self.used[i] += task.resreq
+            row = self.idle[i]
+            row -= req
+            row = self.used[i]
+            row += req
             if task.status == TaskStatus.RELEASING:
-                self.releasing[i] += task.resreq
+                row = self.releasing[i]
+                row += req
         for port in task.host_ports:
             users = self.ports.setdefault(port, {})
             users[i] = users.get(i, 0) + 1
@@ -128,14 +136,20 @@ class NodeTable:
         """Undo :meth:`add_task` for ``task`` with the status it was added with."""
         if self.tasks[i].pop(task.uid, None) is None:
             return
-        self.nonzero[i] -= task.nonzero
+        row = self.nonzero[i]
+        row -= task.nonzero
+        req = task.resreq
         if task.status == TaskStatus.PIPELINED:
-            self.pipelined[i] -= task.resreq
+            row = self.pipelined[i]
+            row -= req
         else:
-            self.idle[i] += task.resreq
-            self.used[i] -= task.resreq
+            row = self.idle[i]
+            row += req
+            row = self.used[i]
+            row -= req
             if task.status == TaskStatus.RELEASING:
-                self.releasing[i] -= task.resreq
+                row = self.releasing[i]
+                row -= req
         for port in task.host_ports:
             users = self.ports[port]
             users[i] -= 1

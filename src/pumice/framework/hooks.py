@@ -130,11 +130,20 @@ class HookTable:
                 return r
         return 0
 
+    # ``all`` and ``any`` are asked per task and per job turn: plain loops (the same
+    # short-circuit walk as the builtins over a generator, without the generator).
+
     def all(self, hook: str, *args: Any) -> bool:
-        return all(fn(*args) for fn in self.flat(hook))
+        for fn in self.flat(hook):  # noqa: SIM110 - no generator on the hot path
+            if not fn(*args):
+                return False
+        return True
 
     def any(self, hook: str, *args: Any) -> bool:
-        return any(fn(*args) for fn in self.flat(hook))
+        for fn in self.flat(hook):  # noqa: SIM110 - no generator on the hot path
+            if fn(*args):
+                return True
+        return False
 
     def vote(self, hook: str, *args: Any) -> bool:
         for tier in self.chain(hook):

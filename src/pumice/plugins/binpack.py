@@ -58,12 +58,13 @@ class BinpackScore:
     floats, same result to the last bit) serve the allocate fast path (see
     :class:`pumice.plugins.nodeorder.NodeOrderScore`)."""
 
-    __slots__ = ("factor", "nodes", "weights")
+    __slots__ = ("_prep", "factor", "nodes", "weights")
 
     def __init__(self, ssn: Session, weights: np.ndarray, factor: float) -> None:
         self.nodes = ssn.nodes
         self.weights = weights
         self.factor = factor
+        self._prep: dict[int, tuple] = {}
 
     def context(self, task: TaskInfo, cand: np.ndarray) -> None:
         return None
@@ -86,20 +87,38 @@ class BinpackScore:
         s = per.sum(axis=1) / wt.sum()
         return np.where(overflow, 0.0, s * factor)
 
+    def _dims(self, req: np.ndarray) -> tuple[tuple[tuple[int, float, float], ...], float]:
+        """The weighted dimensions ``req`` asks for, as (dim, request, weight) floats, and
+        the sum of their weights (summed in the same order as before): once per
+        (interned, read-only) request vector. Keyed by identity; the entry keeps the
+        vector alive, so an id is never reused while it is in the memo."""
+        got = self._prep.get(id(req))
+        if got is not None and got[0] is req:
+            return got[1], got[2]
+        weights = self.weights
+        items = tuple(
+            (d, float(req[d]), float(weights[d]))
+            for d in range(req.size)
+            if req[d] > 0 and weights[d] > 0
+        )
+        wsum = 0.0
+        for _, _, wt in items:
+            wsum += wt
+        self._prep[id(req)] = (req, items, wsum)
+        return items, wsum
+
     def one(self, task: TaskInfo, i: int, _ctx: None) -> float:
         """:meth:`rows` for node ``i`` alone."""
-        req, weights = task.resreq, self.weights
-        dims = [d for d in range(req.size) if req[d] > 0 and weights[d] > 0]
-        if not dims or self.factor == 0:
+        items, wsum = self._dims(task.resreq)
+        if not items or self.factor == 0:
             return 0.0
-        alloc_row, used_row = self.nodes.allocatable[i], self.nodes.used[i]
-        total, wsum, overflow = 0.0, 0.0, False
-        for d in dims:
-            alloc = float(alloc_row[d])
-            final = float(used_row[d]) + float(req[d])
-            wt = float(weights[d])
-            wsum += wt
+        alloc_row, used_row = self.nodes.allocatable[i].tolist(), self.nodes.used[i].tolist()
+        total, overflow = 0.0, False
+        for d, r, wt in items:
+            alloc = alloc_row[d]
+            final = used_row[d] + r
             if alloc > 0:
                 total += final * wt / alloc
-                overflow = overflow or final > alloc
+                if final > alloc:
+                    overflow = True
         return 0.0 if overflow else total / wsum * self.factor

@@ -8,6 +8,8 @@ session through event handlers, so the order is always current.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from pumice.api.job import JobInfo
@@ -47,11 +49,30 @@ class DrfPlugin:
             sa, sb = self.share.get(a.uid, 0.0), self.share.get(b.uid, 0.0)
             return (sa > sb) - (sa < sb)
 
+        # The event handlers run on every allocation: the dominant share over the
+        # dimensions share_of looks at, as plain floats (the same divisions, the same
+        # maximum, the first of equals kept).
+        total_l = total.tolist()
+        dims = [
+            (k, t)
+            for k, (t, m) in enumerate(zip(total_l, mask.tolist(), strict=True))
+            if m and t > 0 and t != math.inf
+        ]
+
+        def share_fast(alloc: np.ndarray) -> float:
+            a = alloc.tolist()
+            best = None
+            for k, t in dims:
+                v = a[k] / t
+                if best is None or v > best:
+                    best = v
+            return 0.0 if best is None else best
+
         def on_allocate(task: TaskInfo) -> None:
             alloc = self.allocated.get(task.job or "")
             if alloc is not None:
                 alloc += task.resreq
-                self.share[task.job] = share_of(alloc, total, mask)
+                self.share[task.job] = share_fast(alloc)
                 if hdrf is not None:
                     self.total_allocated += task.resreq
                     hdrf.update(self.allocated.__getitem__, self.total_allocated)
@@ -60,7 +81,7 @@ class DrfPlugin:
             alloc = self.allocated.get(task.job or "")
             if alloc is not None:
                 alloc -= task.resreq
-                self.share[task.job] = share_of(alloc, total, mask)
+                self.share[task.job] = share_fast(alloc)
                 if hdrf is not None:
                     self.total_allocated -= task.resreq
                     hdrf.update(self.allocated.__getitem__, self.total_allocated)

@@ -137,7 +137,7 @@ class NodeOrderScore:
     """
 
     __slots__ = (
-        "_affinity", "_bal_dims", "_counts", "_cpu", "_mem", "_wts", "nodes", "w",
+        "_affinity", "_bal_dims", "_counts", "_cpu", "_floats", "_mem", "_wts", "nodes", "w",
     )  # fmt: skip
 
     def __init__(self, ssn: Session, weights: dict[str, int]) -> None:
@@ -148,6 +148,7 @@ class NodeOrderScore:
         self._bal_dims = [space.index[r] for r in BALANCED_RESOURCES if r in space.index]
         self._affinity: dict = {}
         self._counts: dict = {}
+        self._floats: dict = {}
         keys = ("leastrequested", "mostrequested", "balancedresource", "nodeaffinity")
         self._wts = tuple(weights[f"{k}.weight"] for k in (*keys, "tainttoleration"))
 
@@ -210,25 +211,39 @@ class NodeOrderScore:
             total += norm * w["tainttoleration.weight"]
         return total
 
+    def _task_floats(self, task: TaskInfo) -> tuple[float, float, list[float]]:
+        """The task's nonzero cpu and memory and its requests of the balanced dimensions,
+        as floats: computed once per (interned, read-only) request vector, not per node.
+        Keyed by identity; the entry keeps the vectors alive, so an id is never reused
+        while it is in the memo."""
+        req, nz = task.resreq, task.nonzero
+        got = self._floats.get((id(req), id(nz)))
+        if got is not None and got[0] is req and got[1] is nz:
+            return got[2]
+        tnz = nz.tolist()
+        out = (tnz[0], tnz[1], [float(req[d]) for d in self._bal_dims])
+        self._floats[(id(req), id(nz))] = (req, nz, out)
+        return out
+
     def one(self, task: TaskInfo, i: int, top: float) -> float:
         """:meth:`rows` for node ``i`` alone, in plain floats."""
         nodes = self.nodes
         wl, wm, wb, wa, wt = self._wts
         total = 0.0
         alloc = nodes.allocatable[i].tolist()
+        tnz0, tnz1, breq = self._task_floats(task)
         if wl or wm:
             nz = nodes.nonzero[i].tolist()
-            tnz = task.nonzero.tolist()
-            req_nz = [nz[0] + tnz[0], nz[1] + tnz[1]]
+            req_nz = [nz[0] + tnz0, nz[1] + tnz1]
             cap2 = [alloc[self._cpu], alloc[self._mem]]
             if wl:
                 total += least_requested_one(req_nz, cap2) * wl
             if wm:
                 total += most_requested_one(req_nz, cap2) * wm
         if wb:
-            used, pipe, req = nodes.used[i].tolist(), nodes.pipelined[i].tolist(), task.resreq
+            used, pipe = nodes.used[i].tolist(), nodes.pipelined[i].tolist()
             bal = self._bal_dims
-            requested = [used[d] + pipe[d] + float(req[d]) for d in bal]
+            requested = [used[d] + pipe[d] + r for d, r in zip(bal, breq, strict=True)]
             total += balanced_one(requested, [alloc[d] for d in bal]) * wb
         placement = task.placement
         if wa and placement.preferred_terms:

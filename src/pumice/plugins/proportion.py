@@ -186,19 +186,36 @@ class ProportionPlugin:
             sel = req > 0
             return bool(np.all(future[sel] <= attr.deserved[sel]))
 
+        # The event handlers run on every allocation: the clipped request is made once
+        # per (interned, read-only) request vector. Keyed by identity; the entry keeps
+        # the vector alive, so an id is never reused while it is in the memo.
+        clipped: dict[int, tuple[Vector, Vector]] = {}
+
+        def clip_req(req: Vector) -> Vector:
+            got = clipped.get(id(req))
+            if got is not None and got[0] is req:
+                return got[1]
+            c = clip(req)
+            clipped[id(req)] = (req, c)
+            return c
+
+        attrs = self.attrs
+
         def on_allocate(task: TaskInfo) -> None:
             job = ssn.jobs.get(task.job or "")
-            if job is not None and job.queue in self.attrs:
-                attr = self.attrs[job.queue]
-                attr.allocated += clip(task.resreq)
-                attr.share = _share(attr)
+            if job is not None:
+                attr = attrs.get(job.queue)
+                if attr is not None:
+                    attr.allocated += clip_req(task.resreq)
+                    attr.share = _share(attr)
 
         def on_deallocate(task: TaskInfo) -> None:
             job = ssn.jobs.get(task.job or "")
-            if job is not None and job.queue in self.attrs:
-                attr = self.attrs[job.queue]
-                attr.allocated -= clip(task.resreq)
-                attr.share = _share(attr)
+            if job is not None:
+                attr = attrs.get(job.queue)
+                if attr is not None:
+                    attr.allocated -= clip_req(task.resreq)
+                    attr.share = _share(attr)
 
         ssn.on("queue_order", self.name, queue_order)
         ssn.on("overused", self.name, overused)
