@@ -114,9 +114,13 @@ class FastPath:
             return None
         now = shape.n_now > 0
         mask = shape.ok_now if now else shape.ok_future
-        if not self.scorers:
+        scorers = self.scorers
+        if not scorers:
             return int(mask.argmax()), now
-        ctx = tuple(fn.context(task, mask) for fn in self.scorers)
+        if len(scorers) == 2:  # the default configuration: nodeorder and binpack
+            ctx: tuple = (scorers[0].context(task, mask), scorers[1].context(task, mask))
+        else:
+            ctx = tuple([fn.context(task, mask) for fn in scorers])
         if ctx != shape.ctx:
             self._score_all(task, shape, ctx)
         masked = shape.m_now if now else shape.m_future
@@ -150,9 +154,9 @@ class FastPath:
 
     def _refresh_one(self, task: TaskInfo, shape: _Shape, i: int) -> None:
         nodes = self.nodes
-        blocked = shape.blocked is not None and bool(shape.blocked[i])
-        fut_ok = now_ok = not blocked
-        if not blocked:
+        blocked = shape.blocked
+        fut_ok = now_ok = blocked is None or not blocked[i]
+        if fut_ok:
             idle, rel = nodes.idle[i].tolist(), nodes.releasing[i].tolist()
             pipe = nodes.pipelined[i].tolist()
             for d, r in shape.dims:
@@ -161,22 +165,21 @@ class FastPath:
                     break
                 if not idle[d] >= r:
                     now_ok = False
-        if fut_ok != bool(shape.ok_future[i]):
+        if fut_ok != shape.ok_future[i]:
             shape.ok_future[i] = fut_ok
             shape.n_future += 1 if fut_ok else -1
-        if now_ok != bool(shape.ok_now[i]):
+        if now_ok != shape.ok_now[i]:
             shape.ok_now[i] = now_ok
             shape.n_now += 1 if now_ok else -1
-        if shape.ctx is not None:
-            assert shape.total is not None
+        ctx = shape.ctx
+        if ctx is not None:
             t = 0.0
-            for k, (fn, c) in enumerate(zip(self.scorers, shape.ctx, strict=True)):
+            for k, (fn, c) in enumerate(zip(self.scorers, ctx, strict=True)):
                 v = fn.one(task, i, c)
                 t = v if k == 0 else t + v
-            shape.total[i] = t
-            assert shape.m_now is not None and shape.m_future is not None
-            shape.m_now[i] = t if now_ok else -np.inf
-            shape.m_future[i] = t if fut_ok else -np.inf
+            shape.total[i] = t  # type: ignore[index]
+            shape.m_now[i] = t if now_ok else -np.inf  # type: ignore[index]
+            shape.m_future[i] = t if fut_ok else -np.inf  # type: ignore[index]
 
     def _refresh_many(self, task: TaskInfo, shape: _Shape, rows: np.ndarray) -> None:
         nodes = self.nodes

@@ -113,9 +113,11 @@ class ProportionPlugin:
             attr = self.attrs.get(q.name)
             if attr is None:
                 return False
-            return all(
-                d <= a for d, a in zip(attr.deserved.tolist(), attr.allocated.tolist(), strict=True)
-            )
+            alloc = attr.allocated.tolist()
+            for k, d in enumerate(attr.deserved.tolist()):  # noqa: SIM110 - hot path
+                if not d <= alloc[k]:
+                    return False
+            return True
 
         def allocatable(q: QueueInfo, task: TaskInfo) -> bool:
             if not q.is_open():
@@ -125,12 +127,28 @@ class ProportionPlugin:
                 return True
             # free = max(deserved - allocated, 0); the request clipped to the shared
             # dimensions must fit it wherever it asks for something.
-            des, alloc, req = attr.deserved.tolist(), attr.allocated.tolist(), task.resreq.tolist()
-            for k in share_dims:
-                r = req[k]
-                if r != 0 and not r <= max(des[k] - alloc[k], 0.0):
+            asks = share_asks(task.resreq)
+            if not asks:
+                return True
+            des, alloc = attr.deserved.tolist(), attr.allocated.tolist()
+            for k, r in asks:  # noqa: SIM110 - hot path
+                if not r <= max(des[k] - alloc[k], 0.0):
                     return False
             return True
+
+        # The shared dimensions a request asks for, as (dim, amount) floats, once per
+        # (interned, read-only) request vector; keyed by identity, the entry keeps the
+        # vector alive.
+        asks_of: dict[int, tuple[Vector, list[tuple[int, float]]]] = {}
+
+        def share_asks(req: Vector) -> list[tuple[int, float]]:
+            got = asks_of.get(id(req))
+            if got is not None and got[0] is req:
+                return got[1]
+            r = req.tolist()
+            out = [(k, r[k]) for k in share_dims if r[k] != 0]
+            asks_of[id(req)] = (req, out)
+            return out
 
         def enqueueable(job: JobInfo) -> int:
             attr = self.attrs.get(job.queue)
