@@ -106,9 +106,16 @@ def order_key(
     keys = [getattr(fn, "key", None) for fn in fns]
     if any(k is None for k in keys):
         return None
+    # Keys are computed at every push: spelled out for the usual few functions.
     if len(keys) == 1:
         k0 = keys[0]
         return lambda x: (k0(x), *fallback(x))
+    if len(keys) == 2:
+        k0, k1 = keys
+        return lambda x: (k0(x), k1(x), *fallback(x))
+    if len(keys) == 3:
+        k0, k1, k2 = keys
+        return lambda x: (k0(x), k1(x), k2(x), *fallback(x))
     return lambda x: (*[k(x) for k in keys], *fallback(x))
 
 

@@ -38,10 +38,12 @@ class DrfPlugin:
         mask = ssn.space.share
         for job in ssn.jobs.values():
             alloc = ssn.space.zeros()
-            for t in job.with_status(*ALLOCATED_STATUSES):
+            held = job.with_status(*ALLOCATED_STATUSES)
+            for t in held:
                 alloc += t.resreq
             self.allocated[job.uid] = alloc
-            self.share[job.uid] = share_of(alloc, total, mask)
+            # Nothing held: every share divides 0.0, so the share is 0.0.
+            self.share[job.uid] = share_of(alloc, total, mask) if held else 0.0
 
         hdrf = self._open_hierarchy(ssn) if hierarchy_enabled(ssn, self.name) else None
 

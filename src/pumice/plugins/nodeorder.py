@@ -243,8 +243,21 @@ class NodeOrderScore:
         if wb:
             used, pipe = nodes.used[i].tolist(), nodes.pipelined[i].tolist()
             bal = self._bal_dims
-            requested = [used[d] + pipe[d] + r for d, r in zip(bal, breq, strict=True)]
-            total += balanced_one(requested, [alloc[d] for d in bal]) * wb
+            if len(bal) == 2:  # cpu and memory: balanced_one's two-resource case inline
+                b0, b1 = bal
+                c0, c1 = alloc[b0], alloc[b1]
+                if c0 > 0 and c1 > 0:
+                    f0 = (used[b0] + pipe[b0] + breq[0]) / c0
+                    f1 = (used[b1] + pipe[b1] + breq[1]) / c1
+                    f0 = f0 if f0 < 1.0 else 1.0
+                    f1 = f1 if f1 < 1.0 else 1.0
+                    bscore = float(math.trunc((1 - abs(f1 - f0) / 2) * MAX_SCORE))
+                else:
+                    bscore = MAX_SCORE
+                total += bscore * wb
+            else:
+                requested = [used[d] + pipe[d] + r for d, r in zip(bal, breq, strict=True)]
+                total += balanced_one(requested, [alloc[d] for d in bal]) * wb
         placement = task.placement
         if wa and placement.preferred_terms:
             total += float(self._pref(placement)[i]) * wa

@@ -71,6 +71,19 @@ class ProportionPlugin:
         for q in ssn.queues.values():
             total_guarantee += clip(q.guarantee)
 
+        # Clipped request vectors, once per (interned, read-only) request vector: the
+        # same values as clip(t.resreq). Keyed by identity; the entry keeps the vector
+        # alive, so an id is never reused while it is in the memo.
+        clipped: dict[int, tuple[Vector, Vector]] = {}
+
+        def clip_req(req: Vector) -> Vector:
+            got = clipped.get(id(req))
+            if got is not None and got[0] is req:
+                return got[1]
+            c = clip(req)
+            clipped[id(req)] = (req, c)
+            return c
+
         for job in ssn.jobs.values():
             attr = self.attrs.get(job.queue)
             if attr is None:
@@ -86,15 +99,18 @@ class ProportionPlugin:
                 )  # fmt: skip
                 self.attrs[job.queue] = attr
             for t in job.with_status(*ALLOCATED_STATUSES):
-                attr.allocated += clip(t.resreq)
-                attr.request += clip(t.resreq)
+                c = clip_req(t.resreq)
+                attr.allocated += c
+                attr.request += c
             for t in job.with_status(TaskStatus.PENDING):
-                attr.request += clip(t.resreq)
+                attr.request += clip_req(t.resreq)
             demand = inqueue_demand(job)
             if demand is not None:
                 attr.inqueue += clip(demand)
-            minres = job.min_resources if job.min_resources is not None else zero()
-            attr.elastic += clip(np.maximum(job.allocated - minres, 0.0))
+            # A job that holds nothing adds only zeros (requests are not negative).
+            if job.allocated.any():
+                minres = job.min_resources if job.min_resources is not None else zero()
+                attr.elastic += clip(np.maximum(job.allocated - minres, 0.0))
 
         self._water_fill(total)
 
@@ -203,19 +219,6 @@ class ProportionPlugin:
             future = attr.allocated + req
             sel = req > 0
             return bool(np.all(future[sel] <= attr.deserved[sel]))
-
-        # The event handlers run on every allocation: the clipped request is made once
-        # per (interned, read-only) request vector. Keyed by identity; the entry keeps
-        # the vector alive, so an id is never reused while it is in the memo.
-        clipped: dict[int, tuple[Vector, Vector]] = {}
-
-        def clip_req(req: Vector) -> Vector:
-            got = clipped.get(id(req))
-            if got is not None and got[0] is req:
-                return got[1]
-            c = clip(req)
-            clipped[id(req)] = (req, c)
-            return c
 
         attrs = self.attrs
 
