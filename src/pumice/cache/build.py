@@ -12,24 +12,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from pumice.api import parse
-from pumice.api.job import INQUEUE, PENDING, RUNNING, JobInfo
+from pumice.api.job import JobInfo
 from pumice.api.node import NodeTable
 from pumice.api.pdb import parse_pdb
 from pumice.api.queue import QueueInfo
-from pumice.api.resources import ResourceSpace, is_empty
 from pumice.api.snapshot import Snapshot
-from pumice.api.task import TaskInfo, TaskStatus, status_of_pod
+from pumice.api.task import status_of_pod
+from pumice.cache.model import ModelBuilder, resource_space
 from pumice.errors import InputError
 
 DEFAULT_SCHEDULER = "volcano"
 ROOT_QUEUE = "root"
-TASK_PRIORITY_ANNOTATION = "volcano.sh/task-priority"
-#: Kubernetes scores a pod without a cpu or memory request as if it asked for these.
-DEFAULT_CPU_REQUEST = 100.0  # millicores
-DEFAULT_MEMORY_REQUEST = 200.0 * 2**20
 
 _KINDS = {
     "Node": parse.parse_node,
@@ -108,13 +102,6 @@ def _check_queue_tree(queues: list[parse.QueueRecord]) -> None:
             cur = by_name[cur.parent]
 
 
-def _name_index(name: str) -> int | None:
-    parts = name.split("-")
-    if len(parts) >= 3 and parts[-1].isdigit():
-        return int(parts[-1])
-    return None
-
-
 def build_snapshot(
     objects: Iterable[SourcedObject],
     *,
@@ -138,97 +125,14 @@ def build_snapshot(
         name = (err.obj or "").removeprefix("Queue ")
         raise err.located(file=sources.get(("Queue", "/" + name))) from None
 
-    priority_classes = {pc.name: pc.value for pc in pcs_r}
-    defaults = [pc.value for pc in pcs_r if pc.global_default]
-    default_priority = max(defaults) if defaults else 0
-
-    names: set[str] = set()
-    for n in nodes_r:
-        names.update(n.allocatable)
-    for p in pods_r:
-        names.update(p.init_resreq)
-    for g in pgs_r:
-        names.update(g.min_resources or ())
-    for q in queues_r:
-        for r in (q.capability, q.deserved, q.guarantee):
-            names.update(r or ())
-    space = ResourceSpace(names)
+    space = resource_space(nodes_r, pods_r, pgs_r, queues_r)
     nodes = NodeTable(nodes_r, space)
-
-    queues: dict[str, QueueInfo] = {}
-    for q in queues_r:
-        cap = space.vector(q.capability or {}, default=np.inf)
-        if q.capability:
-            for name in q.capability:  # Volcano: a zero cpu/memory capability means unlimited
-                if name in ("cpu", "memory") and q.capability[name] <= 0:
-                    cap[space.index[name]] = np.inf
-        queues[q.name] = QueueInfo(
-            name=q.name,
-            weight=q.weight,
-            capability=cap,
-            deserved=None if q.deserved is None else space.vector(q.deserved),
-            guarantee=space.vector(q.guarantee),
-            reclaimable=q.reclaimable,
-            parent=q.parent,
-            state=q.state,
-            creation=q.creation,
-            annotations=q.annotations,
-            has_capability=bool(q.capability),
-            priority=q.priority,
-        )
-
-    def priority_of(class_name: str) -> int:
-        return priority_classes.get(class_name, default_priority)
-
-    def task_priority(p: parse.PodRecord) -> int:
-        """The ``volcano.sh/task-priority`` annotation, else spec.priority, else the
-        priority class's value, else the global default; a pod with none of these has
-        priority 1, as Volcano gives it."""
-        annotated = p.annotations.get(TASK_PRIORITY_ANNOTATION, "")
-        if annotated.lstrip("-").isdigit():
-            return int(annotated)
-        if p.priority is not None:
-            return p.priority
-        if p.priority_class in priority_classes:
-            return priority_classes[p.priority_class]
-        return default_priority if defaults else 1
-
+    model = ModelBuilder(space, pcs_r)
+    queues: dict[str, QueueInfo] = {q.name: model.queue(q) for q in queues_r}
     jobs: dict[str, JobInfo] = {}
     for g in pgs_r:
-        uid = f"{g.namespace}/{g.name}"
-        jobs[uid] = JobInfo(
-            uid=uid,
-            namespace=g.namespace,
-            name=g.name,
-            queue=g.queue,
-            priority=priority_of(g.priority_class),
-            priority_class=g.priority_class,
-            min_available=g.min_member,
-            min_task_member=g.min_task_member,
-            min_resources=None if g.min_resources is None else space.vector(g.min_resources),
-            phase=g.phase,
-            creation=g.creation,
-            allocated=space.zeros(),
-            conditions=g.conditions,
-            annotations=g.annotations,
-        )
-
-    # Pods mostly come in a few request shapes (the replicas of a job, as a rule): one
-    # read-only vector per distinct request, shared by every task that has it.
-    interned: dict[tuple, tuple[np.ndarray, np.ndarray, bool, np.ndarray]] = {}
-
-    def request_vectors(p: parse.PodRecord) -> tuple[np.ndarray, np.ndarray, bool, np.ndarray]:
-        key = (tuple(p.resreq.items()), tuple(p.init_resreq.items()))
-        got = interned.get(key)
-        if got is None:
-            resreq = space.vector(p.resreq)
-            init = resreq if p.init_resreq == p.resreq else space.vector(p.init_resreq)
-            cpu = p.resreq.get("cpu") or DEFAULT_CPU_REQUEST
-            nonzero = np.array([cpu, p.resreq.get("memory") or DEFAULT_MEMORY_REQUEST])
-            for v in (resreq, init, nonzero):
-                v.flags.writeable = False
-            got = interned[key] = (resreq, init, is_empty(resreq, space), nonzero)
-        return got
+        job = model.job(g)
+        jobs[job.uid] = job
 
     blocked: dict[str, str] = {}
     unknown_nodes = 0
@@ -247,53 +151,10 @@ def build_snapshot(
                     )
                     job_uid = None
             else:
-                pg_name = (
-                    f"podgroup-{p.uid}"
-                    if p.uid != f"{p.namespace}/{p.name}"
-                    else (f"podgroup-{p.name}")
-                )
-                job_uid = f"{p.namespace}/{pg_name}"
-                running = status not in (TaskStatus.PENDING,)
-                jobs[job_uid] = JobInfo(
-                    uid=job_uid,
-                    namespace=p.namespace,
-                    name=pg_name,
-                    queue=p.annotations.get(parse.QUEUE_ANNOTATION) or parse.DEFAULT_QUEUE,
-                    priority=priority_of(p.priority_class),
-                    priority_class=p.priority_class,
-                    min_available=1,
-                    min_task_member={},
-                    min_resources=space.vector({k: v for k, v in p.resreq.items() if k != "pods"}),
-                    phase=RUNNING if running else PENDING,
-                    creation=p.creation,
-                    allocated=space.zeros(),
-                    bare=True,
-                )
-        resreq, init_resreq, best_effort, nonzero = request_vectors(p)
-        task = TaskInfo(
-            uid=p.uid,
-            namespace=p.namespace,
-            name=p.name,
-            job=job_uid,
-            role=p.role,
-            status=status,
-            node=p.node_name or None,
-            resreq=resreq,
-            init_resreq=init_resreq,
-            priority=task_priority(p),
-            best_effort=best_effort,
-            placement=p.placement,
-            host_ports=p.host_ports,
-            creation=p.creation,
-            preemption_policy=p.preemption_policy,
-            priority_class=p.priority_class,
-            annotations=p.annotations,
-            labels=p.labels,
-            name_index=_name_index(p.name),
-            scheduled_at=p.scheduled_at,
-            pod_affinity=p.pod_affinity,
-            nonzero=nonzero,
-        )
+                job = model.bare_job(p, status)
+                job_uid = job.uid
+                jobs[job_uid] = job
+        task = model.task(p, job_uid, status, p.node_name or None)
         if job_uid is not None:
             jobs[job_uid].add_task(task)
         if task.node:
@@ -322,12 +183,12 @@ def build_snapshot(
         nodes=nodes,
         jobs=jobs,
         queues=queues,
-        priority_classes=priority_classes,
-        default_priority=default_priority,
+        priority_classes=model.priority_classes,
+        default_priority=model.default_priority,
         blocked=blocked,
         notes=notes,
         pdbs=records["PodDisruptionBudget"],
     )
 
 
-__all__ = ["DEFAULT_SCHEDULER", "INQUEUE", "SourcedObject", "build_snapshot", "parse_objects"]
+__all__ = ["DEFAULT_SCHEDULER", "SourcedObject", "build_snapshot", "parse_objects"]

@@ -25,23 +25,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from pumice.api import parse
 from pumice.api.job import INQUEUE, PENDING, RUNNING, JobInfo
 from pumice.api.node import NodeSpec, NodeTable
 from pumice.api.pdb import PdbRecord, parse_pdb
 from pumice.api.queue import QueueInfo
-from pumice.api.resources import ResourceSpace, is_empty
+from pumice.api.resources import ResourceSpace
 from pumice.api.snapshot import Snapshot
 from pumice.api.task import TaskInfo, TaskStatus, status_of_pod
-from pumice.cache.build import (
-    DEFAULT_CPU_REQUEST,
-    DEFAULT_MEMORY_REQUEST,
-    DEFAULT_SCHEDULER,
-    TASK_PRIORITY_ANNOTATION,
-    _check_queue_tree,
-)
+from pumice.cache.build import DEFAULT_SCHEDULER, _check_queue_tree
+from pumice.cache.model import ModelBuilder, resource_space
 from pumice.cluster.protocol import DELETED, KINDS, Cluster, WatchEvent, object_key
 from pumice.errors import InputError
 from pumice.framework.decisions import Decisions
@@ -54,13 +47,6 @@ _PARSERS = {
     "PriorityClass": parse.parse_priority_class,
     "PodDisruptionBudget": parse_pdb,
 }
-
-
-def _name_index(name: str) -> int | None:
-    parts = name.split("-")
-    if len(parts) >= 3 and parts[-1].isdigit():
-        return int(parts[-1])
-    return None
 
 
 def _pod_state(obj: Mapping[str, Any]) -> tuple[str, str, bool, float]:
@@ -130,9 +116,7 @@ class SchedulerCache:
         self.tasks: dict[str, TaskInfo] = {}  # pod key -> task
         self.others: dict[str, TaskInfo] = {}  # pods of other schedulers (occupy nodes)
         self.orphans: dict[str, dict[str, TaskInfo]] = {}  # missing podgroup -> tasks
-        self.priority_classes: dict[str, int] = {}
-        self.default_priority = 0
-        self.has_default = False
+        self.model = ModelBuilder(self.space, ())
         self._stale = True
         #: Jobs shared with the last snapshot: (job, its version, its phase) then.
         self._shared: list[tuple[JobInfo, int, str]] = []
@@ -280,65 +264,17 @@ class SchedulerCache:
 
     # -- the base model -----------------------------------------------------------------
 
-    def _priority_of(self, class_name: str) -> int:
-        return self.priority_classes.get(class_name, self.default_priority)
-
-    def _task_priority(self, p: parse.PodRecord) -> int:
-        """As ``build_snapshot``: the ``volcano.sh/task-priority`` annotation, else
-        spec.priority, else the priority class's value, else the global default, else 1."""
-        annotated = p.annotations.get(TASK_PRIORITY_ANNOTATION, "")
-        if annotated.lstrip("-").isdigit():
-            return int(annotated)
-        if p.priority is not None:
-            return p.priority
-        if p.priority_class in self.priority_classes:
-            return self.priority_classes[p.priority_class]
-        return self.default_priority if self.has_default else 1
-
     def _rebuild(self) -> None:
         """Build the base model from the parsed records (start, or a set-up change)."""
         self._stale = False
         queues_r = [self.queues_r[k] for k in sorted(self.queues_r)]
         _check_queue_tree(queues_r)
-        pcs = [self.pcs_r[k] for k in sorted(self.pcs_r)]
-        self.priority_classes = {pc.name: pc.value for pc in pcs}
-        defaults = [pc.value for pc in pcs if pc.global_default]
-        self.default_priority = max(defaults) if defaults else 0
-        self.has_default = bool(defaults)
-        names: set[str] = set()
-        for n in self.nodes_r.values():
-            names.update(n.allocatable)
-        for p in self.pods_r.values():
-            names.update(p.init_resreq)
-            names.update(p.resreq)
-        for g in self.pgs_r.values():
-            names.update(g.min_resources or ())
-        for q in queues_r:
-            for r in (q.capability, q.deserved, q.guarantee):
-                names.update(r or ())
-        space = self.space = ResourceSpace(names)
+        space = self.space = resource_space(
+            self.nodes_r.values(), self.pods_r.values(), self.pgs_r.values(), queues_r
+        )
+        self.model = ModelBuilder(space, (self.pcs_r[k] for k in sorted(self.pcs_r)))
         self.nodes = NodeTable(list(self.nodes_r.values()), space)
-        self.queues = {}
-        for q in queues_r:
-            cap = space.vector(q.capability or {}, default=np.inf)
-            if q.capability:
-                for name in q.capability:  # Volcano: zero cpu/memory capability = unlimited
-                    if name in ("cpu", "memory") and q.capability[name] <= 0:
-                        cap[space.index[name]] = np.inf
-            self.queues[q.name] = QueueInfo(
-                name=q.name,
-                weight=q.weight,
-                capability=cap,
-                deserved=None if q.deserved is None else space.vector(q.deserved),
-                guarantee=space.vector(q.guarantee),
-                reclaimable=q.reclaimable,
-                parent=q.parent,
-                state=q.state,
-                creation=q.creation,
-                annotations=q.annotations,
-                has_capability=bool(q.capability),
-                priority=q.priority,
-            )
+        self.queues = {q.name: self.model.queue(q) for q in queues_r}
         self.jobs, self.tasks, self.others, self.orphans = {}, {}, {}, {}
         for key in sorted(self.pgs_r):
             self._add_job(self.pgs_r[key])
@@ -346,24 +282,8 @@ class SchedulerCache:
             self._add_pod(key, self.pods_r[key])
 
     def _add_job(self, g: parse.PodGroupRecord) -> JobInfo:
-        space = self.space
-        uid = f"{g.namespace}/{g.name}"
-        job = JobInfo(
-            uid=uid,
-            namespace=g.namespace,
-            name=g.name,
-            queue=g.queue,
-            priority=self._priority_of(g.priority_class),
-            priority_class=g.priority_class,
-            min_available=g.min_member,
-            min_task_member=g.min_task_member,
-            min_resources=None if g.min_resources is None else space.vector(g.min_resources),
-            phase=g.phase,
-            creation=g.creation,
-            allocated=space.zeros(),
-            conditions=g.conditions,
-            annotations=g.annotations,
-        )
+        job = self.model.job(g)
+        uid = job.uid
         self.jobs[uid] = job
         for task in self.orphans.pop(uid, {}).values():
             task.job = uid
@@ -371,60 +291,16 @@ class SchedulerCache:
         return job
 
     def _add_pod(self, key: str, p: parse.PodRecord) -> None:
-        space = self.space
         ours = p.scheduler_name in ("", self.scheduler_name)
         status = status_of_pod(p.phase, p.node_name, p.terminating)
         job_uid: str | None = None
         if ours and p.group:
             job_uid = f"{p.namespace}/{p.group}"
         elif ours:
-            pg_name = f"podgroup-{p.uid}" if p.uid != key else f"podgroup-{p.name}"
-            job_uid = f"{p.namespace}/{pg_name}"
-            running = status != TaskStatus.PENDING
-            self.jobs[job_uid] = JobInfo(
-                uid=job_uid,
-                namespace=p.namespace,
-                name=pg_name,
-                queue=p.annotations.get(parse.QUEUE_ANNOTATION) or parse.DEFAULT_QUEUE,
-                priority=self._priority_of(p.priority_class),
-                priority_class=p.priority_class,
-                min_available=1,
-                min_task_member={},
-                min_resources=space.vector({k: v for k, v in p.resreq.items() if k != "pods"}),
-                phase=RUNNING if running else PENDING,
-                creation=p.creation,
-                allocated=space.zeros(),
-                bare=True,
-            )
-        resreq = space.vector(p.resreq)
-        task = TaskInfo(
-            uid=p.uid,
-            namespace=p.namespace,
-            name=p.name,
-            job=job_uid,
-            role=p.role,
-            status=status,
-            node=None,
-            resreq=resreq,
-            init_resreq=space.vector(p.init_resreq),
-            priority=self._task_priority(p),
-            best_effort=is_empty(resreq, space),
-            placement=p.placement,
-            host_ports=p.host_ports,
-            creation=p.creation,
-            preemption_policy=p.preemption_policy,
-            priority_class=p.priority_class,
-            annotations=p.annotations,
-            labels=p.labels,
-            name_index=_name_index(p.name),
-            scheduled_at=p.scheduled_at,
-            nonzero=np.array(
-                [
-                    p.resreq.get("cpu") or DEFAULT_CPU_REQUEST,
-                    p.resreq.get("memory") or DEFAULT_MEMORY_REQUEST,
-                ]
-            ),
-        )
+            job = self.model.bare_job(p, status)
+            job_uid = job.uid
+            self.jobs[job_uid] = job
+        task = self.model.task(p, job_uid, status, None)
         if job_uid is None:
             self.others[key] = task
         else:
@@ -529,8 +405,8 @@ class SchedulerCache:
             nodes=nodes,
             jobs=jobs,
             queues=queues,
-            priority_classes=dict(self.priority_classes),
-            default_priority=self.default_priority,
+            priority_classes=dict(self.model.priority_classes),
+            default_priority=self.model.default_priority,
             blocked=blocked,
             pdbs=[self.pdbs_r[k] for k in sorted(self.pdbs_r)],
         )

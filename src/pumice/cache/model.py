@@ -1,0 +1,198 @@
+"""Records -> the scheduling model: the one place that decides how a parsed Queue,
+PodGroup or Pod becomes a :class:`QueueInfo`, :class:`JobInfo` or :class:`TaskInfo`.
+
+Both the one-shot snapshot builder (``pumice cycle``) and the event-driven scheduler
+cache (``simulate``, ``run``) build through :class:`ModelBuilder`, so the two cannot
+drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from pumice.api import parse
+from pumice.api.job import PENDING, RUNNING, JobInfo
+from pumice.api.node import NodeSpec
+from pumice.api.queue import QueueInfo
+from pumice.api.resources import ResourceSpace, is_empty
+from pumice.api.task import TaskInfo, TaskStatus
+
+TASK_PRIORITY_ANNOTATION = "volcano.sh/task-priority"
+#: Kubernetes scores a pod without a cpu or memory request as if it asked for these.
+DEFAULT_CPU_REQUEST = 100.0  # millicores
+DEFAULT_MEMORY_REQUEST = 200.0 * 2**20
+
+Vectors = tuple[np.ndarray, np.ndarray, bool, np.ndarray]
+
+
+def resource_space(
+    nodes: Iterable[NodeSpec],
+    pods: Iterable[parse.PodRecord],
+    podgroups: Iterable[parse.PodGroupRecord],
+    queues: Iterable[parse.QueueRecord],
+) -> ResourceSpace:
+    """Every resource name any object mentions."""
+    names: set[str] = set()
+    for n in nodes:
+        names.update(n.allocatable)
+    for p in pods:
+        names.update(p.init_resreq)
+        names.update(p.resreq)
+    for g in podgroups:
+        names.update(g.min_resources or ())
+    for q in queues:
+        for r in (q.capability, q.deserved, q.guarantee):
+            names.update(r or ())
+    return ResourceSpace(names)
+
+
+def name_index(name: str) -> int | None:
+    """The trailing index of ``job-role-N`` pod names (Volcano orders tasks by it)."""
+    parts = name.split("-")
+    if len(parts) >= 3 and parts[-1].isdigit():
+        return int(parts[-1])
+    return None
+
+
+def bare_job_name(p: parse.PodRecord) -> str:
+    """The PodGroup Volcano creates for a pod without one: ``podgroup-<uid>``."""
+    return f"podgroup-{p.uid}" if p.uid != f"{p.namespace}/{p.name}" else f"podgroup-{p.name}"
+
+
+class ModelBuilder:
+    """Builds model objects for one resource space and one set of priority classes."""
+
+    def __init__(self, space: ResourceSpace, classes: Iterable[parse.PriorityClassRecord]):
+        self.space = space
+        classes = list(classes)
+        self.priority_classes = {pc.name: pc.value for pc in classes}
+        defaults = [pc.value for pc in classes if pc.global_default]
+        self.has_default = bool(defaults)
+        self.default_priority = max(defaults) if defaults else 0
+        # Pods mostly come in a few request shapes (the replicas of a job, as a rule):
+        # one read-only vector per distinct request, shared by every task that has it.
+        self._vectors: dict[tuple, Vectors] = {}
+
+    def job_priority(self, class_name: str) -> int:
+        return self.priority_classes.get(class_name, self.default_priority)
+
+    def task_priority(self, p: parse.PodRecord) -> int:
+        """The ``volcano.sh/task-priority`` annotation, else spec.priority, else the
+        priority class's value, else the global default; a pod with none of these has
+        priority 1, as Volcano gives it."""
+        annotated = p.annotations.get(TASK_PRIORITY_ANNOTATION, "")
+        if annotated.lstrip("-").isdigit():
+            return int(annotated)
+        if p.priority is not None:
+            return p.priority
+        if p.priority_class in self.priority_classes:
+            return self.priority_classes[p.priority_class]
+        return self.default_priority if self.has_default else 1
+
+    def queue(self, q: parse.QueueRecord) -> QueueInfo:
+        space = self.space
+        cap = space.vector(q.capability or {}, default=np.inf)
+        for name, amount in (q.capability or {}).items():
+            # Volcano: a zero cpu/memory capability means unlimited.
+            if name in ("cpu", "memory") and amount <= 0:
+                cap[space.index[name]] = np.inf
+        return QueueInfo(
+            name=q.name,
+            weight=q.weight,
+            capability=cap,
+            deserved=None if q.deserved is None else space.vector(q.deserved),
+            guarantee=space.vector(q.guarantee),
+            reclaimable=q.reclaimable,
+            parent=q.parent,
+            state=q.state,
+            creation=q.creation,
+            annotations=q.annotations,
+            has_capability=bool(q.capability),
+            priority=q.priority,
+        )
+
+    def job(self, g: parse.PodGroupRecord) -> JobInfo:
+        space = self.space
+        return JobInfo(
+            uid=f"{g.namespace}/{g.name}",
+            namespace=g.namespace,
+            name=g.name,
+            queue=g.queue,
+            priority=self.job_priority(g.priority_class),
+            priority_class=g.priority_class,
+            min_available=g.min_member,
+            min_task_member=g.min_task_member,
+            min_resources=None if g.min_resources is None else space.vector(g.min_resources),
+            phase=g.phase,
+            creation=g.creation,
+            allocated=space.zeros(),
+            conditions=g.conditions,
+            annotations=g.annotations,
+        )
+
+    def bare_job(self, p: parse.PodRecord, status: TaskStatus) -> JobInfo:
+        """The job of one for a pod of ours without a PodGroup, as Volcano's podgroup
+        controller makes it: minMember 1, minResources the pod's requests."""
+        name = bare_job_name(p)
+        return JobInfo(
+            uid=f"{p.namespace}/{name}",
+            namespace=p.namespace,
+            name=name,
+            queue=p.annotations.get(parse.QUEUE_ANNOTATION) or parse.DEFAULT_QUEUE,
+            priority=self.job_priority(p.priority_class),
+            priority_class=p.priority_class,
+            min_available=1,
+            min_task_member={},
+            min_resources=self.space.vector({k: v for k, v in p.resreq.items() if k != "pods"}),
+            phase=PENDING if status == TaskStatus.PENDING else RUNNING,
+            creation=p.creation,
+            allocated=self.space.zeros(),
+            bare=True,
+        )
+
+    def _request_vectors(self, p: parse.PodRecord) -> Vectors:
+        key = (tuple(p.resreq.items()), tuple(p.init_resreq.items()))
+        got = self._vectors.get(key)
+        if got is None:
+            space = self.space
+            resreq = space.vector(p.resreq)
+            init = resreq if p.init_resreq == p.resreq else space.vector(p.init_resreq)
+            nonzero = np.array([
+                p.resreq.get("cpu") or DEFAULT_CPU_REQUEST,
+                p.resreq.get("memory") or DEFAULT_MEMORY_REQUEST,
+            ])  # fmt: skip
+            for v in (resreq, init, nonzero):
+                v.flags.writeable = False
+            got = self._vectors[key] = (resreq, init, is_empty(resreq, space), nonzero)
+        return got
+
+    def task(
+        self, p: parse.PodRecord, job_uid: str | None, status: TaskStatus, node: str | None
+    ) -> TaskInfo:
+        resreq, init_resreq, best_effort, nonzero = self._request_vectors(p)
+        return TaskInfo(
+            uid=p.uid,
+            namespace=p.namespace,
+            name=p.name,
+            job=job_uid,
+            role=p.role,
+            status=status,
+            node=node,
+            resreq=resreq,
+            init_resreq=init_resreq,
+            priority=self.task_priority(p),
+            best_effort=best_effort,
+            placement=p.placement,
+            host_ports=p.host_ports,
+            creation=p.creation,
+            preemption_policy=p.preemption_policy,
+            priority_class=p.priority_class,
+            annotations=p.annotations,
+            labels=p.labels,
+            name_index=name_index(p.name),
+            scheduled_at=p.scheduled_at,
+            pod_affinity=p.pod_affinity,
+            nonzero=nonzero,
+        )
