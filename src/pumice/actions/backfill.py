@@ -27,16 +27,27 @@ class BackfillAction:
         def cmp_tasks(a, b) -> int:
             return -1 if ssn.task_less(a, b) else (1 if ssn.task_less(b, a) else 0)
 
-        # Nothing changes while sorting: sort keys order jobs as job_less does.
+        # Only jobs with pending best-effort tasks have work; a job's list cannot change
+        # while other jobs are served (a statement moves only its own job's tasks).
+        work: dict[str, list] = {}
+        for j in ssn.jobs.values():
+            if not j.is_pending():
+                best_effort = [t for t in j.with_status(TaskStatus.PENDING) if t.best_effort]
+                if best_effort:
+                    work[j.uid] = best_effort
+        if not work:
+            return
+        # Nothing changes while sorting: sort keys order jobs as job_less does (and order
+        # the jobs with work alike whether or not the others are sorted with them).
         jkey = job_key(ssn)
-        jobs = sorted(
-            (j for j in ssn.jobs.values() if not j.is_pending()),
-            key=jkey if jkey is not None else functools.cmp_to_key(cmp_jobs),
-        )
+        if jkey is not None:
+            jobs = sorted((ssn.jobs[uid] for uid in work), key=jkey)
+        else:
+            everyone = (j for j in ssn.jobs.values() if not j.is_pending())
+            ranked = sorted(everyone, key=functools.cmp_to_key(cmp_jobs))
+            jobs = [j for j in ranked if j.uid in work]
         for job in jobs:
-            best_effort = [t for t in job.with_status(TaskStatus.PENDING) if t.best_effort]
-            if not best_effort:
-                continue
+            best_effort = work[job.uid]
             best_effort.sort(key=functools.cmp_to_key(cmp_tasks))
             stmt = Statement(ssn)
             for task in best_effort:

@@ -76,10 +76,14 @@ class JobInfo:
     _ready_memo: tuple[int, int, bool] = field(
         default=(-1, -1, False), init=False, repr=False, compare=False
     )
+    #: Tasks in the READY_STATUSES buckets, kept by :meth:`add_task` / :meth:`update_status`
+    #: (gang readiness asks after every placement).
+    _ready_count: int = field(default=0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         pending = self.by_status.get(TaskStatus.PENDING, {})
         self._best_effort_pending = sum(1 for t in pending.values() if t.best_effort)
+        self._ready_count = sum(len(b) for s, b in self.by_status.items() if s in READY_STATUSES)
 
     # -- task index ---------------------------------------------------------------------
 
@@ -91,8 +95,11 @@ class JobInfo:
         bucket[task.uid] = task
         if task.status in ALLOCATED_STATUSES:
             self.allocated += task.resreq
-        if fresh and task.best_effort and task.status == TaskStatus.PENDING:
-            self._best_effort_pending += 1
+        if fresh:
+            if task.best_effort and task.status == TaskStatus.PENDING:
+                self._best_effort_pending += 1
+            if task.status in READY_STATUSES:
+                self._ready_count += 1
 
     def update_status(self, task: TaskInfo, status: TaskStatus) -> None:
         """Move ``task`` to ``status``, keeping the index and ``allocated`` in step."""
@@ -110,6 +117,10 @@ class JobInfo:
         into[task.uid] = task
         if status in ALLOCATED_STATUSES:
             self.allocated += task.resreq
+        if left and old in READY_STATUSES:
+            self._ready_count -= 1
+        if fresh and status in READY_STATUSES:
+            self._ready_count += 1
         if task.best_effort:
             if left and old == TaskStatus.PENDING:
                 self._best_effort_pending -= 1
@@ -135,7 +146,8 @@ class JobInfo:
     # -- gang arithmetic ----------------------------------------------------------------
 
     def ready_num(self) -> int:
-        return self.count(READY_STATUSES)
+        """Tasks in READY_STATUSES: the bucket sizes, counted as buckets change."""
+        return self._ready_count
 
     def waiting_num(self) -> int:
         return len(self.by_status.get(TaskStatus.PIPELINED, ()))
