@@ -128,9 +128,16 @@ class JobInfo:
                 self._best_effort_pending += 1
 
     def with_status(self, *statuses: TaskStatus) -> list[TaskInfo]:
+        """A new list of the tasks in ``statuses``, status by status in the order given."""
+        by_status = self.by_status
+        if len(statuses) == 1:
+            bucket = by_status.get(statuses[0])
+            return list(bucket.values()) if bucket else []
         out: list[TaskInfo] = []
         for s in statuses:
-            out.extend(self.by_status.get(s, {}).values())
+            bucket = by_status.get(s)
+            if bucket:
+                out.extend(bucket.values())
         return out
 
     def count(self, statuses: Iterable[TaskStatus]) -> int:

@@ -142,10 +142,15 @@ class FastPath:
 
     def _refresh(self, task: TaskInfo, shape: _Shape) -> None:
         changes = self.nodes.changes
-        if shape.seen == len(changes):
+        n = len(changes)
+        if shape.seen == n:
+            return
+        if n - shape.seen == 1:  # the usual case: one placement since the last use
+            shape.seen = n
+            self._refresh_one(task, shape, changes[-1])
             return
         rows = set(changes[shape.seen :])
-        shape.seen = len(changes)
+        shape.seen = n
         if len(rows) <= SCALAR_ROWS:
             for i in rows:
                 self._refresh_one(task, shape, i)

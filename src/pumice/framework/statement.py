@@ -46,8 +46,12 @@ class Statement:
         """Re-account ``task`` under a new status and node, in job and node columns."""
         ssn = self.session
         nodes = ssn.nodes
-        if task.node is not None and task.node in nodes.index:
-            nodes.remove_task(nodes.index[task.node], task)
+        index = nodes.index
+        prev = task.node
+        if prev is not None:
+            i = index.get(prev)
+            if i is not None:
+                nodes.remove_task(i, task)
         job = ssn.jobs.get(task.job) if task.job else None
         if job is not None:
             job.update_status(task, status)
@@ -55,7 +59,7 @@ class Statement:
             task.status = status
         task.node = node
         if node is not None:
-            nodes.add_task(nodes.index[node], task)
+            nodes.add_task(index[node], task)
 
     def allocate(self, task: TaskInfo, node: str) -> None:
         op = Operation(ALLOCATE, task, node, task.status, task.node)
@@ -98,11 +102,12 @@ class Statement:
         """Turn the log into decisions: allocated tasks become Binding, evicted ones are
         listed. Pipelined tasks stay Pipelined; the session reports them at close."""
         d = self.session.decisions
+        jobs = self.session.jobs
         for op in self.operations:
             t = op.task
             if op.kind == ALLOCATE:
                 d.binds[t.key] = op.node
-                job = self.session.jobs.get(t.job) if t.job else None
+                job = jobs.get(t.job) if t.job else None
                 if job is not None:
                     job.update_status(t, TaskStatus.BINDING)
                 else:  # pragma: no cover - every task we allocate has a job
