@@ -178,10 +178,14 @@ class FastPath:
             shape.n_now += 1 if now_ok else -1
         ctx = shape.ctx
         if ctx is not None:
-            t = 0.0
-            for k, (fn, c) in enumerate(zip(self.scorers, ctx, strict=True)):
-                v = fn.one(task, i, c)
-                t = v if k == 0 else t + v
+            scorers = self.scorers
+            if len(scorers) == 2:  # the default configuration: nodeorder and binpack
+                t = scorers[0].one(task, i, ctx[0]) + scorers[1].one(task, i, ctx[1])
+            else:
+                t = 0.0
+                for k, (fn, c) in enumerate(zip(scorers, ctx, strict=True)):
+                    v = fn.one(task, i, c)
+                    t = v if k == 0 else t + v
             shape.total[i] = t  # type: ignore[index]
             shape.m_now[i] = t if now_ok else -np.inf  # type: ignore[index]
             shape.m_future[i] = t if fut_ok else -np.inf  # type: ignore[index]

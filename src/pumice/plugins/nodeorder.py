@@ -236,8 +236,17 @@ class NodeOrderScore:
             nz = nodes.nonzero[i].tolist()
             req_nz = [nz[0] + tnz0, nz[1] + tnz1]
             cap2 = [alloc[self._cpu], alloc[self._mem]]
-            if wl:
-                total += least_requested_one(req_nz, cap2) * wl
+            if wl:  # least_requested_one(req_nz, cap2) inline: the same operations
+                r0, r1 = req_nz
+                c0, c1 = cap2
+                lt, lw = 0.0, 0
+                if c0 > 0:
+                    lt += 0.0 if r0 > c0 else math.floor((c0 - r0) * MAX_SCORE / c0)
+                    lw += 1
+                if c1 > 0:
+                    lt += 0.0 if r1 > c1 else math.floor((c1 - r1) * MAX_SCORE / c1)
+                    lw += 1
+                total += (float(math.floor(lt / lw)) if lw else 0.0) * wl
             if wm:
                 total += most_requested_one(req_nz, cap2) * wm
         if wb:
