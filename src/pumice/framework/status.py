@@ -33,14 +33,20 @@ def podgroup_phase(ssn: Session, job: JobInfo, unschedulable: bool) -> str:
 def update_podgroups(ssn: Session) -> None:
     """Derive each job's podgroup phase, and list every task left pipelined (whether its
     statement was committed or kept because the job is pipelined but not yet ready)."""
+    podgroups = ssn.decisions.podgroups
     for job in ssn.jobs.values():
-        for t in job.by_status.get(TaskStatus.PIPELINED, {}).values():
-            ssn.decisions.pipelined[t.key] = t.node or ""
-        upd = ssn.decisions.podgroups.setdefault(job.uid, PodGroupUpdate(phase=""))
-        unschedulable = any(
-            c.get("type") == "Unschedulable" and c.get("transitionID") == ssn.uid
-            for c in upd.conditions
-        )
+        pipelined = job.by_status.get(TaskStatus.PIPELINED)
+        if pipelined:
+            for t in pipelined.values():
+                ssn.decisions.pipelined[t.key] = t.node or ""
+        upd = podgroups.get(job.uid)
+        if upd is None:
+            upd = podgroups[job.uid] = PodGroupUpdate(phase="")
+        unschedulable = False
+        for c in upd.conditions:
+            if c.get("type") == "Unschedulable" and c.get("transitionID") == ssn.uid:
+                unschedulable = True
+                break
         upd.phase = podgroup_phase(ssn, job, unschedulable)
         upd.running = len(job.by_status.get(TaskStatus.RUNNING, ()))
         upd.succeeded = len(job.by_status.get(TaskStatus.SUCCEEDED, ()))

@@ -94,8 +94,12 @@ class GangPlugin:
 
 def set_condition(ssn: Session, uid: str, ctype: str, reason: str, message: str = "") -> None:
     """Replace the condition of type ``ctype`` in the podgroup update of job ``uid``."""
-    upd = ssn.decisions.podgroups.setdefault(uid, PodGroupUpdate(phase=""))
-    upd.conditions = [c for c in upd.conditions if c.get("type") != ctype]
+    podgroups = ssn.decisions.podgroups
+    upd = podgroups.get(uid)
+    if upd is None:  # (setdefault would build an update for every call)
+        upd = podgroups[uid] = PodGroupUpdate(phase="")
+    if upd.conditions:
+        upd.conditions = [c for c in upd.conditions if c.get("type") != ctype]
     upd.conditions.append(
         {
             "type": ctype,
