@@ -6,6 +6,7 @@ touches a cluster; the caller applies the decisions.
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass
 
 from pumice.actions import default_registry as default_actions
@@ -63,10 +64,24 @@ class Scheduler:
 
     def cycle(self, snapshot: Snapshot) -> Decisions:
         """Run one cycle on ``snapshot`` (which the cycle consumes: pass a copy to keep
-        the original)."""
-        ssn = self.open(snapshot)
-        for name in self.config.actions:
-            self.actions.create(name, self.config.action_arguments(name)).execute(ssn)
-        decisions = close_session(ssn, (update_podgroups, explain_pending))
+        the original).
+
+        The cyclic garbage collector is paused for the cycle (and restored after): a
+        cycle allocates many small objects, and each full collection it would trigger
+        walks the whole snapshot (hundreds of thousands of objects, none of which can
+        be garbage while the cycle runs), some 75 ms for ``basic`` in the benchmark.
+        Reference counting still frees what the cycle drops; reference cycles made
+        during it are collected after."""
+        paused = gc.isenabled()
+        if paused:
+            gc.disable()
+        try:
+            ssn = self.open(snapshot)
+            for name in self.config.actions:
+                self.actions.create(name, self.config.action_arguments(name)).execute(ssn)
+            decisions = close_session(ssn, (update_podgroups, explain_pending))
+        finally:
+            if paused:
+                gc.enable()
         decisions.notes.extend(snapshot.notes)
         return decisions
