@@ -17,7 +17,7 @@ import numpy as np
 
 from pumice.api.job import JobInfo
 from pumice.api.queue import QueueInfo
-from pumice.api.task import ALLOCATED_STATUSES, TaskInfo, TaskStatus
+from pumice.api.task import TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
 from pumice.framework.session import EventHandler, Session
 from pumice.plugins.overcommit import inqueue_demand
@@ -98,10 +98,12 @@ class ProportionPlugin:
                     capability=q.capability, real_capability=real_cap,
                 )  # fmt: skip
                 self.attrs[job.queue] = attr
-            for t in job.with_status(*ALLOCATED_STATUSES):
-                c = clip_req(t.resreq)
-                attr.allocated += c
-                attr.request += c
+            # JobInfo keeps the sum of its allocated tasks' requests (exact: the amounts
+            # are integers in canonical units), so running tasks cost nothing here.
+            if job.allocated.any():
+                held = clip(job.allocated)
+                attr.allocated += held
+                attr.request += held
             for t in job.with_status(TaskStatus.PENDING):
                 attr.request += clip_req(t.resreq)
             demand = inqueue_demand(job)
