@@ -38,3 +38,10 @@ def test_format_for_people() -> None:
     assert format_amount("cpu", 2000.0) == "2"
     assert format_amount("memory", 4 * 2.0**30) == "4Gi"
     assert format_amount("nvidia.com/gpu", 8.0) == "8"
+
+
+def test_rounded_up_like_kubernetes_so_sums_are_exact() -> None:
+    """0.1Gi is 107374182.4 bytes; Kubernetes counts 107374183. 0.5m cpu counts 1m."""
+    assert to_canonical("memory", "0.1Gi") == 107374183.0
+    assert to_canonical("cpu", "0.5m") == 1.0
+    assert to_canonical("nvidia.com/gpu", "0.5") == 0.5

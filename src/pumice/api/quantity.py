@@ -9,6 +9,7 @@ cluster's bytes, so comparisons stay exact in practice.
 
 from __future__ import annotations
 
+import math
 import re
 from decimal import Decimal, InvalidOperation
 
@@ -67,11 +68,18 @@ def parse_quantity(value: object, *, field: str | None = None) -> Decimal:
 
 
 def to_canonical(name: str, value: object, *, field: str | None = None) -> float:
-    """Parse ``value`` for resource ``name`` into pumice's canonical float unit."""
+    """Parse ``value`` for resource ``name`` into pumice's canonical float unit.
+
+    Rounded up as Kubernetes does (``MilliValue`` for cpu, ``Value`` for bytes), so that
+    cpu and memory amounts are whole numbers: sums of them are then exact in float64
+    whatever the order of addition, and running totals equal fresh sums. Other
+    resources keep milli precision (half a GPU stays 0.5)."""
     q = parse_quantity(value, field=field)
     if name == CPU:
-        q *= 1000
-    return float(q)
+        return float(math.ceil(q * 1000))
+    if name == MEMORY or name.endswith("storage") or name.startswith("hugepages-"):
+        return float(math.ceil(q))
+    return math.ceil(q * 1000) / 1000
 
 
 def format_amount(name: str, amount: float) -> str:

@@ -17,7 +17,7 @@ import numpy as np
 
 from pumice.api.job import JobInfo
 from pumice.api.queue import QueueInfo
-from pumice.api.task import TaskInfo, TaskStatus
+from pumice.api.task import TaskInfo
 from pumice.conf.arguments import Arguments
 from pumice.framework.session import EventHandler, Session
 from pumice.plugins.overcommit import inqueue_demand
@@ -104,8 +104,8 @@ class ProportionPlugin:
                 held = clip(job.allocated)
                 attr.allocated += held
                 attr.request += held
-            for t in job.with_status(TaskStatus.PENDING):
-                attr.request += clip_req(t.resreq)
+            if job.pending_request.any():
+                attr.request += clip(job.pending_request)
             demand = inqueue_demand(job)
             if demand is not None:
                 attr.inqueue += clip(demand)
