@@ -17,6 +17,7 @@ from pumice.api.task import TaskInfo, TaskStatus
 from pumice.framework.fit import fits
 from pumice.framework.pqueue import PriorityQueue
 from pumice.framework.session import Session
+from pumice.framework.statement import Statement
 
 #: Volcano's ``PreemptableStatus``: tasks preempt may evict.
 PREEMPTABLE_STATUSES = frozenset({TaskStatus.BOUND, TaskStatus.RUNNING})
@@ -161,3 +162,28 @@ def gang_breaks(ssn: Session, victims: Iterable[TaskInfo]) -> dict[str, tuple[Jo
 
 def pending_tasks(job: JobInfo) -> list[TaskInfo]:
     return job.with_status(TaskStatus.PENDING)
+
+
+def settle(ssn: Session, stmt: Statement, job: JobInfo, action: str) -> bool:
+    """End a preempt or reclaim turn: commit when ``job`` is pipelined, otherwise undo
+    every tentative eviction and say so in the audit. Returns whether it committed."""
+    if ssn.job_pipelined(job):
+        stmt.commit()
+        return True
+    if len(stmt):
+        ops = stmt.operations
+        task = next((op.task for op in ops if op.kind == "pipeline"), ops[0].task)
+        ssn.decisions.audit.append(
+            record(
+                ssn,
+                action,
+                "discard",
+                task,
+                "",
+                f"job {job.uid} would still not be pipelined (gang minimum "
+                f"{job.min_available}); {len(stmt)} tentative operation(s) "
+                "undone, nothing evicted",
+            )
+        )
+    stmt.discard()
+    return False

@@ -115,23 +115,7 @@ class PreemptAction:
 
                 # Volcano keeps the result of the last task only.
                 assigned = self.preempt(ssn, stmt, preemptor, other_jobs)
-            if ssn.job_pipelined(job):
-                stmt.commit()
-            else:
-                if len(stmt):
-                    ssn.decisions.audit.append(
-                        ev.record(
-                            ssn,
-                            ACTION,
-                            "discard",
-                            _first_task(stmt) or _any_task(job),
-                            "",
-                            f"job {job.uid} would still not be pipelined (gang minimum "
-                            f"{job.min_available}); {len(stmt)} tentative operation(s) "
-                            "undone, nothing evicted",
-                        )
-                    )
-                stmt.discard()
+            if not ev.settle(ssn, stmt, job, ACTION):
                 continue
             if assigned:
                 jobs.push(job)
@@ -415,12 +399,3 @@ def _least_damage(found: list, broken_gangs=None):
     return found[0]  # pragma: no cover
 
 
-def _first_task(stmt: Statement) -> TaskInfo | None:
-    for op in stmt.operations:
-        if op.kind == "pipeline":
-            return op.task
-    return stmt.operations[0].task if stmt.operations else None
-
-
-def _any_task(job: JobInfo) -> TaskInfo:
-    return next(iter(job.tasks.values()))

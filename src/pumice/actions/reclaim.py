@@ -75,23 +75,7 @@ class ReclaimAction:
                     if not ssn.preemptive(queue, task):
                         continue
                     self.reclaim_for(ssn, stmt, task, job)
-                if ssn.job_pipelined(job):
-                    stmt.commit()
-                else:
-                    if len(stmt):
-                        ssn.decisions.audit.append(
-                            ev.record(
-                                ssn,
-                                ACTION,
-                                "discard",
-                                stmt.operations[0].task,
-                                "",
-                                f"job {job.uid} would still not be pipelined (gang minimum "
-                                f"{job.min_available}); {len(stmt)} tentative operation(s) "
-                                "undone, nothing evicted",
-                            )
-                        )
-                    stmt.discard()
+                ev.settle(ssn, stmt, job, ACTION)
 
     def reclaim_for(self, ssn: Session, stmt: Statement, task: TaskInfo, job: JobInfo) -> bool:
         """Try to pipeline ``task`` onto resources reclaimed from other queues."""
