@@ -21,6 +21,7 @@ Nothing here knows whether the cluster is simulated.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -431,23 +432,7 @@ class SchedulerCache:
     def _reindex(self, job: JobInfo) -> None:
         """Rebuild ``job`` with its tasks' status and node as the cluster last said."""
         tasks = list(job.tasks.values())
-        new = JobInfo(
-            uid=job.uid,
-            namespace=job.namespace,
-            name=job.name,
-            queue=job.queue,
-            priority=job.priority,
-            priority_class=job.priority_class,
-            min_available=job.min_available,
-            min_task_member=job.min_task_member,
-            min_resources=job.min_resources,
-            phase=job.phase,
-            creation=job.creation,
-            allocated=self.space.zeros(),
-            conditions=job.conditions,
-            annotations=job.annotations,
-            bare=job.bare,
-        )
+        new = _respec(job, allocated=self.space.zeros(), tasks={}, by_status={})
         for t in tasks:
             rec = self.pods_r.get(f"{t.namespace}/{t.name}")
             if rec is not None:
@@ -521,25 +506,12 @@ def _clone_job(job: JobInfo, clones: dict[str, TaskInfo]) -> JobInfo:
         by_status[status] = b
     for uid in job.tasks:
         tasks[uid] = clones[uid]
-    return JobInfo(
-        uid=job.uid,
-        namespace=job.namespace,
-        name=job.name,
-        queue=job.queue,
-        priority=job.priority,
-        priority_class=job.priority_class,
-        min_available=job.min_available,
-        min_task_member=job.min_task_member,
-        min_resources=job.min_resources,
-        phase=job.phase,
-        creation=job.creation,
-        allocated=job.allocated.copy(),
-        tasks=tasks,
-        by_status=by_status,
-        conditions=job.conditions,
-        annotations=job.annotations,
-        bare=job.bare,
-    )
+    return _respec(job, allocated=job.allocated.copy(), tasks=tasks, by_status=by_status)
+
+
+def _respec(job: JobInfo, **state: Any) -> JobInfo:
+    """A job with ``job``'s spec and the given task state; session notes start empty."""
+    return dataclasses.replace(job, fit_errors={}, note="", tentative=0, **state)
 
 
 __all__ = ["ApplyResult", "SchedulerCache"]
