@@ -81,17 +81,25 @@ class JobInfo:
     #: Tasks in the READY_STATUSES buckets, kept by :meth:`add_task` / :meth:`update_status`
     #: (gang readiness asks after every placement).
     _ready_count: int = field(default=0, init=False, repr=False, compare=False)
-    #: Sum of the Pending tasks' requests, kept like ``allocated`` (queue plugins ask for
-    #: it at every session open; a backlog of thousands of pods must not be re-summed).
-    pending_request: Vector = field(init=False, repr=False, compare=False)
+    #: Sum of the Pending tasks' requests: computed when first asked, then kept like
+    #: ``allocated`` (queue plugins ask at every session open; a backlog of thousands
+    #: of pods must not be re-summed every cycle).
+    _pending_request: Vector | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         pending = self.by_status.get(TaskStatus.PENDING, {})
         self._best_effort_pending = sum(1 for t in pending.values() if t.best_effort)
-        self.pending_request = np.zeros_like(self.allocated)
-        for t in pending.values():
-            self.pending_request += t.resreq
         self._ready_count = sum(len(b) for s, b in self.by_status.items() if s in READY_STATUSES)
+
+    @property
+    def pending_request(self) -> Vector:
+        """The summed requests of the Pending tasks (do not modify)."""
+        if self._pending_request is None:
+            total = np.zeros_like(self.allocated)
+            for t in self.by_status.get(TaskStatus.PENDING, {}).values():
+                total += t.resreq
+            self._pending_request = total
+        return self._pending_request
 
     # -- task index ---------------------------------------------------------------------
 
@@ -103,8 +111,8 @@ class JobInfo:
         bucket[task.uid] = task
         if task.status in ALLOCATED_STATUSES:
             self.allocated += task.resreq
-        elif task.status == TaskStatus.PENDING and fresh:
-            self.pending_request += task.resreq
+        elif task.status == TaskStatus.PENDING and fresh and self._pending_request is not None:
+            self._pending_request += task.resreq
         if fresh:
             if task.best_effort and task.status == TaskStatus.PENDING:
                 self._best_effort_pending += 1
@@ -121,16 +129,16 @@ class JobInfo:
         left = bucket is not None and bucket.pop(task.uid, None) is not None
         if old in ALLOCATED_STATUSES:
             self.allocated -= task.resreq
-        elif old == TaskStatus.PENDING and left:
-            self.pending_request -= task.resreq
+        elif old == TaskStatus.PENDING and left and self._pending_request is not None:
+            self._pending_request -= task.resreq
         task.status = status
         into = self.by_status.setdefault(status, {})
         fresh = task.uid not in into
         into[task.uid] = task
         if status in ALLOCATED_STATUSES:
             self.allocated += task.resreq
-        elif status == TaskStatus.PENDING and fresh:
-            self.pending_request += task.resreq
+        elif status == TaskStatus.PENDING and fresh and self._pending_request is not None:
+            self._pending_request += task.resreq
         if left and old in READY_STATUSES:
             self._ready_count -= 1
         if fresh and status in READY_STATUSES:

@@ -506,7 +506,10 @@ def _clone_job(job: JobInfo, clones: dict[str, TaskInfo]) -> JobInfo:
         by_status[status] = b
     for uid in job.tasks:
         tasks[uid] = clones[uid]
-    return _respec(job, allocated=job.allocated.copy(), tasks=tasks, by_status=by_status)
+    clone = _respec(job, allocated=job.allocated.copy(), tasks=tasks, by_status=by_status)
+    # Same tasks in the same states: the same sum, kept current on the base job.
+    clone._pending_request = job.pending_request.copy()
+    return clone
 
 
 def _respec(job: JobInfo, **state: Any) -> JobInfo:
