@@ -55,13 +55,6 @@ class ResourceSpace:
             v[self.index[name]] = amount
         return v
 
-    def to_dict(self, v: Vector, *, skip_zero: bool = True) -> dict[str, float]:
-        return {
-            n: float(v[i])
-            for i, n in enumerate(self.names)
-            if not (skip_zero and v[i] == 0) and np.isfinite(v[i])
-        }
-
     def render(self, v: Vector) -> str:
         """``cpu 2, memory 4Gi, nvidia.com/gpu 1`` for people (zero and infinite left out)."""
         parts = [
@@ -70,17 +63,6 @@ class ResourceSpace:
             if v[i] != 0 and np.isfinite(v[i])
         ]
         return ", ".join(parts) if parts else "nothing"
-
-
-def less_equal(left: Vector, right: Vector) -> bool:
-    """Every dimension of ``left`` fits in ``right`` (Volcano's ``LessEqual``)."""
-    return bool(np.all(left <= right))
-
-
-def less_equal_requested(req: Vector, avail: Vector) -> bool:
-    """``req`` fits ``avail`` in the dimensions ``req`` asks for (zero requests always fit,
-    even where ``avail`` is negative because a node is overcommitted)."""
-    return bool(np.all((req <= avail) | (req == 0)))
 
 
 def is_empty(v: Vector, space: ResourceSpace) -> bool:

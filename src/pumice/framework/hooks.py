@@ -111,9 +111,6 @@ class HookTable:
             self._chains[hook] = c
         return c
 
-    def has(self, hook: str) -> bool:
-        return bool(self.chain(hook))
-
     def flat(self, hook: str) -> tuple[Callable, ...]:
         """The functions of ``hook`` in walking order (built once, shared: a tuple)."""
         fl = self._flat.get(hook)

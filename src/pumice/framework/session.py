@@ -11,7 +11,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pumice.api.job import FitError, JobInfo
+from pumice.api.job import JobInfo
 from pumice.api.queue import QueueInfo
 from pumice.api.snapshot import Snapshot
 from pumice.api.task import TaskInfo, default_task_order
@@ -156,8 +156,6 @@ class Session:
                 return reason
         return None
 
-    def record_fit_error(self, job: JobInfo, task: TaskInfo, error: FitError) -> None:
-        job.fit_errors[task.uid] = error
 
 
 def open_session(
