@@ -137,8 +137,10 @@ class AllocateAction:
         # A waiting job's order cannot change (only the job being served changes), so
         # sort keys give the same order as ssn.job_less where the plugins offer them.
         jkey = job_key(ssn)
-        for uid in sorted(ssn.jobs):
-            job = ssn.jobs[uid]
+        # Only active jobs can have pending tasks; a job without any would take a turn
+        # of its queue and do nothing, and job and queue orders are total, so leaving
+        # settled jobs out changes no decision.
+        for job in ssn.active.values():
             if job.is_pending():
                 if not admit_pending:
                     continue

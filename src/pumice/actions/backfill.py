@@ -30,7 +30,7 @@ class BackfillAction:
         # Only jobs with pending best-effort tasks have work; a job's list cannot change
         # while other jobs are served (a statement moves only its own job's tasks).
         work: dict[str, list] = {}
-        for j in ssn.jobs.values():
+        for j in ssn.active.values():  # a settled job has no pending task
             if not j.is_pending():
                 best_effort = [t for t in j.with_status(TaskStatus.PENDING) if t.best_effort]
                 if best_effort:

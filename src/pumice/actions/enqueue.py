@@ -36,16 +36,17 @@ class EnqueueAction:
         jobs_of: dict[str, PriorityQueue[JobInfo] | KeyedQueue[JobInfo]] = {}
         jkey = job_key(ssn)  # job order cannot change during enqueue
         seen: set[str] = set()
-        for uid in sorted(ssn.jobs):
-            job = ssn.jobs[uid]
+        # Only Pending jobs have anything to enqueue, and they are all active; a queue
+        # without one would be popped and dropped, so it is not pushed at all.
+        for job in ssn.active.values():
+            if not job.is_pending():
+                continue
             queue = ssn.queues[job.queue]
             if queue.name not in seen:
                 seen.add(queue.name)
                 queues.push(queue)
-            if job.is_pending():
-                if queue.name not in jobs_of:
-                    jobs_of[queue.name] = ordered(ssn.job_less, jkey)
-                jobs_of[queue.name].push(job)
+                jobs_of[queue.name] = ordered(ssn.job_less, jkey)
+            jobs_of[queue.name].push(job)
         while not queues.empty():
             queue = queues.pop()
             jobs = jobs_of.get(queue.name)

@@ -397,5 +397,3 @@ def _least_damage(found: list, broken_gangs=None):
         if keys(c) == best:
             return c
     return found[0]  # pragma: no cover
-
-

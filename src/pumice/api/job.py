@@ -248,6 +248,32 @@ class JobInfo:
     def is_pending(self) -> bool:
         return self.phase == PENDING
 
+    def inqueue_demand(self) -> Vector | None:
+        """What an admitted job still holds a claim on: its minResources when Inqueue;
+        the part of them not yet allocated when Running with a gang of tasks that hold
+        resources. Finished tasks do not count (Volcano's ``CalculateAllocatedTaskNum``):
+        a Running job whose tasks have ended claims nothing, or it would hold its
+        minResources back from admission for ever."""
+        if self.min_resources is None:
+            return None
+        if self.phase == INQUEUE:
+            return self.min_resources
+        if self.phase == RUNNING and self.count(ALLOCATED_STATUSES) >= self.min_available:
+            return np.maximum(self.min_resources - self.allocated, 0.0)
+        return None
+
+    def settled(self) -> bool:
+        """Nothing a cycle could decide or report for this job: admitted and running or
+        completed, no task waiting for a node or pipelined, a valid gang. A cycle only
+        needs to look at the jobs that are not settled (and at jobs whose state changed
+        since the last cycle, to write their status); see :attr:`Snapshot.active`."""
+        if self.phase != RUNNING and self.phase != COMPLETED:
+            return False
+        by_status = self.by_status
+        if by_status.get(TaskStatus.PENDING) or by_status.get(TaskStatus.PIPELINED):
+            return False
+        return self.is_valid()
+
     def __repr__(self) -> str:
         return (
             f"JobInfo({self.uid}, {self.phase}, min={self.min_available}, tasks={len(self.tasks)})"

@@ -36,6 +36,8 @@ class NodeTable:
     """All nodes of a snapshot: static specs plus resource matrices (nodes x dims)."""
 
     __slots__ = (
+        "_borrowed",
+        "affinity",
         "allocatable",
         "changes",
         "idle",
@@ -71,6 +73,11 @@ class NodeTable:
         self.nonzero = np.zeros((n, 2), dtype=np.float64)
         self.labels = NodeIndex(self.specs)
         self.tasks: list[dict[str, TaskInfo]] = [{} for _ in range(n)]
+        #: Rows whose task dict is still shared with the table this one was copied from
+        #: (copied on first write: a cycle touches few nodes of a large cluster).
+        self._borrowed: set[int] = set()
+        #: Tasks on the nodes with required inter-pod (anti-)affinity terms.
+        self.affinity = 0
         #: (protocol, host port) -> {node index: pods using it}
         self.ports: dict[tuple[str, int], dict[int, int]] = {}
         #: Bumped on every change; lets callers cache per-state results.
@@ -96,11 +103,17 @@ class NodeTable:
         other.used = self.used.copy()
         other.releasing = self.releasing.copy()
         other.pipelined = self.pipelined.copy()
-        other.tasks = [dict(t) for t in self.tasks]
+        other.tasks = list(self.tasks)
+        other._borrowed = set(range(len(self.tasks)))
+        other.affinity = self.affinity
         other.ports = {k: dict(v) for k, v in self.ports.items()}
         other.version = 0
         other.changes = []
         return other
+
+    def _own(self, i: int) -> None:
+        self.tasks[i] = dict(self.tasks[i])
+        self._borrowed.discard(i)
 
     def future_idle(self) -> np.ndarray:
         return self.idle + self.releasing - self.pipelined
@@ -109,7 +122,11 @@ class NodeTable:
         """Account ``task`` (with its current status) on node ``i``."""
         if task.status in TERMINATED_STATUSES:
             return
+        if i in self._borrowed:
+            self._own(i)
         self.tasks[i][task.uid] = task
+        if task.pod_affinity is not None:
+            self.affinity += 1
         # In place on row views (``row = m[i]; row += v``): the same arithmetic as
         # ``m[i] += v`` without writing the row back onto itself.
         row = self.nonzero[i]
@@ -134,8 +151,13 @@ class NodeTable:
 
     def remove_task(self, i: int, task: TaskInfo) -> None:
         """Undo :meth:`add_task` for ``task`` with the status it was added with."""
-        if self.tasks[i].pop(task.uid, None) is None:
+        if task.uid not in self.tasks[i]:
             return
+        if i in self._borrowed:
+            self._own(i)
+        del self.tasks[i][task.uid]
+        if task.pod_affinity is not None:
+            self.affinity -= 1
         row = self.nonzero[i]
         row -= task.nonzero
         req = task.resreq

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pumice.api.job import JobInfo
+from pumice.api.ledger import Ledger
 from pumice.api.node import NodeTable
 from pumice.api.pdb import PdbRecord
 from pumice.api.queue import QueueInfo
@@ -18,6 +19,13 @@ class Snapshot:
     ``jobs`` holds only the jobs pumice may schedule; jobs it must leave alone (their
     queue does not exist, their PodGroup is missing) are in ``blocked`` with the reason,
     so that they can still be explained.
+
+    ``active`` names the jobs a cycle has to look at (``None``: all of them). Every job
+    outside it is :meth:`settled <pumice.api.job.JobInfo.settled>` and unchanged since
+    the cycle that last looked at it, so no action has work for it and its podgroup
+    status is already what a cycle would write; plugins still see it in ``jobs`` (a
+    victim, a share), and in :meth:`job_ledger`'s sums. The scheduler cache fills
+    ``active`` and ``ledger``; a snapshot built from objects leaves both to be derived.
     """
 
     space: ResourceSpace
@@ -33,3 +41,21 @@ class Snapshot:
     notes: list[str] = field(default_factory=list)
     #: PodDisruptionBudgets (policy/v1), read by the pdb plugin.
     pdbs: list[PdbRecord] = field(default_factory=list)
+    active: set[str] | None = None
+    ledger: Ledger | None = None
+    #: Jobs a cycle changed through a statement (filled by the session): the owner of a
+    #: snapshot whose jobs it shares (the scheduler cache) repairs them afterwards.
+    touched: set[str] = field(default_factory=set)
+
+    def job_ledger(self) -> Ledger:
+        """Per-queue sums over ``jobs`` as they were when the cycle began."""
+        if self.ledger is None:
+            self.ledger = Ledger.of(self.space, self.jobs.values())
+        return self.ledger
+
+    def active_jobs(self) -> dict[str, JobInfo]:
+        """The jobs a cycle must look at (see the class docstring), in uid order."""
+        if self.active is None:
+            return {uid: self.jobs[uid] for uid in sorted(self.jobs)}
+        jobs = self.jobs
+        return {uid: jobs[uid] for uid in sorted(self.active) if uid in jobs}

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pumice.api import parse
-from pumice.api.job import INQUEUE, PENDING, RUNNING, JobInfo
+from pumice.api.job import PENDING, RUNNING, JobInfo
+from pumice.api.ledger import Ledger
 from pumice.api.node import NodeSpec, NodeTable
 from pumice.api.pdb import PdbRecord, parse_pdb
 from pumice.api.queue import QueueInfo
@@ -119,8 +120,18 @@ class SchedulerCache:
         self.orphans: dict[str, dict[str, TaskInfo]] = {}  # missing podgroup -> tasks
         self.model = ModelBuilder(self.space, ())
         self._stale = True
-        #: Jobs shared with the last snapshot: (job, its version, its phase) then.
-        self._shared: list[tuple[JobInfo, int, str]] = []
+        #: Per-queue sums over the jobs, kept job by job (see :mod:`pumice.api.ledger`).
+        self.ledger = Ledger(self.space)
+        #: Jobs that are not settled: a cycle has work or status to write for them.
+        self.unsettled: set[str] = set()
+        #: Jobs changed since the last snapshot (their status is due to be written).
+        self.dirty: set[str] = set()
+        #: Jobs whose queue does not exist (left out of snapshots, explained instead).
+        self.queueless: set[str] = set()
+        #: The last snapshot handed out, whose jobs are the base's own (see snapshot()),
+        #: and, for its active jobs, (job, version, phase) as handed out.
+        self._lent: Snapshot | None = None
+        self._lent_jobs: list[tuple[JobInfo, int, str]] = []
         #: Count of changes taken in since the last :meth:`mark_clean` (engine's skip test).
         self.changes = 0
         for kind in KINDS:
@@ -207,17 +218,21 @@ class SchedulerCache:
         task = self.tasks.get(key) or self.others.get(key)
         if task is None:
             return
-        task.scheduled_at = scheduled_at
+        job = self.jobs.get(task.job) if task.job else None
+        if task.scheduled_at != scheduled_at:
+            task.scheduled_at = scheduled_at
+            if job is not None:
+                self._touch(job)
         status = status_of_pod(phase, node, terminating)
         new_node = node or None
         if status == task.status and new_node == task.node:
             return
         self._place(task, None)
-        job = self.jobs.get(task.job) if task.job else None
         if job is not None:
             job.update_status(task, status)
             if job.bare:
                 job.phase = PENDING if status == TaskStatus.PENDING else RUNNING
+            self._touch(job)
         else:
             task.status = status
         self._place(task, new_node)
@@ -228,6 +243,7 @@ class SchedulerCache:
             self.pgs_r.pop(key, None)
             if not self._stale:
                 job = self.jobs.pop(key, None)
+                self._forget(key)
                 if job is not None and job.tasks:
                     self.orphans[key] = dict(job.tasks)
             return
@@ -258,10 +274,12 @@ class SchedulerCache:
             new = self.jobs[key]
             for t in tasks:
                 new.add_task(t)
+            self._touch(new)
             return
         job.phase = rec.phase
         job.conditions = rec.conditions
         job.annotations = rec.annotations
+        self._touch(job)
 
     # -- the base model -----------------------------------------------------------------
 
@@ -277,6 +295,8 @@ class SchedulerCache:
         self.nodes = NodeTable(list(self.nodes_r.values()), space)
         self.queues = {q.name: self.model.queue(q) for q in queues_r}
         self.jobs, self.tasks, self.others, self.orphans = {}, {}, {}, {}
+        self.ledger = Ledger(space)
+        self.unsettled, self.dirty, self.queueless = set(), set(), set()
         for key in sorted(self.pgs_r):
             self._add_job(self.pgs_r[key])
         for key in sorted(self.pods_r):
@@ -289,6 +309,7 @@ class SchedulerCache:
         for task in self.orphans.pop(uid, {}).values():
             task.job = uid
             job.add_task(task)
+        self._touch(job)
         return job
 
     def _add_pod(self, key: str, p: parse.PodRecord) -> None:
@@ -311,6 +332,7 @@ class SchedulerCache:
                 self.orphans.setdefault(job_uid, {})[task.uid] = task
             else:
                 job.add_task(task)
+                self._touch(job)
         self._place(task, p.node_name or None)
 
     def _place(self, task: TaskInfo, node: str | None) -> None:
@@ -347,31 +369,55 @@ class SchedulerCache:
         del job.tasks[task.uid]
         if job.bare and not job.tasks:
             del self.jobs[job.uid]
+            self._forget(job.uid)
+        else:
+            self._touch(job)
+
+    def _touch(self, job: JobInfo) -> None:
+        """``job`` changed: its ledger part, whether it is settled, and its status is due."""
+        uid = job.uid
+        self.ledger.update(job)
+        self.dirty.add(uid)
+        if job.queue in self.queues:
+            self.queueless.discard(uid)
+        else:
+            self.queueless.add(uid)
+        if job.settled():
+            self.unsettled.discard(uid)
+        else:
+            self.unsettled.add(uid)
+
+    def _forget(self, uid: str) -> None:
+        self.ledger.remove(uid)
+        self.dirty.discard(uid)
+        self.unsettled.discard(uid)
+        self.queueless.discard(uid)
 
     # -- what the engine asks -----------------------------------------------------------
 
     def has_pending_work(self) -> bool:
         """True when some job has a task waiting for a node or is not admitted yet: only
         then can a cycle decide anything (every action starts from pending work)."""
-        for job in self.jobs.values():
-            if job.phase == PENDING or job.by_status.get(TaskStatus.PENDING):
+        jobs = self.jobs
+        for uid in self.unsettled:  # a settled job has neither
+            job = jobs.get(uid)
+            if job is not None and (job.phase == PENDING or job.by_status.get(TaskStatus.PENDING)):
                 return True
         return False
 
     # -- snapshot -----------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
-        """An independent snapshot of the current state (syncs first).
+        """The current state as a snapshot (syncs first).
 
-        Jobs a cycle cannot change (see :func:`_quiescent`) are shared with the base
-        instead of cloned; :meth:`settle` (run by :meth:`apply` and before the next
-        snapshot) checks them afterwards and repairs any the cycle did change after all.
+        The snapshot shares the base's jobs and tasks instead of copying them, so that a
+        cycle costs what it looks at (its active jobs: see ``Snapshot.active``), not the
+        size of the cluster; the node table is copied (its task rows on first write).
+        Whatever the cycle writes into shared jobs is undone by :meth:`settle`, which
+        :meth:`apply` runs first (and the next snapshot, if no apply came between).
         """
         self.settle()
         self.sync()
-        clones: dict[str, TaskInfo] = {}
-        shared = self._shared
-        jobs: dict[str, JobInfo] = {}
         blocked: dict[str, str] = {}
         for uid, orphans in self.orphans.items():
             if orphans:
@@ -379,55 +425,64 @@ class SchedulerCache:
                     f"PodGroup {uid} does not exist; create it or fix the "
                     f"{parse.GROUP_ANNOTATION} annotation of its pods"
                 )
-        for uid, job in self.jobs.items():
-            if job.queue not in self.queues:
-                blocked[uid] = (
-                    f"queue {job.queue!r} does not exist; create the Queue or set spec.queue "
-                    f"of the PodGroup to an existing queue"
-                )
-                continue
-            version = getattr(job, "_version", None)
-            if version is not None and _quiescent(job):
-                jobs[uid] = job
-                shared.append((job, version, job.phase))
-            else:
-                jobs[uid] = _clone_job(job, clones)
-        nodes = self.nodes.copy()
-        index, node_tasks = nodes.index, nodes.tasks
-        for group in (clones, {t.uid: t.clone() for t in self.others.values()}):
-            for uid, c in group.items():
-                i = index.get(c.node) if c.node is not None else None
-                if i is not None and uid in node_tasks[i]:
-                    node_tasks[i][uid] = c
+        jobs = dict(self.jobs)
+        for uid in sorted(self.queueless):
+            job = jobs.pop(uid)
+            blocked[uid] = (
+                f"queue {job.queue!r} does not exist; create the Queue or set spec.queue "
+                f"of the PodGroup to an existing queue"
+            )
+        active = (self.unsettled | self.dirty) - self.queueless
+        self.dirty = set()
+        self._lent_jobs = [(jobs[uid], jobs[uid]._version, jobs[uid].phase) for uid in active]
         queues = {name: _copy_queue(q) for name, q in self.queues.items()}
-        return Snapshot(
+        snap = self._lent = Snapshot(
             now=self.clock() if self.clock is not None else self.latest,
             space=self.space,
-            nodes=nodes,
+            nodes=self.nodes.copy(),
             jobs=jobs,
             queues=queues,
             priority_classes=dict(self.model.priority_classes),
             default_priority=self.model.default_priority,
             blocked=blocked,
             pdbs=[self.pdbs_r[k] for k in sorted(self.pdbs_r)],
+            active=active,
+            ledger=self.ledger,
         )
+        return snap
 
     def settle(self) -> None:
-        """Undo what the last cycle wrote into the jobs it shared with the base.
+        """Undo what the last cycle wrote into the base's jobs and tasks.
 
-        A shared job is one the cycle had no pending work for; a cycle may still touch
-        it (an eviction tried and discarded, a victim evicted): any change of its task
-        index bumps ``JobInfo._version``, and such a job is rebuilt from the cache's
-        records, which the cycle never sees. Per-cycle notes are cleared.
+        A cycle writes session notes and phases into its active jobs, and moves tasks
+        through statements (allocations, evictions, whether committed or rolled back);
+        every such job is in ``Snapshot.touched`` or changed its ``JobInfo._version``.
+        Those jobs are rebuilt from the cache's records, which a cycle never sees, and
+        the decisions reach the base the way every change does: as cluster events.
         """
-        shared, self._shared = self._shared, []
-        for job, version, phase in shared:
+        snap, self._lent = self._lent, None
+        if snap is None:
+            return
+        lent, self._lent_jobs = self._lent_jobs, []
+        jobs = self.jobs
+        rebuild: set[str] = set(snap.touched)
+        for job, version, phase in lent:
             job.phase = phase
             if job.fit_errors:
                 job.fit_errors = {}
             job.note, job.tentative = "", 0
-            if job._version != version and self.jobs.get(job.uid) is job:  # type: ignore[attr-defined]
+            if job._version != version:
+                rebuild.add(job.uid)
+        for uid in sorted(rebuild):
+            job = jobs.get(uid)
+            if job is not None:
+                job.fit_errors, job.note, job.tentative = {}, "", 0
                 self._reindex(job)
+        for key, task in self.others.items():  # a statement may have moved one
+            rec = self.pods_r.get(key)
+            if rec is not None:
+                task.status = status_of_pod(rec.phase, rec.node_name, rec.terminating)
+                task.node = rec.node_name or None
 
     def _reindex(self, job: JobInfo) -> None:
         """Rebuild ``job`` with its tasks' status and node as the cluster last said."""
@@ -440,6 +495,7 @@ class SchedulerCache:
                 t.node = rec.node_name or None
             new.add_task(t)
         self.jobs[job.uid] = new
+        self._touch(new)
 
     # -- decisions ----------------------------------------------------------------------
 
@@ -474,15 +530,6 @@ class SchedulerCache:
         return out
 
 
-def _quiescent(job: JobInfo) -> bool:
-    """No work a cycle could do for this job: admitted and running, nothing pending.
-    (Only an eviction could touch it, and :meth:`SchedulerCache.settle` checks that.)"""
-    if job.phase in (PENDING, INQUEUE):
-        return False
-    by_status = job.by_status
-    return not by_status.get(TaskStatus.PENDING) and not by_status.get(TaskStatus.PIPELINED)
-
-
 def _copy_queue(q: QueueInfo) -> QueueInfo:
     c = copy.copy(q)
     c.capability = q.capability.copy()
@@ -490,26 +537,6 @@ def _copy_queue(q: QueueInfo) -> QueueInfo:
     if q.deserved is not None:
         c.deserved = q.deserved.copy()
     return c
-
-
-def _clone_job(job: JobInfo, clones: dict[str, TaskInfo]) -> JobInfo:
-    tasks: dict[str, TaskInfo] = {}
-    by_status: dict[TaskStatus, dict[str, TaskInfo]] = {}
-    for status, bucket in job.by_status.items():
-        if not bucket:
-            continue
-        b: dict[str, TaskInfo] = {}
-        for uid, t in bucket.items():
-            c = t.clone()
-            b[uid] = c
-            clones[uid] = c
-        by_status[status] = b
-    for uid in job.tasks:
-        tasks[uid] = clones[uid]
-    clone = _respec(job, allocated=job.allocated.copy(), tasks=tasks, by_status=by_status)
-    # Same tasks in the same states: the same sum, kept current on the base job.
-    clone._pending_request = job.pending_request.copy()
-    return clone
 
 
 def _respec(job: JobInfo, **state: Any) -> JobInfo:

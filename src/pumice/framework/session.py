@@ -41,6 +41,9 @@ class Session:
         self.space = snapshot.space
         self.nodes = snapshot.nodes
         self.jobs: dict[str, JobInfo] = snapshot.jobs
+        #: The jobs this cycle must look at, in uid order (see ``Snapshot.active``):
+        #: actions that only serve pending work and the closers walk these, not ``jobs``.
+        self.active: dict[str, JobInfo] = snapshot.active_jobs()
         self.queues: dict[str, QueueInfo] = snapshot.queues
         self.config = config
         self.hooks = HookTable(config.tiers)
@@ -157,7 +160,6 @@ class Session:
         return None
 
 
-
 def open_session(
     snapshot: Snapshot,
     config: SchedulerConfig,
@@ -170,15 +172,24 @@ def open_session(
             plugin = plugins.create(opt.name, opt.arguments)
             ssn.plugins.append(plugin)
             plugin.on_session_open(ssn)
-    for uid in list(ssn.jobs):
-        reason = ssn.job_valid(ssn.jobs[uid])
+    # Only active jobs can be invalid: a settled job is a valid gang.
+    for uid, job in list(ssn.active.items()):
+        reason = ssn.job_valid(job)
         if reason:
             ssn.invalid[uid] = (ssn.jobs.pop(uid), reason)
+            del ssn.active[uid]
     return ssn
 
 
 def close_session(ssn: Session, closers: Sequence[Callable[[Session], None]] = ()) -> Decisions:
-    """Let plugins conclude, then run the given closers (status, explanations)."""
+    """Let plugins conclude, then run the given closers (status, explanations).
+
+    Jobs that a statement changed during the cycle (a victim evicted) join the active
+    set first, so the closers write their status too."""
+    extra = [uid for uid in ssn.snapshot.touched if uid in ssn.jobs and uid not in ssn.active]
+    if extra:
+        ssn.active.update((uid, ssn.jobs[uid]) for uid in extra)
+        ssn.active = dict(sorted(ssn.active.items()))
     for plugin in ssn.plugins:
         close = getattr(plugin, "on_session_close", None)
         if close is not None:

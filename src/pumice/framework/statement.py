@@ -55,6 +55,7 @@ class Statement:
         job = ssn.jobs.get(task.job) if task.job else None
         if job is not None:
             job.update_status(task, status)
+            ssn.snapshot.touched.add(job.uid)
         else:
             task.status = status
         task.node = node

@@ -34,7 +34,7 @@ def update_podgroups(ssn: Session) -> None:
     """Derive each job's podgroup phase, and list every task left pipelined (whether its
     statement was committed or kept because the job is pipelined but not yet ready)."""
     podgroups = ssn.decisions.podgroups
-    for job in ssn.jobs.values():
+    for job in ssn.active.values():  # a settled job's status is already what it would be
         pipelined = job.by_status.get(TaskStatus.PIPELINED)
         if pipelined:
             for t in pipelined.values():
@@ -105,7 +105,7 @@ def explain_pending(ssn: Session) -> None:
         d.pending[uid] = f"not scheduled: {reason}"
     for uid, (_job, reason) in ssn.invalid.items():
         d.pending[uid] = f"not schedulable: {reason}"
-    for job in ssn.jobs.values():
+    for job in ssn.active.values():
         if _waiting_tasks(job) == 0 and not job.is_pending():
             continue
         d.pending[job.uid] = pending_reason(ssn, job)

@@ -36,7 +36,6 @@ from pumice.conf.arguments import Arguments
 from pumice.errors import InputError
 from pumice.framework.pqueue import PriorityQueue
 from pumice.framework.session import EventHandler, Session
-from pumice.plugins.overcommit import inqueue_demand
 
 Vector = np.ndarray
 ROOT = "root"
@@ -120,7 +119,7 @@ class CapacityPlugin:
             req += t.resreq
         for t in job.with_status(TaskStatus.PENDING):
             req += t.resreq
-        demand = inqueue_demand(job)
+        demand = job.inqueue_demand()
         inq = demand if demand is not None else ssn.space.zeros()
         minres = job.min_resources if job.min_resources is not None else ssn.space.zeros()
         elastic = np.maximum(job.allocated - minres, 0.0)

@@ -15,7 +15,7 @@ import numpy as np
 from pumice.api.job import JobInfo
 from pumice.api.queue import QueueInfo
 from pumice.api.resources import share_of
-from pumice.api.task import ALLOCATED_STATUSES, TaskInfo
+from pumice.api.task import TaskInfo
 from pumice.conf.arguments import Arguments
 from pumice.framework.session import EventHandler, Session
 from pumice.plugins.capacity import hierarchy_enabled
@@ -24,31 +24,63 @@ from pumice.plugins.drf_hierarchy import HierarchicalDrf, queue_paths
 SHARE_DELTA = 1e-6
 
 
+class _Allocations(dict):
+    """uid -> the job's allocated resources (a copy the session's events update),
+    taken from ``JobInfo.allocated`` when first asked."""
+
+    def __init__(self, jobs: dict[str, JobInfo]) -> None:
+        super().__init__()
+        self.jobs = jobs
+
+    def __missing__(self, uid: str) -> np.ndarray:
+        alloc = self[uid] = self.jobs[uid].allocated.copy()
+        return alloc
+
+    def lookup(self, uid: str | None) -> np.ndarray | None:
+        """The job's allocation, or None for a task without a job in the session.
+        (Not for the event handlers: see ``moved`` in :meth:`DrfPlugin.on_session_open`.)"""
+        if uid is None or (uid not in self and uid not in self.jobs):
+            return None
+        return self[uid]
+
+
+class _Shares(dict):
+    """uid -> dominant share, computed when first asked (0.0 for an unknown job)."""
+
+    def __init__(self, allocated: _Allocations, total: np.ndarray, mask: np.ndarray) -> None:
+        super().__init__()
+        self.allocated, self.total, self.mask = allocated, total, mask
+
+    def __missing__(self, uid: str) -> float:
+        if uid not in self.allocated and uid not in self.allocated.jobs:
+            return 0.0
+        alloc = self.allocated[uid]
+        share = self[uid] = share_of(alloc, self.total, self.mask) if alloc.any() else 0.0
+        return share
+
+
 class DrfPlugin:
     name = "drf"
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments
-        self.allocated: dict[str, np.ndarray] = {}
-        self.share: dict[str, float] = {}
+        self.allocated: _Allocations = _Allocations({})
+        self.share: _Shares = _Shares(self.allocated, np.zeros(0), np.zeros(0, dtype=bool))
         self.total_allocated: np.ndarray | None = None
 
     def on_session_open(self, ssn: Session) -> None:
         total = ssn.total
         mask = ssn.space.share
-        for job in ssn.jobs.values():
-            alloc = ssn.space.zeros()
-            held = job.with_status(*ALLOCATED_STATUSES)
-            for t in held:
-                alloc += t.resreq
-            self.allocated[job.uid] = alloc
-            # Nothing held: every share divides 0.0, so the share is 0.0.
-            self.share[job.uid] = share_of(alloc, total, mask) if held else 0.0
-
+        # Each job's allocation and share, filled in when first asked (job order asks
+        # only for the jobs it compares; most running jobs are never asked).
+        self.allocated = _Allocations(ssn.jobs)
+        self.share = _Shares(self.allocated, total, mask)
         hdrf = self._open_hierarchy(ssn) if hierarchy_enabled(ssn, self.name) else None
 
+        share = self.share
+
         def job_order(a: JobInfo, b: JobInfo) -> int:
-            sa, sb = self.share.get(a.uid, 0.0), self.share.get(b.uid, 0.0)
+            sa, sb = share[a.uid], share[b.uid]
             return (sa > sb) - (sa < sb)
 
         # The event handlers run on every allocation: the dominant share over the
@@ -70,35 +102,51 @@ class DrfPlugin:
                     best = v
             return 0.0 if best is None else best
 
-        def on_allocate(task: TaskInfo) -> None:
-            alloc = self.allocated.get(task.job or "")
+        allocated = self.allocated
+        for uid in ssn.active:  # the jobs whose tasks may be allocated or pipelined
+            allocated[uid]
+
+        def moved(task: TaskInfo, sign: float) -> None:
+            uid = task.job
+            alloc = allocated.get(uid) if uid is not None else None
             if alloc is not None:
-                alloc += task.resreq
-                self.share[task.job] = share_fast(alloc)
-                if hdrf is not None:
+                if sign > 0:
+                    alloc += task.resreq
+                else:
+                    alloc -= task.resreq
+            elif uid is not None and uid in ssn.jobs:
+                # First seen now: a running job losing (or regaining) a victim. Its
+                # JobInfo.allocated already reflects the move (evictions go through the
+                # job's task index, as allocations do; only pipelining, which never
+                # reaches a job that was not active, does not).
+                alloc = allocated[uid]
+            else:
+                return
+            share[uid] = share_fast(alloc)
+            if hdrf is not None:
+                if sign > 0:
                     self.total_allocated += task.resreq
-                    hdrf.update(self.allocated.__getitem__, self.total_allocated)
+                else:
+                    self.total_allocated -= task.resreq
+                hdrf.update(allocated.__getitem__, self.total_allocated)
+
+        def on_allocate(task: TaskInfo) -> None:
+            moved(task, 1.0)
 
         def on_deallocate(task: TaskInfo) -> None:
-            alloc = self.allocated.get(task.job or "")
-            if alloc is not None:
-                alloc -= task.resreq
-                self.share[task.job] = share_fast(alloc)
-                if hdrf is not None:
-                    self.total_allocated -= task.resreq
-                    hdrf.update(self.allocated.__getitem__, self.total_allocated)
+            moved(task, -1.0)
 
         def preemptable(preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
             """A victim's job must keep a share, after losing the victim (and the victims
             before it), no smaller than the preemptor's job after gaining the task."""
-            palloc = self.allocated.get(preemptor.job or "")
+            palloc = self.allocated.lookup(preemptor.job)
             if palloc is None:
                 return []
             pshare = share_of(palloc + preemptor.resreq, total, mask)
             remaining: dict[str, np.ndarray] = {}
             out = []
             for t in candidates:
-                talloc = self.allocated.get(t.job or "")
+                talloc = self.allocated.lookup(t.job)
                 if talloc is None:
                     continue
                 left = remaining.setdefault(t.job, talloc.copy())
@@ -108,7 +156,7 @@ class DrfPlugin:
                     out.append(t)
             return out
 
-        job_order.key = lambda j: self.share.get(j.uid, 0.0)  # type: ignore[attr-defined]
+        job_order.key = lambda j: share[j.uid]  # type: ignore[attr-defined]
         ssn.on("job_order", self.name, job_order)
         ssn.on("preemptable", self.name, preemptable)
         ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))

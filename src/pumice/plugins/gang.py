@@ -80,7 +80,7 @@ class GangPlugin:
     def on_session_close(self, ssn: Session) -> None:
         for uid, (_job, reason) in ssn.invalid.items():
             set_condition(ssn, uid, UNSCHEDULABLE, NOT_ENOUGH_PODS, reason)
-        for job in ssn.jobs.values():
+        for job in ssn.active.values():  # a settled job keeps the condition it has
             if job.is_ready():
                 set_condition(ssn, job.uid, SCHEDULED, "tasks in gang are ready to be scheduled")
                 continue

@@ -9,27 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from pumice.api.job import INQUEUE, RUNNING, JobInfo
-from pumice.api.task import ALLOCATED_STATUSES
+from pumice.api.job import JobInfo
 from pumice.conf.arguments import Arguments
 from pumice.framework.session import Session
 
 DEFAULT_FACTOR = 1.2
-
-
-def inqueue_demand(job: JobInfo) -> np.ndarray | None:
-    """What an admitted job still holds a claim on: its minResources when Inqueue; the
-    part of them not yet allocated when Running with a gang of tasks that hold
-    resources. Finished tasks do not count (Volcano's ``CalculateAllocatedTaskNum``):
-    a Running job whose tasks have ended claims nothing, or it would hold its
-    minResources back from admission for ever."""
-    if job.min_resources is None:
-        return None
-    if job.phase == INQUEUE:
-        return job.min_resources
-    if job.phase == RUNNING and job.count(ALLOCATED_STATUSES) >= job.min_available:
-        return np.maximum(job.min_resources - job.allocated, 0.0)
-    return None
 
 
 class OvercommitPlugin:
@@ -56,10 +40,8 @@ class OvercommitPlugin:
                 factors[ssn.space.index[name]] = f
         self.idle = np.where(mask, ssn.total * factors - used, np.inf)
         self.inqueue = ssn.space.zeros()
-        for job in ssn.jobs.values():
-            demand = inqueue_demand(job)
-            if demand is not None:
-                self.inqueue += demand
+        for qs in ssn.snapshot.job_ledger().sums(ssn.queues).values():
+            self.inqueue += qs.inqueue
 
         share_dims = np.flatnonzero(mask).tolist()
 

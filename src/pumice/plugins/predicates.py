@@ -75,9 +75,7 @@ class PredicatesPlugin:
         nodes = ssn.nodes
         index = nodes.labels
 
-        holders = any(
-            t.pod_affinity is not None for job in ssn.jobs.values() for t in job.tasks.values()
-        ) or any(t.pod_affinity is not None for tasks in nodes.tasks for t in tasks.values())
+        holders = ssn.snapshot.job_ledger().affinity_jobs > 0 or nodes.affinity > 0
 
         def predicate(task: TaskInfo) -> tuple[np.ndarray | None, Reasons]:
             cached = self._static.get(task.placement)

@@ -20,7 +20,6 @@ from pumice.api.queue import QueueInfo
 from pumice.api.task import TaskInfo
 from pumice.conf.arguments import Arguments
 from pumice.framework.session import EventHandler, Session
-from pumice.plugins.overcommit import inqueue_demand
 
 Vector = np.ndarray
 
@@ -84,35 +83,23 @@ class ProportionPlugin:
             clipped[id(req)] = (req, c)
             return c
 
-        for job in ssn.jobs.values():
-            attr = self.attrs.get(job.queue)
-            if attr is None:
-                q = ssn.queues[job.queue]
-                guarantee = clip(q.guarantee)
-                real_cap = np.maximum(total - total_guarantee, 0.0) + guarantee
-                if q.has_capability:
-                    real_cap = np.minimum(real_cap, q.capability)
-                attr = QueueAttr(
-                    name=q.name, weight=q.weight, deserved=zero(), allocated=zero(),
-                    request=zero(), inqueue=zero(), elastic=zero(), guarantee=guarantee,
-                    capability=q.capability, real_capability=real_cap,
-                )  # fmt: skip
-                self.attrs[job.queue] = attr
-            # JobInfo keeps the sum of its allocated tasks' requests (exact: the amounts
-            # are integers in canonical units), so running tasks cost nothing here.
-            if job.allocated.any():
-                held = clip(job.allocated)
-                attr.allocated += held
-                attr.request += held
-            if job.pending_request.any():
-                attr.request += clip(job.pending_request)
-            demand = inqueue_demand(job)
-            if demand is not None:
-                attr.inqueue += clip(demand)
-            # A job that holds nothing adds only zeros (requests are not negative).
-            if job.allocated.any():
-                minres = job.min_resources if job.min_resources is not None else zero()
-                attr.elastic += clip(np.maximum(job.allocated - minres, 0.0))
+        # A queue takes part when it has jobs; its sums come from the snapshot's ledger
+        # (kept job by job, so running jobs cost nothing here). Clipping is a mask, so
+        # the clipped sums are the sums of the clipped parts.
+        sums = ssn.snapshot.job_ledger().sums(ssn.queues)
+        for name, qs in sums.items():
+            q = ssn.queues[name]
+            guarantee = clip(q.guarantee)
+            real_cap = np.maximum(total - total_guarantee, 0.0) + guarantee
+            if q.has_capability:
+                real_cap = np.minimum(real_cap, q.capability)
+            allocated = clip(qs.allocated)
+            self.attrs[name] = QueueAttr(
+                name=q.name, weight=q.weight, deserved=zero(), allocated=allocated,
+                request=allocated + clip(qs.pending), inqueue=clip(qs.inqueue),
+                elastic=clip(qs.elastic), guarantee=guarantee, capability=q.capability,
+                real_capability=real_cap,
+            )  # fmt: skip
 
         self._water_fill(total)
 
