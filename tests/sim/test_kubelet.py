@@ -11,7 +11,7 @@ from pumice.sim.workload import GPU, JobSpec, QueueSpec, TaskSpec
 GiB = float(2**30)
 
 
-def _setup(job: JobSpec, startup: float = 5.0, grace: float = 30.0):
+def _setup(job: JobSpec, startup: float = 5.0, grace: float = 30.0, on_admission=False):
     clock = Clock()
     store = MemoryCluster(clock=lambda: clock.now)
     store.create(
@@ -31,6 +31,7 @@ def _setup(job: JobSpec, startup: float = 5.0, grace: float = 30.0):
         on_change=lambda: changes.append(clock.now),
         startup_delay=startup,
         grace=grace,
+        pods_on_admission=on_admission,
     )
     kubelet.schedule_arrival(job)
     return clock, store, metrics, kubelet, changes
@@ -123,3 +124,29 @@ def test_evicted_job_restarts_and_counts_lost_work():
     _run_until(clock, kubelet, 1000.0)
     assert rec.end == 90.0 + 5.0 + 100.0
     assert rec.start == 12.0 or rec.start is not None
+
+
+def test_pods_are_created_when_the_podgroup_is_admitted():
+    """As Volcano's job controller: a job waiting for admission has a PodGroup and no
+    pods; admission (Inqueue) creates them; a restart after an eviction sends the group
+    back to Pending and the pods come again only with the next admission."""
+    job = _job()
+    clock, store, _metrics, kubelet, _changes = _setup(job, on_admission=True)
+    _run_until(clock, kubelet, 10.0)
+    assert set(store.objects["PodGroup"]) == {"default/j"}
+    assert not store.objects["Pod"]
+    kubelet.sync()
+    assert not store.objects["Pod"]  # nothing admitted yet
+    store.update_podgroup_status("default/j", "Inqueue", ())
+    kubelet.sync()
+    assert set(store.objects["Pod"]) == {"default/j-worker-0", "default/j-worker-1"}
+    _bind_all(store, kubelet)
+    _run_until(clock, kubelet, 20.0)
+    assert store.evict("default/j-worker-0", "test")
+    kubelet.sync()
+    _run_until(clock, kubelet, 100.0)  # grace periods over: the pods are gone
+    assert store.objects["PodGroup"]["default/j"]["status"]["phase"] == "Pending"
+    assert not store.objects["Pod"]
+    store.update_podgroup_status("default/j", "Inqueue", ())
+    kubelet.sync()
+    assert len(store.objects["Pod"]) == 2

@@ -141,6 +141,8 @@ class AllocateAction:
         # of its queue and do nothing, and job and queue orders are total, so leaving
         # settled jobs out changes no decision.
         for job in ssn.active.values():
+            if job.uid in ssn.invalid:
+                continue
             if job.is_pending():
                 if not admit_pending:
                     continue

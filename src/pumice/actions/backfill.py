@@ -31,7 +31,7 @@ class BackfillAction:
         # while other jobs are served (a statement moves only its own job's tasks).
         work: dict[str, list] = {}
         for j in ssn.active.values():  # a settled job has no pending task
-            if not j.is_pending():
+            if not j.is_pending() and j.uid not in ssn.invalid:
                 best_effort = [t for t in j.with_status(TaskStatus.PENDING) if t.best_effort]
                 if best_effort:
                     work[j.uid] = best_effort

@@ -74,7 +74,7 @@ class PreemptAction:
         queues: list[str] = []
         for uid in sorted(ssn.jobs):
             job = ssn.jobs[uid]
-            if job.is_pending() or job.queue not in ssn.queues:
+            if job.is_pending() or job.queue not in ssn.queues or uid in ssn.invalid:
                 continue
             if job.queue not in queues:
                 queues.append(job.queue)

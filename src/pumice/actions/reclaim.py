@@ -51,7 +51,7 @@ class ReclaimAction:
         tasks_of: dict[str, PriorityQueue[TaskInfo]] = {}
         for uid in sorted(ssn.jobs):
             job = ssn.jobs[uid]
-            if job.is_pending() or job.queue not in ssn.queues:
+            if job.is_pending() or job.queue not in ssn.queues or uid in ssn.invalid:
                 continue
             if job.queue not in seen:
                 seen.add(job.queue)

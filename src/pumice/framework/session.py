@@ -52,7 +52,9 @@ class Session:
         self.decisions = Decisions()
         self.total = snapshot.nodes.total()
         self.now = snapshot.now
-        #: Jobs dropped at open because a job_valid function refused them.
+        #: Jobs a job_valid function refused at open (too few pods for their gang).
+        #: They stay in ``jobs``: enqueue may admit them (a job controller creates the
+        #: pods of an admitted job), but no action places or preempts for them.
         self.invalid: dict[str, tuple[JobInfo, str]] = {}
         #: Pending jobs the enqueue action refused this cycle: uid -> reason.
         self.not_enqueued: dict[str, str] = {}
@@ -165,7 +167,7 @@ def open_session(
     config: SchedulerConfig,
     plugins: Registry,
 ) -> Session:
-    """Create the session, let every configured plugin register, drop invalid jobs."""
+    """Create the session, let every configured plugin register, mark invalid jobs."""
     ssn = Session(snapshot, config)
     for tier in config.tiers:
         for opt in tier.plugins:
@@ -173,11 +175,10 @@ def open_session(
             ssn.plugins.append(plugin)
             plugin.on_session_open(ssn)
     # Only active jobs can be invalid: a settled job is a valid gang.
-    for uid, job in list(ssn.active.items()):
+    for uid, job in ssn.active.items():
         reason = ssn.job_valid(job)
         if reason:
-            ssn.invalid[uid] = (ssn.jobs.pop(uid), reason)
-            del ssn.active[uid]
+            ssn.invalid[uid] = (job, reason)
     return ssn
 
 

@@ -35,6 +35,8 @@ def update_podgroups(ssn: Session) -> None:
     statement was committed or kept because the job is pipelined but not yet ready)."""
     podgroups = ssn.decisions.podgroups
     for job in ssn.active.values():  # a settled job's status is already what it would be
+        if job.uid in ssn.invalid:
+            continue
         pipelined = job.by_status.get(TaskStatus.PIPELINED)
         if pipelined:
             for t in pipelined.values():
@@ -104,8 +106,13 @@ def explain_pending(ssn: Session) -> None:
     for uid, reason in ssn.snapshot.blocked.items():
         d.pending[uid] = f"not scheduled: {reason}"
     for uid, (_job, reason) in ssn.invalid.items():
-        d.pending[uid] = f"not schedulable: {reason}"
+        if uid in ssn.not_enqueued:
+            d.pending[uid] = f"not enqueued: {ssn.not_enqueued[uid]}"
+        else:
+            d.pending[uid] = f"not schedulable: {reason}"
     for job in ssn.active.values():
+        if job.uid in ssn.invalid:
+            continue
         if _waiting_tasks(job) == 0 and not job.is_pending():
             continue
         d.pending[job.uid] = pending_reason(ssn, job)

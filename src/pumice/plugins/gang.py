@@ -81,6 +81,8 @@ class GangPlugin:
         for uid, (_job, reason) in ssn.invalid.items():
             set_condition(ssn, uid, UNSCHEDULABLE, NOT_ENOUGH_PODS, reason)
         for job in ssn.active.values():  # a settled job keeps the condition it has
+            if job.uid in ssn.invalid:
+                continue
             if job.is_ready():
                 set_condition(ssn, job.uid, SCHEDULED, "tasks in gang are ready to be scheduled")
                 continue

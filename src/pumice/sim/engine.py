@@ -71,6 +71,9 @@ class SimOptions:
     startup_delay: float = DEFAULT_STARTUP_DELAY
     grace: float = DEFAULT_GRACE
     skip_idle: bool = True
+    #: Create a job's pods when its PodGroup is admitted, as Volcano's job controller
+    #: does (False: with the PodGroup, at arrival).
+    pods_on_admission: bool = True
     sample_interval: float | None = None  # default: about TARGET_SAMPLES samples
     scheduler_name: str = "volcano"
 
@@ -179,6 +182,7 @@ class Simulation:
             grace=options.grace,
             priority_classes=workload.priority_classes,
             scheduler_name=options.scheduler_name,
+            pods_on_admission=options.pods_on_admission,
         )
         self._next_tick: float | None = None
         self._arrivals = iter(workload.jobs)

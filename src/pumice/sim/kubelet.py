@@ -3,15 +3,19 @@
 The scheduler only binds and evicts. Everything else a real cluster does on its own is
 modelled here, as a client of the same object store the scheduler's cache watches:
 
-- a job *arrives*: its PodGroup and Pods are created (``Pending``), as a job controller
-  would;
+- a job *arrives*: its PodGroup is created (``Pending``); its Pods are created once the
+  scheduler admits the PodGroup (phase ``Inqueue``), as Volcano's job controller does for
+  a ``batch.volcano.sh`` Job, so that a job waiting for admission holds no pods (and no
+  queue counts their requests as demand). With ``pods_on_admission=False`` the Pods are
+  created with the PodGroup, as by a controller that does not wait (plain manifests);
 - a *bound* pod starts after ``startup_delay`` (phase ``Running``), runs for its job's
   duration, then ``Succeeded`` (or ``Failed`` after ``end_fraction`` of it, for a job whose
   outcome is ``fail`` or ``cancel``); it releases its node's resources at that moment;
 - a *terminating* pod (evicted) keeps its resources for its grace period, then is deleted;
 - an *evicted* pod's job is restarted, as Volcano's job controller does on ``PodEvicted``
   (``RestartJob``): every other pod of the job is terminated too, and once all are gone
-  the job's pods are created again and its PodGroup goes back to ``Pending``; the restart
+  its PodGroup goes back to ``Pending`` and the job's pods are created again (on
+  admission, as at arrival); the restart
   and the work lost (pod-seconds of the pods that were running) are counted;
 - a job *ends* when none of its pods holds a node any more (all bound pods ended);
   pods that never got a node are then deleted with the job, as are the PodGroup and the
@@ -63,6 +67,7 @@ class JobState:
     active: int = 0  # pods holding a node (bound or running, not ended, not released)
     restarting: bool = False
     ended: bool = False
+    awaiting_admission: bool = False  # pods are created when the PodGroup is admitted
 
 
 class Kubelet:
@@ -79,6 +84,7 @@ class Kubelet:
         grace: float = DEFAULT_GRACE,
         priority_classes: Mapping[str, int] | None = None,
         scheduler_name: str = "volcano",
+        pods_on_admission: bool = True,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -88,9 +94,10 @@ class Kubelet:
         self.grace = grace
         self.priority_classes = dict(priority_classes or {})
         self.scheduler_name = scheduler_name
+        self.pods_on_admission = pods_on_admission
         self.jobs: dict[str, JobState] = {}
         self.pods: dict[str, PodState] = {}
-        self.watch = store.watch(("Pod",))
+        self.watch = store.watch(("Pod", "PodGroup"))
 
     # -- events from the clock ----------------------------------------------------------
 
@@ -117,7 +124,10 @@ class Kubelet:
         self.observer.job_submitted(self.clock.now, uid, spec)
         objects = self._objects(spec)
         self.store.create(objects[0])
-        self._create_pods(job, objects[1:])
+        if self.pods_on_admission:
+            job.awaiting_admission = True
+        else:
+            self._create_pods(job, objects[1:])
         self.on_change()
 
     def _objects(self, spec: JobSpec) -> list[dict[str, Any]]:
@@ -144,9 +154,19 @@ class Kubelet:
     # -- what the scheduler did (watch events) ------------------------------------------
 
     def sync(self) -> None:
-        """Take in binds and evictions from the store's watch."""
+        """Take in binds, evictions and admissions from the store's watch.
+
+        Pods created for an admitted job need no extra cycle: the cycle that admitted the
+        job changed the cluster, so the engine runs the next one a period later anyway."""
         for ev in self.watch.drain():
             if ev.type != MODIFIED:
+                continue
+            if ev.kind == "PodGroup":
+                job = self.jobs.get(ev.key)
+                phase = (ev.obj.get("status") or {}).get("phase") or "Pending"
+                if job is not None and job.awaiting_admission and phase != "Pending":
+                    job.awaiting_admission = False
+                    self._create_pods(job, self._objects(job.spec)[1:])
                 continue
             st = self.pods.get(ev.key)
             if st is None or st.ended:
@@ -275,7 +295,10 @@ class Kubelet:
         job.incarnation += 1
         job.active = 0
         self.store.update_podgroup_status(job.uid, "Pending", ())
-        self._create_pods(job, self._objects(job.spec)[1:])
+        if self.pods_on_admission:
+            job.awaiting_admission = True
+        else:
+            self._create_pods(job, self._objects(job.spec)[1:])
         self.on_change()
 
     def held(self, uid: str) -> int:

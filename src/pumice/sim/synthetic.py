@@ -101,7 +101,8 @@ class Calibration:
 
     gpu_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
     gpu_weights: tuple[float, ...] = (0.80, 0.05, 0.045, 0.06, 0.02, 0.012, 0.008, 0.003, 0.002)
-    split_fraction: float = 0.3  # 2..gpus_per_node-GPU jobs run as 1-GPU workers
+    split_fraction: float = 0.3  # 2..split_max_gpus-GPU jobs run as 1-GPU workers
+    split_max_gpus: int = 0  # 0: gpus_per_node (a split job never spans nodes by size)
     ps_fraction: float = 0.2  # gangs with CPU-only parameter servers
     elastic_fraction: float = 0.1  # gangs that can start with half their workers
     cpu_per_gpu: tuple[float, ...] = (2.0, 4.0, 6.0, 8.0)  # cores
@@ -165,6 +166,7 @@ def generate(
     horizon: float | None = None,
     load: float = 1.2,
     capacity_gpus: int = 384,
+    max_job_gpus: int | None = None,
     calibration: Calibration = DEFAULT_CALIBRATION,
 ) -> Workload:
     """Draw a workload of ``n_jobs`` GPU jobs (see the module docstring for the model).
@@ -173,7 +175,8 @@ def generate(
     (``gpus_per_node`` GPUs each); no job has more than ``max_gang`` pods, parameter
     servers included. Every pod fits a node of
     ``gpus_per_node`` GPUs with ``8 * gpus_per_node`` cores and ``64 GiB * gpus_per_node``
-    under the default calibration. Arrivals fall in ``[0, horizon)`` (array members a few
+    under the default calibration. No job asks for more than ``max_job_gpus`` GPUs
+    (default: ``max_gang`` whole nodes). Arrivals fall in ``[0, horizon)`` (array members a few
     seconds later); without ``horizon`` it is set so the offered GPU load is ``load`` times
     ``capacity_gpus``. Jobs go to ``n_queues`` queues named after teams, in namespaces of
     the same names. The same arguments always give an equal workload.
@@ -208,6 +211,8 @@ def generate(
     sub_queue = rng.choice(n_queues, size=n_sub, p=popularity / popularity.sum())
     sub_pc = rng.choice(3, size=n_sub, p=np.asarray(c.priority_weights) / sum(c.priority_weights))
     max_gpus = max_gang * gpus_per_node
+    if max_job_gpus is not None:
+        max_gpus = min(max_gpus, max_job_gpus)
     sizes_ok = [(s, w) for s, w in zip(c.gpu_sizes, c.gpu_weights, strict=True) if s <= max_gpus]
     sub_gpus = _choice(rng, [s for s, _ in sizes_ok], [w for _, w in sizes_ok], n_sub).astype(
         np.int64
@@ -215,7 +220,8 @@ def generate(
     multi_node = sub_gpus > gpus_per_node
     pods = np.where(multi_node, -(-sub_gpus // gpus_per_node), 1)
     gpus_per_pod = np.where(multi_node, gpus_per_node, sub_gpus)
-    split = (~multi_node) & (sub_gpus > 1) & (rng.random(n_sub) < c.split_fraction)
+    split_max = min(c.split_max_gpus or gpus_per_node, max_gang)
+    split = (sub_gpus > 1) & (sub_gpus <= split_max) & (rng.random(n_sub) < c.split_fraction)
     pods = np.where(split, sub_gpus, pods)
     gpus_per_pod = np.where(split, 1, gpus_per_pod)
     cpu_per_gpu = _choice(rng, c.cpu_per_gpu, c.cpu_per_gpu_weights, n_sub)
