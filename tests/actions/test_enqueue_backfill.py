@@ -58,3 +58,21 @@ def test_backfill_places_best_effort_pods_that_allocate_skips() -> None:
     assert only_allocate.binds == {}
     with_backfill = run(objs, conf("allocate, backfill", ["gang", "predicates"]))
     assert with_backfill.binds == {"default/be": "n1"}
+
+
+def test_a_podgroup_without_pods_yet_is_admitted_but_not_placed() -> None:
+    """Volcano's job controller creates a vcjob's pods only once its PodGroup is
+    Inqueue: enqueue must admit a gang that has no pods yet, and allocate must leave it
+    alone (too few pods) while saying why."""
+    objs = [
+        queue(),
+        node("n1", cpu="8"),
+        podgroup("vc", min_member=2, phase="Pending", min_resources={"cpu": "2"}),
+        podgroup("big", min_member=2, phase="Pending", min_resources={"cpu": "100"}),
+    ]
+    d = run(objs)
+    assert d.podgroups["default/vc"].phase == "Inqueue"
+    assert d.binds == {}
+    assert d.pending["default/vc"].startswith("not schedulable: not enough valid tasks")
+    assert d.podgroups["default/big"].phase == "Pending"
+    assert d.pending["default/big"].startswith("not enqueued: overcommit")

@@ -52,6 +52,14 @@ def _same(a, b) -> None:
             t: (x.status, x.node) for t, x in jb.tasks.items()
         }
     assert sorted(a.blocked) == sorted(b.blocked)
+    # The cache's per-queue sums, kept job by job, equal sums taken afresh.
+    sa, sb = a.job_ledger().sums(a.queues), b.job_ledger().sums(b.queues)
+    assert sorted(sa) == sorted(sb)
+    for name, qa in sa.items():
+        qb = sb[name]
+        assert qa.jobs == qb.jobs, name
+        for field in ("allocated", "pending", "inqueue", "elastic"):
+            assert np.array_equal(getattr(qa, field), getattr(qb, field)), (name, field)
 
 
 def test_cache_snapshot_decides_like_build_snapshot():

@@ -123,10 +123,10 @@ def test_a_running_job_whose_tasks_ended_claims_nothing_at_admission() -> None:
     """A Running podgroup whose pods all finished must not hold its minResources back
     from the overcommit gate (else a cluster fills with claims of finished jobs)."""
     done = podgroup("done", phase="Running", min_member=2, min_resources={"cpu": "4"})
-    finished = [pod(f"done-{i}", group="done", cpu="2", node="n1", phase="Succeeded")
-                for i in range(2)]
+    finished = [
+        pod(f"done-{i}", group="done", cpu="2", node="n1", phase="Succeeded") for i in range(2)
+    ]
     new = podgroup("new", phase="Pending", min_resources={"cpu": "4"})
-    objs = [queue(), node("n1", cpu="4"), done, *finished, new, pod("new-0", group="new",
-                                                                    cpu="4")]
+    objs = [queue(), node("n1", cpu="4"), done, *finished, new, pod("new-0", group="new", cpu="4")]
     d = run(objs)
     assert d.binds == {"default/new-0": "n1"}

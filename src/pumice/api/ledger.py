@@ -94,7 +94,7 @@ class Ledger:
         self._parts[job.uid] = part
         sums = self._queues.get(part.queue)
         if sums is None:
-            sums = self._queues[part.queue] = [0, zero, zero.copy(), zero.copy(), zero.copy()]
+            sums = self._queues[part.queue] = [0, *(self.space.zeros() for _ in range(4))]
         sums[0] += 1
         sums[1] += part.allocated
         sums[2] += part.pending

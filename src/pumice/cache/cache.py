@@ -126,6 +126,9 @@ class SchedulerCache:
         self.unsettled: set[str] = set()
         #: Jobs changed since the last snapshot (their status is due to be written).
         self.dirty: set[str] = set()
+        #: Hand cycles only the active jobs (False: every job, for checking that the
+        #: difference changes no decision).
+        self.track_active = True
         #: Jobs whose queue does not exist (left out of snapshots, explained instead).
         self.queueless: set[str] = set()
         #: The last snapshot handed out, whose jobs are the base's own (see snapshot()),
@@ -446,7 +449,7 @@ class SchedulerCache:
             default_priority=self.model.default_priority,
             blocked=blocked,
             pdbs=[self.pdbs_r[k] for k in sorted(self.pdbs_r)],
-            active=active,
+            active=active if self.track_active else None,
             ledger=self.ledger,
         )
         return snap

@@ -236,34 +236,47 @@ class ProportionPlugin:
         ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
 
     def _water_fill(self, total: Vector) -> None:
-        remaining = total.copy()
-        met: set[str] = set()
+        """Volcano's loop, with the queues as rows of matrices: within one round every
+        queue that still wants more takes its weight's part of what remained at the
+        start of the round, so the rows can be updated together. The arithmetic is the
+        per-queue arithmetic (sums over queues add rows in name order, as the loop
+        did), so the deserved shares are the same floats."""
         attrs = [self.attrs[k] for k in sorted(self.attrs)]
+        if not attrs:
+            return
+        deserved = np.array([a.deserved for a in attrs])
+        request = np.array([a.request for a in attrs])
+        cap = np.array([a.real_capability for a in attrs])
+        guarantee = np.array([a.guarantee for a in attrs])
+        weight = np.array([float(a.weight) for a in attrs])
+        met = np.zeros(len(attrs), dtype=bool)
+        remaining = total.copy()
         while True:
-            total_weight = sum(a.weight for a in attrs if a.name not in met)
+            open_rows = np.flatnonzero(~met)
+            total_weight = sum(attrs[i].weight for i in open_rows.tolist())
             if total_weight == 0:
                 break
             old_remaining = remaining.copy()
+            old = deserved[open_rows]
+            new = old + remaining[None, :] * (weight[open_rows] / total_weight)[:, None]
+            new = np.minimum(new, cap[open_rows])
+            new = np.minimum(new, request[open_rows])
+            new = np.maximum(new, guarantee[open_rows])
+            done = np.all(request[open_rows] <= new, axis=1) | np.all(new == old, axis=1)
+            diff = new - old
             increased = np.zeros_like(total)
             decreased = np.zeros_like(total)
-            for a in attrs:
-                if a.name in met:
-                    continue
-                old = a.deserved.copy()
-                a.deserved = a.deserved + remaining * (a.weight / total_weight)
-                a.deserved = np.minimum(a.deserved, a.real_capability)
-                a.deserved = np.minimum(a.deserved, a.request)
-                a.deserved = np.maximum(a.deserved, a.guarantee)
-                a.share = _share(a)
-                if bool(np.all(a.request <= a.deserved)) or np.array_equal(a.deserved, old):
-                    met.add(a.name)
-                diff = a.deserved - old
-                increased += np.maximum(diff, 0.0)
-                decreased += np.maximum(-diff, 0.0)
+            for row in np.maximum(diff, 0.0):  # row by row, in name order
+                increased += row
+            for row in np.maximum(-diff, 0.0):
+                decreased += row
+            deserved[open_rows] = new
+            met[open_rows[done]] = True
             remaining = remaining - increased + decreased
             if bool(np.all(remaining < 0.1)) or np.array_equal(remaining, old_remaining):
                 break
-        for a in attrs:
+        for a, d in zip(attrs, deserved, strict=True):
+            a.deserved = d.copy()
             a.share = _share(a)
 
     def explain_overused(self, q: QueueInfo, space) -> str:

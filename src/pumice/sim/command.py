@@ -98,6 +98,12 @@ def add_parser(sub: Any) -> None:
         help="run a cycle every period even when nothing changed (slow; for "
         "checking that skipping changes nothing)",
     )
+    s.add_argument(
+        "--pods-upfront",
+        action="store_true",
+        help="create a job's pods when it arrives (default: when its PodGroup is admitted, "
+        "as Volcano's job controller does)",
+    )
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.set_defaults(func=run)
 
@@ -236,6 +242,7 @@ def run(args: argparse.Namespace) -> int:
         startup_delay=args.startup_delay,
         grace=args.grace,
         skip_idle=not args.no_skip,
+        pods_on_admission=not args.pods_upfront,
     )
     out = Path(args.out)
     results = []
