@@ -1,11 +1,14 @@
 """enqueue: admit Pending jobs (phase Pending -> Inqueue) when the plugins allow.
 
-Queues take turns in queue order, one job per turn in job order. A job without
+Queues are served in queue order, each job in job order (see :meth:`EnqueueAction.
+execute`). A job without
 minResources is always admitted; otherwise the ``job_enqueueable`` vote decides, and a
 refused job stays Pending with the refusing plugin's reason.
 """
 
 from __future__ import annotations
+
+import functools
 
 from pumice.api.job import INQUEUE, JobInfo
 from pumice.api.queue import QueueInfo
@@ -32,40 +35,42 @@ class EnqueueAction:
         self.arguments = arguments
 
     def execute(self, ssn: Session) -> None:
-        queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_less)
+        """Volcano's loop pops the first queue, serves one job of it and pushes the
+        queue back. Nothing enqueue does changes a queue's order (it allocates nothing,
+        and the order is total: ties fall back to creation time and name), so the queue
+        popped first is popped again until it runs out of jobs: the loop serves the
+        queues one after the other, in queue order, each with all its jobs in job order.
+        That is how it is written here, with one sort of the queues instead of a heap
+        operation per job."""
+        jkey = job_key(ssn)  # job order cannot change during enqueue either
         jobs_of: dict[str, PriorityQueue[JobInfo] | KeyedQueue[JobInfo]] = {}
-        jkey = job_key(ssn)  # job order cannot change during enqueue
-        seen: set[str] = set()
-        # Only Pending jobs have anything to enqueue, and they are all active; a queue
-        # without one would be popped and dropped, so it is not pushed at all.
+        # Only Pending jobs have anything to enqueue, and they are all active.
         for job in ssn.active.values():
             if not job.is_pending():
                 continue
-            queue = ssn.queues[job.queue]
-            if queue.name not in seen:
-                seen.add(queue.name)
-                queues.push(queue)
-                jobs_of[queue.name] = ordered(ssn.job_less, jkey)
-            jobs_of[queue.name].push(job)
-        while not queues.empty():
-            queue = queues.pop()
-            jobs = jobs_of.get(queue.name)
-            if jobs is None or jobs.empty():
-                continue
-            job = jobs.pop()
-            if not queue.is_open():
-                admitted, refuser = False, None
-                ssn.not_enqueued[job.uid] = f"queue {queue.name} is {queue.state}"
-                queues.push(queue)
-                continue
-            if job.min_resources is None:
-                admitted, refuser = True, None
-            else:
-                admitted, refuser = ssn.hooks.vote_detail("job_enqueueable", job)
-            if admitted:
-                ssn.hooks.each("job_enqueued", job)
-                job.phase = INQUEUE
-                ssn.not_enqueued.pop(job.uid, None)
-            else:
-                ssn.not_enqueued[job.uid] = enqueue_refusal(ssn, refuser, job)
-            queues.push(queue)
+            jobs = jobs_of.get(job.queue)
+            if jobs is None:
+                jobs = jobs_of[job.queue] = ordered(ssn.job_less, jkey)
+            jobs.push(job)
+
+        def cmp(a: QueueInfo, b: QueueInfo) -> int:
+            return -1 if ssn.queue_less(a, b) else (1 if ssn.queue_less(b, a) else 0)
+
+        queues = sorted((ssn.queues[name] for name in jobs_of), key=functools.cmp_to_key(cmp))
+        for queue in queues:
+            jobs = jobs_of[queue.name]
+            while not jobs.empty():
+                job = jobs.pop()
+                if not queue.is_open():
+                    ssn.not_enqueued[job.uid] = f"queue {queue.name} is {queue.state}"
+                    continue
+                if job.min_resources is None:
+                    admitted, refuser = True, None
+                else:
+                    admitted, refuser = ssn.hooks.vote_detail("job_enqueueable", job)
+                if admitted:
+                    ssn.hooks.each("job_enqueued", job)
+                    job.phase = INQUEUE
+                    ssn.not_enqueued.pop(job.uid, None)
+                else:
+                    ssn.not_enqueued[job.uid] = enqueue_refusal(ssn, refuser, job)

@@ -78,6 +78,9 @@ class JobInfo:
     _ready_memo: tuple[int, int, bool] = field(
         default=(-1, -1, False), init=False, repr=False, compare=False
     )
+    _valid_memo: tuple[int, int, bool] = field(
+        default=(-1, -1, False), init=False, repr=False, compare=False
+    )
     #: Tasks in the READY_STATUSES buckets, kept by :meth:`add_task` / :meth:`update_status`
     #: (gang readiness asks after every placement).
     _ready_count: int = field(default=0, init=False, repr=False, compare=False)
@@ -238,9 +241,13 @@ class JobInfo:
         return self._roles_meet(READY_STATUSES | {TaskStatus.PIPELINED}, False)
 
     def is_valid(self) -> bool:
-        if self.valid_num() < self.min_available:
-            return False
-        return self._roles_meet(VALID_STATUSES, False)
+        """Enough tasks exist (placed or not) for the gang; memoized like is_ready."""
+        version, min_available, valid = self._valid_memo
+        if version == self._version and min_available == self.min_available:
+            return valid
+        valid = self.valid_num() >= self.min_available and self._roles_meet(VALID_STATUSES, False)
+        self._valid_memo = (self._version, self.min_available, valid)
+        return valid
 
     def is_starving(self) -> bool:
         return self.ready_num() + self.waiting_num() < len(self.tasks)

@@ -51,6 +51,10 @@ def _share(attr: QueueAttr) -> float:
     return 0.0 if best is None else best
 
 
+#: Water-fill results by their inputs (oldest dropped first beyond 256 entries).
+_FILLED: dict[bytes, np.ndarray] = {}
+
+
 class ProportionPlugin:
     name = "proportion"
 
@@ -249,6 +253,22 @@ class ProportionPlugin:
         cap = np.array([a.real_capability for a in attrs])
         guarantee = np.array([a.guarantee for a in attrs])
         weight = np.array([float(a.weight) for a in attrs])
+        # A pure function of these inputs, which most cycles repeat (a task moving from
+        # pending to allocated leaves a queue's request as it was).
+        key = b"".join(m.tobytes() for m in (total, deserved, request, cap, guarantee, weight))
+        got = _FILLED.get(key)
+        if got is None:
+            got = self._fill(total, attrs, deserved, request, cap, guarantee, weight)
+            _FILLED[key] = got
+            if len(_FILLED) > 256:
+                del _FILLED[next(iter(_FILLED))]
+        for a, d in zip(attrs, got, strict=True):
+            a.deserved = d.copy()
+            a.share = _share(a)
+
+    @staticmethod
+    def _fill(total, attrs, deserved, request, cap, guarantee, weight) -> np.ndarray:
+        deserved = deserved.copy()
         met = np.zeros(len(attrs), dtype=bool)
         remaining = total.copy()
         while True:
@@ -275,9 +295,7 @@ class ProportionPlugin:
             remaining = remaining - increased + decreased
             if bool(np.all(remaining < 0.1)) or np.array_equal(remaining, old_remaining):
                 break
-        for a, d in zip(attrs, deserved, strict=True):
-            a.deserved = d.copy()
-            a.share = _share(a)
+        return deserved
 
     def explain_overused(self, q: QueueInfo, space) -> str:
         attr = self.attrs.get(q.name)
