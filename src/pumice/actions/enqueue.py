@@ -9,12 +9,13 @@ refused job stays Pending with the refusing plugin's reason.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 
 from pumice.api.job import INQUEUE, JobInfo
 from pumice.api.queue import QueueInfo
 from pumice.conf.arguments import Arguments
 from pumice.framework.orders import job_key
-from pumice.framework.pqueue import KeyedQueue, PriorityQueue, ordered
+from pumice.framework.pqueue import PriorityQueue
 from pumice.framework.session import Session
 
 
@@ -43,24 +44,18 @@ class EnqueueAction:
         That is how it is written here, with one sort of the queues instead of a heap
         operation per job."""
         jkey = job_key(ssn)  # job order cannot change during enqueue either
-        jobs_of: dict[str, PriorityQueue[JobInfo] | KeyedQueue[JobInfo]] = {}
+        jobs_of: dict[str, list[JobInfo]] = {}
         # Only Pending jobs have anything to enqueue, and they are all active.
         for job in ssn.active.values():
-            if not job.is_pending():
-                continue
-            jobs = jobs_of.get(job.queue)
-            if jobs is None:
-                jobs = jobs_of[job.queue] = ordered(ssn.job_less, jkey)
-            jobs.push(job)
+            if job.is_pending():
+                jobs_of.setdefault(job.queue, []).append(job)
 
         def cmp(a: QueueInfo, b: QueueInfo) -> int:
             return -1 if ssn.queue_less(a, b) else (1 if ssn.queue_less(b, a) else 0)
 
         queues = sorted((ssn.queues[name] for name in jobs_of), key=functools.cmp_to_key(cmp))
         for queue in queues:
-            jobs = jobs_of[queue.name]
-            while not jobs.empty():
-                job = jobs.pop()
+            for job in _in_order(ssn, jobs_of[queue.name], jkey):
                 if not queue.is_open():
                     ssn.not_enqueued[job.uid] = f"queue {queue.name} is {queue.state}"
                     continue
@@ -74,3 +69,14 @@ class EnqueueAction:
                     ssn.not_enqueued.pop(job.uid, None)
                 else:
                     ssn.not_enqueued[job.uid] = enqueue_refusal(ssn, refuser, job)
+
+
+def _in_order(ssn: Session, jobs: list[JobInfo], key) -> Iterator[JobInfo]:
+    """``jobs`` in job order: sorted by the plugins' keys when they all offer one (the
+    same order, with the same fallback), else popped from a heap as Volcano does."""
+    if key is not None:
+        yield from sorted(jobs, key=key)
+        return
+    heap: PriorityQueue[JobInfo] = PriorityQueue(ssn.job_less, jobs)
+    while not heap.empty():
+        yield heap.pop()

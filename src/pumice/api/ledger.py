@@ -117,6 +117,21 @@ class Ledger:
             sums[4] -= part.elastic
         self.affinity_jobs -= part.affinity
 
+    def matrices(self, queues: Iterable[str]) -> tuple[list[str], QueueSums]:
+        """The same sums for the queues of ``queues`` that have jobs, as matrices (one
+        row per queue, in name order): the names, and a :class:`QueueSums` of arrays
+        (``jobs`` a vector of counts). Cheaper than :meth:`sums` for many queues."""
+        names = sorted(set(queues) & set(self._queues))
+        if not names:
+            z = np.zeros((0, self.space.size))
+            return names, QueueSums(np.zeros(0, dtype=int), z, z, z, z)  # type: ignore[arg-type]
+        rows = [self._queues[n] for n in names]
+        counts = np.array([r[0] for r in rows])
+        mats = [np.array([r[k] for r in rows]) for k in range(1, 5)]
+        if self._scaled:
+            mats = [m / self._scale for m in mats]
+        return names, QueueSums(counts, *mats)  # type: ignore[arg-type]
+
     def sums(self, queues: Iterable[str] | None = None) -> dict[str, QueueSums]:
         """The sums of each queue that has jobs (only of ``queues`` when given), in
         canonical units, as new vectors."""

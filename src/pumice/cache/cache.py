@@ -20,7 +20,6 @@ Nothing here knows whether the cluster is simulated.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -534,12 +533,13 @@ class SchedulerCache:
 
 
 def _copy_queue(q: QueueInfo) -> QueueInfo:
-    c = copy.copy(q)
-    c.capability = q.capability.copy()
-    c.guarantee = q.guarantee.copy()
-    if q.deserved is not None:
-        c.deserved = q.deserved.copy()
-    return c
+    return QueueInfo(
+        name=q.name, weight=q.weight, capability=q.capability.copy(),
+        deserved=q.deserved.copy() if q.deserved is not None else None,
+        guarantee=q.guarantee.copy(), reclaimable=q.reclaimable, parent=q.parent,
+        state=q.state, creation=q.creation, annotations=q.annotations,
+        has_capability=q.has_capability, priority=q.priority,
+    )  # fmt: skip
 
 
 def _respec(job: JobInfo, **state: Any) -> JobInfo:

@@ -40,8 +40,8 @@ class OvercommitPlugin:
                 factors[ssn.space.index[name]] = f
         self.idle = np.where(mask, ssn.total * factors - used, np.inf)
         self.inqueue = ssn.space.zeros()
-        for qs in ssn.snapshot.job_ledger().sums(ssn.queues).values():
-            self.inqueue += qs.inqueue
+        for row in ssn.snapshot.job_ledger().matrices(ssn.queues)[1].inqueue:
+            self.inqueue += row  # queue by queue, in name order
 
         share_dims = np.flatnonzero(mask).tolist()
 

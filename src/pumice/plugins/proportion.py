@@ -90,19 +90,19 @@ class ProportionPlugin:
         # A queue takes part when it has jobs; its sums come from the snapshot's ledger
         # (kept job by job, so running jobs cost nothing here). Clipping is a mask, so
         # the clipped sums are the sums of the clipped parts.
-        sums = ssn.snapshot.job_ledger().sums(ssn.queues)
-        for name, qs in sums.items():
+        names, m = ssn.snapshot.job_ledger().matrices(ssn.queues)
+        allocated, pending = clip(m.allocated), clip(m.pending)
+        request, inqueue, elastic = allocated + pending, clip(m.inqueue), clip(m.elastic)
+        for k, name in enumerate(names):
             q = ssn.queues[name]
             guarantee = clip(q.guarantee)
             real_cap = np.maximum(total - total_guarantee, 0.0) + guarantee
             if q.has_capability:
                 real_cap = np.minimum(real_cap, q.capability)
-            allocated = clip(qs.allocated)
             self.attrs[name] = QueueAttr(
-                name=q.name, weight=q.weight, deserved=zero(), allocated=allocated,
-                request=allocated + clip(qs.pending), inqueue=clip(qs.inqueue),
-                elastic=clip(qs.elastic), guarantee=guarantee, capability=q.capability,
-                real_capability=real_cap,
+                name=q.name, weight=q.weight, deserved=zero(), allocated=allocated[k],
+                request=request[k], inqueue=inqueue[k], elastic=elastic[k],
+                guarantee=guarantee, capability=q.capability, real_capability=real_cap,
             )  # fmt: skip
 
         self._water_fill(total)
