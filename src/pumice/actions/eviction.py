@@ -78,6 +78,25 @@ def victims_could_fit(ssn: Session, task: TaskInfo, i: int, victims: Iterable[Ta
     return bool(fits(task.init_resreq, future[None, :])[0])
 
 
+def room_with_all(ssn: Session, task: TaskInfo, candidates: dict[int, list[TaskInfo]]) -> list[int]:
+    """The nodes of ``candidates`` (node row -> evictable tasks) where evicting every
+    candidate would make room for ``task`` (:func:`victims_could_fit` with all of them).
+    Resources only add up, so on any other node no subset of the candidates passes that
+    test either: callers pass those nodes over before ordering candidates and asking the
+    victim functions, for one vector test over all nodes instead of one per node."""
+    if not candidates:
+        return []
+    nodes = ssn.nodes
+    rows = np.fromiter(candidates, dtype=np.intp, count=len(candidates))
+    held = np.zeros((len(rows), ssn.space.size))
+    for k, cands in enumerate(candidates.values()):
+        row = held[k]
+        for t in cands:
+            row += t.resreq
+    room = nodes.idle[rows] + nodes.releasing[rows] - nodes.pipelined[rows] + held
+    return rows[fits(task.init_resreq, room)].tolist()
+
+
 def victim_queue(ssn: Session, victims: Iterable[TaskInfo], preemptor: TaskInfo):
     """Volcano's ``BuildVictimsPriorityQueue``: the victim to evict first pops first."""
     return PriorityQueue(lambda a, b: ssn.victim_less(a, b, preemptor), victims)

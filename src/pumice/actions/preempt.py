@@ -159,13 +159,21 @@ class PreemptAction:
         if self.topology_aware:
             return self._dry_run(ssn, stmt, preemptor, job, keep, nodes)
         queue = ssn.queues[job.queue]
+        # A node where even evicting every candidate would leave too little room cannot
+        # work with any subset the preemptable functions allow: pass it over before
+        # ordering and asking them. (Evictions on one node change only that node, so
+        # this holds while the loop below evicts.) Most preemptors find no such node.
+        cands = {i: [t for t in ssn.nodes.tasks[i].values() if keep(t)] for i in nodes}
+        possible = {i: cands[i] for i in ev.room_with_all(ssn, preemptor, cands)}
+        if not possible:
+            return False
         start = stmt.mark()
         ready: dict[str, int] = {}
         for i in ev.scored_nodes(ssn, preemptor, nodes):
+            if i not in possible:
+                continue
             name = ssn.nodes.names[i]
-            candidates = ev.in_victim_order(
-                ssn, (t for t in ssn.nodes.tasks[i].values() if keep(t)), preemptor
-            )
+            candidates = ev.in_victim_order(ssn, possible[i], preemptor)
             victims, deciders = ssn.hooks.victims("preemptable", preemptor, candidates)
             if not ev.victims_could_fit(ssn, preemptor, i, victims):
                 continue

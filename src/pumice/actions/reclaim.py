@@ -80,8 +80,8 @@ class ReclaimAction:
     def reclaim_for(self, ssn: Session, stmt: Statement, task: TaskInfo, job: JobInfo) -> bool:
         """Try to pipeline ``task`` onto resources reclaimed from other queues."""
         start = stmt.mark()
+        found: dict[int, list[TaskInfo]] = {}
         for i in ev.candidate_nodes(ssn, task):
-            name = ssn.nodes.names[i]
             reclaimees = []
             for t in ssn.nodes.tasks[i].values():
                 if t.status != TaskStatus.RUNNING or not t.preemptable:
@@ -92,9 +92,17 @@ class ReclaimAction:
                 if not ssn.queues[tj.queue].reclaimable:
                     continue
                 reclaimees.append(t)
-            if not reclaimees:
+            if reclaimees:
+                found[i] = reclaimees
+        # Only nodes where all the reclaimees together would fit the task (see
+        # ev.room_with_all); evictions on one node change only that node, so the test
+        # made here still holds when the loop reaches a node.
+        room = set(ev.room_with_all(ssn, task, found))
+        for i in found:
+            if i not in room:
                 continue
-            reclaimees = ev.in_victim_order(ssn, reclaimees, task)
+            name = ssn.nodes.names[i]
+            reclaimees = ev.in_victim_order(ssn, found[i], task)
             victims, deciders = ssn.hooks.victims("reclaimable", task, reclaimees)
             if not victims or not ev.victims_could_fit(ssn, task, i, victims):
                 continue
