@@ -38,6 +38,8 @@ class QueueSums:
 
 @dataclass(slots=True, frozen=True)
 class _Part:
+    job: JobInfo  # (kept so that the identity in ``key`` stays the job's)
+    key: tuple  # what the part was computed from: identity, task index version, phase
     queue: str
     allocated: Vector
     pending: Vector
@@ -77,13 +79,20 @@ class Ledger:
         return np.round(v * self._scale) if self._scaled else v.copy()
 
     def update(self, job: JobInfo) -> None:
-        """Take ``job``'s part as it is now (replacing the part it had)."""
+        """Take ``job``'s part as it is now (replacing the part it had). Nothing to do
+        when neither the task index nor the phase moved since (a status rewrite)."""
+        key = (id(job), job._version, job.phase, job.queue, job.min_available)
+        old = self._parts.get(job.uid)
+        if old is not None and old.key == key and old.job is job:
+            return
         self.remove(job.uid)
         zero = self.space.zeros()
         minres = job.min_resources
         elastic = job.allocated - minres if minres is not None else job.allocated
         demand = job.inqueue_demand()
         part = _Part(
+            job=job,
+            key=key,
             queue=job.queue,
             allocated=self._units(job.allocated),
             pending=self._units(job.pending_request),
