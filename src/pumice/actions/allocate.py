@@ -22,7 +22,7 @@ from pumice.api.job import INQUEUE, FitError, JobInfo
 from pumice.api.queue import QueueInfo
 from pumice.api.task import READY_STATUSES, TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
-from pumice.framework.fastpath import for_session
+from pumice.framework.fastpath import for_session, shape_key
 from pumice.framework.fit import fits, insufficient
 from pumice.framework.orders import job_key, task_key
 from pumice.framework.pqueue import KeyedQueue, PriorityQueue, ordered
@@ -80,7 +80,8 @@ def place(ssn: Session, stmt: Statement, job: JobInfo, task: TaskInfo) -> bool:
     if len(nodes) == 0:
         job.fit_errors[task.uid] = FitError(0, {}, "there are no nodes in the cluster")
         return False
-    fast = for_session(ssn).choose(task)
+    fastpath = for_session(ssn)
+    fast = fastpath.choose(task)
     if fast is not None:  # the same choice as below, from per-shape caches
         i, now_fits = fast
         if now_fits:
@@ -88,13 +89,26 @@ def place(ssn: Session, stmt: Statement, job: JobInfo, task: TaskInfo) -> bool:
         else:
             stmt.pipeline(task, nodes.names[i])
         return True
+    # A task that found no node fails the same way, for the same reasons, as long as
+    # neither its shape nor the nodes changed: a backlog of jobs waiting for room asks
+    # this again and again in a cycle. (Not with inter-pod affinity about, where the
+    # answer also depends on the task's labels and on other pods.)
+    memo_key = None
+    if task.pod_affinity is None and not fastpath.affinity_about:
+        memo_key = (shape_key(task), task.host_ports, nodes.version)
+        err = fastpath.no_fit.get(memo_key)
+        if err is not None:
+            job.fit_errors[task.uid] = err
+            return False
     blocked, reasons = predicate_filter(ssn, task)
     future = nodes.future_idle()
     feasible = fits(task.init_resreq, future)
     if blocked is not None:
         feasible &= ~blocked
     if not feasible.any():
-        job.fit_errors[task.uid] = explain_no_fit(ssn, task, reasons, future)
+        err = job.fit_errors[task.uid] = explain_no_fit(ssn, task, reasons, future)
+        if memo_key is not None:
+            fastpath.no_fit[memo_key] = err
         return False
     now = feasible & fits(task.init_resreq, nodes.idle)
     cand = np.flatnonzero(now if now.any() else feasible)

@@ -81,7 +81,10 @@ class _Shape:
 class FastPath:
     """The shape caches of one session."""
 
-    __slots__ = ("__weakref__", "enabled", "nodes", "predicates", "scorers", "shapes", "ssn")
+    __slots__ = (
+        "__weakref__", "affinity_about", "enabled", "no_fit", "nodes", "predicates", "scorers",
+        "shapes", "ssn",
+    )  # fmt: skip
 
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
@@ -93,6 +96,11 @@ class FastPath:
             for fn in self.scorers
         )
         self.shapes: dict[Hashable, _Shape] = {}
+        #: Why a task shape found no node, by (shape, host ports, node table version):
+        #: see ``place`` in :mod:`pumice.actions.allocate`.
+        self.no_fit: dict[Hashable, object] = {}
+        #: Some job or node holds a task with inter-pod (anti-)affinity terms.
+        self.affinity_about = ssn.snapshot.job_ledger().affinity_jobs > 0 or ssn.nodes.affinity > 0
 
     def choose(self, task: TaskInfo) -> tuple[int, bool] | None:
         """(node row, fits now) for ``task``; None when the fast path does not apply or
