@@ -53,13 +53,10 @@ def _same(a, b) -> None:
         }
     assert sorted(a.blocked) == sorted(b.blocked)
     # The cache's per-queue sums, kept job by job, equal sums taken afresh.
-    sa, sb = a.job_ledger().sums(a.queues), b.job_ledger().sums(b.queues)
-    assert sorted(sa) == sorted(sb)
-    for name, qa in sa.items():
-        qb = sb[name]
-        assert qa.jobs == qb.jobs, name
-        for field in ("allocated", "pending", "inqueue", "elastic"):
-            assert np.array_equal(getattr(qa, field), getattr(qb, field)), (name, field)
+    (na, qa), (nb, qb) = a.job_ledger().matrices(a.queues), b.job_ledger().matrices(b.queues)
+    assert na == nb
+    for field in ("jobs", "allocated", "pending", "inqueue", "elastic"):
+        assert np.array_equal(getattr(qa, field), getattr(qb, field)), field
 
 
 def test_cache_snapshot_decides_like_build_snapshot():

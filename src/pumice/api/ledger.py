@@ -27,13 +27,14 @@ from pumice.api.resources import ResourceSpace, Vector
 
 @dataclass(slots=True)
 class QueueSums:
-    """What the jobs of one queue add up to (read-only for sessions: copy to change)."""
+    """What the jobs of each queue add up to, one row per queue (new arrays: a session
+    may change them)."""
 
-    jobs: int
-    allocated: Vector  # requests of the tasks holding resources
-    pending: Vector  # requests of the tasks waiting for a node
-    inqueue: Vector  # JobInfo.inqueue_demand of admitted jobs
-    elastic: Vector  # allocated beyond minResources, per job, summed
+    jobs: np.ndarray  # job counts
+    allocated: np.ndarray  # requests of the tasks holding resources
+    pending: np.ndarray  # requests of the tasks waiting for a node
+    inqueue: np.ndarray  # JobInfo.inqueue_demand of admitted jobs
+    elastic: np.ndarray  # allocated beyond minResources, per job, summed
 
 
 @dataclass(slots=True, frozen=True)
@@ -56,8 +57,8 @@ class Ledger:
     """Per-queue :class:`QueueSums` over a set of jobs.
 
     Contract: call :meth:`update` after every change of a job (its tasks' statuses,
-    its phase, its spec) and :meth:`remove` when it goes; :meth:`sums` then equals
-    :meth:`of` over the same jobs."""
+    its phase, its spec) and :meth:`remove` when it goes; :meth:`matrices` then equals
+    that of :meth:`of` over the same jobs."""
 
     def __init__(self, space: ResourceSpace) -> None:
         self.space = space
@@ -127,33 +128,19 @@ class Ledger:
         self.affinity_jobs -= part.affinity
 
     def matrices(self, queues: Iterable[str]) -> tuple[list[str], QueueSums]:
-        """The same sums for the queues of ``queues`` that have jobs, as matrices (one
-        row per queue, in name order): the names, and a :class:`QueueSums` of arrays
-        (``jobs`` a vector of counts). Cheaper than :meth:`sums` for many queues."""
+        """The sums of the queues of ``queues`` that have jobs, in canonical units, as
+        new matrices (one row per queue, in name order): the names, and a
+        :class:`QueueSums` of arrays (``jobs`` a vector of counts)."""
         names = sorted(set(queues) & set(self._queues))
         if not names:
             z = np.zeros((0, self.space.size))
-            return names, QueueSums(np.zeros(0, dtype=int), z, z, z, z)  # type: ignore[arg-type]
+            return names, QueueSums(np.zeros(0, dtype=int), z, z.copy(), z.copy(), z.copy())
         rows = [self._queues[n] for n in names]
         counts = np.array([r[0] for r in rows])
         mats = [np.array([r[k] for r in rows]) for k in range(1, 5)]
         if self._scaled:
             mats = [m / self._scale for m in mats]
-        return names, QueueSums(counts, *mats)  # type: ignore[arg-type]
-
-    def sums(self, queues: Iterable[str] | None = None) -> dict[str, QueueSums]:
-        """The sums of each queue that has jobs (only of ``queues`` when given), in
-        canonical units, as new vectors."""
-        names = sorted(self._queues) if queues is None else sorted(set(queues) & set(self._queues))
-        out = {}
-        for name in names:
-            n, a, p, q, e = self._queues[name]
-            if self._scaled:
-                a, p, q, e = (v / self._scale for v in (a, p, q, e))
-            else:
-                a, p, q, e = a.copy(), p.copy(), q.copy(), e.copy()
-            out[name] = QueueSums(n, a, p, q, e)
-        return out
+        return names, QueueSums(counts, *mats)
 
 
 __all__ = ["Ledger", "QueueSums"]

@@ -53,6 +53,11 @@ class Snapshot:
             self.ledger = Ledger.of(self.space, self.jobs.values())
         return self.ledger
 
+    def affinity_about(self) -> bool:
+        """Some job or node holds a task with required inter-pod (anti-)affinity terms,
+        so where one pod may go depends on the others."""
+        return self.job_ledger().affinity_jobs > 0 or self.nodes.affinity > 0
+
     def active_jobs(self) -> dict[str, JobInfo]:
         """The jobs a cycle must look at (see the class docstring), in uid order."""
         if self.active is None:

@@ -100,7 +100,7 @@ class FastPath:
         #: see ``place`` in :mod:`pumice.actions.allocate`.
         self.no_fit: dict[Hashable, object] = {}
         #: Some job or node holds a task with inter-pod (anti-)affinity terms.
-        self.affinity_about = ssn.snapshot.job_ledger().affinity_jobs > 0 or ssn.nodes.affinity > 0
+        self.affinity_about = ssn.snapshot.affinity_about()
 
     def choose(self, task: TaskInfo) -> tuple[int, bool] | None:
         """(node row, fits now) for ``task``; None when the fast path does not apply or

@@ -75,7 +75,7 @@ class PredicatesPlugin:
         nodes = ssn.nodes
         index = nodes.labels
 
-        holders = ssn.snapshot.job_ledger().affinity_jobs > 0 or nodes.affinity > 0
+        holders = ssn.snapshot.affinity_about()
 
         def predicate(task: TaskInfo) -> tuple[np.ndarray | None, Reasons]:
             cached = self._static.get(task.placement)
