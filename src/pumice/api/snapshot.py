@@ -46,6 +46,8 @@ class Snapshot:
     #: Jobs a cycle changed through a statement (filled by the session): the owner of a
     #: snapshot whose jobs it shares (the scheduler cache) repairs them afterwards.
     touched: set[str] = field(default_factory=set)
+    #: The same for tasks of no job (pods of other schedulers), by pod key.
+    touched_pods: set[str] = field(default_factory=set)
 
     def job_ledger(self) -> Ledger:
         """Per-queue sums over ``jobs`` as they were when the cycle began."""

@@ -7,11 +7,16 @@ keeps a *base* model up to date event by event: a :class:`NodeTable` with every 
 pod accounted, a :class:`JobInfo` per PodGroup (or bare pod) with its tasks, the queues.
 A pod update only re-reads what a pod may change (node, phase, deletion mark).
 
-:meth:`SchedulerCache.snapshot` hands out an independent copy of the base (node arrays
-copied, jobs and tasks cloned), because a cycle changes its snapshot. The result is the
-same snapshot :func:`pumice.cache.build.build_snapshot` would build from the same
-objects (``tests/cache/test_cache.py`` checks it); a change of nodes, queues or priority
-classes rebuilds the base from the parsed records (rare: they are set-up objects).
+:meth:`SchedulerCache.snapshot` hands the base to a cycle: the node table copied (its
+task rows on first write), the jobs and tasks *shared*, with the jobs the cycle must look
+at named (``Snapshot.active``: not settled, or changed since the last cycle) and the
+per-queue sums kept job by job (:mod:`pumice.api.ledger`), so that a cycle's cost follows
+its active jobs, not the cluster's size. A cycle writes into the jobs it works on;
+:meth:`SchedulerCache.settle` undoes that before anything else happens. The result
+decides as the snapshot :func:`pumice.cache.build.build_snapshot` would build from the
+same objects (``tests/cache/test_cache.py`` checks it); a change of nodes, queues or
+priority classes rebuilds the base from the parsed records (rare: they are set-up
+objects).
 
 :meth:`SchedulerCache.apply` carries out a cycle's decisions through the
 :class:`~pumice.cluster.protocol.Cluster` protocol: evictions, binds, podgroup status.
@@ -84,8 +89,9 @@ class SchedulerCache:
     """Objects from a :class:`Cluster`, kept as a scheduling model.
 
     Contract: call :meth:`sync` (or :meth:`snapshot`, which syncs) to take in the events
-    that arrived since; :meth:`snapshot` returns a fresh, independent snapshot each time;
-    :meth:`apply` never raises for a stale decision (it is reported as refused).
+    that arrived since; a snapshot is good for one cycle, until :meth:`apply` (or the
+    next :meth:`snapshot`) settles it: its jobs are the cache's own; :meth:`apply` never
+    raises for a stale decision (it is reported as refused).
     Malformed objects raise :class:`InputError` naming the object.
     """
 
@@ -480,9 +486,9 @@ class SchedulerCache:
             if job is not None:
                 job.fit_errors, job.note, job.tentative = {}, "", 0
                 self._reindex(job)
-        for key, task in self.others.items():  # a statement may have moved one
-            rec = self.pods_r.get(key)
-            if rec is not None:
+        for key in sorted(snap.touched_pods):  # pods of no job a statement moved
+            task, rec = self.others.get(key), self.pods_r.get(key)
+            if task is not None and rec is not None:
                 task.status = status_of_pod(rec.phase, rec.node_name, rec.terminating)
                 task.node = rec.node_name or None
 

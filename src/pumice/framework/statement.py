@@ -58,6 +58,7 @@ class Statement:
             ssn.snapshot.touched.add(job.uid)
         else:
             task.status = status
+            ssn.snapshot.touched_pods.add(task.key)
         task.node = node
         if node is not None:
             nodes.add_task(index[node], task)
