@@ -16,8 +16,10 @@ a decision happened since the last cycle, and when no job has pending work.
 - The scheduling cycle is a pure function of the cluster state (``(snapshot, config) ->
   decisions``), so a cycle on the same state as the last one decides the same thing
   again: nothing new. The state changes a decision can depend on are work arriving
-  (a job's pods created, or re-created after a restart) and resources freed (a pod
-  ending or leaving its node); each schedules a tick at the next period boundary.
+  (a job's PodGroup created, or sent back to Pending after a restart; with
+  ``pods_on_admission=False`` its pods too) and resources freed (a pod ending or
+  leaving its node); each schedules a tick at the next period boundary. Pods created
+  on admission need none: the cycle that admitted the job is followed by another.
   A pod turning ``Running`` after its startup delay holds the same resources as when it
   was bound, so it schedules no tick. A cycle that changed the cluster itself (bound or
   evicted pods, moved a podgroup to another phase, e.g. ``Pending -> Inqueue``) is
