@@ -422,6 +422,8 @@ class PodGroupRecord:
     conditions: list[dict]
     creation: float
     annotations: dict[str, str]
+    #: ``status.running`` / ``succeeded`` / ``failed`` (what the scheduler last wrote).
+    counts: tuple[int, int, int] = (0, 0, 0)
 
 
 _PG_PHASES = frozenset({"Pending", "Inqueue", "Running", "Unknown", "Completed"})
@@ -452,6 +454,10 @@ def parse_podgroup(obj: Mapping[str, Any]) -> PodGroupRecord:
         conditions=[dict(c) for c in _list(status.get("conditions"), "status.conditions")],
         creation=timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
         annotations=_labels(meta.get("annotations"), "metadata.annotations"),
+        counts=tuple(  # type: ignore[arg-type]
+            _int(status.get(k), f"status.{k}", 0, minimum=0)
+            for k in ("running", "succeeded", "failed")
+        ),
     )
 
 

@@ -41,7 +41,14 @@ from pumice.api.snapshot import Snapshot
 from pumice.api.task import TaskInfo, TaskStatus, status_of_pod
 from pumice.cache.build import DEFAULT_SCHEDULER, _check_queue_tree
 from pumice.cache.model import ModelBuilder, resource_space
-from pumice.cluster.protocol import DELETED, KINDS, Cluster, WatchEvent, object_key
+from pumice.cluster.protocol import (
+    DELETED,
+    KINDS,
+    Cluster,
+    WatchEvent,
+    condition_key,
+    object_key,
+)
 from pumice.errors import InputError
 from pumice.framework.decisions import Decisions
 
@@ -523,10 +530,15 @@ class SchedulerCache:
             else:
                 out.refused.append(pod)
         for uid, upd in decisions.podgroups.items():
-            if not upd.phase or uid not in self.pgs_r:
+            rec = self.pgs_r.get(uid)
+            if not upd.phase or rec is None:
                 continue
-            if self.pgs_r[uid].phase != upd.phase:
+            if rec.phase != upd.phase:
                 out.phases.append(uid)
+            elif rec.counts == (upd.running, upd.succeeded, upd.failed) and condition_key(
+                rec.conditions
+            ) == condition_key(upd.conditions):
+                continue  # what the cluster already says (as far as the cache has seen)
             self.cluster.update_podgroup_status(
                 uid,
                 upd.phase,

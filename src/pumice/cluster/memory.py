@@ -15,7 +15,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from pumice.cluster.protocol import ADDED, DELETED, KINDS, MODIFIED, WatchEvent, object_key
+from pumice.cluster.protocol import (
+    ADDED,
+    DELETED,
+    KINDS,
+    MODIFIED,
+    WatchEvent,
+    condition_key,
+    object_key,
+)
 from pumice.errors import InputError
 
 DEFAULT_GRACE_SECONDS = 30.0
@@ -45,13 +53,6 @@ class MemoryWatch:
 
     def close(self) -> None:
         self._store._unwatch(self)
-
-
-def _cond_key(conditions: Iterable[Mapping[str, Any]]) -> tuple:
-    """Conditions without their per-cycle fields, to tell a real change from a rewrite."""
-    return tuple(
-        (c.get("type"), c.get("status"), c.get("reason"), c.get("message")) for c in conditions
-    )
 
 
 class MemoryCluster:
@@ -200,7 +201,7 @@ class MemoryCluster:
         if pg is None:
             return False
         status = pg.setdefault("status", {})
-        new = (phase, running, succeeded, failed, _cond_key(conditions))
+        new = (phase, running, succeeded, failed, condition_key(conditions))
         old = self._status_keys.get(key)
         if old is None or old[0] is not status:  # written by someone else: compare fields
             old = (
@@ -210,7 +211,7 @@ class MemoryCluster:
                     status.get("running", 0),
                     status.get("succeeded", 0),
                     status.get("failed", 0),
-                    _cond_key(status.get("conditions") or ()),
+                    condition_key(status.get("conditions") or ()),
                 ),
             )
         if new == old[1] and status.get("phase") == phase:

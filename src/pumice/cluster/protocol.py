@@ -9,7 +9,7 @@ keys are ``namespace/name`` for namespaced kinds and ``name`` otherwise.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -34,6 +34,14 @@ class WatchEvent:
     kind: str
     key: str
     obj: Mapping[str, Any]
+
+
+def condition_key(conditions: Iterable[Mapping[str, Any]]) -> tuple:
+    """Conditions without their per-cycle fields (transition id and time), to tell a
+    real change of a status from a rewrite."""
+    return tuple(
+        (c.get("type"), c.get("status"), c.get("reason"), c.get("message")) for c in conditions
+    )
 
 
 def object_key(kind: str, obj: Mapping[str, Any]) -> str:

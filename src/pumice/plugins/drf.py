@@ -103,8 +103,9 @@ class DrfPlugin:
             return 0.0 if best is None else best
 
         allocated = self.allocated
-        for uid in ssn.active:  # the jobs whose tasks may be allocated or pipelined
-            allocated[uid]
+        for uid, job in ssn.active.items():  # jobs whose tasks may be allocated or pipelined
+            if job.tasks:
+                allocated[uid]
 
         def moved(task: TaskInfo, sign: float) -> None:
             uid = task.job
