@@ -52,9 +52,15 @@ class _Shares(dict):
         self.allocated, self.total, self.mask = allocated, total, mask
 
     def __missing__(self, uid: str) -> float:
-        if uid not in self.allocated and uid not in self.allocated.jobs:
-            return 0.0
-        alloc = self.allocated[uid]
+        allocated = self.allocated
+        if uid not in allocated:
+            job = allocated.jobs.get(uid)
+            if job is None:
+                return 0.0
+            if not job.allocated.any():  # holds nothing (yet): no need to copy anything
+                self[uid] = 0.0
+                return 0.0
+        alloc = allocated[uid]
         share = self[uid] = share_of(alloc, self.total, self.mask) if alloc.any() else 0.0
         return share
 

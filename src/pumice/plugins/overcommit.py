@@ -65,9 +65,10 @@ class OvercommitPlugin:
 
     def explain(self, ssn: Session, job: JobInfo) -> str:
         """Which resources the cluster is short of for admitting ``job``."""
-        mask = ssn.space.share
-        need = self.inqueue + (job.min_resources if job.min_resources is not None else 0)
-        short = [n for i, n in enumerate(ssn.space.names) if mask[i] and need[i] > self.idle[i]]
+        mask = ssn.space.share.tolist()
+        need = (self.inqueue + (job.min_resources if job.min_resources is not None else 0)).tolist()
+        idle = self.idle.tolist()
+        short = [n for i, n in enumerate(ssn.space.names) if mask[i] and need[i] > idle[i]]
         return (
             f"cluster would be overcommitted beyond factor {self.factor:g} in "
             f"{', '.join(short)}: jobs already admitted plus this job's minResources "
