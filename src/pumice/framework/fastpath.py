@@ -138,12 +138,19 @@ class FastPath:
     # -- keeping a shape current --------------------------------------------------------
 
     def _score_all(self, task: TaskInfo, shape: _Shape, ctx: tuple) -> None:
-        rows = np.arange(len(self.nodes))
-        scores = [fn.rows(task, rows, c) for fn, c in zip(self.scorers, ctx, strict=True)]
-        total = scores[0]
-        for s in scores[1:]:
-            total = total + s
-        shape.total = total.copy() if len(scores) == 1 else total
+        """Score the rows that can take the shape (at least in the future); the others
+        only count once a change makes them fit, and a row is rescored whenever it
+        changes (``_refresh_one`` / ``_refresh_many``), so their score is never read
+        before it is computed. On a busy cluster few rows fit a large shape."""
+        rows = np.flatnonzero(shape.ok_future)
+        total = np.zeros(len(self.nodes))
+        if rows.size:
+            scores = [fn.rows(task, rows, c) for fn, c in zip(self.scorers, ctx, strict=True)]
+            part = scores[0]
+            for s in scores[1:]:
+                part = part + s
+            total[rows] = part
+        shape.total = total
         shape.m_now = np.where(shape.ok_now, shape.total, -np.inf)
         shape.m_future = np.where(shape.ok_future, shape.total, -np.inf)
         shape.ctx = ctx
