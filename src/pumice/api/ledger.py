@@ -66,14 +66,33 @@ class Ledger:
         self._scaled = not bool(np.all(self._scale == 1.0))
         self._parts: dict[str, _Part] = {}
         self._queues: dict[str, list] = {}  # name -> [jobs, allocated, pending, inqueue, elastic]
+        self._read_only = False
         #: Jobs with a task that has required inter-pod (anti-)affinity.
         self.affinity_jobs = 0
 
     @classmethod
     def of(cls, space: ResourceSpace, jobs: Iterable[JobInfo]) -> Ledger:
+        """The sums over ``jobs``, taken queue by queue as matrices (a snapshot built
+        from files has every job to sum, once). The result is read-only: it keeps no
+        part per job to take away again."""
         ledger = cls(space)
+        by_queue: dict[str, list[JobInfo]] = {}
         for job in jobs:
-            ledger.update(job)
+            by_queue.setdefault(job.queue, []).append(job)
+            ledger.affinity_jobs += any(t.pod_affinity is not None for t in job.tasks.values())
+        zero = space.zeros()
+        for queue, members in by_queue.items():
+            alloc = np.array([j.allocated for j in members])
+            minres = np.array([zero if (m := j.min_resources) is None else m for j in members])
+            demands = [j.inqueue_demand() for j in members]
+            mats = (
+                alloc,
+                np.array([j.pending_request for j in members]),
+                np.array([zero if d is None else d for d in demands]),
+                np.maximum(alloc - minres, 0.0),
+            )
+            ledger._queues[queue] = [len(members), *(ledger._units(m).sum(axis=0) for m in mats)]
+        ledger._read_only = True
         return ledger
 
     def _units(self, v: Vector) -> Vector:
@@ -82,6 +101,8 @@ class Ledger:
     def update(self, job: JobInfo) -> None:
         """Take ``job``'s part as it is now (replacing the part it had). Nothing to do
         when neither the task index nor the phase moved since (a status rewrite)."""
+        if self._read_only:
+            raise RuntimeError("a ledger summed at once (Ledger.of) cannot be updated")
         key = (id(job), job._version, job.phase, job.queue, job.min_available)
         old = self._parts.get(job.uid)
         if old is not None and old.key == key and old.job is job:
