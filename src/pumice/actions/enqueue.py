@@ -1,9 +1,10 @@
 """enqueue: admit Pending jobs (phase Pending -> Inqueue) when the plugins allow.
 
-Queues are served in queue order, each job in job order (see :meth:`EnqueueAction.
-execute`). A job without
-minResources is always admitted; otherwise the ``job_enqueueable`` vote decides, and a
-refused job stays Pending with the refusing plugin's reason.
+Queues are served in queue order, each with its jobs in job order (see
+:meth:`EnqueueAction.execute`). A job without minResources is always admitted; otherwise
+the ``job_enqueueable`` vote decides, and a refused job stays Pending with the refusing
+plugin's reason. A gang whose pods do not exist yet is admitted like any other (a
+vcjob's pods are created on admission); placing it waits for the pods.
 """
 
 from __future__ import annotations
