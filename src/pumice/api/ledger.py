@@ -15,6 +15,7 @@ sums do not drift however many times jobs come and go.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -67,6 +68,9 @@ class Ledger:
         self._parts: dict[str, _Part] = {}
         self._queues: dict[str, list] = {}  # name -> [jobs, allocated, pending, inqueue, elastic]
         self._read_only = False
+        #: Bumped by every change of the sums; keys the last matrices handed out.
+        self._changes = 0
+        self._last: tuple[tuple, QueueSums] | None = None
         #: Jobs with a task that has required inter-pod (anti-)affinity.
         self.affinity_jobs = 0
 
@@ -123,6 +127,7 @@ class Ledger:
             affinity=any(t.pod_affinity is not None for t in job.tasks.values()),
         )
         self._parts[job.uid] = part
+        self._changes += 1
         sums = self._queues.get(part.queue)
         if sums is None:
             sums = self._queues[part.queue] = [0, *(self.space.zeros() for _ in range(4))]
@@ -137,6 +142,7 @@ class Ledger:
         part = self._parts.pop(uid, None)
         if part is None:
             return
+        self._changes += 1
         sums = self._queues[part.queue]
         sums[0] -= 1
         if sums[0] == 0:
@@ -153,15 +159,24 @@ class Ledger:
         new matrices (one row per queue, in name order): the names, and a
         :class:`QueueSums` of arrays (``jobs`` a vector of counts)."""
         names = sorted(set(queues) & set(self._queues))
+        key = (self._changes, tuple(names))
+        if self._last is not None and self._last[0] == key:
+            got = self._last[1]
+            return names, QueueSums(*(m.copy() for m in dataclasses.astuple(got)))
+        out = self._matrices(names)
+        self._last = (key, out)
+        return names, QueueSums(*(m.copy() for m in dataclasses.astuple(out)))
+
+    def _matrices(self, names: list[str]) -> QueueSums:
         if not names:
             z = np.zeros((0, self.space.size))
-            return names, QueueSums(np.zeros(0, dtype=int), z, z.copy(), z.copy(), z.copy())
+            return QueueSums(np.zeros(0, dtype=int), z, z.copy(), z.copy(), z.copy())
         rows = [self._queues[n] for n in names]
         counts = np.array([r[0] for r in rows])
         mats = [np.array([r[k] for r in rows]) for k in range(1, 5)]
         if self._scaled:
             mats = [m / self._scale for m in mats]
-        return names, QueueSums(counts, *mats)
+        return QueueSums(counts, *mats)
 
 
 __all__ = ["Ledger", "QueueSums"]

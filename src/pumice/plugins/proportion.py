@@ -70,9 +70,19 @@ class ProportionPlugin:
             return np.where(mask, v, 0.0)
 
         total = clip(ssn.total)
+        # Every queue's guarantee, clipped, one row per queue; summed row by row in the
+        # queues' order (the same floats as adding them one at a time).
+        qnames = list(ssn.queues)
+        guarantees = (
+            clip(np.array([ssn.queues[n].guarantee for n in qnames]))
+            if qnames
+            else np.zeros((0, ssn.space.size))
+        )
+        row_of = {n: k for k, n in enumerate(qnames)}
         total_guarantee = zero()
-        for q in ssn.queues.values():
-            total_guarantee += clip(q.guarantee)
+        for row in guarantees:
+            total_guarantee += row
+        free = np.maximum(total - total_guarantee, 0.0)
 
         # Clipped request vectors, once per (interned, read-only) request vector: the
         # same values as clip(t.resreq). Keyed by identity; the entry keeps the vector
@@ -95,8 +105,8 @@ class ProportionPlugin:
         request, inqueue, elastic = allocated + pending, clip(m.inqueue), clip(m.elastic)
         for k, name in enumerate(names):
             q = ssn.queues[name]
-            guarantee = clip(q.guarantee)
-            real_cap = np.maximum(total - total_guarantee, 0.0) + guarantee
+            guarantee = guarantees[row_of[name]]
+            real_cap = free + guarantee
             if q.has_capability:
                 real_cap = np.minimum(real_cap, q.capability)
             self.attrs[name] = QueueAttr(
