@@ -164,3 +164,23 @@ def test_a_cycle_touching_a_shared_job_is_repaired():
     assert fresh.jobs["default/g"].tasks["default/a"].status == TaskStatus.RUNNING
     assert fresh.jobs["default/g"].note == ""
     _same(fresh, _rebuilt(store))
+
+
+def test_podgroup_spec_change_after_status_writes_is_taken_in():
+    """Status writes are read without parsing the spec again; a change of the spec made
+    in place afterwards is still seen (the cache compares with what it parsed)."""
+    store = MemoryCluster()
+    store.create_all([queue("default"), node("n1"), podgroup("g", min_member=1)])
+    store.create(pod("a", group="g"))
+    cache = SchedulerCache(store)
+    store.update_podgroup_status("default/g", "Running", ())
+    assert cache.snapshot().jobs["default/g"].phase == "Running"
+
+    def grow(obj):
+        obj["spec"]["minMember"] = 3
+
+    store.modify("PodGroup", "default/g", grow)
+    snap = cache.snapshot()
+    assert snap.jobs["default/g"].min_available == 3
+    assert snap.jobs["default/g"].phase == "Running"
+    _same(snap, _rebuilt(store))

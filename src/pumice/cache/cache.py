@@ -25,6 +25,7 @@ Nothing here knows whether the cluster is simulated.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -122,6 +123,9 @@ class SchedulerCache:
         self.pgs_r: dict[str, parse.PodGroupRecord] = {}
         self.pods_r: dict[str, parse.PodRecord] = {}
         self.pdbs_r: dict[str, PdbRecord] = {}
+        #: Each PodGroup's spec and annotations as last parsed: a write that changes
+        #: neither (a status update) only re-reads the status.
+        self._pg_seen: dict[str, tuple] = {}
         #: Base model, kept up to date by events (see the module docstring).
         self.space = ResourceSpace(())
         self.nodes = NodeTable([], self.space)
@@ -256,6 +260,7 @@ class SchedulerCache:
         key = ev.key
         if ev.type == DELETED:
             self.pgs_r.pop(key, None)
+            self._pg_seen.pop(key, None)
             if not self._stale:
                 job = self.jobs.pop(key, None)
                 self._forget(key)
@@ -263,7 +268,21 @@ class SchedulerCache:
                     self.orphans[key] = dict(job.tasks)
             return
         old = self.pgs_r.get(key)
-        rec = self._record("PodGroup", key, ev.obj)
+        spec = ev.obj.get("spec")
+        annotations = (ev.obj.get("metadata") or {}).get("annotations")
+        seen = self._pg_seen.get(key)
+        if old is not None and seen is not None and seen == (spec, annotations):
+            # Only the status moved (the scheduler's own writes, mostly): read that.
+            try:
+                phase, conditions, counts = parse.podgroup_status(ev.obj)
+            except InputError as err:
+                raise err.located(obj=f"PodGroup {key}") from None
+            rec = self.pgs_r[key] = dataclasses.replace(
+                old, phase=phase, conditions=conditions, counts=counts
+            )
+        else:
+            rec = self._record("PodGroup", key, ev.obj)
+            self._pg_seen[key] = copy.deepcopy((spec, annotations))
         if self._stale:
             return
         job = self.jobs.get(key)
