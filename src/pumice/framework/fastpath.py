@@ -82,8 +82,8 @@ class FastPath:
     """The shape caches of one session."""
 
     __slots__ = (
-        "__weakref__", "affinity_about", "enabled", "no_fit", "nodes", "predicates", "scorers",
-        "shapes", "ssn",
+        "__weakref__", "_peak", "_peak_version", "affinity_about", "enabled", "no_fit", "nodes",
+        "predicates", "scorers", "shapes", "ssn",
     )  # fmt: skip
 
     def __init__(self, ssn: Session) -> None:
@@ -101,6 +101,9 @@ class FastPath:
         self.no_fit: dict[Hashable, object] = {}
         #: Some job or node holds a task with inter-pod (anti-)affinity terms.
         self.affinity_about = ssn.snapshot.affinity_about()
+        #: Each resource's largest future idle amount on any node, at a table version.
+        self._peak = np.zeros(0)
+        self._peak_version = -1
 
     def choose(self, task: TaskInfo) -> tuple[int, bool] | None:
         """(node row, fits now) for ``task``; None when the fast path does not apply or
@@ -110,6 +113,8 @@ class FastPath:
         key = shape_key(task)
         shape = self.shapes.get(key)
         if shape is None:
+            if self._beyond_every_node(task):
+                return None  # (a shape made later, when room appears, starts fresh)
             blocked = None
             for fn in self.predicates:
                 b, _ = fn(task)
@@ -134,6 +139,19 @@ class FastPath:
         masked = shape.m_now if now else shape.m_future
         assert masked is not None
         return int(masked.argmax()), now
+
+    def _beyond_every_node(self, task: TaskInfo) -> bool:
+        """The request exceeds, in some dimension, every node's future idle resources:
+        no node can take it, whatever the predicates say. One comparison against the
+        column maxima (kept per node-table version) instead of building the shape's
+        masks over every node, which a backlog of large gangs would do for each of
+        them in every cycle."""
+        nodes = self.nodes
+        if self._peak_version != nodes.version:
+            future = nodes.future_idle()
+            self._peak = future.max(axis=0) if len(nodes) else np.zeros(future.shape[1])
+            self._peak_version = nodes.version
+        return not bool(fits(task.init_resreq, self._peak[None, :])[0])
 
     # -- keeping a shape current --------------------------------------------------------
 
