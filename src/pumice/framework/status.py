@@ -105,9 +105,15 @@ def explain_pending(ssn: Session) -> None:
     d = ssn.decisions
     for uid, reason in ssn.snapshot.blocked.items():
         d.pending[uid] = f"not scheduled: {reason}"
-    for uid, (_job, reason) in ssn.invalid.items():
+    for uid, (job, reason) in ssn.invalid.items():
         if uid in ssn.not_enqueued:
             d.pending[uid] = f"not enqueued: {ssn.not_enqueued[uid]}"
+        elif not job.tasks and not job.is_pending():
+            # Admitted before its pods exist, as a vcjob is: its controller creates them.
+            d.pending[uid] = (
+                f"admitted; waiting for its {job.min_available} pod(s) to be created by "
+                f"the job's controller"
+            )
         else:
             d.pending[uid] = f"not schedulable: {reason}"
     for job in ssn.active.values():
