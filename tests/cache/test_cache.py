@@ -184,3 +184,28 @@ def test_podgroup_spec_change_after_status_writes_is_taken_in():
     assert snap.jobs["default/g"].min_available == 3
     assert snap.jobs["default/g"].phase == "Running"
     _same(snap, _rebuilt(store))
+
+
+def test_queue_copies_keep_every_field():
+    """Snapshots copy queues field by field (a cycle may change its copy): a field added
+    to QueueInfo and forgotten in the copy would silently reset; this catches it."""
+    import dataclasses
+
+    from pumice.api.queue import QueueInfo
+    from pumice.cache.cache import _copy_queue
+
+    q = QueueInfo(
+        name="q", weight=3, capability=np.array([1.0, 2.0]), deserved=np.array([0.5, 1.0]),
+        guarantee=np.array([0.1, 0.2]), reclaimable=False, parent="root", state="Closed",
+        creation=7.0, annotations={"a": "b"}, has_capability=True, priority=5,
+    )  # fmt: skip
+    defaults = QueueInfo(name="", weight=1, capability=np.zeros(2), deserved=None,
+                         guarantee=np.zeros(2))  # fmt: skip
+    c = _copy_queue(q)
+    for f in dataclasses.fields(QueueInfo):
+        a, b = getattr(q, f.name), getattr(c, f.name)
+        if isinstance(a, np.ndarray):
+            assert np.array_equal(a, b) and a is not b, f.name
+        else:
+            assert a == b, f.name
+            assert a != getattr(defaults, f.name), f"test value of {f.name} is the default"
