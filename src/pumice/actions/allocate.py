@@ -18,47 +18,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from pumice.actions.room import hopeless_turn, queue_refusal
 from pumice.api.job import INQUEUE, FitError, JobInfo
 from pumice.api.queue import QueueInfo
 from pumice.api.task import READY_STATUSES, TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
 from pumice.framework.fastpath import for_session, shape_key
-from pumice.framework.fit import fits, insufficient
+from pumice.framework.fit import explain_no_fit, fits, predicate_filter
 from pumice.framework.orders import job_key, task_key
 from pumice.framework.pqueue import KeyedQueue, PriorityQueue, ordered
 from pumice.framework.session import Session
 from pumice.framework.statement import Statement
-
-
-def predicate_filter(ssn: Session, task: TaskInfo):
-    """The nodes the predicate hooks refuse for ``task`` and why: (blocked, reasons)."""
-    blocked = None
-    reasons: list = []
-    for fn in ssn.hooks.flat("predicate"):
-        b, r = fn(task)
-        if b is not None:
-            blocked = b.copy() if blocked is None else (blocked | b)
-            reasons.extend(r)
-    return blocked, reasons
-
-
-def explain_no_fit(ssn: Session, task: TaskInfo, reasons, avail: np.ndarray) -> FitError:
-    """Each node counted under the first predicate that refused it, or else under every
-    resource it is short of."""
-    n = len(ssn.nodes)
-    hist: dict[str, int] = {}
-    claimed = np.zeros(n, dtype=bool)
-    for reason, mask in reasons:
-        new = mask & ~claimed
-        k = int(new.sum())
-        if k:
-            hist[reason] = hist.get(reason, 0) + k
-            claimed |= new
-    for reason, mask in insufficient(task, avail, ssn.space):
-        k = int((mask & ~claimed).sum())
-        if k:
-            hist[reason] = hist.get(reason, 0) + k
-    return FitError(n, hist)
 
 
 def best_node(ssn: Session, task: TaskInfo, cand: np.ndarray) -> int:
@@ -180,6 +150,9 @@ class AllocateAction:
             if tasks is None:
                 todo = [t for t in job.with_status(TaskStatus.PENDING) if not t.best_effort]
                 tkey = task_key(ssn, todo) if len(todo) > 1 else None  # one: no order
+                if hopeless_turn(ssn, queue, job, todo, tkey):
+                    queues.push(queue)  # as after a try that kept nothing
+                    continue
                 tasks = ordered(ssn.task_less, tkey, todo)
                 pending[job.uid] = tasks
             if not tasks.empty():
@@ -199,11 +172,7 @@ class AllocateAction:
         while not tasks.empty():
             task = tasks.pop()
             if not ssn.allocatable(queue, task):
-                job.note = f"queue {queue.name} cannot take task {task.name} now: " + (
-                    "the queue is not open"
-                    if not queue.is_open()
-                    else "it would exceed the queue's deserved share"
-                )
+                job.note = queue_refusal(queue, task)
                 continue
             if task.role and task.role in failed_roles:
                 continue

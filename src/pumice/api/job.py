@@ -78,6 +78,11 @@ class JobInfo:
     _ready_memo: tuple[int, int, bool] = field(
         default=(-1, -1, False), init=False, repr=False, compare=False
     )
+    #: (task index version, shape key shared by every pending task or None): see
+    #: :func:`pumice.actions.room.hopeless_turn`, which asks it each cycle of a backlog.
+    _shape_memo: tuple[int, object] = field(
+        default=(-1, None), init=False, repr=False, compare=False
+    )
     _valid_memo: tuple[int, int, bool] = field(
         default=(-1, -1, False), init=False, repr=False, compare=False
     )

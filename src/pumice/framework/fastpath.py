@@ -82,8 +82,8 @@ class FastPath:
     """The shape caches of one session."""
 
     __slots__ = (
-        "__weakref__", "_peak", "_peak_version", "affinity_about", "enabled", "no_fit", "nodes",
-        "predicates", "scorers", "shapes", "ssn",
+        "__weakref__", "_blocked", "_future", "_future_version", "_peak", "_peak_version",
+        "affinity_about", "enabled", "no_fit", "nodes", "predicates", "scorers", "shapes", "ssn",
     )  # fmt: skip
 
     def __init__(self, ssn: Session) -> None:
@@ -104,6 +104,11 @@ class FastPath:
         #: Each resource's largest future idle amount on any node, at a table version.
         self._peak = np.zeros(0)
         self._peak_version = -1
+        #: Future idle resources at a table version (see :meth:`future`).
+        self._future = np.zeros((0, 0))
+        self._future_version = -1
+        #: The predicates' refusal mask by shape, for shapes without a cache (``slots``).
+        self._blocked: dict[Hashable, np.ndarray | None] = {}
 
     def choose(self, task: TaskInfo) -> tuple[int, bool] | None:
         """(node row, fits now) for ``task``; None when the fast path does not apply or
@@ -148,10 +153,55 @@ class FastPath:
         them in every cycle."""
         nodes = self.nodes
         if self._peak_version != nodes.version:
-            future = nodes.future_idle()
+            future = self.future()
             self._peak = future.max(axis=0) if len(nodes) else np.zeros(future.shape[1])
             self._peak_version = nodes.version
         return not bool(fits(task.init_resreq, self._peak[None, :])[0])
+
+    def future(self) -> np.ndarray:
+        """The nodes' future idle resources, computed once per node-table version.
+        Read-only: the array is shared until the table changes."""
+        nodes = self.nodes
+        if self._future_version != nodes.version:
+            self._future = nodes.future_idle()
+            self._future_version = nodes.version
+        return self._future
+
+    def slots(self, task: TaskInfo, key: Hashable) -> np.ndarray | None:
+        """Per node, how many tasks of ``task``'s shape (``key``) fit one after another
+        in its future idle resources, as ``place`` would find them: the p-th fits where
+        the request fits what p - 1 of them left (0 where a predicate refuses the
+        node; ``inf`` where the shape requests nothing that runs out). None where the
+        fast path does not apply (the predicates must depend on placement alone)."""
+        if not self.enabled or task.host_ports or task.nonzero is None:
+            return None
+        req = task.init_resreq
+        dims = np.flatnonzero(req)
+        n = len(self.nodes)
+        if dims.size == 0:
+            return np.full(n, np.inf)
+        shape = self.shapes.get(key)
+        if shape is not None:
+            blocked = shape.blocked
+        elif key in self._blocked:
+            blocked = self._blocked[key]
+        else:
+            blocked = None
+            for fn in self.predicates:
+                b, _ = fn(task)
+                if b is not None:
+                    blocked = b.copy() if blocked is None else (blocked | b)
+            self._blocked[key] = blocked
+        head = self.future()[:, dims] - req[dims]  # what the first one leaves
+        use = task.resreq[dims]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            more = np.where(use > 0, np.floor(head / use), np.inf)
+            # One step of correction where float division lands just below a whole number.
+            more += (head - (more + 1) * use >= 0) & (use > 0)
+        per = np.where(head >= 0, more + 1, 0.0).min(axis=1)
+        if blocked is not None:
+            per[blocked] = 0.0
+        return per
 
     # -- keeping a shape current --------------------------------------------------------
 

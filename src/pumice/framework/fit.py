@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from pumice.api.job import FitError
 from pumice.api.quantity import PODS
 from pumice.api.resources import ResourceSpace
 from pumice.api.task import TaskInfo
+from pumice.framework.session import Session
 
 
 def fits(req: np.ndarray, avail: np.ndarray) -> np.ndarray:
@@ -27,3 +29,34 @@ def insufficient(task: TaskInfo, avail: np.ndarray, space: ResourceSpace):
             name = space.names[d]
             out.append(("too many pods" if name == PODS else f"insufficient {name}", short))
     return out
+
+
+def predicate_filter(ssn: Session, task: TaskInfo):
+    """The nodes the predicate hooks refuse for ``task`` and why: (blocked, reasons)."""
+    blocked = None
+    reasons: list = []
+    for fn in ssn.hooks.flat("predicate"):
+        b, r = fn(task)
+        if b is not None:
+            blocked = b.copy() if blocked is None else (blocked | b)
+            reasons.extend(r)
+    return blocked, reasons
+
+
+def explain_no_fit(ssn: Session, task: TaskInfo, reasons, avail: np.ndarray) -> FitError:
+    """Each node counted under the first predicate that refused it, or else under every
+    resource it is short of."""
+    n = len(ssn.nodes)
+    hist: dict[str, int] = {}
+    claimed = np.zeros(n, dtype=bool)
+    for reason, mask in reasons:
+        new = mask & ~claimed
+        k = int(new.sum())
+        if k:
+            hist[reason] = hist.get(reason, 0) + k
+            claimed |= new
+    for reason, mask in insufficient(task, avail, ssn.space):
+        k = int((mask & ~claimed).sum())
+        if k:
+            hist[reason] = hist.get(reason, 0) + k
+    return FitError(n, hist)

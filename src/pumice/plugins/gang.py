@@ -39,6 +39,21 @@ def _valid(job: JobInfo) -> str | None:
     return None
 
 
+def _ready(job: JobInfo) -> bool:
+    return job.is_ready()
+
+
+def _pipelined(job: JobInfo) -> int:
+    return 1 if job.is_pipelined() else -1
+
+
+# How many more tasks must be placed before the answer can turn yes: allocate skips a
+# turn that cannot place that many (see pumice.actions.room). Best-effort pending tasks
+# count as ready, as in is_ready; pipelined ones only towards pipelined.
+_ready.short = lambda j: j.min_available - j.ready_num() - j.pending_best_effort_num()  # type: ignore[attr-defined]
+_pipelined.short = lambda j: j.min_available - j.ready_num() - j.waiting_num()  # type: ignore[attr-defined]
+
+
 class GangPlugin:
     name = "gang"
 
@@ -49,9 +64,6 @@ class GangPlugin:
         def job_order(a: JobInfo, b: JobInfo) -> int:
             ra, rb = a.is_ready(), b.is_ready()
             return int(ra) - int(rb)
-
-        def pipelined(job: JobInfo) -> int:
-            return 1 if job.is_pipelined() else -1
 
         def evictable(_actor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
             occupied: dict[str, int] = {}
@@ -68,8 +80,8 @@ class GangPlugin:
 
         job_order.key = lambda j: int(j.is_ready())  # type: ignore[attr-defined]
         ssn.on("job_valid", self.name, _valid)
-        ssn.on("job_ready", self.name, JobInfo.is_ready)
-        ssn.on("job_pipelined", self.name, pipelined)
+        ssn.on("job_ready", self.name, _ready)
+        ssn.on("job_pipelined", self.name, _pipelined)
         ssn.on("job_order", self.name, job_order)
         ssn.on("preemptable", self.name, evictable)
         ssn.on("reclaimable", self.name, evictable)

@@ -155,6 +155,30 @@ class ProportionPlugin:
                     return False
             return True
 
+        def allocatable_run(q: QueueInfo, task: TaskInfo, limit: int) -> int:
+            """How many tasks like ``task``, one after another, ``allocatable`` would
+            let the queue take (at most ``limit``): the same float steps as the
+            checks and the allocation events in between."""
+            if not q.is_open():
+                return 0
+            attr = self.attrs.get(q.name)
+            asks = share_asks(task.resreq)
+            if attr is None or not asks:
+                return limit
+            des, alloc = attr.deserved.tolist(), attr.allocated.tolist()
+            add = clip_req(task.resreq).tolist()
+            n = 0
+            while n < limit:
+                for k, r in asks:
+                    if not r <= max(des[k] - alloc[k], 0.0):
+                        return n
+                for k, _r in asks:
+                    alloc[k] += add[k]
+                n += 1
+            return n
+
+        allocatable.run = allocatable_run  # type: ignore[attr-defined]
+
         # The shared dimensions a request asks for, as (dim, amount) floats, once per
         # (interned, read-only) request vector; keyed by identity, the entry keeps the
         # vector alive.

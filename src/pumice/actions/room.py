@@ -1,0 +1,176 @@
+"""A gang turn that cannot complete, proven before it is tried.
+
+allocate gives a job a turn: it places the job's pending tasks one by one into a
+statement, and keeps the statement only if the job ends ready (or pipelined). A backlog
+of admitted gangs waiting for room is tried again in every cycle, and each try places
+all the tasks the nodes can take, scores the nodes for each, then gives everything
+back. On a busy cluster of 1,000 nodes that was most of a cycle's work.
+
+When every pending task of the job has one shape, how many of them the nodes can take
+is known without trying: per node, how many fit one after another in its future idle
+resources (:meth:`FastPath.slots <pumice.framework.fastpath.FastPath.slots>`), summed
+over the nodes. The nodes are independent, so any order of placement takes exactly
+that many. If that is fewer than the job still needs before ``job_ready`` or
+``job_pipelined`` could say yes, the try would place them all, find no node for the
+next one and discard the statement: no decision differs from not trying. The turn is
+skipped, and the job left as the try would have left it: the count of tasks that could
+be placed, and the fit error of the first that could not, against the nodes with every
+slot taken.
+
+The proof needs what the fast path needs (predicates that look at placement alone, no
+host ports, no inter-pod affinity about), one shape for all the pending tasks, and
+``job_ready`` / ``job_pipelined`` functions that say how many more placements they
+need before they could say yes (a ``short(job)`` attribute, as gang's have), and
+``allocatable`` functions that say how many tasks in a row they would let the queue
+take (``run(queue, task, limit)``, as proportion's has): a try asks before each task
+and, once refused, notes it and places no more. Otherwise the turn is tried as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+
+import numpy as np
+
+from pumice.api.job import FitError, JobInfo
+from pumice.api.queue import QueueInfo
+from pumice.api.task import TaskInfo
+from pumice.framework.fastpath import FastPath, for_session, shape_key
+from pumice.framework.fit import explain_no_fit, predicate_filter
+from pumice.framework.session import Session
+
+
+def hopeless_turn(
+    ssn: Session,
+    queue: QueueInfo,
+    job: JobInfo,
+    todo: list[TaskInfo],
+    key: Callable[[TaskInfo], tuple] | None,
+) -> bool:
+    """True when ``job``'s first turn this cycle is proven to end with nothing kept; the
+    job's fit error and tentative count are then recorded as the turn would have.
+    ``todo`` are the pending tasks the turn would place, ``key`` their task order."""
+    if not todo or (key is None and len(todo) > 1):
+        return False
+    need = _needed(ssn, job)
+    if need is None or need <= 0 or need > len(todo):
+        return False
+    fast = for_session(ssn)
+    if not fast.enabled or fast.affinity_about:
+        return False
+    shape = _uniform_shape(job, todo)
+    if shape is None:
+        return False
+    sample = todo[0]
+    if fast._beyond_every_node(sample):
+        slots, room = None, 0
+    else:
+        slots = fast.slots(sample, shape)
+        if slots is None:
+            return False
+        total = float(slots.sum())
+        if total >= need:
+            return False
+        room = int(total)
+    order = sorted(todo, key=key) if len(todo) > 1 else todo
+    taken = _queue_takes(ssn, queue, order[0], room + 1)
+    if taken is None or taken == 0:
+        return False  # (none: the try refuses every task and places nothing; cheap)
+    if taken <= room:
+        # The try places ``taken`` tasks; the queue refuses the next and, its share
+        # unchanged, every one after: the note names the last.
+        job.note = queue_refusal(queue, order[-1])
+        job.tentative = max(job.tentative, taken)
+        return True
+    failing = order[room]
+    job.fit_errors[failing.uid] = _drained_no_fit(ssn, fast, failing, shape, slots, room)
+    job.tentative = max(job.tentative, room)
+    return True
+
+
+def queue_refusal(queue: QueueInfo, task: TaskInfo) -> str:
+    """The note a job gets when ``allocatable`` refuses one of its tasks."""
+    return f"queue {queue.name} cannot take task {task.name} now: " + (
+        "the queue is not open"
+        if not queue.is_open()
+        else "it would exceed the queue's deserved share"
+    )
+
+
+def _queue_takes(ssn: Session, queue: QueueInfo, task: TaskInfo, limit: int) -> int | None:
+    """How many tasks like ``task`` in a row every ``allocatable`` function would let
+    ``queue`` take, up to ``limit``; None when one cannot say (no ``run`` attribute)."""
+    taken = limit
+    for fn in ssn.hooks.flat("allocatable"):
+        run = getattr(fn, "run", None)
+        if run is None:
+            return None
+        taken = min(taken, run(queue, task, limit))
+    return taken
+
+
+def _needed(ssn: Session, job: JobInfo) -> int | None:
+    """The fewest placements after which the turn could be kept: ``job_ready`` needs
+    every function to agree, so the largest shortfall counts; ``job_pipelined`` votes,
+    so it stays no only while every function is short. None when a function cannot
+    say (or none is registered, which means yes)."""
+    ready, pipelined = ssn.hooks.flat("job_ready"), ssn.hooks.flat("job_pipelined")
+    if not ready or not pipelined:
+        return None
+    for_ready = max(fn.short(job) if hasattr(fn, "short") else 0 for fn in ready)
+    for_pipelined = None
+    for fn in pipelined:
+        short = getattr(fn, "short", None)
+        if short is None:
+            return None
+        s = short(job)
+        for_pipelined = s if for_pipelined is None else min(for_pipelined, s)
+    assert for_pipelined is not None
+    return min(for_ready, for_pipelined)
+
+
+def _uniform_shape(job: JobInfo, todo: list[TaskInfo]) -> Hashable | None:
+    """The shape every task of ``todo`` has, or None (memoized on the job's version:
+    a backlog job asks each cycle, and its tasks do not change while it waits)."""
+    version, shape = job._shape_memo
+    if version == job._version:
+        return shape
+    shape = shape_key(todo[0])
+    for t in todo:
+        if t.host_ports or t.pod_affinity is not None or t.nonzero is None:
+            shape = None
+            break
+        if t is not todo[0] and shape_key(t) != shape:
+            shape = None
+            break
+    job._shape_memo = (job._version, shape)
+    return shape
+
+
+def _drained_no_fit(
+    ssn: Session,
+    fast: FastPath,
+    task: TaskInfo,
+    shape: Hashable,
+    slots: np.ndarray | None,
+    room: int,
+) -> FitError:
+    """Why ``task`` finds no node once ``room`` tasks of its shape took every slot.
+
+    Memoized like ``place``'s misses, by shape and node-table version (with no slot
+    taken, under the very key ``place`` uses, so the two share their answers)."""
+    version = ssn.nodes.version
+    memo: Hashable = (shape, (), version) if room == 0 else (shape, (), version, "drained")
+    err = fast.no_fit.get(memo)
+    if err is None:
+        _blocked, reasons = predicate_filter(ssn, task)
+        avail = fast.future()
+        if room:
+            assert slots is not None
+            avail = avail - slots[:, None] * task.resreq[None, :]
+        err = explain_no_fit(ssn, task, reasons, avail)
+        fast.no_fit[memo] = err
+    return err  # type: ignore[return-value]
+
+
+__all__ = ["hopeless_turn"]
