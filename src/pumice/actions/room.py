@@ -72,17 +72,23 @@ def hopeless_turn(
         if total >= need:
             return False
         room = int(total)
-    order = sorted(todo, key=key) if len(todo) > 1 else todo
-    taken = _queue_takes(ssn, queue, order[0], room + 1)
+    # Every task has the same shape, hence the same answer from allocatable; only the
+    # names the explanation quotes depend on the task order.
+    taken = _queue_takes(ssn, queue, todo[0], room + 1)
     if taken is None or taken == 0:
         return False  # (none: the try refuses every task and places nothing; cheap)
     if taken <= room:
         # The try places ``taken`` tasks; the queue refuses the next and, its share
         # unchanged, every one after: the note names the last.
-        job.note = queue_refusal(queue, order[-1])
+        job.note = queue_refusal(queue, max(todo, key=key) if key is not None else todo[0])
         job.tentative = max(job.tentative, taken)
         return True
-    failing = order[room]
+    if key is None:
+        failing = todo[0]
+    elif room == 0:
+        failing = min(todo, key=key)
+    else:
+        failing = sorted(todo, key=key)[room]
     job.fit_errors[failing.uid] = _drained_no_fit(ssn, fast, failing, shape, slots, room)
     job.tentative = max(job.tentative, room)
     return True

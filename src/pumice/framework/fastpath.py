@@ -82,7 +82,7 @@ class FastPath:
     """The shape caches of one session."""
 
     __slots__ = (
-        "__weakref__", "_blocked", "_future", "_future_version", "_peak", "_peak_version",
+        "__weakref__", "_asks", "_blocked", "_future", "_future_version", "_peak", "_peak_version",
         "affinity_about", "enabled", "no_fit", "nodes", "predicates", "scorers", "shapes", "ssn",
     )  # fmt: skip
 
@@ -102,8 +102,11 @@ class FastPath:
         #: Some job or node holds a task with inter-pod (anti-)affinity terms.
         self.affinity_about = ssn.snapshot.affinity_about()
         #: Each resource's largest future idle amount on any node, at a table version.
-        self._peak = np.zeros(0)
+        self._peak: list[float] = []
         self._peak_version = -1
+        #: A request vector's nonzero (dimension, amount) pairs, by the vector's id
+        #: (the entry keeps the vector alive, so the id cannot be reused).
+        self._asks: dict[int, tuple[np.ndarray, list[tuple[int, float]]]] = {}
         #: Future idle resources at a table version (see :meth:`future`).
         self._future = np.zeros((0, 0))
         self._future_version = -1
@@ -154,9 +157,19 @@ class FastPath:
         nodes = self.nodes
         if self._peak_version != nodes.version:
             future = self.future()
-            self._peak = future.max(axis=0) if len(nodes) else np.zeros(future.shape[1])
+            peak = future.max(axis=0) if len(nodes) else np.zeros(future.shape[1])
+            self._peak = peak.tolist()
             self._peak_version = nodes.version
-        return not bool(fits(task.init_resreq, self._peak[None, :])[0])
+        peak = self._peak
+        req = task.init_resreq
+        asks = self._asks.get(id(req))
+        if asks is None or asks[0] is not req:
+            r = req.tolist()
+            asks = self._asks[id(req)] = (req, [(d, r[d]) for d in np.flatnonzero(req).tolist()])
+        for d, r in asks[1]:  # noqa: SIM110 - plain floats, asked per job in a backlog
+            if not peak[d] >= r:
+                return True
+        return False
 
     def future(self) -> np.ndarray:
         """The nodes' future idle resources, computed once per node-table version.

@@ -6,7 +6,6 @@ import numpy as np
 
 from pumice.api.job import FitError
 from pumice.api.quantity import PODS
-from pumice.api.resources import ResourceSpace
 from pumice.api.task import TaskInfo
 from pumice.framework.session import Session
 
@@ -17,18 +16,6 @@ def fits(req: np.ndarray, avail: np.ndarray) -> np.ndarray:
     if dims.size == 0:
         return np.ones(avail.shape[0], dtype=bool)
     return np.all(avail[:, dims] >= req[dims], axis=1)
-
-
-def insufficient(task: TaskInfo, avail: np.ndarray, space: ResourceSpace):
-    """Per requested dimension, the nodes short of it: [(reason, mask)]."""
-    req = task.init_resreq
-    out = []
-    for d in np.flatnonzero(req):
-        short = avail[:, d] < req[d]
-        if short.any():
-            name = space.names[d]
-            out.append(("too many pods" if name == PODS else f"insufficient {name}", short))
-    return out
 
 
 def predicate_filter(ssn: Session, task: TaskInfo):
@@ -45,18 +32,25 @@ def predicate_filter(ssn: Session, task: TaskInfo):
 
 def explain_no_fit(ssn: Session, task: TaskInfo, reasons, avail: np.ndarray) -> FitError:
     """Each node counted under the first predicate that refused it, or else under every
-    resource it is short of."""
+    resource it is short of (in ``avail``, per requested dimension)."""
     n = len(ssn.nodes)
     hist: dict[str, int] = {}
-    claimed = np.zeros(n, dtype=bool)
+    claimed = None
     for reason, mask in reasons:
-        new = mask & ~claimed
-        k = int(new.sum())
+        new = mask if claimed is None else mask & ~claimed
+        k = int(np.count_nonzero(new))
         if k:
             hist[reason] = hist.get(reason, 0) + k
-            claimed |= new
-    for reason, mask in insufficient(task, avail, ssn.space):
-        k = int((mask & ~claimed).sum())
-        if k:
-            hist[reason] = hist.get(reason, 0) + k
+            claimed = new if claimed is None else claimed | new
+    req = task.init_resreq
+    dims = np.flatnonzero(req)
+    if dims.size:
+        short = avail[:, dims] < req[dims]
+        if claimed is not None:
+            short &= ~claimed[:, None]
+        names = ssn.space.names
+        for d, k in zip(dims.tolist(), np.count_nonzero(short, axis=0).tolist(), strict=True):
+            if k:
+                reason = "too many pods" if names[d] == PODS else f"insufficient {names[d]}"
+                hist[reason] = hist.get(reason, 0) + k
     return FitError(n, hist)

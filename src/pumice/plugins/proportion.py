@@ -167,14 +167,15 @@ class ProportionPlugin:
                 return limit
             des, alloc = attr.deserved.tolist(), attr.allocated.tolist()
             add = clip_req(task.resreq).tolist()
+            steps = [(r, des[k], alloc[k], add[k]) for k, r in asks]
             n = 0
             while n < limit:
-                for k, r in asks:
-                    if not r <= max(des[k] - alloc[k], 0.0):
+                for r, d, a, _add in steps:
+                    if not r <= max(d - a, 0.0):
                         return n
-                for k, _r in asks:
-                    alloc[k] += add[k]
                 n += 1
+                if n < limit:
+                    steps = [(r, d, a + x, x) for r, d, a, x in steps]
             return n
 
         allocatable.run = allocatable_run  # type: ignore[attr-defined]
