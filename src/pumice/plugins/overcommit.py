@@ -24,6 +24,7 @@ class OvercommitPlugin:
         factor = arguments.get_float("overcommit-factor", DEFAULT_FACTOR)
         self.factor = factor if factor >= 1.0 else DEFAULT_FACTOR
         self.per_resource: dict[str, float] = {}
+        self._sentences: dict[tuple[str, ...], str] = {}
         for key in arguments:
             if key.startswith("overcommit-factor."):
                 f = arguments.get_float(key, self.factor)
@@ -64,13 +65,19 @@ class OvercommitPlugin:
         ssn.on("job_enqueued", self.name, enqueued)
 
     def explain(self, ssn: Session, job: JobInfo) -> str:
-        """Which resources the cluster is short of for admitting ``job``."""
+        """Which resources the cluster is short of for admitting ``job``.
+
+        A backlog of refused jobs asks this for each of them in every cycle, with a
+        handful of distinct answers: the sentences are kept by the resources named."""
         mask = ssn.space.share.tolist()
         need = (self.inqueue + (job.min_resources if job.min_resources is not None else 0)).tolist()
         idle = self.idle.tolist()
-        short = [n for i, n in enumerate(ssn.space.names) if mask[i] and need[i] > idle[i]]
-        return (
-            f"cluster would be overcommitted beyond factor {self.factor:g} in "
-            f"{', '.join(short)}: jobs already admitted plus this job's minResources "
-            f"exceed idle resources"
-        )
+        short = tuple(n for i, n in enumerate(ssn.space.names) if mask[i] and need[i] > idle[i])
+        text = self._sentences.get(short)
+        if text is None:
+            text = self._sentences[short] = (
+                f"cluster would be overcommitted beyond factor {self.factor:g} in "
+                f"{', '.join(short)}: jobs already admitted plus this job's minResources "
+                f"exceed idle resources"
+            )
+        return text
