@@ -15,7 +15,6 @@ sums do not drift however many times jobs come and go.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -162,10 +161,16 @@ class Ledger:
         key = (self._changes, tuple(names))
         if self._last is not None and self._last[0] == key:
             got = self._last[1]
-            return names, QueueSums(*(m.copy() for m in dataclasses.astuple(got)))
-        out = self._matrices(names)
-        self._last = (key, out)
-        return names, QueueSums(*(m.copy() for m in dataclasses.astuple(out)))
+        else:
+            got = self._matrices(names)
+            self._last = (key, got)
+        return names, QueueSums(
+            got.jobs.copy(),
+            got.allocated.copy(),
+            got.pending.copy(),
+            got.inqueue.copy(),
+            got.elastic.copy(),
+        )
 
     def _matrices(self, names: list[str]) -> QueueSums:
         if not names:

@@ -39,6 +39,20 @@ class QueueAttr:
     share: float = 0.0
 
 
+def _sum_rows(m: np.ndarray) -> np.ndarray:
+    """The rows of ``m`` added one after another, in order (0 + row0 + row1 + ...).
+
+    numpy reduces along axis 0 of a C-contiguous matrix with more than one column by
+    adding whole rows in order, which is these floats; a single column is one contiguous
+    run, which numpy sums pairwise, so that case loops."""
+    if m.ndim == 2 and m.shape[1] > 1 and m.flags.c_contiguous:
+        return np.add.reduce(m, axis=0) if len(m) else np.zeros(m.shape[1])
+    out = np.zeros(m.shape[1])
+    for row in m:
+        out += row
+    return out
+
+
 def _share(attr: QueueAttr) -> float:
     """max of allocated / deserved over the dimensions deserved > 0 (0 if none), in
     plain floats: it runs on every allocation."""
@@ -319,12 +333,8 @@ class ProportionPlugin:
             new = np.maximum(new, guarantee[open_rows])
             done = np.all(request[open_rows] <= new, axis=1) | np.all(new == old, axis=1)
             diff = new - old
-            increased = np.zeros_like(total)
-            decreased = np.zeros_like(total)
-            for row in np.maximum(diff, 0.0):  # row by row, in name order
-                increased += row
-            for row in np.maximum(-diff, 0.0):
-                decreased += row
+            increased = _sum_rows(np.maximum(diff, 0.0))
+            decreased = _sum_rows(np.maximum(-diff, 0.0))
             deserved[open_rows] = new
             met[open_rows[done]] = True
             remaining = remaining - increased + decreased
