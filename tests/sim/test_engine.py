@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from unittest import mock
 
 import orjson
 
+from pumice.framework.slots import SlotMemory
 from pumice.scheduler import Scheduler
 from pumice.sim.cluster_spec import node_object
 from pumice.sim.engine import SimOptions, Simulation, simulate
@@ -115,6 +117,50 @@ def test_looking_only_at_active_jobs_changes_nothing():
         runs.append(metrics_document(sim.run()))
     assert runs[0]["summary"]["jobs_ended"] > 0
     assert runs[0] == runs[1]
+
+
+def test_slot_views_kept_across_cycles_change_nothing():
+    """allocate keeps, per task shape, the slots on every node from cycle to cycle and
+    brings them up to date from the rows that changed (framework.slots). A contended
+    run of gangs, where many turns are skipped as hopeless, decides and explains the
+    same in every cycle when each view is rebuilt from scratch at every look: under the
+    default configuration and under one with preemption and reclaim (which pipeline
+    tasks onto rows that the next cycle sees without them)."""
+    w = generate(160, seed=4, capacity_gpus=32, n_queues=3, max_gang=4, load=1.6)
+    nodes = _nodes(4, gpus=8.0)
+    config = Path(__file__).parents[1] / "data" / "full-actions.yaml"
+    real_view, real_cycle = SlotMemory.view, Scheduler.cycle
+    looks = [0]
+
+    def fresh_view(self, *args, **kwargs):
+        looks[0] += 1
+        self.views.clear()
+        return real_view(self, *args, **kwargs)
+
+    def run(conf: str | None) -> tuple[dict, list[bytes]]:
+        cycles: list[bytes] = []
+
+        def recording_cycle(self, snapshot):
+            d = real_cycle(self, snapshot)
+            doc = d.to_json()
+            for pg in doc["podgroups"].values():  # session ids differ between runs
+                for c in pg["conditions"]:
+                    c.pop("transitionID", None)
+            cycles.append(orjson.dumps(doc))
+            return d
+
+        with mock.patch.object(Scheduler, "cycle", recording_cycle):
+            doc = metrics_document(Simulation(nodes, w, Scheduler.from_file(conf)).run())
+        return doc, cycles
+
+    for conf in (None, str(config)):
+        kept, kept_cycles = run(conf)
+        with mock.patch.object(SlotMemory, "view", fresh_view):
+            fresh, fresh_cycles = run(conf)
+        assert kept["summary"]["jobs_ended"] > 0
+        assert kept_cycles == fresh_cycles
+        assert kept == fresh
+    assert looks[0] > 100  # the runs did look at views, cycle after cycle
 
 
 def test_utilization_never_exceeds_one():

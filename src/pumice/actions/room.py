@@ -8,7 +8,7 @@ back. On a busy cluster of 1,000 nodes that was most of a cycle's work.
 
 When every pending task of the job has one shape, how many of them the nodes can take
 is known without trying: per node, how many fit one after another in its future idle
-resources (:meth:`FastPath.slots <pumice.framework.fastpath.FastPath.slots>`), summed
+resources (:meth:`FastPath.slot_view <pumice.framework.fastpath.FastPath.slot_view>`), summed
 over the nodes. The nodes are independent, so any order of placement takes exactly
 that many. If that is fewer than the job still needs before ``job_ready`` or
 ``job_pipelined`` could say yes, the try would place them all, find no node for the
@@ -30,13 +30,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 
-import numpy as np
-
-from pumice.api.job import FitError, JobInfo
+from pumice.api.job import JobInfo
 from pumice.api.queue import QueueInfo
 from pumice.api.task import TaskInfo
-from pumice.framework.fastpath import FastPath, for_session, shape_key
-from pumice.framework.fit import explain_no_fit, predicate_filter
+from pumice.framework.fastpath import for_session, shape_key
 from pumice.framework.session import Session
 
 
@@ -61,17 +58,10 @@ def hopeless_turn(
     shape = _uniform_shape(job, todo)
     if shape is None:
         return False
-    sample = todo[0]
-    if fast._beyond_every_node(sample):
-        slots, room = None, 0
-    else:
-        slots = fast.slots(sample, shape)
-        if slots is None:
-            return False
-        total = float(slots.sum())
-        if total >= need:
-            return False
-        room = int(total)
+    view = fast.slot_view(todo[0], shape)
+    if view is None or view.total >= need:
+        return False
+    room = int(view.total)
     # Every task has the same shape, hence the same answer from allocatable; only the
     # names the explanation quotes depend on the task order.
     taken = _queue_takes(ssn, queue, todo[0], room + 1)
@@ -80,16 +70,11 @@ def hopeless_turn(
     if taken <= room:
         # The try places ``taken`` tasks; the queue refuses the next and, its share
         # unchanged, every one after: the note names the last.
-        job.note = queue_refusal(queue, max(todo, key=key) if key is not None else todo[0])
+        job.note = queue_refusal(queue, _in_order(ssn, job, todo, key)[-1])
         job.tentative = max(job.tentative, taken)
         return True
-    if key is None:
-        failing = todo[0]
-    elif room == 0:
-        failing = min(todo, key=key)
-    else:
-        failing = sorted(todo, key=key)[room]
-    job.fit_errors[failing.uid] = _drained_no_fit(ssn, fast, failing, shape, slots, room)
+    failing = _in_order(ssn, job, todo, key)[room]
+    job.fit_errors[failing.uid] = view.fit_error(len(ssn.nodes))
     job.tentative = max(job.tentative, room)
     return True
 
@@ -135,10 +120,23 @@ def _needed(ssn: Session, job: JobInfo) -> int | None:
     return min(for_ready, for_pipelined)
 
 
+def _in_order(
+    ssn: Session, job: JobInfo, todo: list[TaskInfo], key: Callable[[TaskInfo], tuple] | None
+) -> list[TaskInfo]:
+    """``todo`` in task order, memoized with the shape: the task order looks at the
+    tasks alone (priority, pod index, creation), under one configuration."""
+    version, shape, owner, order = job._shape_memo
+    if version == job._version and owner is ssn.config and order is not None:
+        return order
+    order = sorted(todo, key=key) if key is not None else list(todo)
+    job._shape_memo = (job._version, shape, ssn.config, order)
+    return order
+
+
 def _uniform_shape(job: JobInfo, todo: list[TaskInfo]) -> Hashable | None:
     """The shape every task of ``todo`` has, or None (memoized on the job's version:
     a backlog job asks each cycle, and its tasks do not change while it waits)."""
-    version, shape = job._shape_memo
+    version, shape, _owner, _order = job._shape_memo
     if version == job._version:
         return shape
     shape = shape_key(todo[0])
@@ -149,34 +147,8 @@ def _uniform_shape(job: JobInfo, todo: list[TaskInfo]) -> Hashable | None:
         if t is not todo[0] and shape_key(t) != shape:
             shape = None
             break
-    job._shape_memo = (job._version, shape)
+    job._shape_memo = (job._version, shape, None, None)
     return shape
-
-
-def _drained_no_fit(
-    ssn: Session,
-    fast: FastPath,
-    task: TaskInfo,
-    shape: Hashable,
-    slots: np.ndarray | None,
-    room: int,
-) -> FitError:
-    """Why ``task`` finds no node once ``room`` tasks of its shape took every slot.
-
-    Memoized like ``place``'s misses, by shape and node-table version (with no slot
-    taken, under the very key ``place`` uses, so the two share their answers)."""
-    version = ssn.nodes.version
-    memo: Hashable = (shape, (), version) if room == 0 else (shape, (), version, "drained")
-    err = fast.no_fit.get(memo)
-    if err is None:
-        _blocked, reasons = predicate_filter(ssn, task)
-        avail = fast.future()
-        if room:
-            assert slots is not None
-            avail = avail - slots[:, None] * task.resreq[None, :]
-        err = explain_no_fit(ssn, task, reasons, avail)
-        fast.no_fit[memo] = err
-    return err  # type: ignore[return-value]
 
 
 __all__ = ["hopeless_turn"]

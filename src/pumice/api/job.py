@@ -78,10 +78,11 @@ class JobInfo:
     _ready_memo: tuple[int, int, bool] = field(
         default=(-1, -1, False), init=False, repr=False, compare=False
     )
-    #: (task index version, shape key shared by every pending task or None): see
+    #: (task index version, shape key shared by every pending task or None, the
+    #: configuration the order was made under, the pending tasks in task order): see
     #: :func:`pumice.actions.room.hopeless_turn`, which asks it each cycle of a backlog.
-    _shape_memo: tuple[int, object] = field(
-        default=(-1, None), init=False, repr=False, compare=False
+    _shape_memo: tuple[int, object, object, list | None] = field(
+        default=(-1, None, None, None), init=False, repr=False, compare=False
     )
     _valid_memo: tuple[int, int, bool] = field(
         default=(-1, -1, False), init=False, repr=False, compare=False

@@ -45,6 +45,7 @@ class NodeTable:
         "labels",
         "names",
         "nonzero",
+        "origin",
         "pipelined",
         "ports",
         "releasing",
@@ -86,6 +87,10 @@ class NodeTable:
         #: only the rows logged since it last looked (``changes[seen:]``). All changes
         #: go through :meth:`add_task` and :meth:`remove_task`.
         self.changes: list[int] = []
+        #: For a copy: the original's ``changes`` and how long it was at the copy, so a
+        #: cache of per-node results kept across copies knows which rows moved since
+        #: (see :mod:`pumice.framework.slots`). None for a table built from specs.
+        self.origin: tuple[list[int], int] | None = None
 
     def __len__(self) -> int:
         return len(self.names)
@@ -109,6 +114,7 @@ class NodeTable:
         other.ports = {k: dict(v) for k, v in self.ports.items()}
         other.version = 0
         other.changes = []
+        other.origin = (self.changes, len(self.changes))
         return other
 
     def _own(self, i: int) -> None:

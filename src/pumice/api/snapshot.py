@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from pumice.api.job import JobInfo
 from pumice.api.ledger import Ledger
@@ -48,6 +49,9 @@ class Snapshot:
     touched: set[str] = field(default_factory=set)
     #: The same for tasks of no job (pods of other schedulers), by pod key.
     touched_pods: set[str] = field(default_factory=set)
+    #: Per-shape node results kept from cycle to cycle by the snapshot's owner (a
+    #: :class:`pumice.framework.slots.SlotMemory`); None: each session keeps its own.
+    slot_memory: Any = None
 
     def job_ledger(self) -> Ledger:
         """Per-queue sums over ``jobs`` as they were when the cycle began."""

@@ -52,6 +52,11 @@ from pumice.cluster.protocol import (
 )
 from pumice.errors import InputError
 from pumice.framework.decisions import Decisions
+from pumice.framework.slots import SlotMemory
+
+#: The node table's change log is started afresh beyond this length (views kept on it
+#: by :class:`~pumice.framework.slots.SlotMemory` are then rebuilt once).
+MAX_NODE_LOG = 1_000_000
 
 _PARSERS = {
     "Node": parse.parse_node,
@@ -129,6 +134,8 @@ class SchedulerCache:
         #: Base model, kept up to date by events (see the module docstring).
         self.space = ResourceSpace(())
         self.nodes = NodeTable([], self.space)
+        #: What allocate keeps per task shape across cycles (see framework.slots).
+        self.slot_memory = SlotMemory()
         self.queues: dict[str, QueueInfo] = {}
         self.jobs: dict[str, JobInfo] = {}
         self.tasks: dict[str, TaskInfo] = {}  # pod key -> task
@@ -460,6 +467,8 @@ class SchedulerCache:
                     f"{parse.GROUP_ANNOTATION} annotation of its pods"
                 )
         jobs = dict(self.jobs)
+        if len(self.nodes.changes) > MAX_NODE_LOG:
+            self.nodes.changes = []  # (the views kept on the old log start afresh)
         for uid in sorted(self.queueless):
             job = jobs.pop(uid)
             blocked[uid] = (
@@ -482,6 +491,7 @@ class SchedulerCache:
             pdbs=[self.pdbs_r[k] for k in sorted(self.pdbs_r)],
             active=active if self.track_active else None,
             ledger=self.ledger,
+            slot_memory=self.slot_memory,
         )
         return snap
 

@@ -34,8 +34,9 @@ from collections.abc import Callable, Hashable
 import numpy as np
 
 from pumice.api.task import TaskInfo
-from pumice.framework.fit import fits
+from pumice.framework.fit import fits, predicate_filter
 from pumice.framework.session import Session
+from pumice.framework.slots import SlotMemory, SlotView
 
 #: Up to this many changed rows are refreshed one by one in plain floats.
 SCALAR_ROWS = 24
@@ -82,7 +83,7 @@ class FastPath:
     """The shape caches of one session."""
 
     __slots__ = (
-        "__weakref__", "_asks", "_blocked", "_future", "_future_version", "_peak", "_peak_version",
+        "__weakref__", "_asks", "_future", "_future_version", "_peak", "_peak_version",
         "affinity_about", "enabled", "no_fit", "nodes", "predicates", "scorers", "shapes", "ssn",
     )  # fmt: skip
 
@@ -110,8 +111,6 @@ class FastPath:
         #: Future idle resources at a table version (see :meth:`future`).
         self._future = np.zeros((0, 0))
         self._future_version = -1
-        #: The predicates' refusal mask by shape, for shapes without a cache (``slots``).
-        self._blocked: dict[Hashable, np.ndarray | None] = {}
 
     def choose(self, task: TaskInfo) -> tuple[int, bool] | None:
         """(node row, fits now) for ``task``; None when the fast path does not apply or
@@ -180,41 +179,26 @@ class FastPath:
             self._future_version = nodes.version
         return self._future
 
-    def slots(self, task: TaskInfo, key: Hashable) -> np.ndarray | None:
-        """Per node, how many tasks of ``task``'s shape (``key``) fit one after another
-        in its future idle resources, as ``place`` would find them: the p-th fits where
-        the request fits what p - 1 of them left (0 where a predicate refuses the
-        node; ``inf`` where the shape requests nothing that runs out). None where the
-        fast path does not apply (the predicates must depend on placement alone)."""
+    def slot_view(self, task: TaskInfo, key: Hashable) -> SlotView | None:
+        """The slots of ``task``'s shape (``key``) on every node, and what each node is
+        short of once they are taken, current with this session's nodes (see
+        :mod:`pumice.framework.slots`); None where the fast path does not apply (the
+        predicates must depend on placement alone)."""
         if not self.enabled or task.host_ports or task.nonzero is None:
             return None
-        req = task.init_resreq
-        dims = np.flatnonzero(req)
-        n = len(self.nodes)
-        if dims.size == 0:
-            return np.full(n, np.inf)
-        shape = self.shapes.get(key)
-        if shape is not None:
-            blocked = shape.blocked
-        elif key in self._blocked:
-            blocked = self._blocked[key]
-        else:
-            blocked = None
-            for fn in self.predicates:
-                b, _ = fn(task)
-                if b is not None:
-                    blocked = b.copy() if blocked is None else (blocked | b)
-            self._blocked[key] = blocked
-        head = self.future()[:, dims] - req[dims]  # what the first one leaves
-        use = task.resreq[dims]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            more = np.where(use > 0, np.floor(head / use), np.inf)
-            # One step of correction where float division lands just below a whole number.
-            more += (head - (more + 1) * use >= 0) & (use > 0)
-        per = np.where(head >= 0, more + 1, 0.0).min(axis=1)
-        if blocked is not None:
-            per[blocked] = 0.0
-        return per
+        ssn = self.ssn
+        memory = ssn.snapshot.slot_memory
+        if memory is None:
+            memory = ssn.snapshot.slot_memory = SlotMemory()
+        return memory.view(
+            key,
+            task,
+            self.nodes,
+            self.future(),
+            ssn.uid,
+            ssn.config,
+            lambda: predicate_filter(ssn, task),
+        )
 
     # -- keeping a shape current --------------------------------------------------------
 

@@ -1,0 +1,213 @@
+"""How many tasks of one shape the nodes can still take, kept from cycle to cycle.
+
+A backlog of admitted gangs that do not fit is looked at in every cycle (see
+:mod:`pumice.actions.room`): for each, the slots of its shape on every node (how many of
+its tasks fit one after another in the node's future idle resources) and, for the
+explanation, which requested resources each node is short of once those slots are
+taken. Computed from scratch, that is a pass over every node per job per cycle. Between
+two looks only a few nodes change, so a :class:`SlotView` per shape is kept across
+cycles and brought up to date row by row.
+
+**Which rows changed.** Every change to a node table goes through ``add_task`` /
+``remove_task``, which log the row (``NodeTable.changes``). A session's table is a copy
+of the scheduler cache's table and remembers where that table's log stood
+(``NodeTable.origin``). A view last brought up to date in session S (at position p of
+S's log, from the cache's log at position b) differs from the current session's table
+only in rows logged by the cache since b, rows S had changed by p, and rows the current
+session changed. A rebuilt cache table (nodes added, relabelled, removed) has a new log,
+and every view made on the old one starts afresh.
+
+**Exactness.** A row is recomputed with the same float operations, in plain Python, as
+the vector pass (division, floor, one correction step), so a view kept up to date row by
+row holds the same numbers as one built afresh; a property test checks both against
+trying the placements.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable
+
+import numpy as np
+
+from pumice.api.job import FitError
+from pumice.api.node import NodeTable
+from pumice.api.quantity import PODS
+from pumice.api.task import TaskInfo
+
+#: Views kept (least recently used dropped first): a long run sees many shapes.
+MAX_VIEWS = 512
+#: Beyond this many changed rows, a view is rebuilt in one vector pass (a row in plain
+#: floats costs a few microseconds; a pass over 1,000 nodes, some tens).
+REFRESH_ROWS = 3
+
+
+class SlotView:
+    """One shape's slots per node and what each node is short of once they are taken."""
+
+    __slots__ = (
+        "blocked", "claimed", "counts", "dims", "init", "log", "names", "owner", "pos",
+        "reasons", "session", "short", "slots", "spos", "srows", "total", "use",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        task: TaskInfo,
+        blocked: np.ndarray | None,
+        reasons: list[tuple[str, np.ndarray]],
+        names: list[str],
+    ) -> None:
+        req = task.init_resreq
+        self.dims: list[int] = np.flatnonzero(req).tolist()
+        self.init: list[float] = [float(req[d]) for d in self.dims]
+        self.use: list[float] = [float(task.resreq[d]) for d in self.dims]
+        self.names = [
+            "too many pods" if names[d] == PODS else f"insufficient {names[d]}" for d in self.dims
+        ]
+        self.blocked = blocked
+        # Nodes a predicate refuses are counted under the first predicate's reason only.
+        self.reasons: dict[str, int] = {}
+        claimed = None
+        for reason, mask in reasons:
+            new = mask if claimed is None else mask & ~claimed
+            k = int(np.count_nonzero(new))
+            if k:
+                self.reasons[reason] = self.reasons.get(reason, 0) + k
+                claimed = new if claimed is None else claimed | new
+        self.claimed = claimed
+        self.slots = np.zeros(0)
+        self.short = np.zeros((0, len(self.dims)), dtype=bool)
+        self.counts: list[int] = []
+        self.total = 0.0
+        self.log: list[int] | None = None
+        self.pos = 0
+        self.owner: object = None
+        self.session: str = ""
+        self.spos = 0
+        self.srows: set[int] = set()
+
+    # -- computing --------------------------------------------------------------------
+
+    def rebuild(self, future: np.ndarray) -> None:
+        dims = self.dims
+        init, use = np.array(self.init), np.array(self.use)
+        f = future[:, dims]
+        head = f - init
+        with np.errstate(divide="ignore", invalid="ignore"):
+            more = np.where(use > 0, np.floor(head / use), np.inf)
+            more += (head - (more + 1) * use >= 0) & (use > 0)
+            slots = (
+                np.where(head >= 0, more + 1, 0.0).min(axis=1)
+                if dims
+                else np.full(len(future), np.inf)
+            )
+            if self.blocked is not None:
+                slots[self.blocked] = 0.0
+            taken = np.where(np.isfinite(slots), slots, 0.0)
+            self.short = (f - taken[:, None] * use) < init
+        self.slots = slots
+        self.total = float(slots.sum())
+        counted = self.short if self.claimed is None else self.short & ~self.claimed[:, None]
+        self.counts = np.count_nonzero(counted, axis=0).tolist()
+
+    def refresh(self, future: np.ndarray, rows: set[int]) -> None:
+        init, use, dims = self.init, self.use, self.dims
+        blocked, claimed = self.blocked, self.claimed
+        slots, short, counts = self.slots, self.short, self.counts
+        total = self.total
+        for i in rows:
+            row = future[i].tolist()
+            if blocked is not None and blocked[i]:
+                s = 0.0
+            else:
+                s = math.inf
+                for k, d in enumerate(dims):
+                    head = row[d] - init[k]
+                    if not head >= 0:
+                        s = 0.0
+                        break
+                    u = use[k]
+                    if u > 0:
+                        more = float(math.floor(head / u))
+                        if head - (more + 1) * u >= 0:
+                            more += 1
+                        s = min(s, more + 1)
+            total += s - slots[i]
+            slots[i] = s
+            taken = s if s != math.inf else 0.0
+            counts_row = claimed is None or not claimed[i]
+            for k, d in enumerate(dims):
+                now = row[d] - taken * use[k] < init[k]
+                if now != short[i, k]:
+                    short[i, k] = now
+                    if counts_row:
+                        counts[k] += 1 if now else -1
+        self.total = total
+
+    def fit_error(self, n: int) -> FitError:
+        """Why one more task of the shape finds no node, once every slot is taken."""
+        hist = dict(self.reasons)
+        for name, k in zip(self.names, self.counts, strict=True):
+            if k:
+                hist[name] = hist.get(name, 0) + k
+        return FitError(n, hist)
+
+
+class SlotMemory:
+    """The views of one scheduler cache, by shape (and configuration)."""
+
+    def __init__(self) -> None:
+        self.views: dict[Hashable, SlotView] = {}
+
+    def view(
+        self,
+        key: Hashable,
+        task: TaskInfo,
+        nodes: NodeTable,
+        future: np.ndarray,
+        session: str,
+        owner: object,
+        make: Callable[[], tuple[np.ndarray | None, list[tuple[str, np.ndarray]]]],
+    ) -> SlotView:
+        """The view of shape ``key`` brought up to date with ``nodes``, the table of
+        session ``session`` (its uid), whose future idle resources are ``future``.
+        ``owner`` is what the predicates' answers depend on besides the nodes (the
+        configuration): a view made for another is made afresh. ``make()`` returns
+        (blocked, reasons) from the predicates when a view is made."""
+        views = self.views
+        view = views.pop(key, None)
+        if view is not None and view.owner is not owner:
+            view = None
+        log, base = nodes.origin if nodes.origin is not None else (None, 0)
+        rows: set[int] | None = None
+        if (
+            view is not None
+            and view.log is log
+            and log is not None
+            and view.pos <= base
+            and base - view.pos <= len(nodes)  # (a long-unused view: rebuilt)
+        ):
+            if view.session == session:
+                rows = set(nodes.changes[view.spos :])
+            else:
+                rows = set(log[view.pos : base]) | view.srows | set(nodes.changes)
+        if view is None:
+            blocked, reasons = make()
+            view = SlotView(task, blocked, reasons, nodes.space.names)
+            view.owner = owner
+        if rows is None or len(rows) > REFRESH_ROWS:
+            view.rebuild(future)
+        elif rows:
+            view.refresh(future, rows)
+        if view.session == session:
+            view.srows.update(nodes.changes[view.spos :])
+        else:
+            view.srows = set(nodes.changes)
+        view.log, view.pos, view.session, view.spos = log, base, session, len(nodes.changes)
+        views[key] = view
+        if len(views) > MAX_VIEWS:
+            del views[next(iter(views))]
+        return view
+
+
+__all__ = ["MAX_VIEWS", "SlotMemory", "SlotView"]
