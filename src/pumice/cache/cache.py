@@ -136,6 +136,8 @@ class SchedulerCache:
         self.nodes = NodeTable([], self.space)
         #: What allocate keeps per task shape across cycles (see framework.slots).
         self.slot_memory = SlotMemory()
+        #: uid -> (a record's conditions list, its condition_key): see _condition_key.
+        self._condition_keys: dict[str, tuple[list[dict], tuple]] = {}
         self.queues: dict[str, QueueInfo] = {}
         self.jobs: dict[str, JobInfo] = {}
         self.tasks: dict[str, TaskInfo] = {}  # pod key -> task
@@ -430,6 +432,7 @@ class SchedulerCache:
 
     def _forget(self, uid: str) -> None:
         self.ledger.remove(uid)
+        self._condition_keys.pop(uid, None)
         self.dirty.discard(uid)
         self.unsettled.discard(uid)
         self.queueless.discard(uid)
@@ -564,8 +567,8 @@ class SchedulerCache:
                 continue
             if rec.phase != upd.phase:
                 out.phases.append(uid)
-            elif rec.counts == (upd.running, upd.succeeded, upd.failed) and condition_key(
-                rec.conditions
+            elif rec.counts == (upd.running, upd.succeeded, upd.failed) and self._condition_key(
+                uid, rec.conditions
             ) == condition_key(upd.conditions):
                 continue  # what the cluster already says (as far as the cache has seen)
             self.cluster.update_podgroup_status(
@@ -577,6 +580,17 @@ class SchedulerCache:
                 failed=upd.failed,
             )
         return out
+
+
+    def _condition_key(self, uid: str, conditions: list[dict]) -> tuple:
+        """``condition_key`` of a record's conditions, kept while the record keeps the
+        same list (a status the cache has seen is compared with every cycle's)."""
+        got = self._condition_keys.get(uid)
+        if got is not None and got[0] is conditions:
+            return got[1]
+        key = condition_key(conditions)
+        self._condition_keys[uid] = (conditions, key)
+        return key
 
 
 def _copy_queue(q: QueueInfo) -> QueueInfo:

@@ -25,6 +25,8 @@ class OvercommitPlugin:
         self.factor = factor if factor >= 1.0 else DEFAULT_FACTOR
         self.per_resource: dict[str, float] = {}
         self._sentences: dict[tuple[str, ...], str] = {}
+        self._lists: tuple[list[float], list[float]] = ([], [])
+        self._share_names: list[tuple[int, str]] = []
         for key in arguments:
             if key.startswith("overcommit-factor."):
                 f = arguments.get_float(key, self.factor)
@@ -45,13 +47,17 @@ class OvercommitPlugin:
             self.inqueue += row  # queue by queue, in name order
 
         share_dims = np.flatnonzero(mask).tolist()
+        # Plain floats, asked once per pending job: idle is fixed for the session and
+        # inqueue changes only when a job is admitted.
+        self._lists = (self.inqueue.tolist(), self.idle.tolist())
+        self._share_names = [(k, ssn.space.names[k]) for k in share_dims]
 
         def enqueueable(job: JobInfo) -> int:
             if job.min_resources is None:
                 return 1
-            # inqueue + minResources <= idle, in the shared dimensions the job asks for
-            # (plain floats: asked once per pending job).
-            want, inq, idle = job.min_resources.tolist(), self.inqueue.tolist(), self.idle.tolist()
+            # inqueue + minResources <= idle, in the shared dimensions the job asks for.
+            want = job.min_resources.tolist()
+            inq, idle = self._lists
             for k in share_dims:
                 if want[k] > 0 and not inq[k] + want[k] <= idle[k]:
                     return -1
@@ -60,6 +66,7 @@ class OvercommitPlugin:
         def enqueued(job: JobInfo) -> None:
             if job.min_resources is not None:
                 self.inqueue += job.min_resources
+                self._lists = (self.inqueue.tolist(), self._lists[1])
 
         ssn.on("job_enqueueable", self.name, enqueueable)
         ssn.on("job_enqueued", self.name, enqueued)
@@ -69,10 +76,13 @@ class OvercommitPlugin:
 
         A backlog of refused jobs asks this for each of them in every cycle, with a
         handful of distinct answers: the sentences are kept by the resources named."""
-        mask = ssn.space.share.tolist()
-        need = (self.inqueue + (job.min_resources if job.min_resources is not None else 0)).tolist()
-        idle = self.idle.tolist()
-        short = tuple(n for i, n in enumerate(ssn.space.names) if mask[i] and need[i] > idle[i])
+        inq, idle = self._lists
+        want = job.min_resources.tolist() if job.min_resources is not None else None
+        short = tuple(
+            name
+            for k, name in self._share_names
+            if (inq[k] + want[k] if want is not None else inq[k]) > idle[k]
+        )
         text = self._sentences.get(short)
         if text is None:
             text = self._sentences[short] = (
