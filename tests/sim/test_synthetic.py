@@ -10,15 +10,10 @@ import pytest
 
 from pumice.api.quantity import to_canonical
 from pumice.sim.cluster_spec import default_cluster
+from pumice.sim.loader import load_workload
+from pumice.sim.objects import job_objects, to_compact, workload_objects
 from pumice.sim.synthetic import default_workload, generate
-from pumice.sim.workload import (
-    GPU,
-    Workload,
-    job_objects,
-    load_workload,
-    to_compact,
-    workload_objects,
-)
+from pumice.sim.workload import GPU, Workload
 
 N = 20_000
 SEED = 7

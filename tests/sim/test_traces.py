@@ -9,8 +9,9 @@ import pytest
 
 from pumice.api.quantity import to_canonical
 from pumice.errors import InputError
+from pumice.sim.objects import job_objects
 from pumice.sim.traces import QueueMapper, alibaba2020, alibaba2023, k8s_name, philly
-from pumice.sim.workload import GPU, job_objects
+from pumice.sim.workload import GPU
 
 DATA = Path(__file__).parent.parent / "data" / "traces"
 A20 = str(DATA / "alibaba2020")

@@ -11,22 +11,18 @@ from hypothesis import strategies as st
 
 from pumice.api.quantity import to_canonical
 from pumice.errors import InputError
-from pumice.sim.workload import (
-    GPU,
-    JobSpec,
-    QueueSpec,
-    TaskSpec,
-    Workload,
+from pumice.sim.fields import parse_seconds
+from pumice.sim.loader import load_workload
+from pumice.sim.objects import (
     job_objects,
-    load_workload,
     min_resources,
-    parse_seconds,
     priority_class_objects,
     queue_objects,
     render_quantity,
     to_compact,
     workload_objects,
 )
+from pumice.sim.workload import GPU, JobSpec, QueueSpec, TaskSpec, Workload
 
 DATA = Path(__file__).parent.parent / "data" / "workloads"
 GiB = 2**30

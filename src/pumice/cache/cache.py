@@ -581,7 +581,6 @@ class SchedulerCache:
             )
         return out
 
-
     def _condition_key(self, uid: str, conditions: list[dict]) -> tuple:
         """``condition_key`` of a record's conditions, kept while the record keeps the
         same list (a status the cache has seen is compared with every cycle's)."""

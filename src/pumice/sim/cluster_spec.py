@@ -15,17 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from pumice.errors import InputError
-from pumice.sim.workload import (
-    GPU,
+from pumice.sim.documents import iter_objects, read_documents
+from pumice.sim.fields import (
     check_keys,
     is_dns_subdomain,
-    iter_objects,
     parse_resources,
-    read_documents,
-    render_resources,
     require_int,
     require_str,
 )
+from pumice.sim.objects import render_resources
+from pumice.sim.workload import GPU
 
 DEFAULT_PODS = 110
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"

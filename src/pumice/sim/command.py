@@ -142,7 +142,7 @@ def _gpus(nodes: list[dict[str, Any]]) -> int:
 
 def _workload(args: argparse.Namespace, nodes: list[dict[str, Any]]):
     from pumice.sim import synthetic
-    from pumice.sim.workload import load_workload
+    from pumice.sim.loader import load_workload
 
     if args.trace_format:
         if not args.workload:

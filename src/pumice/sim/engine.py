@@ -49,14 +49,13 @@ from pumice.scheduler import Scheduler
 from pumice.sim.clock import ARRIVAL, CYCLE, SAMPLE, Clock
 from pumice.sim.kubelet import DEFAULT_GRACE, DEFAULT_STARTUP_DELAY, Kubelet
 from pumice.sim.metrics import Metrics
-from pumice.sim.workload import (
-    JobSpec,
-    Workload,
+from pumice.sim.objects import (
     priority_class_objects,
     queue_objects,
     render_quantity,
     render_resources,
 )
+from pumice.sim.workload import JobSpec, Workload
 
 #: How many sample points a run aims for (the time series of the report).
 TARGET_SAMPLES = 600

@@ -37,7 +37,8 @@ from pumice.cluster.memory import DISRUPTION_TARGET, MemoryCluster
 from pumice.cluster.protocol import MODIFIED
 from pumice.sim.clock import ARRIVAL, RELEASE, START, Clock
 from pumice.sim.metrics import Metrics
-from pumice.sim.workload import JobSpec, job_objects
+from pumice.sim.objects import job_objects
+from pumice.sim.workload import JobSpec
 
 DEFAULT_STARTUP_DELAY = 5.0
 DEFAULT_GRACE = 30.0

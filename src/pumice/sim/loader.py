@@ -1,0 +1,760 @@
+"""Reading a :class:`~pumice.sim.workload.Workload` from files (``pumice simulate WORKLOAD...``).
+
+Two forms are accepted and may be mixed: Kubernetes manifests (PodGroups and Pods with
+``pumice.sim/*`` annotations, Queues, PriorityClasses) and the compact ``kind: Workload``
+document; :func:`load_workload` describes both. Loading is all or nothing: a malformed field
+or a reference to an undeclared queue or priority class raises
+:class:`~pumice.errors.InputError` naming the file, the object and the field, and nothing is
+returned, so a simulation never starts on part of a workload. Objects that are not part of
+a workload are skipped, counted and reported as warnings.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pumice.errors import InputError
+from pumice.sim.documents import iter_objects, read_documents
+from pumice.sim.fields import (
+    check_keys,
+    is_dns_label,
+    is_dns_subdomain,
+    parse_resources,
+    parse_seconds,
+    require_int,
+    require_str,
+)
+from pumice.sim.objects import render_resources
+from pumice.sim.workload import (
+    ANNOTATION_ARRIVAL,
+    ANNOTATION_DURATION,
+    ANNOTATION_END_FRACTION,
+    ANNOTATION_GROUP_NAME,
+    ANNOTATION_OUTCOME,
+    ANNOTATION_QUEUE_NAME,
+    ANNOTATION_TASK_NAME,
+    ANNOTATION_TASK_SPEC,
+    DEFAULT_NAMESPACE,
+    DEFAULT_QUEUE,
+    DEFAULT_TASK,
+    OUTCOMES,
+    WORKLOAD_API,
+    JobSpec,
+    Outcome,
+    QueueSpec,
+    TaskSpec,
+    Workload,
+    sort_jobs,
+)
+
+# --------------------------------------------------------------------------- input paths
+
+_EXTENSIONS = (".yaml", ".yml", ".json")
+
+
+def _expand(paths: Sequence[str]) -> Iterator[Path]:
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            files = sorted(
+                f for f in path.rglob("*") if f.is_file() and f.suffix.lower() in _EXTENSIONS
+            )
+            yield from files
+        elif path.is_file():
+            yield path
+        else:
+            raise InputError("no such file or directory", file=str(p))
+
+
+# --------------------------------------------------------------------------- the loader
+
+_WORKLOAD_KEYS = ("apiVersion", "kind", "namespace", "queues", "priorityClasses", "jobs")
+_JOB_KEYS = (
+    "name",
+    "namespace",
+    "queue",
+    "arrival",
+    "duration",
+    "minAvailable",
+    "priorityClass",
+    "tasks",
+    "replicas",
+    "requests",
+    "outcome",
+    "endFraction",
+)
+_TASK_KEYS = ("name", "replicas", "requests", "minAvailable")
+_QUEUE_KEYS = ("name", "weight", "capability", "guarantee", "deserved", "reclaimable", "parent")
+
+
+@dataclass(slots=True)
+class _Origin:
+    """Where a job, queue or priority class was declared, for error messages."""
+
+    file: str
+    obj: str
+    field_prefix: str = ""
+    queue_field: str = "queue"
+    pc_field: str = "priorityClass"
+
+    def error(self, message: str, field: str) -> InputError:
+        return InputError(message, file=self.file, obj=self.obj, field=self.field_prefix + field)
+
+
+@dataclass(slots=True)
+class _Pod:
+    file: str
+    name: str
+    namespace: str
+    task: str
+    requests: dict[str, float]
+    annotations: Mapping[str, Any]
+    priority_class: str | None
+    queue: str | None
+
+
+@dataclass(slots=True)
+class _Builder:
+    """Collects what the files declare, then checks references and builds the workload."""
+
+    jobs: dict[tuple[str, str], JobSpec] = field(default_factory=dict)
+    job_origin: dict[tuple[str, str], _Origin] = field(default_factory=dict)
+    queues: dict[str, QueueSpec] = field(default_factory=dict)
+    queue_origin: dict[str, _Origin] = field(default_factory=dict)
+    priority_classes: dict[str, int] = field(default_factory=dict)
+    pc_origin: dict[str, _Origin] = field(default_factory=dict)
+    podgroups: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
+    pods: list[_Pod] = field(default_factory=list)
+    skipped: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    # ---- declarations shared by both forms
+
+    def add_job(self, job: JobSpec, origin: _Origin) -> None:
+        key = (job.namespace, job.name)
+        if key in self.jobs:
+            first = self.job_origin[key]
+            raise origin.error(
+                f"duplicate job {job.namespace}/{job.name} (first declared in {first.file})",
+                "name" if origin.field_prefix else "metadata.name",
+            )
+        self.jobs[key] = job
+        self.job_origin[key] = origin
+
+    def add_queue(self, queue: QueueSpec, origin: _Origin) -> None:
+        if queue.name in self.queues:
+            first = self.queue_origin[queue.name]
+            raise origin.error(
+                f"duplicate queue {queue.name} (first declared in {first.file})", "name"
+            )
+        self.queues[queue.name] = queue
+        self.queue_origin[queue.name] = origin
+
+    def add_priority_class(self, name: str, value: object, origin: _Origin, field: str) -> None:
+        val = require_int(value, field=field, minimum=-(2**31))
+        if name in self.priority_classes and self.priority_classes[name] != val:
+            first = self.pc_origin[name]
+            raise origin.error(
+                f"priority class {name} declared twice with different values "
+                f"(first in {first.file})",
+                field,
+            )
+        self.priority_classes[name] = val
+        self.pc_origin[name] = origin
+
+    def warn(self, message: str) -> None:
+        self.skipped += 1
+        if len(self.warnings) < 20:
+            self.warnings.append(message)
+
+    # ---- one object of a file
+
+    def add(self, obj: Mapping[str, Any], file: str) -> None:
+        kind = obj.get("kind")
+        if kind == "Workload" or (kind is None and ("jobs" in obj or "queues" in obj)):
+            self.add_compact(obj, file)
+        elif kind == "PodGroup":
+            self.podgroups.append((file, obj))
+        elif kind == "Pod":
+            self.add_pod(obj, file)
+        elif kind == "Queue":
+            self.add_queue_object(obj, file)
+        elif kind == "PriorityClass":
+            meta = _metadata(obj, file, "PriorityClass")
+            name = require_str(meta.get("name"), field="metadata.name")
+            self.add_priority_class(
+                name, obj.get("value", 0), _Origin(file, f"PriorityClass {name}"), "value"
+            )
+        else:
+            meta = obj.get("metadata")
+            name = meta.get("name") if isinstance(meta, Mapping) else None
+            what = " ".join(str(x) for x in (kind or "an object without kind", name) if x)
+            self.warn(f"{file}: skipped {what}: not part of a workload")
+
+    # ---- compact form
+
+    def add_compact(self, doc: Mapping[str, Any], file: str) -> None:
+        origin = _Origin(file, "Workload")
+        try:
+            check_keys(doc, _WORKLOAD_KEYS, field=None)
+        except InputError as exc:
+            raise exc.located(file=file, obj="Workload") from None
+        api = doc.get("apiVersion")
+        if api is not None and api != WORKLOAD_API:
+            raise origin.error(f"expected apiVersion {WORKLOAD_API}, got {api!r}", "apiVersion")
+        namespace = doc.get("namespace", DEFAULT_NAMESPACE)
+        if not isinstance(namespace, str) or not is_dns_label(namespace):
+            raise origin.error(f"invalid namespace {namespace!r}", "namespace")
+        pcs = doc.get("priorityClasses") or {}
+        if isinstance(pcs, Mapping):
+            for name, value in pcs.items():
+                self.add_priority_class(str(name), value, origin, f"priorityClasses.{name}")
+        elif isinstance(pcs, list):
+            for i, entry in enumerate(pcs):
+                f = f"priorityClasses[{i}]"
+                if not isinstance(entry, Mapping):
+                    raise origin.error("expected {name, value}", f)
+                try:
+                    check_keys(entry, ("name", "value"), field=f)
+                    name = require_str(entry.get("name"), field=f"{f}.name")
+                except InputError as exc:
+                    raise exc.located(file=file, obj="Workload") from None
+                self.add_priority_class(name, entry.get("value"), origin, f"{f}.value")
+        else:
+            raise origin.error("expected a map of name: value", "priorityClasses")
+        queues = doc.get("queues") or []
+        if not isinstance(queues, list):
+            raise origin.error("expected a list", "queues")
+        for i, q in enumerate(queues):
+            f = f"queues[{i}]"
+            try:
+                queue = _compact_queue(q, f)
+            except InputError as exc:
+                raise exc.located(file=file, obj="Workload") from None
+            self.add_queue(queue, _Origin(file, f"Workload queue {queue.name}", f"{f}."))
+        jobs = doc.get("jobs") or []
+        if not isinstance(jobs, list):
+            raise origin.error("expected a list", "jobs")
+        for i, j in enumerate(jobs):
+            f = f"jobs[{i}]"
+            name = j.get("name") if isinstance(j, Mapping) else None
+            obj = f"Workload job {name}" if isinstance(name, str) else "Workload"
+            try:
+                job = _compact_job(j, f, namespace)
+            except InputError as exc:
+                raise exc.located(file=file, obj=obj) from None
+            self.add_job(job, _Origin(file, obj, f"{f}."))
+
+    # ---- manifests
+
+    def add_queue_object(self, obj: Mapping[str, Any], file: str) -> None:
+        meta = _metadata(obj, file, "Queue")
+        name = require_str(meta.get("name"), field="metadata.name")
+        where = f"Queue {name}"
+        spec = obj.get("spec") or {}
+        try:
+            if not isinstance(spec, Mapping):
+                raise InputError("expected a map", field="spec")
+            guarantee = spec.get("guarantee")
+            if isinstance(guarantee, Mapping) and "resource" in guarantee:
+                guarantee = guarantee.get("resource")
+            queue = QueueSpec(
+                name=name,
+                weight=require_int(spec.get("weight", 1), field="spec.weight", minimum=1),
+                capability=_optional_resources(spec, "capability", "spec.capability"),
+                guarantee=(
+                    parse_resources(guarantee, field="spec.guarantee.resource")
+                    if guarantee is not None
+                    else None
+                ),
+                deserved=_optional_resources(spec, "deserved", "spec.deserved"),
+                reclaimable=_bool(spec.get("reclaimable", True), field="spec.reclaimable"),
+                parent=_optional_str(spec.get("parent"), field="spec.parent"),
+            )
+        except InputError as exc:
+            raise exc.located(file=file, obj=where) from None
+        self.add_queue(queue, _Origin(file, where))
+
+    def add_pod(self, obj: Mapping[str, Any], file: str) -> None:
+        meta = _metadata(obj, file, "Pod")
+        name = require_str(meta.get("name"), field="metadata.name")
+        namespace = meta.get("namespace") or DEFAULT_NAMESPACE
+        where = f"Pod {namespace}/{name}"
+        annotations = meta.get("annotations") or {}
+        spec = obj.get("spec") or {}
+        try:
+            if not isinstance(annotations, Mapping):
+                raise InputError("expected a map", field="metadata.annotations")
+            if not isinstance(spec, Mapping):
+                raise InputError("expected a map", field="spec")
+            requests = _pod_requests(spec)
+            labels = meta.get("labels") or {}
+            if not isinstance(labels, Mapping):
+                raise InputError("expected a map", field="metadata.labels")
+            task = (
+                annotations.get(ANNOTATION_TASK_SPEC)
+                or annotations.get(ANNOTATION_TASK_NAME)
+                or labels.get(ANNOTATION_TASK_SPEC)
+                or labels.get(ANNOTATION_TASK_NAME)
+                or DEFAULT_TASK
+            )
+            if not isinstance(task, str) or not is_dns_label(task):
+                raise InputError(
+                    f"invalid task name {task!r}",
+                    field=f"metadata.annotations[{ANNOTATION_TASK_SPEC}]",
+                )
+            pc = _optional_str(spec.get("priorityClassName"), field="spec.priorityClassName")
+            queue = _optional_str(
+                annotations.get(ANNOTATION_QUEUE_NAME),
+                field=f"metadata.annotations[{ANNOTATION_QUEUE_NAME}]",
+            )
+        except InputError as exc:
+            raise exc.located(file=file, obj=where) from None
+        self.pods.append(_Pod(file, name, namespace, task, requests, annotations, pc, queue))
+
+    def build_manifest_jobs(self) -> None:
+        groups: dict[tuple[str, str], list[_Pod]] = {}
+        singles: list[_Pod] = []
+        for pod in self.pods:
+            group = pod.annotations.get(ANNOTATION_GROUP_NAME)
+            if group:
+                groups.setdefault((pod.namespace, str(group)), []).append(pod)
+            else:
+                singles.append(pod)
+        seen: set[tuple[str, str]] = set()
+        for file, obj in self.podgroups:
+            meta = _metadata(obj, file, "PodGroup")
+            name = require_str(meta.get("name"), field="metadata.name")
+            namespace = meta.get("namespace") or DEFAULT_NAMESPACE
+            key = (namespace, name)
+            where = f"PodGroup {namespace}/{name}"
+            origin = _Origin(file, where, "", "spec.queue", "spec.priorityClassName")
+            if key in seen:
+                raise origin.error(f"duplicate PodGroup {namespace}/{name}", "metadata.name")
+            seen.add(key)
+            pods = groups.pop(key, [])
+            if not pods:
+                raise origin.error(
+                    f"no pod names this PodGroup in annotation {ANNOTATION_GROUP_NAME}",
+                    "metadata.name",
+                )
+            try:
+                job = _podgroup_job(obj, name, namespace, pods)
+            except InputError as exc:
+                raise exc.located(file=file, obj=where) from None
+            self.add_job(job, origin)
+        for (namespace, group), pods in sorted(groups.items()):
+            pod = pods[0]
+            raise InputError(
+                f"annotation {ANNOTATION_GROUP_NAME} names PodGroup {group}, "
+                "which no file declares",
+                file=pod.file,
+                obj=f"Pod {namespace}/{pod.name}",
+                field=f"metadata.annotations[{ANNOTATION_GROUP_NAME}]",
+            )
+        for pod in singles:
+            where = f"Pod {pod.namespace}/{pod.name}"
+            try:
+                job = _single_pod_job(pod)
+            except InputError as exc:
+                raise exc.located(file=pod.file, obj=where) from None
+            queue_field = f"metadata.annotations[{ANNOTATION_QUEUE_NAME}]"
+            self.add_job(job, _Origin(pod.file, where, "", queue_field, "spec.priorityClassName"))
+
+    # ---- the end
+
+    def finish(
+        self, known_queues: Collection[str], known_priority_classes: Mapping[str, int]
+    ) -> Workload:
+        self.build_manifest_jobs()
+        queue_names = set(self.queues) | set(known_queues)
+        for key, job in self.jobs.items():
+            origin = self.job_origin[key]
+            if job.queue not in queue_names:
+                raise origin.error(
+                    f"queue {job.queue!r} is not declared by any file "
+                    "(add it under queues: or as a Queue object)",
+                    origin.queue_field,
+                )
+            if (
+                job.priority_class is not None
+                and job.priority_class not in self.priority_classes
+                and job.priority_class not in known_priority_classes
+            ):
+                raise origin.error(
+                    f"priority class {job.priority_class!r} is not declared by any file",
+                    origin.pc_field,
+                )
+        for name, queue in self.queues.items():
+            if queue.parent is not None and queue.parent not in queue_names:
+                raise self.queue_origin[name].error(
+                    f"parent queue {queue.parent!r} is not declared by any file", "parent"
+                )
+        pcs = dict(known_priority_classes)
+        pcs.update(self.priority_classes)
+        return Workload(
+            jobs=sort_jobs(self.jobs.values()),
+            queues=tuple(self.queues.values()),
+            priority_classes=pcs,
+            skipped=self.skipped,
+            warnings=tuple(self.warnings),
+        )
+
+
+def load_workload(
+    paths: Sequence[str],
+    *,
+    known_queues: Collection[str] = (),
+    known_priority_classes: Mapping[str, int] | None = None,
+) -> Workload:
+    """Read a workload from YAML/JSON files or directories of them (searched recursively,
+    in sorted order).
+
+    Two forms, which may be mixed across and within files:
+
+    - Kubernetes manifests: PodGroups and Pods (plus Queues and PriorityClasses). A job's
+      arrival and duration come from the ``pumice.sim/arrival`` and ``pumice.sim/duration``
+      annotations of its PodGroup (or of its pods, which must then agree; a pod without
+      a group is a job of one). Pods are grouped into roles by ``volcano.sh/task-spec``
+      (or ``volcano.sh/task-name``, as annotation or label; default ``task``); all pods
+      of a role must request the same resources. Pod names are not kept: a loaded job's
+      pods are named ``{job}-{task}-{i}`` again when rendered.
+    - The compact form: a ``kind: Workload`` document (``apiVersion: pumice.io/v1alpha1``)
+      with ``queues``, ``priorityClasses`` and ``jobs``.
+
+    Objects of other kinds (Nodes, say) are skipped and counted. Every job's queue must be
+    declared by some file or be in ``known_queues``; every priority class it names must be
+    declared or in ``known_priority_classes``. Anything malformed raises
+    :class:`InputError` naming the file, the object and the field; nothing is returned then.
+    """
+    if isinstance(paths, str | os.PathLike):
+        paths = [str(paths)]
+    builder = _Builder()
+    for path in _expand(paths):
+        file = str(path)
+        for obj in iter_objects(read_documents(path), file=file):
+            try:
+                builder.add(obj, file)
+            except InputError as exc:
+                raise exc.located(file=file) from None
+    return builder.finish(known_queues, known_priority_classes or {})
+
+
+# --------------------------------------------------------------------------- form details
+
+
+def _metadata(obj: Mapping[str, Any], file: str, kind: str) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping) or not meta.get("name"):
+        raise InputError("missing metadata.name", file=file, obj=kind, field="metadata.name")
+    return meta
+
+
+def _bool(value: object, *, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise InputError(f"expected true or false, got {value!r}", field=field)
+    return value
+
+
+def _optional_str(value: object, *, field: str) -> str | None:
+    if value is None or value == "":
+        return None
+    return require_str(value, field=field)
+
+
+def _optional_resources(d: Mapping[str, Any], key: str, field: str) -> dict[str, float] | None:
+    if d.get(key) is None:
+        return None
+    return parse_resources(d[key], field=field)
+
+
+def _outcome(value: object, *, field: str) -> Outcome:
+    if value not in OUTCOMES:
+        raise InputError(f"expected one of {', '.join(OUTCOMES)}, got {value!r}", field=field)
+    return value  # type: ignore[return-value]
+
+
+def _end_fraction(value: object, outcome: str, *, field: str) -> float:
+    if value is None:
+        return 1.0
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise InputError(f"expected a number in (0, 1], got {value!r}", field=field)
+    try:
+        fraction = float(value)
+    except ValueError:
+        raise InputError(f"expected a number in (0, 1], got {value!r}", field=field) from None
+    if not 0 < fraction <= 1:
+        raise InputError(f"expected a number in (0, 1], got {value!r}", field=field)
+    if outcome == "succeed" and fraction != 1:
+        raise InputError("only a job that fails or is cancelled ends early", field=field)
+    return fraction
+
+
+def _compact_queue(q: object, f: str) -> QueueSpec:
+    if not isinstance(q, Mapping):
+        raise InputError("expected a map", field=f)
+    check_keys(q, _QUEUE_KEYS, field=f)
+    name = require_str(q.get("name"), field=f"{f}.name")
+    if not is_dns_label(name):
+        raise InputError(f"invalid queue name {name!r}", field=f"{f}.name")
+    return QueueSpec(
+        name=name,
+        weight=require_int(q.get("weight", 1), field=f"{f}.weight", minimum=1),
+        capability=_optional_resources(q, "capability", f"{f}.capability"),
+        guarantee=_optional_resources(q, "guarantee", f"{f}.guarantee"),
+        deserved=_optional_resources(q, "deserved", f"{f}.deserved"),
+        reclaimable=_bool(q.get("reclaimable", True), field=f"{f}.reclaimable"),
+        parent=_optional_str(q.get("parent"), field=f"{f}.parent"),
+    )
+
+
+def _compact_task(t: object, f: str) -> TaskSpec:
+    if not isinstance(t, Mapping):
+        raise InputError("expected a map", field=f)
+    check_keys(t, _TASK_KEYS, field=f)
+    name = t.get("name", DEFAULT_TASK)
+    if not isinstance(name, str) or not is_dns_label(name):
+        raise InputError(f"invalid task name {name!r}", field=f"{f}.name")
+    if "replicas" not in t:
+        raise InputError("missing replicas", field=f"{f}.replicas")
+    replicas = require_int(t["replicas"], field=f"{f}.replicas", minimum=1)
+    min_available = None
+    if t.get("minAvailable") is not None:
+        min_available = require_int(t["minAvailable"], field=f"{f}.minAvailable", minimum=1)
+        if min_available > replicas:
+            raise InputError(
+                f"minAvailable {min_available} is greater than replicas {replicas}",
+                field=f"{f}.minAvailable",
+            )
+    return TaskSpec(
+        name=name,
+        replicas=replicas,
+        requests=parse_resources(t.get("requests"), field=f"{f}.requests"),
+        min_available=min_available,
+    )
+
+
+def _compact_job(j: object, f: str, namespace: str) -> JobSpec:
+    if not isinstance(j, Mapping):
+        raise InputError("expected a map", field=f)
+    check_keys(j, _JOB_KEYS, field=f)
+    name = require_str(j.get("name"), field=f"{f}.name")
+    if not is_dns_subdomain(name):
+        raise InputError(f"invalid job name {name!r}", field=f"{f}.name")
+    ns = j.get("namespace", namespace)
+    if not isinstance(ns, str) or not is_dns_label(ns):
+        raise InputError(f"invalid namespace {ns!r}", field=f"{f}.namespace")
+    queue = require_str(j.get("queue", DEFAULT_QUEUE), field=f"{f}.queue")
+    if "tasks" in j:
+        if "replicas" in j or "requests" in j:
+            raise InputError(
+                "give either tasks or the shorthand replicas + requests, not both",
+                field=f"{f}.tasks",
+            )
+        raw_tasks = j["tasks"]
+        if not isinstance(raw_tasks, list) or not raw_tasks:
+            raise InputError("expected a non-empty list", field=f"{f}.tasks")
+        tasks = tuple(_compact_task(t, f"{f}.tasks[{k}]") for k, t in enumerate(raw_tasks))
+        names = [t.name for t in tasks]
+        for k, n in enumerate(names):
+            if n in names[:k]:
+                raise InputError(f"duplicate task name {n!r}", field=f"{f}.tasks[{k}].name")
+    else:
+        if "replicas" not in j:
+            raise InputError("missing replicas (or tasks)", field=f"{f}.replicas")
+        replicas = require_int(j["replicas"], field=f"{f}.replicas", minimum=1)
+        tasks = (
+            TaskSpec(
+                name=DEFAULT_TASK,
+                replicas=replicas,
+                requests=parse_resources(j.get("requests"), field=f"{f}.requests"),
+            ),
+        )
+    total = sum(t.replicas for t in tasks)
+    min_available = total
+    if j.get("minAvailable") is not None:
+        min_available = require_int(j["minAvailable"], field=f"{f}.minAvailable", minimum=1)
+        if min_available > total:
+            raise InputError(
+                f"minAvailable {min_available} is greater than the job's {total} replicas",
+                field=f"{f}.minAvailable",
+            )
+    if "duration" not in j:
+        raise InputError("missing duration", field=f"{f}.duration")
+    outcome = _outcome(j.get("outcome", "succeed"), field=f"{f}.outcome")
+    return JobSpec(
+        name=name,
+        namespace=ns,
+        queue=queue,
+        arrival=parse_seconds(j.get("arrival", 0), field=f"{f}.arrival"),
+        duration=parse_seconds(j["duration"], field=f"{f}.duration"),
+        tasks=tasks,
+        min_available=min_available,
+        priority_class=_optional_str(j.get("priorityClass"), field=f"{f}.priorityClass"),
+        outcome=outcome,
+        end_fraction=_end_fraction(j.get("endFraction"), outcome, field=f"{f}.endFraction"),
+    )
+
+
+def _container_requests(c: object, field: str) -> dict[str, float]:
+    if not isinstance(c, Mapping):
+        raise InputError("expected a map", field=field)
+    resources = c.get("resources") or {}
+    if not isinstance(resources, Mapping):
+        raise InputError("expected a map", field=f"{field}.resources")
+    # Kubernetes defaults a missing request to the limit.
+    out = parse_resources(resources.get("limits"), field=f"{field}.resources.limits")
+    out.update(parse_resources(resources.get("requests"), field=f"{field}.resources.requests"))
+    return out
+
+
+def _pod_requests(spec: Mapping[str, Any]) -> dict[str, float]:
+    """A pod's effective requests: the sum over containers, at least each init container."""
+    total: dict[str, float] = {}
+    containers = spec.get("containers") or []
+    if not isinstance(containers, list):
+        raise InputError("expected a list", field="spec.containers")
+    for i, c in enumerate(containers):
+        for name, amount in _container_requests(c, f"spec.containers[{i}]").items():
+            total[name] = total.get(name, 0.0) + amount
+    inits = spec.get("initContainers") or []
+    if not isinstance(inits, list):
+        raise InputError("expected a list", field="spec.initContainers")
+    for i, c in enumerate(inits):
+        for name, amount in _container_requests(c, f"spec.initContainers[{i}]").items():
+            total[name] = max(total.get(name, 0.0), amount)
+    return total
+
+
+def _sim_facts(
+    annotations: Mapping[str, Any], pods: Sequence[_Pod], *, prefix: str
+) -> tuple[float, float, Outcome, float]:
+    """Arrival, duration, outcome and end fraction from ``annotations``, falling back to the
+    pods' own annotations (which must then agree)."""
+
+    def lookup(key: str) -> tuple[object, str] | None:
+        if key in annotations:
+            return annotations[key], f"{prefix}[{key}]"
+        values = {str(p.annotations[key]) for p in pods if key in p.annotations}
+        if not values:
+            return None
+        if len(values) > 1:
+            raise InputError(
+                f"pods disagree on {key} ({', '.join(sorted(values))}); set it on the PodGroup",
+                field=f"{prefix}[{key}]",
+            )
+        return values.pop(), f"pod metadata.annotations[{key}]"
+
+    arrival = 0.0
+    found = lookup(ANNOTATION_ARRIVAL)
+    if found is not None:
+        arrival = parse_seconds(found[0], field=found[1])
+    found = lookup(ANNOTATION_DURATION)
+    if found is None:
+        raise InputError(
+            f"missing annotation {ANNOTATION_DURATION}", field=f"{prefix}[{ANNOTATION_DURATION}]"
+        )
+    duration = parse_seconds(found[0], field=found[1])
+    outcome: Outcome = "succeed"
+    found = lookup(ANNOTATION_OUTCOME)
+    if found is not None:
+        outcome = _outcome(found[0], field=found[1])
+    end_fraction = 1.0
+    found = lookup(ANNOTATION_END_FRACTION)
+    if found is not None:
+        end_fraction = _end_fraction(found[0], outcome, field=found[1])
+    return arrival, duration, outcome, end_fraction
+
+
+def _tasks_from_pods(pods: Sequence[_Pod]) -> tuple[TaskSpec, ...]:
+    order: list[str] = []
+    shapes: dict[str, dict[str, float]] = {}
+    counts: dict[str, int] = {}
+    for pod in pods:
+        if pod.task not in shapes:
+            order.append(pod.task)
+            shapes[pod.task] = pod.requests
+            counts[pod.task] = 0
+        elif shapes[pod.task] != pod.requests:
+            raise InputError(
+                f"pod {pod.namespace}/{pod.name} requests {render_resources(pod.requests)} "
+                f"but other pods of task {pod.task!r} request "
+                f"{render_resources(shapes[pod.task])}; give each shape its own "
+                f"{ANNOTATION_TASK_SPEC}",
+                field="spec.containers",
+            )
+        counts[pod.task] += 1
+    return tuple(TaskSpec(name=t, replicas=counts[t], requests=shapes[t]) for t in order)
+
+
+def _podgroup_job(
+    obj: Mapping[str, Any], name: str, namespace: str, pods: Sequence[_Pod]
+) -> JobSpec:
+    meta = obj["metadata"]
+    annotations = meta.get("annotations") or {}
+    if not isinstance(annotations, Mapping):
+        raise InputError("expected a map", field="metadata.annotations")
+    spec = obj.get("spec") or {}
+    if not isinstance(spec, Mapping):
+        raise InputError("expected a map", field="spec")
+    tasks = _tasks_from_pods(pods)
+    total = sum(t.replicas for t in tasks)
+    min_member = require_int(spec.get("minMember", 1), field="spec.minMember", minimum=1)
+    if min_member > total:
+        raise InputError(
+            f"minMember {min_member} is greater than the job's {total} pods",
+            field="spec.minMember",
+        )
+    task_min = spec.get("minTaskMember") or {}
+    if not isinstance(task_min, Mapping):
+        raise InputError("expected a map", field="spec.minTaskMember")
+    by_name = {t.name: t for t in tasks}
+    for task_name, value in task_min.items():
+        f = f"spec.minTaskMember.{task_name}"
+        if task_name not in by_name:
+            raise InputError(f"no pod has {ANNOTATION_TASK_SPEC}: {task_name}", field=f)
+        m = require_int(value, field=f, minimum=0)
+        if m > by_name[task_name].replicas:
+            raise InputError(
+                f"{m} is greater than the task's {by_name[task_name].replicas} pods", field=f
+            )
+        by_name[task_name] = TaskSpec(
+            task_name, by_name[task_name].replicas, by_name[task_name].requests, m
+        )
+    arrival, duration, outcome, end_fraction = _sim_facts(
+        annotations, pods, prefix="metadata.annotations"
+    )
+    return JobSpec(
+        name=name,
+        namespace=namespace,
+        queue=_optional_str(spec.get("queue"), field="spec.queue") or DEFAULT_QUEUE,
+        arrival=arrival,
+        duration=duration,
+        tasks=tuple(by_name[t.name] for t in tasks),
+        min_available=min_member,
+        priority_class=_optional_str(spec.get("priorityClassName"), field="spec.priorityClassName"),
+        outcome=outcome,
+        end_fraction=end_fraction,
+    )
+
+
+def _single_pod_job(pod: _Pod) -> JobSpec:
+    arrival, duration, outcome, end_fraction = _sim_facts(
+        pod.annotations, (), prefix="metadata.annotations"
+    )
+    return JobSpec(
+        name=pod.name,
+        namespace=pod.namespace,
+        queue=pod.queue or DEFAULT_QUEUE,
+        arrival=arrival,
+        duration=duration,
+        tasks=(TaskSpec(name=pod.task, replicas=1, requests=pod.requests),),
+        min_available=1,
+        priority_class=pod.priority_class,
+        outcome=outcome,
+        end_fraction=end_fraction,
+    )

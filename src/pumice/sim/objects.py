@@ -1,0 +1,292 @@
+"""A :class:`~pumice.sim.workload.Workload` as Kubernetes objects and as a compact document.
+
+The scheduling core reads only Kubernetes-shaped objects, so the simulator renders every
+job, queue and priority class here instead of building objects by hand, and the same
+objects written out are ordinary manifests that :mod:`pumice.sim.loader` reads back.
+Rendering is pure and deterministic: quantities are rounded so that what is rendered never
+asks for less than the model holds, pods are named ``{job}-{task}-{index}``, and
+:func:`to_compact` gives a document the loader reads back to an equal workload.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pumice.api.quantity import CPU, MEMORY
+from pumice.sim.workload import (
+    ANNOTATION_ARRIVAL,
+    ANNOTATION_DURATION,
+    ANNOTATION_END_FRACTION,
+    ANNOTATION_GROUP_NAME,
+    ANNOTATION_OUTCOME,
+    ANNOTATION_TASK_SPEC,
+    PODGROUP_API,
+    PRIORITY_CLASS_API,
+    QUEUE_API,
+    SIM_IMAGE,
+    WORKLOAD_API,
+    JobSpec,
+    QueueSpec,
+    TaskSpec,
+    Workload,
+)
+
+
+def format_seconds(seconds: float) -> str:
+    """Seconds as an annotation value: ``"90"`` or ``"12.5"``, exact (``repr``) for floats."""
+    if float(seconds).is_integer():
+        return str(int(seconds))
+    return repr(float(seconds))
+
+
+def render_quantity(name: str, amount: float) -> str:
+    """Render a canonical amount as a Kubernetes quantity string.
+
+    cpu is always millicores (``"1500m"``); memory and storage are ``Gi``/``Mi`` when exact,
+    else bytes; counts are integers. Fractions below the unit are rounded up, so what is
+    rendered never asks for less than the model holds.
+    """
+    if name == CPU:
+        return f"{math.ceil(round(amount, 6))}m"
+    if name == MEMORY or name.endswith("storage"):
+        b = math.ceil(round(amount, 3))
+        for suffix, factor in (("Gi", 2**30), ("Mi", 2**20)):
+            if b >= factor and b % factor == 0:
+                return f"{b // factor}{suffix}"
+        return str(b)
+    if float(amount).is_integer():
+        return str(int(amount))
+    return repr(float(amount))
+
+
+def render_resources(resources: Mapping[str, float]) -> dict[str, str]:
+    """A canonical resource map as a Kubernetes ``ResourceList`` (names sorted)."""
+    return {name: render_quantity(name, resources[name]) for name in sorted(resources)}
+
+
+def min_resources(job: JobSpec) -> dict[str, float]:
+    """PodGroup ``minResources``: the requests of the first ``min_available`` pods.
+
+    Pods are taken in role order (the order of ``job.tasks``), as the simulator and the
+    objects list them.
+    """
+    left = job.min_available
+    total: dict[str, float] = {}
+    for task in job.tasks:
+        take = min(left, task.replicas)
+        if take <= 0:
+            break
+        for name, amount in task.requests.items():
+            total[name] = total.get(name, 0.0) + amount * take
+        left -= take
+    return total
+
+
+def _sim_annotations(job: JobSpec) -> dict[str, str]:
+    out = {
+        ANNOTATION_ARRIVAL: format_seconds(job.arrival),
+        ANNOTATION_DURATION: format_seconds(job.duration),
+    }
+    if job.outcome != "succeed":
+        out[ANNOTATION_OUTCOME] = job.outcome
+        out[ANNOTATION_END_FRACTION] = format_seconds(job.end_fraction)
+    return out
+
+
+def pod_name(job: JobSpec, task: TaskSpec, index: int) -> str:
+    """The name of pod ``index`` of ``task``: ``{job}-{task}-{index}``."""
+    return f"{job.name}-{task.name}-{index}"
+
+
+def job_objects(
+    job: JobSpec,
+    *,
+    scheduler_name: str = "volcano",
+    priority_classes: Mapping[str, int] | None = None,
+) -> list[dict[str, Any]]:
+    """The PodGroup and Pods of ``job``, as a job controller would have created them.
+
+    The PodGroup comes first, then the pods in role order. Pods carry the group and task
+    annotations, the simulation annotations, requests as quantity strings (extended
+    resources such as GPUs also as limits, as Kubernetes requires) and phase ``Pending``.
+    When ``priority_classes`` is given, pods also get ``spec.priority`` (the value an
+    admission controller would have filled in).
+    """
+    annotations = _sim_annotations(job)
+    pg_spec: dict[str, Any] = {
+        "minMember": job.min_available,
+        "queue": job.queue,
+        "minResources": render_resources(min_resources(job)),
+    }
+    task_min = {t.name: t.min_available for t in job.tasks if t.min_available is not None}
+    if task_min:
+        pg_spec["minTaskMember"] = task_min
+    if job.priority_class:
+        pg_spec["priorityClassName"] = job.priority_class
+    objects: list[dict[str, Any]] = [
+        {
+            "apiVersion": PODGROUP_API,
+            "kind": "PodGroup",
+            "metadata": {
+                "name": job.name,
+                "namespace": job.namespace,
+                "annotations": dict(annotations),
+            },
+            "spec": pg_spec,
+            "status": {"phase": "Pending"},
+        }
+    ]
+    priority = None
+    if job.priority_class and priority_classes is not None:
+        priority = priority_classes.get(job.priority_class)
+    for task in job.tasks:
+        requests = render_resources(task.requests)
+        limits = {k: v for k, v in requests.items() if k not in (CPU, MEMORY)}
+        resources: dict[str, Any] = {"requests": requests}
+        if limits:
+            resources["limits"] = limits
+        for i in range(task.replicas):
+            spec: dict[str, Any] = {
+                "schedulerName": scheduler_name,
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": SIM_IMAGE,
+                        "resources": {k: dict(v) for k, v in resources.items()},
+                    }
+                ],
+            }
+            if job.priority_class:
+                spec["priorityClassName"] = job.priority_class
+            if priority is not None:
+                spec["priority"] = priority
+            objects.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": pod_name(job, task, i),
+                        "namespace": job.namespace,
+                        "annotations": {
+                            ANNOTATION_GROUP_NAME: job.name,
+                            ANNOTATION_TASK_SPEC: task.name,
+                            **annotations,
+                        },
+                    },
+                    "spec": spec,
+                    "status": {"phase": "Pending"},
+                }
+            )
+    return objects
+
+
+def queue_objects(queues: Iterable[QueueSpec]) -> list[dict[str, Any]]:
+    """Volcano ``Queue`` objects (state ``Open``), in the order given."""
+    out: list[dict[str, Any]] = []
+    for q in queues:
+        spec: dict[str, Any] = {"weight": q.weight, "reclaimable": q.reclaimable}
+        if q.capability is not None:
+            spec["capability"] = render_resources(q.capability)
+        if q.guarantee is not None:
+            spec["guarantee"] = {"resource": render_resources(q.guarantee)}
+        if q.deserved is not None:
+            spec["deserved"] = render_resources(q.deserved)
+        if q.parent is not None:
+            spec["parent"] = q.parent
+        out.append(
+            {
+                "apiVersion": QUEUE_API,
+                "kind": "Queue",
+                "metadata": {"name": q.name},
+                "spec": spec,
+                "status": {"state": "Open"},
+            }
+        )
+    return out
+
+
+def priority_class_objects(priority_classes: Mapping[str, int]) -> list[dict[str, Any]]:
+    """``PriorityClass`` objects, sorted by name."""
+    return [
+        {
+            "apiVersion": PRIORITY_CLASS_API,
+            "kind": "PriorityClass",
+            "metadata": {"name": name},
+            "value": int(priority_classes[name]),
+            "globalDefault": False,
+        }
+        for name in sorted(priority_classes)
+    ]
+
+
+def workload_objects(workload: Workload, *, scheduler_name: str = "volcano") -> list[dict]:
+    """Every object of ``workload``: priority classes, queues, then each job's objects."""
+    objects = priority_class_objects(workload.priority_classes)
+    objects += queue_objects(workload.queues)
+    for job in workload.jobs:
+        objects += job_objects(
+            job, scheduler_name=scheduler_name, priority_classes=workload.priority_classes
+        )
+    return objects
+
+
+def to_compact(workload: Workload) -> dict[str, Any]:
+    """``workload`` as a compact ``kind: Workload`` document that
+    :func:`~pumice.sim.loader.load_workload` reads back to an equal workload (apart from
+    ``skipped`` and ``warnings``)."""
+
+    def resources(m: Mapping[str, float]) -> dict[str, str]:
+        return render_resources(m)
+
+    queues = []
+    for q in workload.queues:
+        d: dict[str, Any] = {"name": q.name, "weight": q.weight}
+        for key, value in (
+            ("capability", q.capability),
+            ("guarantee", q.guarantee),
+            ("deserved", q.deserved),
+        ):
+            if value is not None:
+                d[key] = resources(value)
+        if not q.reclaimable:
+            d["reclaimable"] = False
+        if q.parent is not None:
+            d["parent"] = q.parent
+        queues.append(d)
+    jobs = []
+    for j in workload.jobs:
+        tasks = []
+        for t in j.tasks:
+            td: dict[str, Any] = {
+                "name": t.name,
+                "replicas": t.replicas,
+                "requests": resources(t.requests),
+            }
+            if t.min_available is not None:
+                td["minAvailable"] = t.min_available
+            tasks.append(td)
+        jd: dict[str, Any] = {
+            "name": j.name,
+            "namespace": j.namespace,
+            "queue": j.queue,
+            "arrival": j.arrival,
+            "duration": j.duration,
+            "minAvailable": j.min_available,
+            "tasks": tasks,
+        }
+        if j.priority_class is not None:
+            jd["priorityClass"] = j.priority_class
+        if j.outcome != "succeed":
+            jd["outcome"] = j.outcome
+            jd["endFraction"] = j.end_fraction
+        jobs.append(jd)
+    return {
+        "apiVersion": WORKLOAD_API,
+        "kind": "Workload",
+        "priorityClasses": dict(workload.priority_classes),
+        "queues": queues,
+        "jobs": jobs,
+    }
