@@ -7,6 +7,7 @@ from unittest import mock
 
 import orjson
 
+from pumice.framework.fastpath import FastPath
 from pumice.framework.slots import SlotMemory
 from pumice.scheduler import Scheduler
 from pumice.sim.cluster_spec import node_object
@@ -119,15 +120,16 @@ def test_looking_only_at_active_jobs_changes_nothing():
     assert runs[0] == runs[1]
 
 
-def test_slot_views_kept_across_cycles_change_nothing():
-    """allocate keeps, per task shape, the slots on every node from cycle to cycle and
-    brings them up to date from the rows that changed (framework.slots). A contended
-    run of gangs, where many turns are skipped as hopeless, decides and explains the
-    same in every cycle when each view is rebuilt from scratch at every look: under the
-    default configuration and under one with preemption and reclaim (which pipeline
-    tasks onto rows that the next cycle sees without them)."""
-    w = generate(160, seed=4, capacity_gpus=32, n_queues=3, max_gang=4, load=1.6)
-    nodes = _nodes(4, gpus=8.0)
+def test_shape_state_kept_across_cycles_changes_nothing():
+    """allocate keeps, per task shape, the slots on every node (framework.slots) and the
+    fast path's fit masks and scores (framework.fastpath) from cycle to cycle, and
+    brings them up to date from the rows that changed. A contended run of gangs, where
+    many turns are skipped as hopeless, decides and explains the same in every cycle
+    when all of it is rebuilt from scratch at every look: under the default
+    configuration and under one with preemption and reclaim (which pipeline tasks onto
+    rows that the next cycle sees without them)."""
+    w = generate(160, seed=4, capacity_gpus=192, n_queues=3, max_gang=8, load=1.6)
+    nodes = _nodes(24, gpus=8.0)
     config = Path(__file__).parents[1] / "data" / "full-actions.yaml"
     real_view, real_cycle = SlotMemory.view, Scheduler.cycle
     looks = [0]
@@ -155,7 +157,10 @@ def test_slot_views_kept_across_cycles_change_nothing():
 
     for conf in (None, str(config)):
         kept, kept_cycles = run(conf)
-        with mock.patch.object(SlotMemory, "view", fresh_view):
+        with (
+            mock.patch.object(SlotMemory, "view", fresh_view),
+            mock.patch.object(FastPath, "_adopt", lambda self, task, key: None),
+        ):
             fresh, fresh_cycles = run(conf)
         assert kept["summary"]["jobs_ended"] > 0
         assert kept_cycles == fresh_cycles

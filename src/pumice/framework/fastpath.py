@@ -56,8 +56,8 @@ class _Shape:
     """The cached view of all nodes for one task shape."""
 
     __slots__ = (
-        "blocked", "ctx", "dims", "m_future", "m_now", "n_future", "n_now", "ok_future",
-        "ok_now", "seen", "total",
+        "blocked", "changes", "ctx", "dims", "log", "m_future", "m_now", "n_future", "n_now",
+        "ok_future", "ok_now", "owner", "pos", "seen", "total",
     )  # fmt: skip
 
     def __init__(self, fast: FastPath, task: TaskInfo, blocked: np.ndarray | None) -> None:
@@ -77,6 +77,12 @@ class _Shape:
         #: ``total`` where ok_now / ok_future, -inf elsewhere: the argmax is the choice.
         self.m_now: np.ndarray | None = None
         self.m_future: np.ndarray | None = None
+        # Where this state comes from, for the next session (see ``FastPath._adopt``):
+        # the cache's change log and its length when the session's table was copied,
+        # the session's own log (``seen`` counts into it) and the configuration.
+        self.log, self.pos = nodes.origin if nodes.origin is not None else (None, 0)
+        self.changes = nodes.changes
+        self.owner: object = fast.ssn.config
 
 
 class FastPath:
@@ -122,12 +128,16 @@ class FastPath:
         if shape is None:
             if self._beyond_every_node(task):
                 return None  # (a shape made later, when room appears, starts fresh)
-            blocked = None
-            for fn in self.predicates:
-                b, _ = fn(task)
-                if b is not None:
-                    blocked = b.copy() if blocked is None else (blocked | b)
-            shape = self.shapes[key] = _Shape(self, task, blocked)
+            shape = self._adopt(task, key)
+            if shape is None:
+                blocked = None
+                for fn in self.predicates:
+                    b, _ = fn(task)
+                    if b is not None:
+                        blocked = b.copy() if blocked is None else (blocked | b)
+                shape = _Shape(self, task, blocked)
+                self._memory().keep_shape(key, shape)
+            self.shapes[key] = shape
         else:
             self._refresh(task, shape)
         if shape.n_future == 0:
@@ -201,6 +211,39 @@ class FastPath:
         )
 
     # -- keeping a shape current --------------------------------------------------------
+
+    def _memory(self) -> SlotMemory:
+        snapshot = self.ssn.snapshot
+        if snapshot.slot_memory is None:
+            snapshot.slot_memory = SlotMemory()
+        return snapshot.slot_memory
+
+    def _adopt(self, task: TaskInfo, key: Hashable) -> _Shape | None:
+        """The shape as an earlier session left it, brought up to date with this one.
+
+        It differs from this session's table only in the rows the cache logged since
+        that session's copy, the rows that session changed before the shape last looked
+        (``changes[:seen]``), and the rows this session has changed: those are
+        refreshed, as within a session. None when nothing usable is kept (another
+        configuration, a rebuilt cache table, or too many rows changed to be worth it)."""
+        shape = self._memory().shapes.get(key)
+        nodes = self.nodes
+        if shape is None or shape.owner is not self.ssn.config or nodes.origin is None:
+            return None
+        log, base = nodes.origin
+        limit = len(nodes) // 4
+        if shape.log is not log or shape.pos > base or base - shape.pos > limit:
+            return None
+        rows = set(log[shape.pos : base])
+        rows.update(shape.changes[: shape.seen])
+        rows.update(nodes.changes)
+        if len(rows) > limit:
+            return None
+        if rows:
+            self._refresh_many(task, shape, np.fromiter(sorted(rows), dtype=np.intp))
+        shape.log, shape.pos, shape.changes = log, base, nodes.changes
+        shape.seen = len(nodes.changes)
+        return shape
 
     def _score_all(self, task: TaskInfo, shape: _Shape, ctx: tuple) -> None:
         """Score the rows that can take the shape (at least in the future); the others

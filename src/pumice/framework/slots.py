@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable
+from typing import Any
 
 import numpy as np
 
@@ -154,10 +155,20 @@ class SlotView:
 
 
 class SlotMemory:
-    """The views of one scheduler cache, by shape (and configuration)."""
+    """What allocate keeps per task shape for one scheduler cache, from cycle to cycle:
+    the slot views, and the fast path's shapes (``pumice.framework.fastpath``)."""
 
     def __init__(self) -> None:
         self.views: dict[Hashable, SlotView] = {}
+        self.shapes: dict[Hashable, Any] = {}
+
+    def keep_shape(self, key: Hashable, shape: Any) -> None:
+        """Keep a fast-path shape for the sessions to come (least recently made first
+        out)."""
+        self.shapes.pop(key, None)
+        self.shapes[key] = shape
+        if len(self.shapes) > MAX_VIEWS:
+            del self.shapes[next(iter(self.shapes))]
 
     def view(
         self,
