@@ -58,6 +58,11 @@ def hopeless_turn(
     shape = _uniform_shape(job, todo)
     if shape is None:
         return False
+    known = fast.shapes.get(shape)
+    if known is not None and known.n_future >= need:
+        # At least one slot on each node the fast path last saw fit: no proof to be had
+        # (and if rows changed since, trying is what happens without a proof anyway).
+        return False
     view = fast.slot_view(todo[0], shape)
     if view is None or view.total >= need:
         return False

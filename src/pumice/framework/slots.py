@@ -191,16 +191,15 @@ class SlotMemory:
             view = None
         log, base = nodes.origin if nodes.origin is not None else (None, 0)
         rows: set[int] | None = None
-        if (
-            view is not None
-            and view.log is log
-            and log is not None
-            and view.pos <= base
-            and base - view.pos <= len(nodes)  # (a long-unused view: rebuilt)
-        ):
+        if view is not None:
             if view.session == session:
                 rows = set(nodes.changes[view.spos :])
-            else:
+            elif (
+                log is not None
+                and view.log is log
+                and view.pos <= base
+                and base - view.pos <= len(nodes)  # (a long-unused view: rebuilt)
+            ):
                 rows = set(log[view.pos : base]) | view.srows | set(nodes.changes)
         if view is None:
             blocked, reasons = make()
