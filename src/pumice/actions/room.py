@@ -6,7 +6,8 @@ of admitted gangs waiting for room is tried again in every cycle, and each try p
 all the tasks the nodes can take, scores the nodes for each, then gives everything
 back. On a busy cluster of 1,000 nodes that was most of a cycle's work.
 
-When every pending task of the job has one shape, how many of them the nodes can take
+When every pending task of the job (two or more: a single task is tried, which costs
+no more than the proof) has one shape, how many of them the nodes can take
 is known without trying: per node, how many fit one after another in its future idle
 resources (:meth:`FastPath.slot_view <pumice.framework.fastpath.FastPath.slot_view>`), summed
 over the nodes. The nodes are independent, so any order of placement takes exactly
@@ -47,11 +48,8 @@ def hopeless_turn(
     """True when ``job``'s first turn this cycle is proven to end with nothing kept; the
     job's fit error and tentative count are then recorded as the turn would have.
     ``todo`` are the pending tasks the turn would place, ``key`` their task order."""
-    if not todo or (key is None and len(todo) > 1):
-        return False
-    need = _needed(ssn, job)
-    if need is None or need <= 0 or need > len(todo):
-        return False
+    if len(todo) < 2 or key is None:
+        return False  # (one task: trying it is as cheap as a proof)
     fast = for_session(ssn)
     if not fast.enabled or fast.affinity_about:
         return False
@@ -59,9 +57,14 @@ def hopeless_turn(
     if shape is None:
         return False
     known = fast.shapes.get(shape)
+    if known is not None and known.n_future >= len(todo):
+        # A slot on each node the fast path last saw fit, for every task: no proof to
+        # be had (and if rows changed since, trying is what happens without a proof).
+        return False
+    need = _needed(ssn, job)
+    if need is None or need <= 0 or need > len(todo):
+        return False
     if known is not None and known.n_future >= need:
-        # At least one slot on each node the fast path last saw fit: no proof to be had
-        # (and if rows changed since, trying is what happens without a proof anyway).
         return False
     view = fast.slot_view(todo[0], shape)
     if view is None or view.total >= need:
