@@ -17,6 +17,11 @@ operation. Placing a task then costs a masked argmax instead of a full fit and s
 pass over every node, and the cost of a cycle grows with nodes x shapes, not
 nodes x pods.
 
+A shape outlives its session: the snapshot's owner keeps it (``Snapshot.slot_memory``),
+and the next session adopts it, refreshing the rows that may differ: those the
+scheduler cache logged since (``NodeTable.origin``), those the last session had changed,
+and this session's own (see :meth:`FastPath._adopt`).
+
 The choice is exactly the one :func:`pumice.actions.allocate.place` makes the long way
 (same candidates, same float arithmetic per node, the first best node in name order),
 which a property test checks against a per-node reference. It applies only when
@@ -197,10 +202,7 @@ class FastPath:
         if not self.enabled or task.host_ports or task.nonzero is None:
             return None
         ssn = self.ssn
-        memory = ssn.snapshot.slot_memory
-        if memory is None:
-            memory = ssn.snapshot.slot_memory = SlotMemory()
-        return memory.view(
+        return self._memory().view(
             key,
             task,
             self.nodes,
