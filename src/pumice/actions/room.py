@@ -18,8 +18,15 @@ skipped, and the job left as the try would have left it: the count of tasks that
 be placed, and the fit error of the first that could not, against the nodes with every
 slot taken.
 
+When the pending tasks have several shapes (a CPU-only parameter server and its GPU
+workers: a fifth of the synthetic gangs, and most of allocate's failed tries at the
+daily peaks of 1,000 nodes), each shape's slots bound how many of its tasks any try
+places, and the bounds add up: the decision is proven the same way, and the
+explanation is that of a try in which the shapes did not compete for a node (see
+:func:`_mixed_turn`).
+
 The proof needs what the fast path needs (predicates that look at placement alone, no
-host ports, no inter-pod affinity about), one shape for all the pending tasks, and
+host ports, no inter-pod affinity about), and
 ``job_ready`` / ``job_pipelined`` functions that say how many more placements they
 need before they could say yes (a ``short(job)`` attribute, as gang's have), and
 ``allocatable`` functions that say how many tasks in a row they would let the queue
@@ -34,8 +41,12 @@ from collections.abc import Callable, Hashable
 from pumice.api.job import JobInfo
 from pumice.api.queue import QueueInfo
 from pumice.api.task import TaskInfo
-from pumice.framework.fastpath import for_session, shape_key
+from pumice.framework.fastpath import FastPath, for_session, shape_key
 from pumice.framework.session import Session
+from pumice.framework.slots import SlotView
+
+#: A job's pending task shapes: (shape, how many tasks have it, the first of them).
+_Groups = tuple[tuple[Hashable, int, TaskInfo], ...]
 
 
 def hopeless_turn(
@@ -53,9 +64,12 @@ def hopeless_turn(
     fast = for_session(ssn)
     if not fast.enabled or fast.affinity_about:
         return False
-    shape = _uniform_shape(job, todo)
-    if shape is None:
+    groups = _shape_groups(job, todo)
+    if groups is None:
         return False
+    if len(groups) > 1:
+        return _mixed_turn(ssn, fast, queue, job, todo, key, groups)
+    shape = groups[0][0]
     known = fast.shapes.get(shape)
     if known is not None and known.n_future >= len(todo):
         # A slot on each node the fast path last saw fit, for every task: no proof to
@@ -84,6 +98,80 @@ def hopeless_turn(
     failing = _in_order(ssn, job, todo, key)[room]
     job.fit_errors[failing.uid] = view.fit_error(len(ssn.nodes))
     job.tentative = max(job.tentative, room)
+    return True
+
+
+def _mixed_turn(
+    ssn: Session,
+    fast: FastPath,
+    queue: QueueInfo,
+    job: JobInfo,
+    todo: list[TaskInfo],
+    key: Callable[[TaskInfo], tuple],
+    groups: _Groups,
+) -> bool:
+    """:func:`hopeless_turn` for pending tasks of several shapes (a parameter server
+    and its GPU workers): a bound, not a count.
+
+    A try places at most as many tasks of a shape as the nodes have slots for it (the
+    other shapes' placements only take resources away) and as the queue's share lets
+    it take in a row (the others only add to the queue's allocation). If those bounds
+    add up to fewer than the job needs, the try keeps nothing, whatever the order.
+
+    The explanation walks the tasks in task order against those bounds, as the try
+    would if the shapes did not compete for a node: the count it gives is what could
+    be placed at most, and the fit error is the first short shape's against the nodes
+    with its slots taken. Where the shapes do compete, the try itself might have placed
+    fewer; the decisions are the same either way."""
+    shapes = fast.shapes
+    if all((k := shapes.get(s)) is not None and k.n_future >= n for s, n, _t in groups):
+        return False  # a slot on a node for every task: no proof to be had
+    need = _needed(ssn, job)
+    if need is None or need <= 0 or need > len(todo):
+        return False
+    room: dict[Hashable, int] = {}
+    allowed: dict[Hashable, int] = {}
+    views: dict[Hashable, SlotView] = {}
+    bound = 0
+    for shape, count, first in groups:
+        known = shapes.get(shape)
+        if known is not None and known.n_future >= count:
+            slots = count
+        else:
+            view = fast.slot_view(first, shape)
+            if view is None:
+                return False
+            views[shape] = view
+            slots = count if view.total >= count else int(view.total)
+        takes = _queue_takes(ssn, queue, first, count)
+        if takes is None:
+            return False
+        room[shape], allowed[shape] = slots, takes
+        bound += min(slots, takes)
+        if bound >= need:
+            return False
+    shape_of = job._shape_memo[1][1]
+    all_needed = job.min_available >= len(job.tasks)
+    failed_roles: set[str] = set()
+    placed = 0
+    for task in _in_order(ssn, job, todo, key):
+        shape = shape_of[task.uid]
+        if not allowed[shape]:
+            job.note = queue_refusal(queue, task)
+            continue
+        if task.role and task.role in failed_roles:
+            continue
+        if room[shape]:
+            room[shape] -= 1
+            allowed[shape] -= 1
+            placed += 1
+            continue
+        if not failed_roles:
+            job.fit_errors[task.uid] = views[shape].fit_error(len(ssn.nodes))
+        failed_roles.add(task.role)
+        if all_needed:
+            break  # every task is needed: the try stops at the first that finds no node
+    job.tentative = max(job.tentative, placed)
     return True
 
 
@@ -133,30 +221,40 @@ def _in_order(
 ) -> list[TaskInfo]:
     """``todo`` in task order, memoized with the shape: the task order looks at the
     tasks alone (priority, pod index, creation), under one configuration."""
-    version, shape, owner, order = job._shape_memo
+    version, memo, owner, order = job._shape_memo
     if version == job._version and owner is ssn.config and order is not None:
         return order
     order = sorted(todo, key=key) if key is not None else list(todo)
-    job._shape_memo = (job._version, shape, ssn.config, order)
+    job._shape_memo = (job._version, memo, ssn.config, order)
     return order
 
 
-def _uniform_shape(job: JobInfo, todo: list[TaskInfo]) -> Hashable | None:
-    """The shape every task of ``todo`` has, or None (memoized on the job's version:
-    a backlog job asks each cycle, and its tasks do not change while it waits)."""
-    version, shape, _owner, _order = job._shape_memo
+def _shape_groups(job: JobInfo, todo: list[TaskInfo]) -> _Groups | None:
+    """The shapes of ``todo``: (shape, how many tasks have it, the first of them) in
+    order of first appearance, or None when a task has what the proof cannot count
+    (host ports, inter-pod affinity, no requests known). Memoized on the job's version
+    with each task's shape: a backlog job asks each cycle, and its tasks do not change
+    while it waits."""
+    version, memo, _owner, _order = job._shape_memo
     if version == job._version:
-        return shape
-    shape = shape_key(todo[0])
+        return memo[0] if memo is not None else None
+    found: dict[Hashable, list] = {}
+    shape_of: dict[str, Hashable] = {}
+    ok = True
     for t in todo:
         if t.host_ports or t.pod_affinity is not None or t.nonzero is None:
-            shape = None
+            ok = False
             break
-        if t is not todo[0] and shape_key(t) != shape:
-            shape = None
-            break
-    job._shape_memo = (job._version, shape, None, None)
-    return shape
+        shape = shape_key(t)
+        shape_of[t.uid] = shape
+        got = found.get(shape)
+        if got is None:
+            found[shape] = [shape, 1, t]
+        else:
+            got[1] += 1
+    memo = (tuple((s, n, t) for s, n, t in found.values()), shape_of) if ok else None
+    job._shape_memo = (job._version, memo, None, None)
+    return memo[0] if memo is not None else None
 
 
 __all__ = ["hopeless_turn"]

@@ -78,8 +78,8 @@ class JobInfo:
     _ready_memo: tuple[int, int, bool] = field(
         default=(-1, -1, False), init=False, repr=False, compare=False
     )
-    #: (task index version, shape key shared by every pending task or None, the
-    #: configuration the order was made under, the pending tasks in task order): see
+    #: (task index version, the pending tasks' shapes and each task's shape or None,
+    #: the configuration the order was made under, the pending tasks in task order): see
     #: :func:`pumice.actions.room.hopeless_turn`, which asks it each cycle of a backlog.
     _shape_memo: tuple[int, object, object, list | None] = field(
         default=(-1, None, None, None), init=False, repr=False, compare=False
