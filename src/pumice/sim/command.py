@@ -7,12 +7,24 @@ options and its wiring live next to the simulator they drive.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
+import os
 import sys
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pumice.errors import InputError
+from pumice.sim.workload import Workload
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
+
+    from pumice.scheduler import Scheduler
+    from pumice.sim.engine import Progress, SimOptions, SimResult
 
 TRACE_FORMATS = ("alibaba2020", "alibaba2023", "philly")
 GPU = "nvidia.com/gpu"
@@ -104,6 +116,13 @@ def add_parser(sub: Any) -> None:
         help="create a job's pods when it arrives (default: when its PodGroup is admitted, "
         "as Volcano's job controller does)",
     )
+    s.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="what-if: run the configurations in N processes at once (default: one per "
+        "configuration, up to the number of CPUs; 1 runs them one after the other)",
+    )
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.set_defaults(func=run)
 
@@ -176,10 +195,12 @@ def _workload(args: argparse.Namespace, nodes: list[dict[str, Any]]):
     return synthetic.generate(3000, seed=args.seed, capacity_gpus=max(_gpus(nodes), 8))
 
 
-class _Bar:
-    """A rich progress bar on stderr (nothing when stderr is not a terminal)."""
+class _Bars:
+    """Rich progress bars on stderr, one per simulation run at once (nothing when stderr
+    is not a terminal or the bar is turned off). The entered value is the update
+    function ``(index, done, total, now)``."""
 
-    def __init__(self, label: str, enabled: bool) -> None:
+    def __init__(self, labels: Sequence[str], enabled: bool) -> None:
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -200,18 +221,89 @@ class _Bar:
             transient=True,
             disable=not enabled or not console.is_terminal,
         )
-        self.label = label
+        self.labels = list(labels)
+        self.tasks: list[TaskID] = []
 
-    def __enter__(self):
+    @property
+    def enabled(self) -> bool:
+        return not self.progress.disable
+
+    def __enter__(self) -> _Bars:
         self.progress.start()
-        self.task = self.progress.add_task(self.label, total=None, sim="0 h")
+        self.tasks = [self.progress.add_task(lb, total=None, sim="0 h") for lb in self.labels]
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
 
-    def __call__(self, done: int, total: int, now: float) -> None:
-        self.progress.update(self.task, completed=done, total=total, sim=f"{now / 3600:.1f} h")
+    def __call__(self, index: int, done: int, total: int, now: float) -> None:
+        self.progress.update(
+            self.tasks[index], completed=done, total=total, sim=f"{now / 3600:.1f} h"
+        )
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Everything the runs of one invocation share; handed to each worker process once
+    (inherited, not pickled, with ``fork``)."""
+
+    nodes: list[dict[str, Any]]
+    workload: Workload
+    options: SimOptions
+    schedulers: tuple[Scheduler, ...]
+    names: tuple[str, ...]
+    targets: tuple[Path, ...]  # report directory of each configuration
+
+
+#: What a worker sends back instead of the workload, which the parent already holds.
+_DETACHED = Workload(jobs=(), queues=())
+
+
+def _run_config(
+    plan: _Plan, index: int, progress: Progress | None
+) -> tuple[SimResult, dict[str, Any], Path]:
+    """Simulate configuration ``index`` and write its report directory; return the
+    result, the run's wall-clock facts and the report page."""
+    from pumice.sim.engine import Simulation
+    from pumice.sim.report import write_report
+
+    name = plan.names[index]
+    workload = plan.workload
+    sim = Simulation(plan.nodes, workload, plan.schedulers[index], plan.options, config_name=name)
+    t0 = time.perf_counter()
+    result = sim.run(progress)
+    wall = time.perf_counter() - t0
+    run_info = {
+        "config": name,
+        "nodes": len(plan.nodes),
+        "jobs": len(workload.jobs),
+        "events": result.events,
+        "simulated_seconds": round(result.sim_time, 3),
+        "wall_seconds": round(wall, 3),
+        "jobs_per_second": round(len(workload.jobs) / wall, 1) if wall > 0 else None,
+        "cycles": result.summary["cycles"],
+    }
+    page = write_report(result, plan.targets[index], run_info)
+    return result, run_info, page
+
+
+def _run_config_detached(
+    plan: _Plan, index: int, progress: Progress | None
+) -> tuple[SimResult, dict[str, Any], Path]:
+    """:func:`_run_config` in a worker process: the result goes back without its
+    workload (pickling it back would cost time for nothing); the parent reattaches it."""
+    result, run_info, page = _run_config(plan, index, progress)
+    return dataclasses.replace(result, workload=_DETACHED), run_info, page
+
+
+def _cpus() -> int:
+    """CPUs this process may run on (the affinity mask, e.g. a container's cpuset)."""
+    count = getattr(os, "process_cpu_count", None)  # Python >= 3.13
+    if count is not None:
+        return count() or 1
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
 
 
 def run(args: argparse.Namespace) -> int:
@@ -219,12 +311,14 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from pumice.scheduler import Scheduler
-    from pumice.sim.engine import SimOptions, Simulation
-    from pumice.sim.report import summary_rows, write_report
+    from pumice.sim.engine import SimOptions
+    from pumice.sim.report import summary_rows
     from pumice.sim.whatif import config_names, write_comparison
 
     if args.period <= 0:
         raise InputError("must be > 0", field="--period")
+    if args.workers is not None and args.workers < 1:
+        raise InputError("must be >= 1", field="--workers")
     configs: list[str | None] = list(args.config) or [None]
     names = config_names(args.config) if args.config else ["default"]
     schedulers = [Scheduler.from_file(c) for c in configs]  # a bad config fails first
@@ -245,27 +339,31 @@ def run(args: argparse.Namespace) -> int:
         pods_on_admission=not args.pods_upfront,
     )
     out = Path(args.out)
-    results = []
-    for name, scheduler in zip(names, schedulers, strict=True):
-        sim = Simulation(nodes, workload, scheduler, options, config_name=name)
-        label = f"simulating {name}" if len(names) > 1 else "simulating"
-        t0 = time.perf_counter()
-        with _Bar(label, not args.no_progress) as bar:
-            result = sim.run(bar)
-        wall = time.perf_counter() - t0
-        run_info = {
-            "config": name,
-            "nodes": len(nodes),
-            "jobs": len(workload.jobs),
-            "events": result.events,
-            "simulated_seconds": round(result.sim_time, 3),
-            "wall_seconds": round(wall, 3),
-            "jobs_per_second": round(len(workload.jobs) / wall, 1) if wall > 0 else None,
-            "cycles": result.summary["cycles"],
-        }
-        target = out / name if len(names) > 1 else out
-        page = write_report(result, target, run_info)
-        results.append((result, run_info, page))
+    plan = _Plan(
+        nodes=nodes,
+        workload=workload,
+        options=options,
+        schedulers=tuple(schedulers),
+        names=tuple(names),
+        targets=tuple(out / n if len(names) > 1 else out for n in names),
+    )
+    workers = min(args.workers if args.workers is not None else _cpus(), len(names))
+    labels = [f"simulating {n}" if len(names) > 1 else "simulating" for n in names]
+    results: list[tuple[SimResult, dict[str, Any], Path]] = []
+    if workers == 1:  # in this process, one after the other
+        for i, label in enumerate(labels):
+            with _Bars([label], not args.no_progress) as bars:
+                results.append(_run_config(plan, i, functools.partial(bars, 0)))
+    else:
+        from pumice.sim.parallel import run_parallel
+
+        bars = _Bars(labels, not args.no_progress)
+        done = run_parallel(
+            _run_config_detached, plan, len(names), workers, bars if bars.enabled else None
+        )
+        results = [
+            (dataclasses.replace(r, workload=workload), info, page) for r, info, page in done
+        ]
 
     console = Console()
     if len(results) == 1:
@@ -285,7 +383,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         from pumice.sim.report import minutes
 
-        run_all = {"configs": [info for _r, info, _p in results]}
+        run_all = {"workers": workers, "configs": [info for _r, info, _p in results]}
         page = write_comparison([r for r, _i, _p in results], out, run_all)
         t = Table(
             title=f"pumice simulate: what-if on {len(workload.jobs):,} jobs", title_justify="left"
