@@ -25,7 +25,7 @@ from pumice.api.task import READY_STATUSES, TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
 from pumice.framework.fastpath import for_session, shape_key
 from pumice.framework.fit import explain_no_fit, fits, predicate_filter
-from pumice.framework.orders import job_key, task_key
+from pumice.framework.orders import job_key, queue_key, task_key
 from pumice.framework.pqueue import KeyedQueue, PriorityQueue, ordered
 from pumice.framework.session import Session
 from pumice.framework.statement import Statement
@@ -115,7 +115,9 @@ class AllocateAction:
         self.arguments = arguments
 
     def execute(self, ssn: Session) -> None:
-        queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_less)
+        # A queue's share changes only while it is served (out of the heap): sort keys
+        # give the same pops as ssn.queue_less where the plugins offer them.
+        queues = ordered(ssn.queue_less, queue_key(ssn))
         jobs_of: dict[str, PriorityQueue[JobInfo] | KeyedQueue[JobInfo]] = {}
         admit_pending = "enqueue" not in ssn.config.actions
         # A waiting job's order cannot change (only the job being served changes), so

@@ -200,7 +200,19 @@ def _needed(ssn: Session, job: JobInfo) -> int | None:
     """The fewest placements after which the turn could be kept: ``job_ready`` needs
     every function to agree, so the largest shortfall counts; ``job_pipelined`` votes,
     so it stays no only while every function is short. None when a function cannot
-    say (or none is registered, which means yes)."""
+    say (or none is registered, which means yes).
+
+    A ``short`` looks at the job alone, so the answer is kept with the job's version
+    under one configuration (a backlog job asks every cycle)."""
+    version, owner, need = job._need_memo
+    if version == job._version and owner is ssn.config:
+        return need
+    need = _shortfall(ssn, job)
+    job._need_memo = (job._version, ssn.config, need)
+    return need
+
+
+def _shortfall(ssn: Session, job: JobInfo) -> int | None:
     ready, pipelined = ssn.hooks.flat("job_ready"), ssn.hooks.flat("job_pipelined")
     if not ready or not pipelined:
         return None

@@ -84,6 +84,11 @@ class JobInfo:
     _shape_memo: tuple[int, object, object, list | None] = field(
         default=(-1, None, None, None), init=False, repr=False, compare=False
     )
+    #: (task index version, configuration, placements needed): see
+    #: ``pumice.actions.room._needed``.
+    _need_memo: tuple[int, object, int | None] = field(
+        default=(-1, None, None), init=False, repr=False, compare=False
+    )
     _valid_memo: tuple[int, int, bool] = field(
         default=(-1, -1, False), init=False, repr=False, compare=False
     )

@@ -95,7 +95,8 @@ class FastPath:
 
     __slots__ = (
         "__weakref__", "_asks", "_future", "_future_version", "_peak", "_peak_version",
-        "affinity_about", "enabled", "no_fit", "nodes", "predicates", "scorers", "shapes", "ssn",
+        "_views", "affinity_about", "enabled", "no_fit", "nodes", "predicates", "scorers",
+        "shapes", "ssn",
     )  # fmt: skip
 
     def __init__(self, ssn: Session) -> None:
@@ -122,6 +123,10 @@ class FastPath:
         #: Future idle resources at a table version (see :meth:`future`).
         self._future = np.zeros((0, 0))
         self._future_version = -1
+        #: Slot views handed out, with the table version they are current with: a
+        #: backlog of jobs of one shape asks for the same view many times between two
+        #: placements.
+        self._views: dict[Hashable, tuple[int, SlotView]] = {}
 
     def choose(self, task: TaskInfo) -> tuple[int, bool] | None:
         """(node row, fits now) for ``task``; None when the fast path does not apply or
@@ -201,8 +206,12 @@ class FastPath:
         predicates must depend on placement alone)."""
         if not self.enabled or task.host_ports or task.nonzero is None:
             return None
+        version = self.nodes.version
+        got = self._views.get(key)
+        if got is not None and got[0] == version:
+            return got[1]
         ssn = self.ssn
-        return self._memory().view(
+        view = self._memory().view(
             key,
             task,
             self.nodes,
@@ -211,6 +220,8 @@ class FastPath:
             ssn.config,
             lambda: predicate_filter(ssn, task),
         )
+        self._views[key] = (version, view)
+        return view
 
     # -- keeping a shape current --------------------------------------------------------
 

@@ -5,7 +5,9 @@ time and uid; when every such function also offers a ``key`` (``fn(a, b)`` is th
 of ``key(a) - key(b)``), the tuple of keys followed by the same fallback orders jobs
 identically, and a heap can compare tuples in C (:class:`~pumice.framework.pqueue.
 KeyedQueue`). Only use these where an item's key cannot change while it waits in the
-heap: allocate and enqueue change a job only while it is out of the heap.
+heap: allocate and enqueue change a job only while it is out of the heap, and allocate
+changes a queue's share only while serving it (reclaim and preempt do not qualify:
+evicting a victim changes the share of a queue that waits).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from pumice.api.job import JobInfo
+from pumice.api.queue import QueueInfo
 from pumice.api.task import TaskInfo
 from pumice.framework.pqueue import order_key
 from pumice.framework.session import Session
@@ -20,6 +23,10 @@ from pumice.framework.session import Session
 
 def job_key(ssn: Session) -> Callable[[JobInfo], tuple] | None:
     return order_key(ssn.hooks.flat("job_order"), lambda j: (j.creation, j.uid))
+
+
+def queue_key(ssn: Session) -> Callable[[QueueInfo], tuple] | None:
+    return order_key(ssn.hooks.flat("queue_order"), lambda q: (q.creation, q.name))
 
 
 def task_key(ssn: Session, tasks: Sequence[TaskInfo]) -> Callable[[TaskInfo], tuple] | None:

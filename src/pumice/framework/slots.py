@@ -47,8 +47,8 @@ class SlotView:
     """One shape's slots per node and what each node is short of once they are taken."""
 
     __slots__ = (
-        "blocked", "claimed", "counts", "dims", "init", "log", "names", "owner", "pos",
-        "reasons", "session", "short", "slots", "spos", "srows", "total", "use",
+        "blocked", "claimed", "counts", "dims", "error", "init", "log", "names", "owner",
+        "pos", "reasons", "session", "short", "slots", "spos", "srows", "total", "use",
     )  # fmt: skip
 
     def __init__(
@@ -86,6 +86,8 @@ class SlotView:
         self.session: str = ""
         self.spos = 0
         self.srows: set[int] = set()
+        #: The last fit error made, with its node count: kept while the counts stay.
+        self.error: tuple[int, FitError] | None = None
 
     # -- computing --------------------------------------------------------------------
 
@@ -110,6 +112,7 @@ class SlotView:
         self.total = float(slots.sum())
         counted = self.short if self.claimed is None else self.short & ~self.claimed[:, None]
         self.counts = np.count_nonzero(counted, axis=0).tolist()
+        self.error = None
 
     def refresh(self, future: np.ndarray, rows: set[int]) -> None:
         init, use, dims = self.init, self.use, self.dims
@@ -143,15 +146,21 @@ class SlotView:
                     short[i, k] = now
                     if counts_row:
                         counts[k] += 1 if now else -1
+                        self.error = None
         self.total = total
 
     def fit_error(self, n: int) -> FitError:
-        """Why one more task of the shape finds no node, once every slot is taken."""
+        """Why one more task of the shape finds no node, once every slot is taken.
+        (One object for as long as the counts stay: a fit error is read-only.)"""
+        if self.error is not None and self.error[0] == n:
+            return self.error[1]
         hist = dict(self.reasons)
         for name, k in zip(self.names, self.counts, strict=True):
             if k:
                 hist[name] = hist.get(name, 0) + k
-        return FitError(n, hist)
+        err = FitError(n, hist)
+        self.error = (n, err)
+        return err
 
 
 class SlotMemory:

@@ -138,6 +138,12 @@ class ProportionPlugin:
             sb = self.attrs[b.name].share if b.name in self.attrs else 0.0
             return (sa > sb) - (sa < sb)
 
+        def queue_rank(q: QueueInfo) -> tuple[int, float]:
+            attr = self.attrs.get(q.name)
+            return (-q.priority, attr.share if attr is not None else 0.0)
+
+        queue_order.key = queue_rank  # type: ignore[attr-defined]
+
         # overused and allocatable are asked once per job turn and per task: plain
         # floats over the few dimensions, the same comparisons as the vector forms.
         share_dims = np.flatnonzero(mask).tolist()
@@ -169,6 +175,13 @@ class ProportionPlugin:
                     return False
             return True
 
+        # allocatable_run's answers, kept until the next allocation event: a backlog of
+        # gangs asks the same question for each job of a shape between two placements.
+        # Keyed by the request's identity; the entry keeps the vector alive, with the
+        # run and the limit it was counted to (a run cut short by the limit answers
+        # smaller limits; one the share ended answers every limit).
+        runs: dict[tuple[str, int], tuple[Vector, int, int]] = {}
+
         def allocatable_run(q: QueueInfo, task: TaskInfo, limit: int) -> int:
             """How many tasks like ``task``, one after another, ``allocatable`` would
             let the queue take (at most ``limit``): the same float steps as the
@@ -179,8 +192,17 @@ class ProportionPlugin:
             asks = share_asks(task.resreq)
             if attr is None or not asks:
                 return limit
+            req = task.resreq
+            got = runs.get((q.name, id(req)))
+            if got is not None and got[0] is req and (got[1] < got[2] or limit <= got[2]):
+                return min(got[1], limit)
+            n = _run(attr, asks, clip_req(req), limit)
+            runs[(q.name, id(req))] = (req, n, limit)
+            return n
+
+        def _run(attr: QueueAttr, asks: list[tuple[int, float]], add_v: Vector, limit: int) -> int:
             des, alloc = attr.deserved.tolist(), attr.allocated.tolist()
-            add = clip_req(task.resreq).tolist()
+            add = add_v.tolist()
             steps = [(r, des[k], alloc[k], add[k]) for k, r in asks]
             n = 0
             while n < limit:
@@ -271,6 +293,7 @@ class ProportionPlugin:
                 if attr is not None:
                     attr.allocated += clip_req(task.resreq)
                     attr.share = _share(attr)
+                    runs.clear()
 
         def on_deallocate(task: TaskInfo) -> None:
             job = ssn.jobs.get(task.job or "")
@@ -279,6 +302,7 @@ class ProportionPlugin:
                 if attr is not None:
                     attr.allocated -= clip_req(task.resreq)
                     attr.share = _share(attr)
+                    runs.clear()
 
         ssn.on("queue_order", self.name, queue_order)
         ssn.on("overused", self.name, overused)
