@@ -69,32 +69,33 @@ def hopeless_turn(
         return False
     if len(groups) > 1:
         return _mixed_turn(ssn, fast, queue, job, todo, key, groups)
-    shape = groups[0][0]
-    known = fast.shapes.get(shape)
-    if known is not None and known.n_future >= len(todo):
-        # A slot on each node the fast path last saw fit, for every task: no proof to
-        # be had (and if rows changed since, trying is what happens without a proof).
-        return False
     need = _needed(ssn, job)
     if need is None or need <= 0 or need > len(todo):
         return False
-    if known is not None and known.n_future >= need:
+    shape = groups[0][0]
+    # Every task has the same shape, hence the same answers from allocatable (the
+    # queue's share runs out after ``takes`` of them) and the same slots: the try places
+    # the fewer of the two counts. Only the names the explanation quotes depend on the
+    # task order.
+    takes = _queue_takes(ssn, queue, todo[0], need)
+    if takes is None:
         return False
+    if takes >= need:
+        known = fast.shapes.get(shape)
+        if known is not None and known.n_future >= need:
+            # A slot on each of that many nodes, as the fast path last saw them: no
+            # proof to be had (if rows changed since, the try finds out).
+            return False
     view = fast.slot_view(todo[0], shape)
-    if view is None or view.total >= need:
+    if view is None or (takes >= need and view.total >= need):
         return False
-    room = int(view.total)
-    # Every task has the same shape, hence the same answer from allocatable; only the
-    # names the explanation quotes depend on the task order.
-    taken = _queue_takes(ssn, queue, todo[0], room + 1)
-    if taken is None or taken == 0:
-        return False  # (none: the try refuses every task and places nothing; cheap)
-    if taken <= room:
-        # The try places ``taken`` tasks; the queue refuses the next and, its share
+    if view.total >= takes:
+        # The try places ``takes`` tasks; the queue refuses the next and, its share
         # unchanged, every one after: the note names the last.
         job.note = queue_refusal(queue, _in_order(ssn, job, todo, key)[-1])
-        job.tentative = max(job.tentative, taken)
+        job.tentative = max(job.tentative, takes)
         return True
+    room = int(view.total)  # fewer than the queue would take: a task finds no node
     failing = _in_order(ssn, job, todo, key)[room]
     job.fit_errors[failing.uid] = view.fit_error(len(ssn.nodes))
     job.tentative = max(job.tentative, room)
@@ -123,9 +124,6 @@ def _mixed_turn(
     be placed at most, and the fit error is the first short shape's against the nodes
     with its slots taken. Where the shapes do compete, the try itself might have placed
     fewer; the decisions are the same either way."""
-    shapes = fast.shapes
-    if all((k := shapes.get(s)) is not None and k.n_future >= n for s, n, _t in groups):
-        return False  # a slot on a node for every task: no proof to be had
     need = _needed(ssn, job)
     if need is None or need <= 0 or need > len(todo):
         return False
@@ -134,20 +132,20 @@ def _mixed_turn(
     views: dict[Hashable, SlotView] = {}
     bound = 0
     for shape, count, first in groups:
-        known = shapes.get(shape)
+        takes = _queue_takes(ssn, queue, first, count)
+        if takes is None:
+            return False
+        known = fast.shapes.get(shape)
         if known is not None and known.n_future >= count:
-            slots = count
+            room[shape] = count  # a node for each (as last seen): no shortfall to count
         else:
             view = fast.slot_view(first, shape)
             if view is None:
                 return False
             views[shape] = view
-            slots = count if view.total >= count else int(view.total)
-        takes = _queue_takes(ssn, queue, first, count)
-        if takes is None:
-            return False
-        room[shape], allowed[shape] = slots, takes
-        bound += min(slots, takes)
+            room[shape] = count if view.total >= count else int(view.total)
+        allowed[shape] = takes
+        bound += min(room[shape], takes)
         if bound >= need:
             return False
     shape_of = job._shape_memo[1][1]
