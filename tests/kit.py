@@ -6,6 +6,7 @@ same parsing path as ``pumice cycle``.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -185,3 +186,25 @@ def conf(actions: str, *tiers: list[str | dict]) -> str:
         ],
     }
     return yaml.safe_dump(doc)
+
+
+_COULD = re.compile(r"^gang short: needs (\d+) tasks, (at most )?(\d+) could be placed")
+
+
+def assert_same_but_bounded(proven: dict, tried: dict) -> None:
+    """Two cycles' JSON decisions agree, one with allocate's hopeless-turn proofs and one
+    with every turn tried: everything equal, except that a gang of several task shapes
+    proven hopeless may say "at most N could be placed" where the try counted fewer (or
+    as many) and then named another task's fit error."""
+    proven, tried = dict(proven), dict(tried)
+    says, said = proven.pop("pending"), tried.pop("pending")
+    assert proven == tried  # binds, evictions, pipelined tasks, podgroup status
+    assert says.keys() == said.keys()
+    for uid, reason in says.items():
+        if reason == said[uid]:
+            continue
+        bound, count = _COULD.match(reason), _COULD.match(said[uid])
+        assert bound is not None and count is not None, (reason, said[uid])
+        assert bound[2] and not count[2], (reason, said[uid])
+        assert bound[1] == count[1]  # the same gang minimum
+        assert int(bound[3]) >= int(count[3]), (reason, said[uid])

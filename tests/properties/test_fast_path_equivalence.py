@@ -16,7 +16,7 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.kit import node, pod, podgroup, queue
+from tests.kit import assert_same_but_bounded, node, pod, podgroup, queue
 
 from pumice.bench import reference
 from pumice.cache.build import SourcedObject, build_snapshot
@@ -197,8 +197,9 @@ def test_fast_path_vector_path_and_reference_agree(objs: list[dict]) -> None:
     """Random clusters (labels, taints, cordons, releasing pods, GPUs, host ports) and
     gangs of mixed placements: one set of decisions, however it is computed."""
     results = _all_modes(objs, Scheduler.from_file(None))
-    assert results["fast"] == results["vector"]
-    assert results["fast"] == results["reference"]
+    # (the fast path proves gang turns hopeless; the others try every turn)
+    assert_same_but_bounded(results["fast"], results["vector"])
+    assert results["vector"] == results["reference"]
 
 
 SCENARIO_CASES = sorted(p.parent for p in SCENARIOS.rglob("expected.yaml"))

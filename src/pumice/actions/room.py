@@ -119,11 +119,12 @@ def _mixed_turn(
     it take in a row (the others only add to the queue's allocation). If those bounds
     add up to fewer than the job needs, the try keeps nothing, whatever the order.
 
-    The explanation walks the tasks in task order against those bounds, as the try
-    would if the shapes did not compete for a node: the count it gives is what could
-    be placed at most, and the fit error is the first short shape's against the nodes
-    with its slots taken. Where the shapes do compete, the try itself might have placed
-    fewer; the decisions are the same either way."""
+    The explanation gives the bound as what could be placed at most (the job says so:
+    ``tentative_at_most``), and names the first task, in task order, that the bounds
+    leave without a node, with its shape's fit error against the nodes with every slot
+    taken (or, failing that, the last task the queue's share refuses). The try itself
+    might have placed fewer, or been stopped elsewhere first, where the shapes compete
+    for a node or for the queue's share; the decisions are the same."""
     need = _needed(ssn, job)
     if need is None or need <= 0 or need > len(todo):
         return False
@@ -148,28 +149,21 @@ def _mixed_turn(
         bound += min(room[shape], takes)
         if bound >= need:
             return False
+    # Which task to name: the first, in task order, that the bounds leave without a
+    # node (or the last the queue refuses).
     shape_of = job._shape_memo[1][1]
-    all_needed = job.min_available >= len(job.tasks)
-    failed_roles: set[str] = set()
-    placed = 0
     for task in _in_order(ssn, job, todo, key):
         shape = shape_of[task.uid]
         if not allowed[shape]:
             job.note = queue_refusal(queue, task)
-            continue
-        if task.role and task.role in failed_roles:
-            continue
-        if room[shape]:
+        elif room[shape]:
             room[shape] -= 1
             allowed[shape] -= 1
-            placed += 1
-            continue
-        if not failed_roles:
+        else:
             job.fit_errors[task.uid] = views[shape].fit_error(len(ssn.nodes))
-        failed_roles.add(task.role)
-        if all_needed:
-            break  # every task is needed: the try stops at the first that finds no node
-    job.tentative = max(job.tentative, placed)
+            break
+    if bound > job.tentative:
+        job.tentative, job.tentative_at_most = bound, True
     return True
 
 

@@ -70,6 +70,9 @@ class JobInfo:
     note: str = ""
     #: Tasks placed tentatively this session and then given back (gang not complete).
     tentative: int = 0
+    #: ``tentative`` is an upper bound from a proof, not a count from a try (a gang of
+    #: several task shapes: see ``pumice.actions.room``).
+    tentative_at_most: bool = False
     #: Bumped by every change through :meth:`add_task` / :meth:`update_status`; keys the
     #: memo of :meth:`is_ready`, which job order asks on every comparison.
     _version: int = field(default=0, init=False, repr=False, compare=False)
@@ -88,6 +91,11 @@ class JobInfo:
     #: ``pumice.actions.room._needed``.
     _need_memo: tuple[int, object, int | None] = field(
         default=(-1, None, None), init=False, repr=False, compare=False
+    )
+    #: (task index version, minAvailable, why the gang is not valid): see
+    #: ``pumice.plugins.gang``.
+    _invalid_memo: tuple[int, int, str | None] = field(
+        default=(-1, -1, None), init=False, repr=False, compare=False
     )
     _valid_memo: tuple[int, int, bool] = field(
         default=(-1, -1, False), init=False, repr=False, compare=False

@@ -517,13 +517,14 @@ class SchedulerCache:
             job.phase = phase
             if job.fit_errors:
                 job.fit_errors = {}
-            job.note, job.tentative = "", 0
+            job.note, job.tentative, job.tentative_at_most = "", 0, False
             if job._version != version:
                 rebuild.add(job.uid)
         for uid in sorted(rebuild):
             job = jobs.get(uid)
             if job is not None:
                 job.fit_errors, job.note, job.tentative = {}, "", 0
+                job.tentative_at_most = False
                 self._reindex(job)
         for key in sorted(snap.touched_pods):  # pods of no job a statement moved
             task, rec = self.others.get(key), self.pods_r.get(key)
@@ -604,7 +605,9 @@ def _copy_queue(q: QueueInfo) -> QueueInfo:
 
 def _respec(job: JobInfo, **state: Any) -> JobInfo:
     """A job with ``job``'s spec and the given task state; session notes start empty."""
-    return dataclasses.replace(job, fit_errors={}, note="", tentative=0, **state)
+    return dataclasses.replace(
+        job, fit_errors={}, note="", tentative=0, tentative_at_most=False, **state
+    )
 
 
 __all__ = ["ApplyResult", "SchedulerCache"]

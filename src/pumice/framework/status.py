@@ -77,7 +77,8 @@ def pending_reason(ssn: Session, job: JobInfo) -> str:
     gang = ""
     if placed < job.min_available and job.min_available > 1:
         could = placed + job.tentative
-        gang = f"gang short: needs {job.min_available} tasks, {could} could be placed"
+        at_most = "at most " if job.tentative_at_most else ""
+        gang = f"gang short: needs {job.min_available} tasks, {at_most}{could} could be placed"
         short = job.roles_short()
         if short:
             gang += " (" + ", ".join(f"{r}: {h}/{n}" for r, (h, n) in short.items()) + ")"

@@ -57,7 +57,7 @@ class _Shares(dict):
             job = allocated.jobs.get(uid)
             if job is None:
                 return 0.0
-            if not job.allocated.any():  # holds nothing (yet): no need to copy anything
+            if not np.count_nonzero(job.allocated):  # holds nothing (yet): nothing to copy
                 self[uid] = 0.0
                 return 0.0
         alloc = allocated[uid]

@@ -23,6 +23,19 @@ NOT_ENOUGH_PODS_OF_TASK = "NotEnoughPodsOfTask"
 
 
 def _valid(job: JobInfo) -> str | None:
+    """Why ``job`` is not a valid gang, or None; kept with the job's version (a backlog
+    job whose pods are not created yet asks every cycle)."""
+    if job.is_valid():
+        return None
+    version, minimum, reason = job._invalid_memo
+    if version == job._version and minimum == job.min_available:
+        return reason
+    reason = _invalid_reason(job)
+    job._invalid_memo = (job._version, job.min_available, reason)
+    return reason
+
+
+def _invalid_reason(job: JobInfo) -> str | None:
     if not job.is_valid():
         if job.valid_num() >= job.min_available:
             short = job.roles_short(

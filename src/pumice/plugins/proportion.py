@@ -75,6 +75,8 @@ class ProportionPlugin:
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments
         self.attrs: dict[str, QueueAttr] = {}
+        #: queue -> (the figures quoted, the sentence): see :meth:`explain_enqueue`.
+        self._refusals: dict[str, tuple[bytes, str]] = {}
 
     def on_session_open(self, ssn: Session) -> None:
         mask = ssn.space.share
@@ -376,11 +378,20 @@ class ProportionPlugin:
         )
 
     def explain_enqueue(self, ssn: Session, job: JobInfo) -> str:
+        """Why the queue's capability refuses ``job``: the same sentence for every job
+        the queue refuses until one is admitted, so it is kept by the figures it quotes
+        (a backlog asks for each refused job in every cycle)."""
         attr = self.attrs.get(job.queue)
         if attr is None:
             return f"queue {job.queue} refused the job"
-        return (
+        figures = attr.real_capability.tobytes() + attr.allocated.tobytes() + attr.inqueue.tobytes()
+        got = self._refusals.get(job.queue)
+        if got is not None and got[0] == figures:
+            return got[1]
+        text = (
             f"queue {job.queue} capability would be exceeded: capability "
             f"{ssn.space.render(attr.real_capability)}, already allocated "
             f"{ssn.space.render(attr.allocated)}, admitted {ssn.space.render(attr.inqueue)}"
         )
+        self._refusals[job.queue] = (figures, text)
+        return text
