@@ -27,6 +27,8 @@ class OvercommitPlugin:
         self._sentences: dict[tuple[str, ...], str] = {}
         self._lists: tuple[list[float], list[float]] = ([], [])
         self._share_names: list[tuple[int, str]] = []
+        #: (the ``_lists`` answered for, request bytes -> sentence): see :meth:`explain`.
+        self._answered: tuple[object, dict[bytes, str]] = (None, {})
         for key in arguments:
             if key.startswith("overcommit-factor."):
                 f = arguments.get_float(key, self.factor)
@@ -75,8 +77,17 @@ class OvercommitPlugin:
         """Which resources the cluster is short of for admitting ``job``.
 
         A backlog of refused jobs asks this for each of them in every cycle, with a
-        handful of distinct answers: the sentences are kept by the resources named."""
-        inq, idle = self._lists
+        handful of distinct answers: the sentences are kept by the resources named, and
+        the answer for a request until a job is admitted (which changes ``_lists``)."""
+        lists = self._lists
+        asked = job.min_resources.tobytes() if job.min_resources is not None else b""
+        if self._answered[0] is lists:
+            text = self._answered[1].get(asked)
+            if text is not None:
+                return text
+        else:
+            self._answered = (lists, {})
+        inq, idle = lists
         want = job.min_resources.tolist() if job.min_resources is not None else None
         short = tuple(
             name
@@ -90,4 +101,5 @@ class OvercommitPlugin:
                 f"{', '.join(short)}: jobs already admitted plus this job's minResources "
                 f"exceed idle resources"
             )
+        self._answered[1][asked] = text
         return text
