@@ -11,27 +11,27 @@ no more than the proof) has one shape, how many of them the nodes can take
 is known without trying: per node, how many fit one after another in its future idle
 resources (:meth:`FastPath.slot_view <pumice.framework.fastpath.FastPath.slot_view>`), summed
 over the nodes. The nodes are independent, so any order of placement takes exactly
-that many. If that is fewer than the job still needs before ``job_ready`` or
-``job_pipelined`` could say yes, the try would place them all, find no node for the
-next one and discard the statement: no decision differs from not trying. The turn is
-skipped, and the job left as the try would have left it: the count of tasks that could
-be placed, and the fit error of the first that could not, against the nodes with every
-slot taken.
+that many; the queue's share, asked before each task, lets through a known number in a
+row. The try places the fewer of the two. If that is fewer than the job still needs
+before ``job_ready`` or ``job_pipelined`` could say yes, the try would place them, find
+no node (or no share) for the next one and discard the statement: no decision differs
+from not trying. The turn is skipped, and the job left as the try would have left it:
+the count of tasks that could be placed, and the fit error of the first that could not
+against the nodes with every slot taken (or the queue's refusal of the last).
 
 When the pending tasks have several shapes (a CPU-only parameter server and its GPU
 workers: a fifth of the synthetic gangs, and most of allocate's failed tries at the
-daily peaks of 1,000 nodes), each shape's slots bound how many of its tasks any try
-places, and the bounds add up: the decision is proven the same way, and the
-explanation is that of a try in which the shapes did not compete for a node (see
-:func:`_mixed_turn`).
+daily peaks of 1,000 nodes), each shape's slots and share bound how many of its tasks
+any try places, and the bounds add up: the decision is proven the same way, and the
+explanation says "at most N could be placed" (see :func:`_mixed_turn`).
 
 The proof needs what the fast path needs (predicates that look at placement alone, no
-host ports, no inter-pod affinity about), and
-``job_ready`` / ``job_pipelined`` functions that say how many more placements they
-need before they could say yes (a ``short(job)`` attribute, as gang's have), and
-``allocatable`` functions that say how many tasks in a row they would let the queue
-take (``run(queue, task, limit)``, as proportion's has): a try asks before each task
-and, once refused, notes it and places no more. Otherwise the turn is tried as before.
+host ports, no inter-pod affinity about), ``job_ready`` / ``job_pipelined`` functions
+that say how many more placements they need before they could say yes (a ``short(job)``
+attribute that looks at the job alone, as gang's do), and ``allocatable`` functions that
+say how many tasks in a row they would let the queue take (``run(queue, task, limit)``,
+as proportion's has): a try asks before each task and, once refused, notes it and places
+no more. Otherwise the turn is tried as before.
 """
 
 from __future__ import annotations

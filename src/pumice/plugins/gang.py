@@ -35,21 +35,20 @@ def _valid(job: JobInfo) -> str | None:
     return reason
 
 
-def _invalid_reason(job: JobInfo) -> str | None:
-    if not job.is_valid():
-        if job.valid_num() >= job.min_available:
-            short = job.roles_short(
-                frozenset({TaskStatus.PENDING, TaskStatus.PIPELINED})
-                | ALLOCATED_STATUSES
-                | {TaskStatus.SUCCEEDED}
-            )
-            detail = ", ".join(f"{r}: {have}/{need}" for r, (have, need) in short.items())
-            return f"not enough pods of each task role for gang scheduling ({detail})"
-        return (
-            f"not enough valid tasks for gang scheduling: {job.valid_num()} exist, "
-            f"minMember is {job.min_available}"
+def _invalid_reason(job: JobInfo) -> str:
+    """Why a job that is not a valid gang is not (too few tasks, or of some role)."""
+    if job.valid_num() >= job.min_available:
+        short = job.roles_short(
+            frozenset({TaskStatus.PENDING, TaskStatus.PIPELINED})
+            | ALLOCATED_STATUSES
+            | {TaskStatus.SUCCEEDED}
         )
-    return None
+        detail = ", ".join(f"{r}: {have}/{need}" for r, (have, need) in short.items())
+        return f"not enough pods of each task role for gang scheduling ({detail})"
+    return (
+        f"not enough valid tasks for gang scheduling: {job.valid_num()} exist, "
+        f"minMember is {job.min_available}"
+    )
 
 
 def _ready(job: JobInfo) -> bool:
