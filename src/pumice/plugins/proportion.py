@@ -177,12 +177,14 @@ class ProportionPlugin:
                     return False
             return True
 
-        # allocatable_run's answers, kept until the next allocation event: a backlog of
-        # gangs asks the same question for each job of a shape between two placements.
-        # Keyed by the request's identity; the entry keeps the vector alive, with the
-        # run and the limit it was counted to (a run cut short by the limit answers
-        # smaller limits; one the share ended answers every limit).
-        runs: dict[tuple[str, int], tuple[Vector, int, int]] = {}
+        # allocatable_run's answers, kept until the queue's next allocation event: a
+        # backlog of gangs asks the same question for each job of a shape between two
+        # placements. Per queue, keyed by the request's identity; the entry keeps the
+        # vector alive, with the run and the limit it was counted to (a run cut short
+        # by the limit answers smaller limits; one the share ended answers every limit).
+        # Only the queue's own allocation moves its answer: deserved is fixed for the
+        # session.
+        runs: dict[str, dict[int, tuple[Vector, int, int]]] = {}
 
         def allocatable_run(q: QueueInfo, task: TaskInfo, limit: int) -> int:
             """How many tasks like ``task``, one after another, ``allocatable`` would
@@ -195,25 +197,30 @@ class ProportionPlugin:
             if attr is None or not asks:
                 return limit
             req = task.resreq
-            got = runs.get((q.name, id(req)))
+            memo = runs.get(q.name)
+            if memo is None:
+                memo = runs[q.name] = {}
+            got = memo.get(id(req))
             if got is not None and got[0] is req and (got[1] < got[2] or limit <= got[2]):
                 return min(got[1], limit)
             n = _run(attr, asks, clip_req(req), limit)
-            runs[(q.name, id(req))] = (req, n, limit)
+            memo[id(req)] = (req, n, limit)
             return n
 
         def _run(attr: QueueAttr, asks: list[tuple[int, float]], add_v: Vector, limit: int) -> int:
+            # The dimensions are independent: the run ends at the first step any of
+            # them refuses, so it is the shortest of their runs, each counted with the
+            # allocation growing by the same float additions as the events make.
             des, alloc = attr.deserved.tolist(), attr.allocated.tolist()
             add = add_v.tolist()
-            steps = [(r, des[k], alloc[k], add[k]) for k, r in asks]
-            n = 0
-            while n < limit:
-                for r, d, a, _add in steps:
-                    if not r <= max(d - a, 0.0):
-                        return n
-                n += 1
-                if n < limit:
-                    steps = [(r, d, a + x, x) for r, d, a, x in steps]
+            n = limit
+            for k, r in asks:
+                d, a, x = des[k], alloc[k], add[k]
+                steps = 0
+                while steps < n and r <= max(d - a, 0.0):
+                    steps += 1
+                    a += x
+                n = steps
             return n
 
         allocatable.run = allocatable_run  # type: ignore[attr-defined]
@@ -295,7 +302,7 @@ class ProportionPlugin:
                 if attr is not None:
                     attr.allocated += clip_req(task.resreq)
                     attr.share = _share(attr)
-                    runs.clear()
+                    runs.pop(job.queue, None)
 
         def on_deallocate(task: TaskInfo) -> None:
             job = ssn.jobs.get(task.job or "")
@@ -304,7 +311,7 @@ class ProportionPlugin:
                 if attr is not None:
                     attr.allocated -= clip_req(task.resreq)
                     attr.share = _share(attr)
-                    runs.clear()
+                    runs.pop(job.queue, None)
 
         ssn.on("queue_order", self.name, queue_order)
         ssn.on("overused", self.name, overused)
