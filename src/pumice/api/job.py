@@ -34,13 +34,18 @@ class FitError:
     total_nodes: int
     reasons: dict[str, int]
     message: str = ""  # set instead of reasons for a task-level refusal
+    #: The rendered text, once asked: a fit error is read-only once recorded, and a
+    #: backlog's explanations quote the same one cycle after cycle.
+    _text: str = field(default="", init=False, repr=False, compare=False)
 
     def render(self) -> str:
         if self.message:
             return self.message
-        ranked = sorted(self.reasons.items(), key=lambda kv: (-kv[1], kv[0]))
-        detail = ", ".join(f"{n} {r}" for r, n in ranked)
-        return f"0/{self.total_nodes} nodes are available: {detail}"
+        if not self._text:
+            ranked = sorted(self.reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+            detail = ", ".join(f"{n} {r}" for r, n in ranked)
+            self._text = f"0/{self.total_nodes} nodes are available: {detail}"
+        return self._text
 
 
 @dataclass(slots=True, eq=False)
@@ -99,6 +104,11 @@ class JobInfo:
     )
     _valid_memo: tuple[int, int, bool] = field(
         default=(-1, -1, False), init=False, repr=False, compare=False
+    )
+    #: (task index version, roles below their minimum as ready tasks count them): see
+    #: :meth:`roles_short`, which a backlog's explanations ask every cycle.
+    _short_memo: tuple[int, dict[str, tuple]] = field(
+        default=(-1, {}), init=False, repr=False, compare=False
     )
     #: Tasks in the READY_STATUSES buckets, kept by :meth:`add_task` / :meth:`update_status`
     #: (gang readiness asks after every placement).
@@ -228,13 +238,22 @@ class JobInfo:
         return all(counts.get(role, 0) >= n for role, n in self.min_task_member.items())
 
     def roles_short(self, statuses: frozenset[TaskStatus] = READY_STATUSES) -> dict[str, tuple]:
-        """Roles below their minimum: role -> (have, need)."""
+        """Roles below their minimum: role -> (have, need). (The answer for ready
+        tasks is kept on the task index version: do not change it.)"""
+        if not self.min_task_member:
+            return {}
+        memo = statuses is READY_STATUSES
+        if memo and self._short_memo[0] == self._version:
+            return self._short_memo[1]
         counts = self._role_counts(statuses, False)
-        return {
+        short = {
             r: (counts.get(r, 0), n)
             for r, n in sorted(self.min_task_member.items())
             if counts.get(r, 0) < n
         }
+        if memo:
+            self._short_memo = (self._version, short)
+        return short
 
     def is_ready(self) -> bool:
         """Enough tasks hold resources (or need none) to run the gang.
