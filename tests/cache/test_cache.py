@@ -186,26 +186,29 @@ def test_podgroup_spec_change_after_status_writes_is_taken_in():
     _same(snap, _rebuilt(store))
 
 
-def test_queue_copies_keep_every_field():
-    """Snapshots copy queues field by field (a cycle may change its copy): a field added
-    to QueueInfo and forgotten in the copy would silently reset; this catches it."""
-    import dataclasses
+def test_snapshots_share_queues_a_cycle_cannot_change():
+    """Snapshots lend the cache's queues uncopied: their spec vectors are read-only, so
+    a session that tried to change one in place would fail loudly instead of changing
+    what every later snapshot sees; a cycle leaves the queues as they were."""
+    import pytest
 
-    from pumice.api.queue import QueueInfo
-    from pumice.cache.cache import _copy_queue
-
-    q = QueueInfo(
-        name="q", weight=3, capability=np.array([1.0, 2.0]), deserved=np.array([0.5, 1.0]),
-        guarantee=np.array([0.1, 0.2]), reclaimable=False, parent="root", state="Closed",
-        creation=7.0, annotations={"a": "b"}, has_capability=True, priority=5,
-    )  # fmt: skip
-    defaults = QueueInfo(name="", weight=1, capability=np.zeros(2), deserved=None,
-                         guarantee=np.zeros(2))  # fmt: skip
-    c = _copy_queue(q)
-    for f in dataclasses.fields(QueueInfo):
-        a, b = getattr(q, f.name), getattr(c, f.name)
-        if isinstance(a, np.ndarray):
-            assert np.array_equal(a, b) and a is not b, f.name
-        else:
-            assert a == b, f.name
-            assert a != getattr(defaults, f.name), f"test value of {f.name} is the default"
+    store = MemoryCluster()
+    store.create_all([
+        node("n1", cpu="8", memory="16Gi"),
+        queue("q", weight=2, capability={"cpu": "4"}, guarantee={"cpu": "1"}),
+        podgroup("g", min_member=1, queue="q"),
+        pod("p", cpu="1", memory="1Gi", group="g"),
+    ])  # fmt: skip
+    cache = SchedulerCache(store)
+    snap = cache.snapshot()
+    q = snap.queues["q"]
+    before = (q.capability.copy(), q.guarantee.copy())
+    for vector in (q.capability, q.guarantee):
+        with pytest.raises(ValueError, match="read-only"):
+            vector[0] = 123.0
+    decisions = Scheduler.from_file(None).cycle(snap)
+    assert decisions.binds == {"default/p": "n1"}
+    cache.apply(decisions)
+    after = cache.snapshot().queues["q"]
+    assert np.array_equal(after.capability, before[0])
+    assert np.array_equal(after.guarantee, before[1])

@@ -481,7 +481,7 @@ class SchedulerCache:
         active = (self.unsettled | self.dirty) - self.queueless
         self.dirty = set()
         self._lent_jobs = [(jobs[uid], jobs[uid]._version, jobs[uid].phase) for uid in active]
-        queues = {name: _copy_queue(q) for name, q in self.queues.items()}
+        queues = dict(self.queues)  # (read-only specs: see ModelBuilder.queue)
         snap = self._lent = Snapshot(
             now=self.clock() if self.clock is not None else self.latest,
             space=self.space,
@@ -591,16 +591,6 @@ class SchedulerCache:
         key = condition_key(conditions)
         self._condition_keys[uid] = (conditions, key)
         return key
-
-
-def _copy_queue(q: QueueInfo) -> QueueInfo:
-    return QueueInfo(
-        name=q.name, weight=q.weight, capability=q.capability.copy(),
-        deserved=q.deserved.copy() if q.deserved is not None else None,
-        guarantee=q.guarantee.copy(), reclaimable=q.reclaimable, parent=q.parent,
-        state=q.state, creation=q.creation, annotations=q.annotations,
-        has_capability=q.has_capability, priority=q.priority,
-    )  # fmt: skip
 
 
 def _respec(job: JobInfo, **state: Any) -> JobInfo:

@@ -98,12 +98,19 @@ class ModelBuilder:
             # Volcano: a zero cpu/memory capability means unlimited.
             if name in ("cpu", "memory") and amount <= 0:
                 cap[space.index[name]] = np.inf
+        # Read-only: the scheduler cache lends its queues to every snapshot uncopied
+        # (a session reads a queue's spec; what it computes lives in plugin state).
+        deserved = None if q.deserved is None else space.vector(q.deserved)
+        guarantee = space.vector(q.guarantee)
+        for v in (cap, deserved, guarantee):
+            if v is not None:
+                v.setflags(write=False)
         return QueueInfo(
             name=q.name,
             weight=q.weight,
             capability=cap,
-            deserved=None if q.deserved is None else space.vector(q.deserved),
-            guarantee=space.vector(q.guarantee),
+            deserved=deserved,
+            guarantee=guarantee,
             reclaimable=q.reclaimable,
             parent=q.parent,
             state=q.state,
