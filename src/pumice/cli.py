@@ -32,17 +32,21 @@ def _cmd_cycle(args: argparse.Namespace) -> int:
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     from pumice.bench.report import print_results, write_json
-    from pumice.bench.runner import run_isolated, run_scenario
-    from pumice.bench.scenarios import DEFAULT, SCENARIOS, resolve
+    from pumice.bench.runner import Result, run_isolated, run_one
+    from pumice.bench.scenarios import DEFAULT, known, resolve
     from pumice.scheduler import Scheduler
 
+    if args.list:
+        for name, description in known():
+            print(f"{name:<18} {description}")
+        return 0
     try:
         scenarios = resolve(args.scenario or DEFAULT)
     except KeyError as err:
-        known = ", ".join([*SCENARIOS, "scale"])
-        raise InputError(f"unknown scenario {err.args[0]!r} (known: {known})") from None
+        names = ", ".join(name for name, _ in known())
+        raise InputError(f"unknown scenario {err.args[0]!r} (known: {names})") from None
     scheduler = Scheduler.from_file(args.config)
-    run = run_scenario if args.in_process else run_isolated
+    run = run_one if args.in_process else run_isolated
     results = []
     for s in scenarios:
         print(f"pumice: bench: {s.name}: {s.description}", file=sys.stderr)
@@ -53,7 +57,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.plot:
         from pumice.bench.plot import plot_scale
 
-        if not plot_scale(results, args.plot):
+        if not plot_scale([r for r in results if isinstance(r, Result)], args.plot):
             print("pumice: bench: no scale-NxP results to plot", file=sys.stderr)
     return 0 if all(r.valid for r in results) else 1
 
@@ -89,15 +93,24 @@ def build_parser() -> argparse.ArgumentParser:
         description="Build cluster states in memory, run them through the same snapshot "
         "builder and scheduling cycle as `pumice cycle`, and print pods decided per "
         "second, cycle latency (p50, p99 over repeats), peak memory and a validity check "
-        "(no node over capacity, gangs whole). Exit status 1 if a check fails.",
+        "(no node over capacity, gangs whole). The sim-* scenarios instead run a generated "
+        "`pumice simulate` workload to its daily peak and time every cycle of a window "
+        "there. Exit status 1 if a check fails.",
     )
     b.add_argument(
         "scenario",
         nargs="*",
-        help="basic, large, gang, constraints, memory, scale (all scale-NxP), or one "
-        "scale-NxP (default: all of them)",
+        help="basic, large, gang, constraints, memory, scale (all scale-NxP), one "
+        "scale-NxP, or a simulator window: sim-peak-small, sim-peak (default: all but the "
+        "sim-* ones; --list lists them)",
     )
-    b.add_argument("--repeat", type=int, default=3, help="cycles per scenario (default 3)")
+    b.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    b.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="cycles per scenario (default 3; a sim-* scenario runs its window once)",
+    )
     b.add_argument("--config", help="Volcano scheduler configuration (default: Volcano's)")
     b.add_argument("--json", help="also write the figures to this JSON file")
     b.add_argument("--plot", help="also plot the scale curve (scale-NxP results) to this PNG")

@@ -1,4 +1,9 @@
-"""Print and save benchmark figures."""
+"""Print and save benchmark figures.
+
+Snapshot scenarios (:class:`~pumice.bench.runner.Result`) and simulator windows
+(:class:`~pumice.bench.sim_peak.PeakResult`) measure different things, so each kind has
+its own table; the JSON file is one list of both, each entry its result's fields.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from dataclasses import asdict
 import orjson
 
 from pumice.bench.runner import Result
+from pumice.bench.sim_peak import PeakResult
 
 COLUMNS = (
     ("scenario", "{:<16}"),
@@ -22,6 +28,28 @@ COLUMNS = (
     ("waiting", "{:>7}"),
     ("peak MiB", "{:>8}"),
     ("valid", "{:<5}"),
+)
+
+#: The simulator window's table: what a cycle costs at the peak, and the deterministic
+#: counts (cycles, finished, bound, placements) that say two runs did the same work.
+PEAK_COLUMNS = (
+    ("scenario", "{:<16}"),
+    ("nodes", "{:>5}"),
+    ("jobs", "{:>7}"),
+    ("window h", "{:>11}"),
+    ("backlog", "{:>7}"),
+    ("cycles", "{:>6}"),
+    ("cycle p50", "{:>9}"),
+    ("cycle p99", "{:>9}"),
+    ("wall", "{:>7}"),
+    ("cpu", "{:>7}"),
+    ("finished", "{:>8}"),
+    ("jobs/s", "{:>6}"),
+    ("bound", "{:>6}"),
+    ("build", "{:>7}"),
+    ("peak MiB", "{:>8}"),
+    ("valid", "{:<5}"),
+    ("placements", "{:<16}"),
 )
 
 
@@ -47,15 +75,54 @@ def rows(results: Sequence[Result]) -> list[list[str]]:
     return out
 
 
-def print_results(results: Sequence[Result]) -> None:
-    print("  ".join(fmt.format(name) for name, fmt in COLUMNS))
-    for row in rows(results):
-        print("  ".join(fmt.format(v) for (_, fmt), v in zip(COLUMNS, row, strict=True)))
+def peak_rows(results: Sequence[PeakResult]) -> list[list[str]]:
+    """Backlog is "pending/admitted" at the window's start; window h the simulated
+    times of its first cycle and of where it closed."""
+    return [
+        [
+            r.name,
+            str(r.nodes),
+            str(r.jobs),
+            f"{r.opened_h:.2f}-{r.closed_h:.2f}",
+            f"{r.backlog_pending}/{r.backlog_admitted}",
+            str(r.cycles),
+            f"{r.cycle_p50_s * 1000:.1f}ms",
+            f"{r.cycle_p99_s * 1000:.1f}ms",
+            f"{r.wall_s:.2f}s",
+            f"{r.cpu_s:.2f}s",
+            str(r.jobs_finished),
+            f"{r.jobs_per_s:.1f}",
+            str(r.pods_bound),
+            f"{r.build_s:.1f}s",
+            f"{r.peak_rss_mib:.0f}",
+            "yes" if r.valid else "NO",
+            r.placements,
+        ]
+        for r in results
+    ]
+
+
+def _table(columns: Sequence[tuple[str, str]], table: list[list[str]]) -> None:
+    print("  ".join(fmt.format(name) for name, fmt in columns).rstrip())
+    for row in table:
+        line = "  ".join(fmt.format(v) for (_, fmt), v in zip(columns, row, strict=True))
+        print(line.rstrip())
+
+
+def print_results(results: Sequence[Result | PeakResult]) -> None:
+    snapshots = [r for r in results if isinstance(r, Result)]
+    windows = [r for r in results if isinstance(r, PeakResult)]
+    if snapshots:
+        _table(COLUMNS, rows(snapshots))
+    if windows:
+        if snapshots:
+            print()
+        _table(PEAK_COLUMNS, peak_rows(windows))
     for r in results:
         for p in r.problems[:10]:
             print(f"{r.name}: INVALID: {p}")
 
 
-def write_json(results: Sequence[Result], path: str) -> None:
+def write_json(results: Sequence[Result | PeakResult], path: str) -> None:
     with open(path, "wb") as fh:
         fh.write(orjson.dumps([asdict(r) for r in results], option=orjson.OPT_INDENT_2))

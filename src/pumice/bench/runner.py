@@ -10,6 +10,9 @@ The validity check is independent of the scheduler's own accounting: it re-reads
 objects and adds up, per node, the requests of the pods already there and of the pods
 bound this cycle (no node may go over its allocatable), and per PodGroup, the pods
 running plus bound (a group that got any bind must reach its minMember).
+
+Simulator scenarios (:class:`~pumice.bench.scenarios.SimScenario`) are timed by
+:mod:`pumice.bench.sim_peak`; :func:`run_one` and :func:`run_isolated` take either kind.
 """
 
 from __future__ import annotations
@@ -21,13 +24,16 @@ import sys
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pumice.api import parse
-from pumice.bench.scenarios import Scenario
+from pumice.bench.scenarios import AnyScenario, Scenario, SimScenario
 from pumice.cache.build import SourcedObject, build_snapshot
 from pumice.framework.decisions import Decisions
 from pumice.scheduler import Scheduler
+
+if TYPE_CHECKING:
+    from pumice.bench.sim_peak import PeakResult
 
 #: Tolerance for summed float requests (canonical units: millicores, bytes).
 EPSILON = 1e-6
@@ -174,29 +180,53 @@ def peak_rss_mib() -> float:
     return kb / 1024 if sys.platform != "darwin" else kb / 2**20
 
 
-def _child(conn, scenario: Scenario, scheduler: Scheduler, repeats: int, check: bool) -> None:
+def run_one(
+    scenario: AnyScenario, scheduler: Scheduler, repeats: int = 3, check: bool = True
+) -> Result | PeakResult:
+    """Run a scenario of either kind in this process: a snapshot scenario for
+    ``repeats`` cycles (:func:`run_scenario`), a simulator scenario once (its window
+    holds many cycles; :func:`pumice.bench.sim_peak.run_peak`)."""
+    if isinstance(scenario, SimScenario):
+        from pumice.bench.sim_peak import run_peak
+
+        return run_peak(scenario, scheduler, check)
+    return run_scenario(scenario, scheduler, repeats, check)
+
+
+def _child(conn, scenario: AnyScenario, scheduler: Scheduler, repeats: int, check: bool) -> None:
     try:
-        conn.send(("ok", asdict(run_scenario(scenario, scheduler, repeats, check))))
+        result = run_one(scenario, scheduler, repeats, check)
+        conn.send(("ok", type(result).__name__, asdict(result)))
     except BaseException as exc:  # report any failure to the parent
-        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        conn.send(("error", "", f"{type(exc).__name__}: {exc}"))
     finally:
         conn.close()
 
 
 def run_isolated(
-    scenario: Scenario, scheduler: Scheduler, repeats: int = 3, check: bool = True
-) -> Result:
-    """:func:`run_scenario` in a forked child, so its peak memory is its own."""
+    scenario: AnyScenario, scheduler: Scheduler, repeats: int = 3, check: bool = True
+) -> Result | PeakResult:
+    """:func:`run_one` in a forked child, so its peak memory is its own."""
     try:
         ctx = multiprocessing.get_context("fork")
     except ValueError:  # pragma: no cover - platforms without fork
-        return run_scenario(scenario, scheduler, repeats, check)
+        return run_one(scenario, scheduler, repeats, check)
     parent, child = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(child, scenario, scheduler, repeats, check))
     proc.start()
     child.close()
-    status, payload = parent.recv()
+    try:
+        status, kind, payload = parent.recv()
+    except EOFError:  # the child died without a word (killed, out of memory)
+        proc.join()
+        raise RuntimeError(
+            f"scenario {scenario.name} failed: its process ended with code {proc.exitcode}"
+        ) from None
     proc.join()
     if status != "ok":
         raise RuntimeError(f"scenario {scenario.name} failed: {payload}")
+    if kind == "PeakResult":
+        from pumice.bench.sim_peak import PeakResult
+
+        return PeakResult(**payload)
     return Result(**payload)

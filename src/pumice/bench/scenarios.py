@@ -7,6 +7,10 @@ measured is what a user runs. The shapes follow the public benchmarks the figure
 compared with (kube-scheduler's scheduler_perf, YuniKorn's and Volcano's reports).
 
 Builders are deterministic: the same scenario always gives the same objects.
+
+Simulator scenarios (:class:`SimScenario`, run by :mod:`pumice.bench.sim_peak`) are of
+another kind: not one cluster state but a window of a ``pumice simulate`` run, timed
+cycle by cycle.
 """
 
 from __future__ import annotations
@@ -293,18 +297,87 @@ SCENARIOS: dict[str, Scenario] = {
     )
 }
 
+HOUR = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class SimScenario:
+    """A window of a simulation: the cost of scheduling cycles as the simulator meets them.
+
+    The workload is the one ``pumice simulate --jobs JOBS --nodes NODES --load LOAD
+    --seed SEED`` generates (8-GPU nodes, the default scheduler configuration unless
+    ``--config`` says otherwise), so the figures are those of a run a user can repeat.
+    The simulation runs to ``start`` (simulated seconds; the *build*, timed apart), then
+    every cycle up to ``end`` is timed. The window's bounds are cycles: it opens with the
+    first cycle at or after ``start`` and closes before the first one at or after
+    ``end``. The simulator is deterministic for a seed, so the cycles, jobs finished and
+    placements of the window are the same on every run; only the timings vary.
+    """
+
+    name: str
+    description: str
+    nodes: int
+    jobs: int
+    start: float  # simulated seconds
+    end: float
+    load: float = 0.9
+    seed: int = 1
+
+
+#: The daily peak of the generated workload (arrivals peak at 15:00, the backlog later).
+PEAK_START, PEAK_END = 18.0 * HOUR, 18.5 * HOUR
+
+SIM_SCENARIOS: dict[str, SimScenario] = {
+    s.name: s
+    for s in (
+        SimScenario(
+            "sim-peak-small",
+            "pumice simulate --jobs 20000 --nodes 200 (seed 1, load 0.9): run to 18 h, "
+            "time the cycles from 18 h to 18.5 h (about 20 s)",
+            nodes=200,
+            jobs=20_000,
+            start=PEAK_START,
+            end=PEAK_END,
+        ),
+        SimScenario(
+            "sim-peak",
+            "pumice simulate --jobs 100000 --nodes 1000 (seed 1, load 0.9): run to 18 h, "
+            "time the cycles from 18 h to 18.5 h (about 2 min)",
+            nodes=1000,
+            jobs=100_000,
+            start=PEAK_START,
+            end=PEAK_END,
+        ),
+    )
+}
+
+AnyScenario = Scenario | SimScenario
+
 #: Names that stand for several scenarios on the command line.
 GROUPS_OF = {"scale": [s for s in SCENARIOS if s.startswith("scale-")]}
+#: What ``pumice bench`` runs without names: the snapshot scenarios (the simulator ones
+#: take minutes and are run by name).
 DEFAULT = ("basic", "large", "gang", "constraints", "memory", "scale")
 
 
-def resolve(names: list[str] | tuple[str, ...]) -> list[Scenario]:
+def known() -> list[tuple[str, str]]:
+    """Every name ``resolve`` accepts, with what it stands for."""
+    out = [(s.name, s.description) for s in SCENARIOS.values()]
+    out += [(g, f"all of {', '.join(ns)}") for g, ns in GROUPS_OF.items()]
+    out += [(s.name, s.description) for s in SIM_SCENARIOS.values()]
+    return out
+
+
+def resolve(names: list[str] | tuple[str, ...]) -> list[AnyScenario]:
     """Scenario names (or ``scale``) -> scenarios, in the order given; KeyError names an
     unknown one."""
-    out: list[Scenario] = []
+    out: list[AnyScenario] = []
     for name in names:
         for n in GROUPS_OF.get(name, [name]):
-            if n not in SCENARIOS:
+            if n in SIM_SCENARIOS:
+                out.append(SIM_SCENARIOS[n])
+            elif n in SCENARIOS:
+                out.append(SCENARIOS[n])
+            else:
                 raise KeyError(name)
-            out.append(SCENARIOS[n])
     return out
