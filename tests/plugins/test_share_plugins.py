@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.kit import conf, node, pod, podgroup, priority_class, queue, run
 
-from pumice.plugins.proportion import _sum_rows
+from pumice.plugins.proportion import _sum_rows, run_length
 
 
 def test_proportion_weights_split_a_contended_cluster() -> None:
@@ -162,3 +162,50 @@ def test_water_fill_sums_rows_in_order(rows: list[list[float]]) -> None:
     for row in m:
         expected += row
     assert np.array_equal(_sum_rows(m), expected)
+
+
+def _stepped(r: float, d: float, a: float, x: float, limit: int) -> int:
+    """A queue taking equal tasks one at a time, the share checked before each."""
+    steps = 0
+    while steps < limit and r <= max(d - a, 0.0):
+        steps += 1
+        a += x
+    return steps
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    r=st.one_of(st.integers(1, 64).map(float), st.floats(0.001, 64.0)),
+    d=st.one_of(
+        st.integers(0, 4096).map(float),
+        st.floats(0.0, 4096.0),
+        st.just(float("inf")),
+    ),
+    a=st.one_of(st.integers(0, 4096).map(float), st.floats(0.0, 4096.0)),
+    x=st.one_of(st.integers(0, 64).map(float), st.floats(0.0, 64.0)),
+    limit=st.integers(0, 300),
+)
+def test_run_length_is_the_stepped_run(r, d, a, x, limit):
+    """How many tasks in a row a queue's share lets through, counted without stepping
+    where the sums are exact, is the count the task-by-task checks give, to the task
+    (the gang proofs and every explanation that quotes it depend on it)."""
+    assert run_length(r, d, a, x, limit) == _stepped(r, d, a, x, limit)
+
+
+def test_run_length_at_float_boundaries():
+    # Deserved shares are water-filled floats: a boundary a hair above or below a
+    # whole number of tasks, and large exact sums (bytes of memory).
+    gib = float(2**30)
+    for d in (24.0, 24.000000000000004, 23.999999999999996, 3 * gib, 3 * gib - 1):
+        for r, x in ((8.0, 8.0), (1.0, 1.0), (gib, gib), (3.0, 3.0)):
+            for a in (0.0, 8.0, gib):
+                for limit in (0, 1, 3, 64):
+                    assert run_length(r, d, a, x, limit) == _stepped(r, d, a, x, limit)
+    # Deserved one ulp below a whole number of tasks, where the real-number estimate
+    # counts one task too many (found by search; 3 GiB tasks and 3-cpu ones).
+    for r, d, a in (
+        (3 * gib, float.fromhex("0x1.980000017ffffp+35"), 12.0),
+        (3 * gib, float.fromhex("0x1.b0000091fffffp+34"), 584.0),
+        (3.0, float.fromhex("0x1.c7fffffffffffp+6"), 15.0),
+    ):
+        assert run_length(r, d, a, r, 100) == _stepped(r, d, a, r, 100) < 100

@@ -65,6 +65,41 @@ def _share(attr: QueueAttr) -> float:
     return 0.0 if best is None else best
 
 
+def run_length(r: float, d: float, a: float, x: float, limit: int) -> int:
+    """How many steps in a row, at most ``limit``, pass ``r <= max(d - a, 0)`` while
+    ``a`` grows by ``x`` after each (one dimension of a queue taking equal tasks: ``r``
+    what a task asks, ``d`` deserved, ``a`` allocated, ``x`` what the task adds).
+
+    The answer is exactly that of stepping, float addition by float addition: the test
+    only gets harder as ``a`` grows (``x >= 0``; rounding is monotonic), so the run is
+    a prefix. When ``a`` and ``x`` are whole numbers below 2**53 (millicores, bytes,
+    devices: the usual case), every partial sum is exact, ``a + i * x``, and the end of
+    the prefix is found from an estimate checked on both sides; otherwise it steps."""
+    if limit <= 0:
+        return 0
+    if x <= 0.0:
+        return limit if r <= max(d - a, 0.0) else 0
+    if a.is_integer() and x.is_integer() and abs(a) + limit * x < 2.0**53:
+        # First guess from the real numbers, then move to the boundary the floats draw.
+        guess = (d - a - r) / x + 1.0
+        if not guess > 0.0:  # (NaN too)
+            i = 0
+        elif guess >= limit:  # (infinity too)
+            i = limit
+        else:
+            i = int(guess)
+        while i > 0 and not r <= max(d - (a + (i - 1) * x), 0.0):
+            i -= 1
+        while i < limit and r <= max(d - (a + i * x), 0.0):
+            i += 1
+        return i
+    steps = 0
+    while steps < limit and r <= max(d - a, 0.0):
+        steps += 1
+        a += x
+    return steps
+
+
 #: Water-fill results by their inputs (oldest dropped first beyond 256 entries).
 _FILLED: dict[bytes, np.ndarray] = {}
 
@@ -203,24 +238,12 @@ class ProportionPlugin:
             got = memo.get(id(req))
             if got is not None and got[0] is req and (got[1] < got[2] or limit <= got[2]):
                 return min(got[1], limit)
-            n = _run(attr, asks, clip_req(req), limit)
-            memo[id(req)] = (req, n, limit)
-            return n
-
-        def _run(attr: QueueAttr, asks: list[tuple[int, float]], add_v: Vector, limit: int) -> int:
-            # The dimensions are independent: the run ends at the first step any of
-            # them refuses, so it is the shortest of their runs, each counted with the
-            # allocation growing by the same float additions as the events make.
             des, alloc = attr.deserved.tolist(), attr.allocated.tolist()
-            add = add_v.tolist()
+            add = clip_req(req).tolist()
             n = limit
             for k, r in asks:
-                d, a, x = des[k], alloc[k], add[k]
-                steps = 0
-                while steps < n and r <= max(d - a, 0.0):
-                    steps += 1
-                    a += x
-                n = steps
+                n = run_length(r, des[k], alloc[k], add[k], n)
+            memo[id(req)] = (req, n, limit)
             return n
 
         allocatable.run = allocatable_run  # type: ignore[attr-defined]
