@@ -96,6 +96,20 @@ def test_capacity_reclaims_down_to_deserved_never_below_guarantee() -> None:
     assert len(d.evictions) == 1
 
 
+def test_proportion_never_reclaims_below_a_guarantee() -> None:
+    """proportion: q1 holds the node's 4 cpu (more than it deserves) with 4Gi of
+    memory; a task of q2 takes one of its tasks back, unless q1 is guaranteed its 4Gi
+    of memory, which losing a task would break (Volcano's proportion does not check)."""
+
+    def objs(**guarantee):
+        out = [queue("q1", **guarantee), queue("q2"), node("n1", cpu="4", memory="64Gi")]
+        return out + borrower("a", "q1", 4) + starving("b", "q2", 1)
+
+    assert len(run(objs(), reclaim_conf()).evictions) == 1
+    assert run(objs(guarantee={"memory": "4Gi"}), reclaim_conf()).evictions == []
+    assert len(run(objs(guarantee={"memory": "3Gi"}), reclaim_conf()).evictions) == 1
+
+
 def test_gang_statement_discarded_when_the_job_cannot_be_pipelined() -> None:
     """A gang of three can reclaim only two slots: nothing is evicted."""
     objs = [queue("q1"), queue("q2"), node("n1", cpu="4", memory="64Gi")]

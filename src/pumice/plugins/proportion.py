@@ -278,29 +278,62 @@ class ProportionPlugin:
             attr.inqueue += minreq
             return 1
 
+        # Clipped requests as plain floats, once per (interned, read-only) vector.
+        clipped_lists: dict[int, tuple[Vector, list[float]]] = {}
+
+        def clipped_list(req: Vector) -> list[float]:
+            got = clipped_lists.get(id(req))
+            if got is not None and got[0] is req:
+                return got[1]
+            out = clip_req(req).tolist()
+            clipped_lists[id(req)] = (req, out)
+            return out
+
         def reclaimable(reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
             """Take from a queue only while it holds more than its deserved share, and
-            never below its guarantee."""
-            want = clip(reclaimer.resreq)
+            never below its guarantee.
+
+            Reclaim asks this node by node, for every candidate node of every starving
+            task: in plain floats (the same comparisons and subtractions as the vector
+            form). A queue's allocation left only shrinks as its tasks are taken, so a
+            queue found below the request, or within its deserved share, gives nothing
+            more in this call: its other tasks are skipped at once."""
+            want = clipped_list(reclaimer.resreq)
+            dims = range(len(want))
             out = []
-            allocations: dict[str, Vector] = {}
+            # queue -> (allocation left, deserved, guarantee), or None once it gives
+            # nothing more
+            state: dict[str, tuple[list[float], list[float], list[float]] | None] = {}
             for t in candidates:
                 job = ssn.jobs.get(t.job or "")
-                if job is None or job.queue not in self.attrs:
+                if job is None:
                     continue
-                q = ssn.queues[job.queue]
-                if not q.reclaimable:
-                    continue
-                attr = self.attrs[job.queue]
-                left = allocations.setdefault(job.queue, attr.allocated.copy())
-                if bool(np.any(left < want)):
-                    continue
-                if not bool(np.all(left <= attr.deserved)):
-                    # Never below the guarantee (Volcano's proportion does not check).
-                    if not bool(np.all(attr.guarantee <= left - clip(t.resreq))):
+                name = job.queue
+                if name in state:
+                    got = state[name]
+                    if got is None:
                         continue
-                    left -= clip(t.resreq)
-                    out.append(t)
+                else:
+                    attr = attrs.get(name)
+                    if attr is None or not ssn.queues[name].reclaimable:
+                        state[name] = None
+                        continue
+                    got = state[name] = (
+                        attr.allocated.tolist(),
+                        attr.deserved.tolist(),
+                        attr.guarantee.tolist(),
+                    )
+                left, des, guarantee = got
+                if any(left[k] < want[k] for k in dims) or all(left[k] <= des[k] for k in dims):
+                    state[name] = None
+                    continue
+                # Never below the guarantee (Volcano's proportion does not check).
+                r = clipped_list(t.resreq)
+                after = [left[k] - r[k] for k in dims]
+                if not all(guarantee[k] <= after[k] for k in dims):
+                    continue
+                left[:] = after
+                out.append(t)
             return out
 
         def preemptive(q: QueueInfo, task: TaskInfo) -> bool:
