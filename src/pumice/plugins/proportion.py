@@ -11,7 +11,9 @@ take its queue past its capability.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -22,6 +24,7 @@ from pumice.conf.arguments import Arguments
 from pumice.framework.session import EventHandler, Session
 
 Vector = np.ndarray
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -100,6 +103,23 @@ def run_length(r: float, d: float, a: float, x: float, limit: int) -> int:
     return steps
 
 
+def _per_request(derive: Callable[[Vector], T]) -> Callable[[Vector], T]:
+    """``derive`` memoized per (interned, read-only) request vector: a session asks the
+    same few requests again and again. Keyed by identity; the entry keeps the vector
+    alive, so an id is never reused while it is in the memo."""
+    memo: dict[int, tuple[Vector, T]] = {}
+
+    def get(req: Vector) -> T:
+        got = memo.get(id(req))
+        if got is not None and got[0] is req:
+            return got[1]
+        out = derive(req)
+        memo[id(req)] = (req, out)
+        return out
+
+    return get
+
+
 #: Water-fill results by their inputs (oldest dropped first beyond 256 entries).
 _FILLED: dict[bytes, np.ndarray] = {}
 
@@ -135,18 +155,8 @@ class ProportionPlugin:
             total_guarantee += row
         free = np.maximum(total - total_guarantee, 0.0)
 
-        # Clipped request vectors, once per (interned, read-only) request vector: the
-        # same values as clip(t.resreq). Keyed by identity; the entry keeps the vector
-        # alive, so an id is never reused while it is in the memo.
-        clipped: dict[int, tuple[Vector, Vector]] = {}
-
-        def clip_req(req: Vector) -> Vector:
-            got = clipped.get(id(req))
-            if got is not None and got[0] is req:
-                return got[1]
-            c = clip(req)
-            clipped[id(req)] = (req, c)
-            return c
+        # The same values as clip(t.resreq), once per request vector.
+        clip_req = _per_request(clip)
 
         # A queue takes part when it has jobs; its sums come from the snapshot's ledger
         # (kept job by job, so running jobs cost nothing here). Clipping is a mask, so
@@ -248,19 +258,12 @@ class ProportionPlugin:
 
         allocatable.run = allocatable_run  # type: ignore[attr-defined]
 
-        # The shared dimensions a request asks for, as (dim, amount) floats, once per
-        # (interned, read-only) request vector; keyed by identity, the entry keeps the
-        # vector alive.
-        asks_of: dict[int, tuple[Vector, list[tuple[int, float]]]] = {}
-
-        def share_asks(req: Vector) -> list[tuple[int, float]]:
-            got = asks_of.get(id(req))
-            if got is not None and got[0] is req:
-                return got[1]
+        def asks(req: Vector) -> list[tuple[int, float]]:
             r = req.tolist()
-            out = [(k, r[k]) for k in share_dims if r[k] != 0]
-            asks_of[id(req)] = (req, out)
-            return out
+            return [(k, r[k]) for k in share_dims if r[k] != 0]
+
+        # The shared dimensions a request asks for, as (dim, amount) floats.
+        share_asks = _per_request(asks)
 
         def enqueueable(job: JobInfo) -> int:
             attr = self.attrs.get(job.queue)
@@ -278,16 +281,8 @@ class ProportionPlugin:
             attr.inqueue += minreq
             return 1
 
-        # Clipped requests as plain floats, once per (interned, read-only) vector.
-        clipped_lists: dict[int, tuple[Vector, list[float]]] = {}
-
-        def clipped_list(req: Vector) -> list[float]:
-            got = clipped_lists.get(id(req))
-            if got is not None and got[0] is req:
-                return got[1]
-            out = clip_req(req).tolist()
-            clipped_lists[id(req)] = (req, out)
-            return out
+        # Clipped requests as plain floats.
+        clipped_list = _per_request(lambda req: clip_req(req).tolist())
 
         def reclaimable(reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
             """Take from a queue only while it holds more than its deserved share, and
