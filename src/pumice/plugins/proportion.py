@@ -284,6 +284,10 @@ class ProportionPlugin:
         # Clipped requests as plain floats.
         clipped_list = _per_request(lambda req: clip_req(req).tolist())
 
+        # queue -> ids of the requests it has nothing to give to, as its allocation
+        # stands: cleared with the queue's next allocation event.
+        gives_nothing: dict[str, set[int]] = {}
+
         def reclaimable(reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
             """Take from a queue only while it holds more than its deserved share, and
             never below its guarantee.
@@ -292,7 +296,9 @@ class ProportionPlugin:
             task: in plain floats (the same comparisons and subtractions as the vector
             form). A queue's allocation left only shrinks as its tasks are taken, so a
             queue found below the request, or within its deserved share, gives nothing
-            more in this call: its other tasks are skipped at once."""
+            more in this call: its other tasks are skipped at once. That a queue gives
+            nothing to a request as it stands is also kept from call to call, until
+            the queue's next allocation event."""
             want = clipped_list(reclaimer.resreq)
             dims = range(len(want))
             out = []
@@ -309,6 +315,12 @@ class ProportionPlugin:
                     if got is None:
                         continue
                 else:
+                    barren = gives_nothing.get(name)
+                    if barren is None:
+                        barren = gives_nothing[name] = set()
+                    if id(reclaimer.resreq) in barren:
+                        state[name] = None
+                        continue
                     attr = attrs.get(name)
                     if attr is None or not ssn.queues[name].reclaimable:
                         state[name] = None
@@ -320,6 +332,11 @@ class ProportionPlugin:
                     )
                 left, des, guarantee = got
                 if any(left[k] < want[k] for k in dims) or all(left[k] <= des[k] for k in dims):
+                    if left == attrs[name].allocated.tolist():
+                        # Nothing taken from it yet: so it stands, for this request,
+                        # until its next allocation event (the request is interned and
+                        # kept alive by clipped_list's memo, so its id stands for it).
+                        gives_nothing[name].add(id(reclaimer.resreq))
                     state[name] = None
                     continue
                 # Never below the guarantee (Volcano's proportion does not check).
@@ -354,6 +371,7 @@ class ProportionPlugin:
                     attr.allocated += clip_req(task.resreq)
                     attr.share = _share(attr)
                     runs.pop(job.queue, None)
+                    gives_nothing.pop(job.queue, None)
 
         def on_deallocate(task: TaskInfo) -> None:
             job = ssn.jobs.get(task.job or "")
@@ -363,6 +381,7 @@ class ProportionPlugin:
                     attr.allocated -= clip_req(task.resreq)
                     attr.share = _share(attr)
                     runs.pop(job.queue, None)
+                    gives_nothing.pop(job.queue, None)
 
         ssn.on("queue_order", self.name, queue_order)
         ssn.on("overused", self.name, overused)
