@@ -310,7 +310,8 @@ class ProportionPlugin:
                 if job is None:
                     continue
                 name = job.queue
-                if name in state:
+                fresh = name not in state  # (nothing taken from the queue yet)
+                if not fresh:
                     got = state[name]
                     if got is None:
                         continue
@@ -332,8 +333,8 @@ class ProportionPlugin:
                     )
                 left, des, guarantee = got
                 if any(left[k] < want[k] for k in dims) or all(left[k] <= des[k] for k in dims):
-                    if left == attrs[name].allocated.tolist():
-                        # Nothing taken from it yet: so it stands, for this request,
+                    if fresh:
+                        # As its allocation stands: so it stays, for this request,
                         # until its next allocation event (the request is interned and
                         # kept alive by clipped_list's memo, so its id stands for it).
                         gives_nothing[name].add(id(reclaimer.resreq))
