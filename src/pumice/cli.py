@@ -18,7 +18,7 @@ def _cmd_cycle(args: argparse.Namespace) -> int:
     from pumice.output import print_table, to_json
     from pumice.scheduler import Scheduler
 
-    scheduler = Scheduler.from_file(args.config)
+    scheduler = Scheduler.from_file(args.config, args.plugins_dir)
     snapshot = build_snapshot(load_objects(args.snapshot), scheduler_name=args.scheduler_name)
     decisions = scheduler.cycle(snapshot)
     for note in decisions.notes:
@@ -45,7 +45,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     except KeyError as err:
         names = ", ".join(name for name, _ in known())
         raise InputError(f"unknown scenario {err.args[0]!r} (known: {names})") from None
-    scheduler = Scheduler.from_file(args.config)
+    scheduler = Scheduler.from_file(args.config, args.plugins_dir)
     run = run_one if args.in_process else run_isolated
     results = []
     for s in scenarios:
@@ -60,6 +60,17 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         if not plot_scale([r for r in results if isinstance(r, Result)], args.plot):
             print("pumice: bench: no scale-NxP results to plot", file=sys.stderr)
     return 0 if all(r.valid for r in results) else 1
+
+
+def add_plugins_dir(parser: argparse.ArgumentParser) -> None:
+    """``--plugins-dir DIR``, which every mode takes (the value goes to
+    :meth:`Scheduler.from_file <pumice.scheduler.Scheduler.from_file>`)."""
+    parser.add_argument(
+        "--plugins-dir",
+        metavar="DIR",
+        help="also load the plugins and actions listed by the *.py modules in DIR "
+        "(see docs/plugins.md)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument("snapshot", nargs="+", help="YAML/JSON files or directories")
     c.add_argument("--config", help="Volcano scheduler configuration (default: Volcano's)")
+    add_plugins_dir(c)
     c.add_argument("--format", choices=("json", "table"), default="json")
     c.add_argument(
         "--scheduler-name",
@@ -112,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="cycles per scenario (default 3; a sim-* scenario runs its window once)",
     )
     b.add_argument("--config", help="Volcano scheduler configuration (default: Volcano's)")
+    add_plugins_dir(b)
     b.add_argument("--json", help="also write the figures to this JSON file")
     b.add_argument("--plot", help="also plot the scale curve (scale-NxP results) to this PNG")
     b.add_argument("--no-check", action="store_true", help="skip the validity check")

@@ -7,6 +7,7 @@ touches a cluster; the caller applies the decisions.
 from __future__ import annotations
 
 import gc
+import os
 from dataclasses import dataclass
 
 from pumice.actions import default_registry as default_actions
@@ -14,6 +15,7 @@ from pumice.api.snapshot import Snapshot
 from pumice.conf.config import SchedulerConfig, load_config
 from pumice.errors import InputError
 from pumice.framework.decisions import Decisions
+from pumice.framework.extensions import load_registries
 from pumice.framework.plugin import Registry
 from pumice.framework.session import Session, close_session, open_session
 from pumice.framework.status import explain_pending, update_podgroups
@@ -29,8 +31,16 @@ class Scheduler:
     actions: Registry
 
     @classmethod
-    def from_file(cls, path: str | None) -> Scheduler:
-        plugins, actions = default_plugins(), default_actions()
+    def from_file(
+        cls, path: str | None, plugins_dir: str | os.PathLike[str] | None = None
+    ) -> Scheduler:
+        """The scheduler every mode runs: the configuration at ``path`` (Volcano's
+        default when None), checked against pumice's plugins and actions, those that
+        installed packages register (entry points ``pumice.plugins``,
+        ``pumice.actions``) and those the modules of ``plugins_dir`` list (see
+        :func:`pumice.framework.extensions.load_registries`). InputError if the
+        configuration or an extension is bad; nothing has run then."""
+        plugins, actions = load_registries(plugins_dir)
         config = load_config(path, known_actions=actions.names(), known_plugins=plugins.names())
         return cls.create(config, plugins, actions)
 
@@ -42,13 +52,19 @@ class Scheduler:
         actions: Registry | None = None,
     ) -> Scheduler:
         """Check every plugin and action of ``config`` can be built with its arguments,
-        so a bad configuration fails here and not in the middle of a cycle."""
+        so a bad configuration fails here and not in the middle of a cycle.
+
+        Without registries, pumice's own plugins and actions only (no extensions: use
+        :meth:`from_file` or :func:`~pumice.framework.extensions.load_registries`)."""
         plugins = plugins or default_plugins()
         actions = actions or default_actions()
         for name in config.actions:
             if name not in actions.names():
                 raise InputError(f"unknown action {name!r}", file=config.source, field="actions")
-            actions.create(name, config.action_arguments(name))
+            try:
+                actions.create(name, config.action_arguments(name))
+            except InputError as err:
+                raise err.located(file=config.source) from None
         for tier in config.tiers:
             for opt in tier.plugins:
                 if opt.name not in plugins.names():

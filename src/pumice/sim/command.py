@@ -59,6 +59,9 @@ def add_parser(sub: Any) -> None:
         help="Volcano scheduler configuration; repeat for a what-if comparison "
         "(default: Volcano's default configuration)",
     )
+    from pumice.cli import add_plugins_dir
+
+    add_plugins_dir(s)
     s.add_argument("--seed", type=int, default=1, help="seed of generated workloads (default 1)")
     s.add_argument(
         "--out", default="pumice-report", help="report directory (default: ./pumice-report)"
@@ -321,7 +324,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("must be >= 1", field="--workers")
     configs: list[str | None] = list(args.config) or [None]
     names = config_names(args.config) if args.config else ["default"]
-    schedulers = [Scheduler.from_file(c) for c in configs]  # a bad config fails first
+    # A bad config or plugin fails first. With worker processes, each scheduler (its
+    # registries included) reaches the workers in the plan: inherited with fork,
+    # pickled with spawn (extension registries pickle as "load the directory again").
+    schedulers = [Scheduler.from_file(c, args.plugins_dir) for c in configs]
     nodes = _cluster(args)
     workload = _workload(args, nodes)
     if workload.skipped:
