@@ -109,7 +109,7 @@ class ExtensionRegistry(Registry):
             )
             raise origin.error(
                 f"the name {name!r} is already taken by {other}; give the class another name",
-                obj=f"{self.kind} class {cls.__qualname__}",
+                obj=f"{self.kind} {name} (class {cls.__qualname__})",
             )
         self.register(cls)
         self._origins[name] = origin
