@@ -186,5 +186,21 @@ class NodeTable:
         self.version += 1
         self.changes.append(i)
 
+    def respec(self, i: int, spec: NodeSpec) -> None:
+        """Replace node ``i``'s spec (same name, resources within the space): its
+        allocatable row moves and idle with it. Arrays and lists shared with copies are
+        replaced, not written; the label columns are the caller's to rebuild once a
+        batch of changes is in (``labels = NodeIndex(specs)``)."""
+        self.specs = [*self.specs[:i], spec, *self.specs[i + 1 :]]
+        new = self.space.vector(spec.allocatable)
+        delta = new - self.allocatable[i]
+        if delta.any():
+            self.allocatable = self.allocatable.copy()
+            self.allocatable[i] = new
+            row = self.idle[i]
+            row += delta
+        self.version += 1
+        self.changes.append(i)
+
     def total(self) -> np.ndarray:
         return self.allocatable.sum(axis=0) if len(self) else self.space.zeros()

@@ -443,7 +443,7 @@ def podgroup_status(obj: Mapping[str, Any]) -> tuple[str, list[dict], tuple[int,
     return phase, conditions, counts  # type: ignore[return-value]
 
 
-def parse_podgroup(obj: Mapping[str, Any]) -> PodGroupRecord:
+def parse_podgroup(obj: Mapping[str, Any], default_queue: str = DEFAULT_QUEUE) -> PodGroupRecord:
     meta = _map(obj.get("metadata"), "metadata")
     name = _str(meta.get("name"), "metadata.name", required=True)
     spec = _map(obj.get("spec"), "spec")
@@ -459,7 +459,7 @@ def parse_podgroup(obj: Mapping[str, Any]) -> PodGroupRecord:
         min_member=_int(spec.get("minMember"), "spec.minMember", 1, minimum=0),
         min_task_member=mtm,
         min_resources=None if min_res is None else resources(min_res, "spec.minResources"),
-        queue=_str(spec.get("queue"), "spec.queue") or DEFAULT_QUEUE,
+        queue=_str(spec.get("queue"), "spec.queue") or default_queue,
         priority_class=_str(spec.get("priorityClassName"), "spec.priorityClassName"),
         phase=phase,
         conditions=conditions,

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable, Mapping
+import functools
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,7 @@ from pumice.api.node import NodeSpec, NodeTable
 from pumice.api.pdb import PdbRecord, parse_pdb
 from pumice.api.queue import QueueInfo
 from pumice.api.resources import ResourceSpace
+from pumice.api.selectors import NodeIndex
 from pumice.api.snapshot import Snapshot
 from pumice.api.task import TaskInfo, TaskStatus, status_of_pod
 from pumice.cache.build import DEFAULT_SCHEDULER, _check_queue_tree
@@ -53,6 +55,10 @@ from pumice.cluster.protocol import (
 from pumice.errors import InputError
 from pumice.framework.decisions import Decisions
 from pumice.framework.slots import SlotMemory
+
+#: Called with (kind, key, object, error) for an object that does not parse, when the
+#: cache is asked to skip bad objects instead of failing (``pumice run``).
+BadObject = Callable[[str, str, Mapping[str, Any], InputError], None]
 
 #: The node table's change log is started afresh beyond this length (views kept on it
 #: by :class:`~pumice.framework.slots.SlotMemory` are then rebuilt once).
@@ -105,22 +111,42 @@ class SchedulerCache:
     that arrived since; a snapshot is good for one cycle, until :meth:`apply` (or the
     next :meth:`snapshot`) settles it: its jobs are the cache's own; :meth:`apply` never
     raises for a stale decision (it is reported as refused).
-    Malformed objects raise :class:`InputError` naming the object.
+    Malformed objects raise :class:`InputError` naming the object, unless ``on_bad`` is
+    given: then a bad object is reported to it and treated as absent (a bad update of
+    an object the cache holds removes it), and everything else is still scheduled; a
+    Queue whose parents form a cycle or name no queue is left out the same way.
+
+    ``scheduler_name`` may be several names: pods with any of them (or none) are ours.
     """
 
     def __init__(
         self,
         cluster: Cluster,
         *,
-        scheduler_name: str = DEFAULT_SCHEDULER,
+        scheduler_name: str | Collection[str] = DEFAULT_SCHEDULER,
         clock: Callable[[], float] | None = None,
+        on_bad: BadObject | None = None,
+        default_queue: str = parse.DEFAULT_QUEUE,
     ) -> None:
         self.cluster = cluster
         #: "Now" of each snapshot (the simulator's virtual clock); by default the latest
         #: creation time seen, as ``build_snapshot`` does.
         self.clock = clock
         self.latest = 0.0
-        self.scheduler_name = scheduler_name
+        names = (scheduler_name,) if isinstance(scheduler_name, str) else tuple(scheduler_name)
+        self.scheduler_name = names[0]
+        self._ours = frozenset(("", *names))
+        self.on_bad = on_bad
+        self.default_queue = default_queue
+        self._parsers = dict(_PARSERS)
+        if default_queue != parse.DEFAULT_QUEUE:
+            self._parsers["PodGroup"] = functools.partial(
+                parse.parse_podgroup, default_queue=default_queue
+            )
+        #: Queues left out of the model because of their parents: name -> reason.
+        self.bad_queues: dict[str, str] = {}
+        #: Node specs changed in place since the label columns were last rebuilt.
+        self._relabel = False
         self.watch = cluster.watch(KINDS)
         self.nodes_r: dict[str, NodeSpec] = {}
         self.queues_r: dict[str, parse.QueueRecord] = {}
@@ -143,7 +169,7 @@ class SchedulerCache:
         self.tasks: dict[str, TaskInfo] = {}  # pod key -> task
         self.others: dict[str, TaskInfo] = {}  # pods of other schedulers (occupy nodes)
         self.orphans: dict[str, dict[str, TaskInfo]] = {}  # missing podgroup -> tasks
-        self.model = ModelBuilder(self.space, ())
+        self.model = ModelBuilder(self.space, (), default_queue)
         self._stale = True
         #: Per-queue sums over the jobs, kept job by job (see :mod:`pumice.api.ledger`).
         self.ledger = Ledger(self.space)
@@ -164,7 +190,14 @@ class SchedulerCache:
         self.changes = 0
         for kind in KINDS:
             for obj in cluster.list(kind):
-                self._record(kind, object_key(kind, obj), obj)
+                key = object_key(kind, obj)
+                if on_bad is None:
+                    self._record(kind, key, obj)
+                    continue
+                try:
+                    self._record(kind, key, obj)
+                except InputError as err:
+                    on_bad(kind, key, obj, err)
         self._rebuild()
 
     # -- events -------------------------------------------------------------------------
@@ -172,15 +205,27 @@ class SchedulerCache:
     def sync(self) -> int:
         """Take in the events that arrived since the last call; return how many."""
         events = self.watch.drain()
+        on_bad = self.on_bad
         for ev in events:
-            self._handle(ev)
+            if on_bad is None:
+                self._handle(ev)
+                continue
+            try:
+                self._handle(ev)
+            except InputError as err:
+                on_bad(ev.kind, ev.key, ev.obj, err)
+                self._handle(WatchEvent(DELETED, ev.kind, ev.key, ev.obj))
         if self._stale:
             self._rebuild()
+        elif self._relabel:
+            self._relabel = False
+            self.nodes.labels = NodeIndex(self.nodes.specs)
+            self.nodes.changes = []  # (fit masks kept per shape depend on labels)
         return len(events)
 
     def _record(self, kind: str, key: str, obj: Mapping[str, Any]) -> Any:
         try:
-            rec = _PARSERS[kind](obj)
+            rec = self._parsers[kind](obj)
         except InputError as err:
             raise err.located(obj=f"{kind} {key}") from None
         if kind == "Node":
@@ -211,6 +256,8 @@ class SchedulerCache:
                 self.pdbs_r.pop(key, None)
             else:
                 self._record(kind, key, ev.obj)
+        elif kind == "Node" and ev.type != DELETED and key in self.nodes_r and not self._stale:
+            self._handle_node_update(key, ev.obj)
         else:  # nodes, queues, priority classes: set-up objects, rebuild the base
             if ev.type == DELETED:
                 {"Node": self.nodes_r, "Queue": self.queues_r, "PriorityClass": self.pcs_r}[
@@ -219,6 +266,26 @@ class SchedulerCache:
             else:
                 self._record(kind, key, ev.obj)
             self._stale = True
+
+    def _handle_node_update(self, key: str, obj: Mapping[str, Any]) -> None:
+        """A node's update, in place: kubelets rewrite their status every few minutes
+        and autoscalers move labels and taints, so an update must cost next to nothing
+        and never rebuild the model. One that changes nothing the scheduler reads
+        (heartbeats, images, addresses) is dropped after parsing."""
+        old = self.nodes_r[key]
+        spec = self._record("Node", key, obj)
+        if spec == old:
+            self.changes -= 1  # (nothing a decision reads moved)
+            return
+        i = self.nodes.index.get(key)
+        if i is None or not set(spec.allocatable) <= set(self.space.index):
+            self._stale = True  # a new resource name: new columns
+            return
+        self.nodes.respec(i, spec)
+        if (spec.labels, spec.taints, spec.unschedulable, spec.ready) != (
+            old.labels, old.taints, old.unschedulable, old.ready
+        ):  # fmt: skip
+            self._relabel = True
 
     def _handle_pod(self, ev: WatchEvent) -> None:
         key = ev.key
@@ -328,13 +395,14 @@ class SchedulerCache:
 
     def _rebuild(self) -> None:
         """Build the base model from the parsed records (start, or a set-up change)."""
-        self._stale = False
-        queues_r = [self.queues_r[k] for k in sorted(self.queues_r)]
-        _check_queue_tree(queues_r)
+        self._stale = self._relabel = False
+        queues_r = self._valid_queues([self.queues_r[k] for k in sorted(self.queues_r)])
         space = self.space = resource_space(
             self.nodes_r.values(), self.pods_r.values(), self.pgs_r.values(), queues_r
         )
-        self.model = ModelBuilder(space, (self.pcs_r[k] for k in sorted(self.pcs_r)))
+        self.model = ModelBuilder(
+            space, (self.pcs_r[k] for k in sorted(self.pcs_r)), self.default_queue
+        )
         self.nodes = NodeTable(list(self.nodes_r.values()), space)
         self.queues = {q.name: self.model.queue(q) for q in queues_r}
         self.jobs, self.tasks, self.others, self.orphans = {}, {}, {}, {}
@@ -344,6 +412,21 @@ class SchedulerCache:
             self._add_job(self.pgs_r[key])
         for key in sorted(self.pods_r):
             self._add_pod(key, self.pods_r[key])
+
+    def _valid_queues(self, queues_r: list[parse.QueueRecord]) -> list[parse.QueueRecord]:
+        """The queues whose tree is sound; without ``on_bad``, a bad tree raises."""
+        self.bad_queues = {}
+        while True:
+            try:
+                _check_queue_tree(queues_r)
+                return queues_r
+            except InputError as err:
+                name = (err.obj or "").removeprefix("Queue ")
+                if self.on_bad is None or not any(q.name == name for q in queues_r):
+                    raise
+                self.bad_queues[name] = err.message
+                self.on_bad("Queue", name, {"kind": "Queue", "metadata": {"name": name}}, err)
+                queues_r = [q for q in queues_r if q.name != name]
 
     def _add_job(self, g: parse.PodGroupRecord) -> JobInfo:
         job = self.model.job(g)
@@ -356,7 +439,7 @@ class SchedulerCache:
         return job
 
     def _add_pod(self, key: str, p: parse.PodRecord) -> None:
-        ours = p.scheduler_name in ("", self.scheduler_name)
+        ours = p.scheduler_name in self._ours
         status = status_of_pod(p.phase, p.node_name, p.terminating)
         job_uid: str | None = None
         if ours and p.group:
@@ -474,9 +557,12 @@ class SchedulerCache:
             self.nodes.changes = []  # (the views kept on the old log start afresh)
         for uid in sorted(self.queueless):
             job = jobs.pop(uid)
+            bad = self.bad_queues.get(job.queue)
             blocked[uid] = (
-                f"queue {job.queue!r} does not exist; create the Queue or set spec.queue "
-                f"of the PodGroup to an existing queue"
+                f"queue {job.queue!r} is left out because {bad}; fix its spec.parent"
+                if bad is not None
+                else f"queue {job.queue!r} does not exist; create the Queue or set "
+                f"spec.queue of the PodGroup to an existing queue"
             )
         active = (self.unsettled | self.dirty) - self.queueless
         self.dirty = set()

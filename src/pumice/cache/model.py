@@ -64,8 +64,15 @@ def bare_job_name(p: parse.PodRecord) -> str:
 class ModelBuilder:
     """Builds model objects for one resource space and one set of priority classes."""
 
-    def __init__(self, space: ResourceSpace, classes: Iterable[parse.PriorityClassRecord]):
+    def __init__(
+        self,
+        space: ResourceSpace,
+        classes: Iterable[parse.PriorityClassRecord],
+        default_queue: str = parse.DEFAULT_QUEUE,
+    ):
         self.space = space
+        #: The queue of a pod or podgroup that names none (vc-scheduler's --default-queue).
+        self.default_queue = default_queue
         classes = list(classes)
         self.priority_classes = {pc.name: pc.value for pc in classes}
         defaults = [pc.value for pc in classes if pc.global_default]
@@ -147,7 +154,7 @@ class ModelBuilder:
             uid=f"{p.namespace}/{name}",
             namespace=p.namespace,
             name=name,
-            queue=p.annotations.get(parse.QUEUE_ANNOTATION) or parse.DEFAULT_QUEUE,
+            queue=p.annotations.get(parse.QUEUE_ANNOTATION) or self.default_queue,
             priority=self.job_priority(p.priority_class),
             priority_class=p.priority_class,
             min_available=1,

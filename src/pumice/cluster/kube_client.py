@@ -1,0 +1,256 @@
+"""A thin JSON transport to the Kubernetes API, on the official client's configuration.
+
+Why not the client's API classes: they turn every response into generated model
+objects, which costs far more than the request itself and hands the scheduler objects
+it would have to turn back into dicts. pumice's cache consumes Kubernetes-shaped dicts,
+so responses are decoded from raw JSON with orjson and requests are encoded with it.
+
+What *is* taken from the official client is everything about reaching and trusting the
+server: kubeconfig and in-cluster loading (contexts, exec plugins, token files and their
+refresh, client certificates, CA bundles, proxies) and its urllib3 connection pool. No
+credential is parsed here.
+
+Contract: :meth:`KubeClient.request` returns ``(status, decoded body)`` for every HTTP
+status (callers decide what 404 or 409 mean to them) and raises :class:`ApiUnavailable`
+only when no HTTP answer came (connection refused or reset, timeout). It is safe to
+call from many threads at once (one keep-alive pool, sized by ``pool_size``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import orjson
+import urllib3
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+
+
+class ApiUnavailable(Exception):
+    """No answer from the API server (refused, reset, timed out)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """Where a kind lives in the API: ``/api/v1`` or ``/apis/<group>/<version>``."""
+
+    kind: str
+    prefix: str
+    plural: str
+    namespaced: bool
+
+    def path(self, namespace: str = "", name: str = "", sub: str = "") -> str:
+        """Collection or object path; an empty namespace on a namespaced kind means all
+        namespaces (the list and watch of every pod)."""
+        parts = [self.prefix]
+        if self.namespaced and namespace:
+            parts.append(f"namespaces/{quote(namespace, safe='')}")
+        parts.append(self.plural)
+        if name:
+            parts.append(quote(name, safe=""))
+        if sub:
+            parts.append(sub)
+        return "/".join(parts)
+
+    def key_path(self, key: str, sub: str = "") -> str:
+        """Object path from a cache key (``namespace/name`` or ``name``)."""
+        if self.namespaced:
+            namespace, _, name = key.partition("/")
+            return self.path(namespace, name, sub)
+        return self.path("", key, sub)
+
+
+#: The kinds pumice reads and writes, by kind name.
+RESOURCES: dict[str, Resource] = {
+    r.kind: r
+    for r in (
+        Resource("Node", "/api/v1", "nodes", False),
+        Resource("Pod", "/api/v1", "pods", True),
+        Resource("Event", "/api/v1", "events", True),
+        Resource("Namespace", "/api/v1", "namespaces", False),
+        Resource("PodGroup", "/apis/scheduling.volcano.sh/v1beta1", "podgroups", True),
+        Resource("Queue", "/apis/scheduling.volcano.sh/v1beta1", "queues", False),
+        Resource("PriorityClass", "/apis/scheduling.k8s.io/v1", "priorityclasses", False),
+        Resource("PodDisruptionBudget", "/apis/policy/v1", "poddisruptionbudgets", True),
+        Resource("Lease", "/apis/coordination.k8s.io/v1", "leases", True),
+    )
+}
+
+#: The API version and kind each list item lacks (a list's items carry neither).
+API_VERSIONS: dict[str, str] = {
+    "Node": "v1",
+    "Pod": "v1",
+    "Event": "v1",
+    "Namespace": "v1",
+    "PodGroup": "scheduling.volcano.sh/v1beta1",
+    "Queue": "scheduling.volcano.sh/v1beta1",
+    "PriorityClass": "scheduling.k8s.io/v1",
+    "PodDisruptionBudget": "policy/v1",
+    "Lease": "coordination.k8s.io/v1",
+}
+
+
+def _decode(data: bytes) -> Any:
+    if not data:
+        return None
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return {"message": data[:500].decode("utf-8", "replace")}
+
+
+class KubeClient:
+    """Requests to one API server with the credentials of a loaded configuration."""
+
+    def __init__(self, configuration: Any, *, pool_size: int = 32) -> None:
+        from kubernetes import client as k8s
+
+        configuration.connection_pool_maxsize = max(
+            pool_size, configuration.connection_pool_maxsize or 0
+        )
+        self.configuration = configuration
+        self._api = k8s.ApiClient(configuration)
+        self._pool: urllib3.PoolManager = self._api.rest_client.pool_manager
+        self.host = configuration.host.rstrip("/")
+
+    @classmethod
+    def from_config(
+        cls, kubeconfig: str | None = None, context: str | None = None, *, pool_size: int = 32
+    ) -> KubeClient:
+        """Load credentials the way kubectl does: an explicit kubeconfig, else the
+        in-cluster service account when running in a pod, else ``$KUBECONFIG`` or
+        ``~/.kube/config``."""
+        from kubernetes import client as k8s
+        from kubernetes import config as k8s_config
+
+        configuration = k8s.Configuration()
+        if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            k8s_config.load_incluster_config(client_configuration=configuration)
+        else:
+            k8s_config.load_kube_config(
+                config_file=kubeconfig, context=context, client_configuration=configuration
+            )
+        return cls(configuration, pool_size=pool_size)
+
+    def _prepare(
+        self, method: str, path: str, query: Mapping[str, Any] | None, content_type: str
+    ) -> tuple[str, dict[str, str]]:
+        headers: dict[str, str] = {"Accept": JSON, "Content-Type": content_type}
+        headers.update(self._api.default_headers)
+        queries: list[tuple[str, str]] = []
+        # The client's own auth step: bearer tokens, refreshed by its hooks (exec
+        # plugins, projected service-account tokens); client certs live in the pool.
+        self._api.update_params_for_auth(headers, queries, ["BearerToken"], path, method, None)
+        url = self.host + path
+        params = [
+            (k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items()
+        ]
+        params.extend(queries)
+        if params:
+            url += "?" + urlencode(params)
+        return url, headers
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+        timeout: float = 30.0,
+    ) -> tuple[int, Any]:
+        """One request; ``(HTTP status, decoded JSON body or None)``."""
+        url, headers = self._prepare(method, path, query, content_type)
+        payload = None if body is None else orjson.dumps(body)
+        try:
+            resp = self._pool.request(
+                method,
+                url,
+                body=payload,
+                headers=headers,
+                timeout=urllib3.Timeout(total=timeout),
+                retries=False,
+                preload_content=True,
+            )
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            raise ApiUnavailable(f"{method} {path}: {err}") from err
+        return resp.status, _decode(resp.data)
+
+    def stream(
+        self, path: str, query: Mapping[str, Any], *, timeout: float
+    ) -> Iterator[tuple[int, Any]]:
+        """A watch: yields ``(status, event)`` per line (one ``(status, body)`` for a
+        refused request). Ends when the server closes the stream; raises
+        :class:`ApiUnavailable` when the connection breaks."""
+        url, headers = self._prepare("GET", path, query, JSON)
+        try:
+            resp = self._pool.request(
+                "GET",
+                url,
+                headers=headers,
+                timeout=urllib3.Timeout(connect=10.0, read=timeout),
+                retries=False,
+                preload_content=False,
+            )
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            raise ApiUnavailable(f"watch {path}: {err}") from err
+        try:
+            if resp.status != 200:
+                yield resp.status, _decode(resp.read())
+                return
+            buf = b""
+            for chunk in resp.stream(65536, decode_content=True):
+                buf += chunk
+                if b"\n" not in chunk:
+                    continue
+                *lines, buf = buf.split(b"\n")
+                for line in lines:
+                    if line:
+                        yield 200, orjson.loads(line)
+            if buf.strip():
+                yield 200, orjson.loads(buf)
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            raise ApiUnavailable(f"watch {path}: {err}") from err
+        finally:
+            resp.release_conn()
+
+    def close(self) -> None:
+        self._pool.clear()
+
+
+def status_message(body: Any) -> str:
+    """The human part of an API error body (a ``Status`` object)."""
+    if isinstance(body, Mapping):
+        return str(body.get("message") or body.get("reason") or "")
+    return ""
+
+
+def list_items(kind: str, body: Mapping[str, Any]) -> Sequence[dict[str, Any]]:
+    """A list response's items with ``apiVersion`` and ``kind`` filled in (the API
+    leaves them out of list items; the cache's parsers read ``kind``)."""
+    items = body.get("items") or []
+    version = API_VERSIONS.get(kind, "v1")
+    for item in items:
+        item.setdefault("apiVersion", version)
+        item.setdefault("kind", kind)
+    return items
+
+
+__all__ = [
+    "API_VERSIONS",
+    "MERGE_PATCH",
+    "RESOURCES",
+    "STRATEGIC_PATCH",
+    "ApiUnavailable",
+    "KubeClient",
+    "Resource",
+    "list_items",
+    "status_message",
+]

@@ -1,0 +1,207 @@
+"""``pumice run``: arguments, and the wiring of client, elector, servers and runner.
+
+Kept apart from :mod:`pumice.cli` (which only registers the subcommand), like
+``simulate``'s command module. Everything that can be refused is checked before the
+first request: durations, addresses, the config and its plugins (exit code 2 with the
+reason, nothing started).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+from typing import Any
+
+from pumice.errors import InputError
+
+log = logging.getLogger("pumice.run")
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def duration(text: str, flag: str) -> float:
+    """``1s``, ``500ms``, ``2m``, ``1.5`` (seconds): a positive number of seconds."""
+    m = _DURATION.match(text)
+    if m is None or float(m.group(1)) * _UNITS[m.group(2)] <= 0:
+        raise InputError(f"{text!r} is not a positive duration (e.g. 1s, 500ms, 2m)", field=flag)
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def address(text: str, flag: str) -> tuple[str, int]:
+    """``HOST:PORT`` or ``:PORT`` (all interfaces); port 0 picks a free one."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise InputError(f"{text!r} is not an address (HOST:PORT or :PORT)", field=flag)
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def add_parser(sub: Any) -> None:
+    r = sub.add_parser(
+        "run",
+        help="schedule a real Kubernetes cluster",
+        description="Schedule the pods, PodGroups and Queues of a Kubernetes cluster, as "
+        "Volcano's vc-scheduler does, with the same scheduler configuration: binds through "
+        "the API, podgroup and queue status, pod conditions and events, leader election, "
+        "/metrics and /healthz, config hot reload, SIGUSR1 cache dumps.",
+    )
+    r.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube/config)"
+    )
+    r.add_argument("--context", help="kubeconfig context to use")
+    r.add_argument("--config", help="Volcano scheduler configuration file, re-read on change "
+                   "(default: Volcano's default configuration)")  # fmt: skip
+    r.add_argument("--plugins-dir", help="load custom plugins and actions from this directory")
+    r.add_argument(
+        "--scheduler-name",
+        action="append",
+        default=[],
+        help="schedule pods with this schedulerName; repeatable (default: volcano)",
+    )
+    r.add_argument("--schedule-period", default="1s", help="time between cycles (default 1s)")
+    r.add_argument(
+        "--default-queue",
+        default="default",
+        help="queue of podgroups and pods that name none (default: default)",
+    )
+    r.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="run as one of several replicas: only the holder of a Lease schedules",
+    )
+    r.add_argument(
+        "--lock-object-namespace",
+        default=None,
+        help="namespace of the Lease (default: this pod's, else default)",
+    )
+    r.add_argument(
+        "--lock-object-name", default="pumice", help="name of the Lease (default pumice)"
+    )
+    r.add_argument("--leader-elect-lease-duration", default="15s")
+    r.add_argument("--leader-elect-renew-deadline", default="10s")
+    r.add_argument("--leader-elect-retry-period", default="2s")
+    r.add_argument("--metrics-address", default=None, help="serve /metrics here (e.g. :8080)")
+    r.add_argument("--healthz-address", default=None,
+                   help="serve /healthz and /readyz here (e.g. :11251)")  # fmt: skip
+    r.add_argument("--dump-dir", default=None,
+                   help="where SIGUSR1 writes the cache as a snapshot (default: .)")  # fmt: skip
+    r.add_argument("--eviction-api", action="store_true",
+                   help="evict through the Eviction API (PodDisruptionBudget-checked) "
+                   "instead of deleting the pod")  # fmt: skip
+    r.add_argument("--bind-workers", type=int, default=16, help="binds in flight at once (16)")
+    r.add_argument("--log-format", choices=("text", "json"), default="text")
+    r.add_argument("-v", "--verbosity", type=int, default=0, help="log verbosity (0-5)")
+    r.set_defaults(func=run_command)
+
+
+def _lease_namespace(given: str | None) -> str:
+    if given:
+        return given
+    try:
+        with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as f:
+            return f.read().strip() or "default"
+    except OSError:
+        return "default"
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from pumice.cluster.kube_client import KubeClient
+    from pumice.run.reload import ConfigWatcher
+    from pumice.run.runner import Runner, RunOptions
+    from pumice.scheduler import Scheduler
+
+    period = duration(args.schedule_period, "--schedule-period")
+    metrics_at = (
+        address(args.metrics_address, "--metrics-address") if args.metrics_address else None
+    )
+    health_at = address(args.healthz_address, "--healthz-address") if args.healthz_address else None
+    if args.bind_workers < 1:
+        raise InputError("must be at least 1", field="--bind-workers")
+    plugins_dir = args.plugins_dir
+
+    def build(path: str | None) -> Scheduler:
+        return Scheduler.from_file(path, plugins_dir=plugins_dir)
+
+    scheduler = build(args.config)  # a bad config stops the start (exit 2)
+    from pumice.run.logs import setup_logging
+
+    setup_logging(args.log_format, args.verbosity)
+    try:
+        client = KubeClient.from_config(
+            args.kubeconfig, args.context, pool_size=args.bind_workers + 8
+        )
+    except Exception as err:  # the client's loaders raise their own types
+        raise InputError(f"cannot load cluster credentials: {err}", field="--kubeconfig") from None
+    from pumice.run.leader import LeaderElector, default_identity
+
+    identity = default_identity()
+    elector = None
+    if args.leader_elect:
+        lease = duration(args.leader_elect_lease_duration, "--leader-elect-lease-duration")
+        renew = duration(args.leader_elect_renew_deadline, "--leader-elect-renew-deadline")
+        retry = duration(args.leader_elect_retry_period, "--leader-elect-retry-period")
+        try:
+            elector = LeaderElector(
+                client,
+                namespace=_lease_namespace(args.lock_object_namespace),
+                name=args.lock_object_name,
+                identity=identity,
+                lease_duration=lease,
+                renew_deadline=renew,
+                retry_period=retry,
+            )
+        except ValueError as err:
+            raise InputError(str(err), field="--leader-elect-*") from None
+    from pumice.run.http import HealthServer
+    from pumice.run.metrics import SchedulerMetrics
+
+    metrics = SchedulerMetrics()
+    servers = []
+    health = None
+    addresses = {a for a in (metrics_at, health_at) if a is not None}
+    for at in sorted(addresses):
+        servers.append(HealthServer(at, metrics=metrics, period=period))
+    if servers:
+        health = servers[0] if len(servers) == 1 else _Both(servers)
+        for s in servers:
+            s.start()
+    options = RunOptions(
+        scheduler_names=tuple(args.scheduler_name) or ("volcano",),
+        period=period,
+        default_queue=args.default_queue,
+        eviction_api=args.eviction_api,
+        dump_dir=args.dump_dir,
+        identity=identity,
+        bind_workers=args.bind_workers,
+    )
+    runner = Runner(
+        client, ConfigWatcher(args.config, build), scheduler, options,
+        elector=elector, metrics=metrics, health=health,
+    )  # fmt: skip
+    runner.install_signals()
+    log.info("pumice run: scheduler names %s, period %.3gs, identity %s",
+             ", ".join(options.scheduler_names), period, identity)  # fmt: skip
+    try:
+        return runner.run()
+    finally:
+        for s in servers:
+            s.close()
+
+
+class _Both:
+    """Health calls fanned out to two servers (metrics and healthz on two addresses)."""
+
+    def __init__(self, servers: list[Any]) -> None:
+        self.servers = servers
+
+    def heartbeat(self) -> None:
+        for s in self.servers:
+            s.heartbeat()
+
+    def set_ready(self, ready: bool) -> None:
+        for s in self.servers:
+            s.set_ready(ready)
+
+
+__all__ = ["add_parser", "duration", "run_command"]

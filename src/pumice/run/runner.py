@@ -1,0 +1,282 @@
+"""``pumice run``'s loop: the simulator's loop on a real clock against a real cluster.
+
+Wiring, as in :mod:`pumice.sim.engine` with the in-memory store replaced by the API:
+informers feed :class:`~pumice.cluster.kube.KubeCluster`; the one
+:class:`~pumice.cache.cache.SchedulerCache` follows it; every schedule period the
+runner syncs the cache, runs :meth:`Scheduler.cycle` on a snapshot when there is
+something to decide, and applies the decisions (binds and status go out on worker
+threads: a cycle never waits for the writes of the one before).
+
+Around that loop: the first cycle waits for every informer's initial list; with leader
+election only the leader cycles (a standby keeps its cache warm, so a failover starts
+scheduling at once) and every write is gated on the lease being held; the config file
+is re-read before each cycle (a bad one is refused, the last good one stays); SIGUSR1
+writes the cache as a snapshot; SIGTERM ends the loop, lets binds in flight finish
+(bounded), releases the lease and returns 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pumice.cache.cache import SchedulerCache
+from pumice.cluster.kube import KubeCluster
+from pumice.cluster.kube_client import KubeClient
+from pumice.run.dump import write_dump
+from pumice.run.events import EventRecorder
+from pumice.run.reload import ConfigWatcher
+from pumice.run.report import Reporter
+from pumice.scheduler import Scheduler
+
+log = logging.getLogger("pumice.run")
+
+#: How long SIGTERM waits for binds in flight before abandoning them.
+DRAIN_SECONDS = 10.0
+
+
+class Elector(Protocol):
+    """What the runner needs of leader election (see :mod:`pumice.run.leader`)."""
+
+    def start(self) -> None: ...
+
+    def is_leader(self) -> bool: ...
+
+    def stop(self, release: bool = True) -> None: ...
+
+
+@dataclass(slots=True)
+class RunOptions:
+    scheduler_names: Sequence[str] = ("volcano",)
+    period: float = 1.0
+    default_queue: str = "default"
+    eviction_api: bool = False
+    dump_dir: str | None = None
+    identity: str = field(default_factory=lambda: f"pumice-{os.getpid()}")
+    bind_workers: int = 16
+    sync_timeout: float | None = None  # None: wait for the initial lists for ever
+
+
+class Runner:
+    """One scheduler process against one API server (see the module docstring)."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        config: ConfigWatcher,
+        scheduler: Scheduler,
+        options: RunOptions | None = None,
+        *,
+        elector: Elector | None = None,
+        metrics: Any = None,
+        health: Any = None,
+    ) -> None:
+        self.client = client
+        self.config = config
+        self.scheduler = scheduler
+        self.options = options = options or RunOptions()
+        self.elector = elector
+        self.metrics = metrics
+        self.health = health
+        self.stop = threading.Event()
+        self._dump = threading.Event()
+        self.cycles = 0
+        self.last_decisions: Any = None
+        self.cluster = KubeCluster(
+            client,
+            bind_workers=options.bind_workers,
+            eviction_api=options.eviction_api,
+            may_write=self.may_write,
+            on_bound=self._bound,
+            on_bind_failed=self._bind_failed,
+        )
+        self.events = EventRecorder(self.cluster.create_event, instance=options.identity)
+        self.reporter = Reporter(self.cluster, self.events)
+        self.cache: SchedulerCache | None = None
+        #: Called after each cycle with (decisions, applied): tests and the benchmark.
+        self.on_cycle: Callable[[Any, Any], None] | None = None
+
+    def may_write(self) -> bool:
+        return self.elector is None or self.elector.is_leader()
+
+    # -- callbacks from worker threads --------------------------------------------------
+
+    def _bound(self, pod: str, node: str) -> None:
+        self.reporter.on_bound(pod, node)
+        if self.metrics is not None:
+            self.metrics.bound(pod, node)
+
+    def _bind_failed(self, pod: str, node: str, reason: str) -> None:
+        if self.metrics is not None:
+            self.metrics.bind_failed(pod, node, reason)
+
+    # -- signals ------------------------------------------------------------------------
+
+    def install_signals(self) -> None:
+        """SIGTERM/SIGINT end the loop; SIGUSR1 asks for a dump (main thread only)."""
+        signal.signal(signal.SIGTERM, lambda *_: self.stop.set())
+        signal.signal(signal.SIGINT, lambda *_: self.stop.set())
+        signal.signal(signal.SIGUSR1, lambda *_: self._dump.set())
+
+    def request_dump(self) -> None:
+        self._dump.set()
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Schedule until :attr:`stop` is set; 0 on a clean stop."""
+        cluster = self.cluster
+        cluster.start()
+        if self.elector is not None:
+            self.elector.start()
+        try:
+            if not self._wait_synced():
+                return 0
+            self.cache = SchedulerCache(
+                cluster,
+                scheduler_name=self.options.scheduler_names,
+                clock=time.time,
+                on_bad=self.reporter.bad_object,
+                default_queue=self.options.default_queue,
+            )
+            if self.health is not None:
+                self.health.set_ready(True)
+            log.info(
+                "caches synced: %d nodes, %d pods, %d podgroups, %d queues",
+                len(cluster.list("Node")), len(cluster.list("Pod")),
+                len(cluster.list("PodGroup")), len(cluster.list("Queue")),
+            )  # fmt: skip
+            self._loop()
+        finally:
+            self._shutdown()
+        return 0
+
+    def _wait_synced(self) -> bool:
+        deadline = (
+            None if self.options.sync_timeout is None
+            else time.monotonic() + self.options.sync_timeout
+        )  # fmt: skip
+        while not self.stop.is_set():
+            if self.cluster.wait_synced(1.0):
+                return True
+            if deadline is not None and time.monotonic() > deadline:
+                log.error("caches did not sync in %.0fs", self.options.sync_timeout)
+                return False
+            if self.health is not None:
+                self.health.heartbeat()
+        return False
+
+    def _loop(self) -> None:
+        period = self.options.period
+        cache = self.cache
+        assert cache is not None
+        seen_changes = -1
+        next_at = time.monotonic()
+        while not self.stop.is_set():
+            if self.health is not None:
+                self.health.heartbeat()
+            if self._dump.is_set():
+                self._dump.clear()
+                self._write_dump()
+            reload = self.config.poll()
+            if reload is not None:
+                self._reloaded(reload)
+            cache.sync()
+            leading = self.may_write()
+            if self.metrics is not None:
+                self.metrics.set_leader(leading)
+            if leading and (cache.has_pending_work() or cache.changes != seen_changes):
+                self._cycle(cache)
+                seen_changes = cache.changes
+            next_at += period
+            delay = next_at - time.monotonic()
+            if delay < 0:  # a long cycle: start the next period now, do not catch up
+                next_at, delay = time.monotonic(), 0.0
+            self.stop.wait(delay)
+
+    def _cycle(self, cache: SchedulerCache) -> None:
+        start = time.perf_counter()
+        observer = self.metrics.observer() if self.metrics is not None else None
+        snapshot = cache.snapshot()
+        decisions = (
+            self.scheduler.cycle(snapshot)
+            if observer is None
+            else self.scheduler.cycle(snapshot, observer)
+        )
+        applied = cache.apply(decisions)
+        self.cycles += 1
+        self.last_decisions = decisions
+        self.reporter.after_cycle(cache, decisions, applied)
+        self.reporter.queues(cache)
+        if self.metrics is not None:
+            self.metrics.cycle_done(decisions, observer, snapshot, time.perf_counter() - start)
+        if decisions.binds or decisions.evictions:
+            log.info(
+                "cycle %d: %d binds, %d evictions, %d jobs waiting",
+                self.cycles, len(applied.bound), len(applied.evicted), len(decisions.pending),
+            )  # fmt: skip
+        else:
+            log.debug("cycle %d: nothing to bind, %d jobs waiting", self.cycles,
+                      len(decisions.pending))  # fmt: skip
+        if self.on_cycle is not None:
+            self.on_cycle(decisions, applied)
+
+    def _reloaded(self, reload: Any) -> None:
+        if reload.scheduler is not None:
+            self.scheduler = reload.scheduler
+            if self.metrics is not None:
+                self.metrics.config_reload(True)
+            return
+        if self.metrics is not None:
+            self.metrics.config_reload(False)
+        self.events.record(
+            "Pod",
+            _self_reference(self.options.identity),
+            "Warning",
+            "ConfigRefused",
+            reload.error,
+        )
+
+    def _write_dump(self) -> None:
+        folder = self.options.dump_dir or "."
+        try:
+            path = write_dump(self.cluster, folder)
+        except OSError as err:
+            log.error("cache dump to %s failed: %s", folder, err)
+            return
+        log.info("cache dumped to %s", path)
+
+    def _shutdown(self) -> None:
+        in_flight = self.cluster.binds_in_flight()
+        if in_flight:
+            log.info("stopping: waiting for %d binds in flight", in_flight)
+            if not self.cluster.drain_binds(DRAIN_SECONDS):
+                log.warning("stopping: abandoning binds still in flight")
+        if self.elector is not None:
+            self.elector.stop(release=True)
+        if self.health is not None:
+            self.health.set_ready(False)
+        self.cluster.close()
+
+
+def _self_reference(identity: str) -> dict[str, Any]:
+    """The object events about the scheduler itself are attached to: its own Pod when
+    it runs in one (the Deployment passes POD_NAME and POD_NAMESPACE), else a Pod
+    reference named by the identity in the default namespace."""
+    return {
+        "apiVersion": "v1",
+        "metadata": {
+            "name": os.environ.get("POD_NAME") or identity,
+            "namespace": os.environ.get("POD_NAMESPACE") or "default",
+            **({"uid": os.environ["POD_UID"]} if os.environ.get("POD_UID") else {}),
+        },
+    }
+
+
+__all__ = ["RunOptions", "Runner"]
