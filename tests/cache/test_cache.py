@@ -212,3 +212,86 @@ def test_snapshots_share_queues_a_cycle_cannot_change():
     after = cache.snapshot().queues["q"]
     assert np.array_equal(after.capability, before[0])
     assert np.array_equal(after.guarantee, before[1])
+
+
+def _count_rebuilds(cache: SchedulerCache, monkeypatch) -> list[int]:
+    calls: list[int] = []
+    real = cache._rebuild
+
+    def counted() -> None:
+        calls.append(1)
+        real()
+
+    monkeypatch.setattr(cache, "_rebuild", counted)
+    return calls
+
+
+def test_node_heartbeats_cost_nothing_and_label_changes_apply_in_place(monkeypatch):
+    """Kubelets rewrite node status every few minutes and autoscalers move labels: an
+    update that changes nothing the scheduler reads leaves the model as it was, and a
+    label, taint or capacity change is taken in without rebuilding the model; either
+    way the snapshot equals one rebuilt from the objects."""
+    store = MemoryCluster()
+    store.create_all([queue("default"), node("n1", cpu="4"), node("n2", cpu="4")])
+    sel = pod("picky", cpu="1", nodeSelector={"pool": "gpu"})
+    store.create(sel)
+    cache = SchedulerCache(store)
+    rebuilds = _count_rebuilds(cache, monkeypatch)
+    table = cache.nodes
+
+    def heartbeat(n):
+        n["status"]["conditions"] = [{"type": "Ready", "status": "True",
+                                      "lastHeartbeatTime": "2026-01-01T00:10:00Z"}]  # fmt: skip
+        n["status"]["images"] = [{"names": ["busybox"]}]
+
+    store.modify("Node", "n1", heartbeat)
+    before = cache.changes
+    cache.sync()
+    assert cache.nodes is table and cache.changes == before  # nothing moved
+    assert _decide(cache.snapshot())["binds"] == {}
+    # The autoscaler labels n2 and doubles n1: the next cycle places the pod on n2.
+    store.modify("Node", "n2", lambda n: n["metadata"]["labels"].update(pool="gpu"))
+    store.modify("Node", "n1", lambda n: n["status"]["allocatable"].update(cpu="8"))
+    snap = cache.snapshot()
+    _same(snap, _rebuilt(store))
+    assert np.array_equal(snap.nodes.allocatable, _rebuilt(store).nodes.allocatable)
+    assert _decide(snap)["binds"] == {"default/picky": "n2"}
+    # A taint keeps new work off a node, in place too.
+    store.modify("Node", "n2", lambda n: n["spec"].update(
+        taints=[{"key": "maint", "effect": "NoSchedule"}]))  # fmt: skip
+    snap = cache.snapshot()
+    assert _decide(snap)["binds"] == {}
+    assert rebuilds == []
+    # A node added is a new row: that rebuilds (rarely).
+    store.create(node("n3", cpu="4", labels={"pool": "gpu"}))
+    assert _decide(cache.snapshot())["binds"] == {"default/picky": "n3"}
+    assert rebuilds == [1]
+
+
+def test_bad_objects_are_reported_and_skipped_when_asked():
+    """With ``on_bad``, a malformed object is reported once and left out, an update
+    that breaks an object removes it, and the rest is still scheduled; a queue whose
+    parents form a cycle is left out with a reason for its jobs."""
+    store = MemoryCluster()
+    store.create_all([
+        queue("default"), node("n1", cpu="4"),
+        podgroup("neg", min_member=-1), pod("ok", cpu="1"),
+    ])  # fmt: skip
+    seen: list[tuple[str, str, str]] = []
+    cache = SchedulerCache(store, on_bad=lambda kind, key, obj, err: seen.append(
+        (kind, key, err.render())))  # fmt: skip
+    assert [(k, key) for k, key, _ in seen] == [("PodGroup", "default/neg")]
+    assert "minMember" in seen[0][2]
+    assert _decide(cache.snapshot())["binds"] == {"default/ok": "n1"}
+    store.create(pod("bad-cpu", cpu="-2"))
+    snap = cache.snapshot()
+    assert seen[-1][:2] == ("Pod", "default/bad-cpu") and "cpu" in seen[-1][2]
+    assert "default/bad-cpu" not in cache.tasks
+    for name, parent in (("a", "b"), ("b", "a")):
+        q = queue(name)
+        q["spec"]["parent"] = parent
+        store.create(q)
+    store.create(podgroup("in-a", min_member=1, queue="a"))
+    snap = cache.snapshot()
+    assert {k for k, _, _ in seen[-1:]} == {"Queue"}
+    assert "cycle" in snap.blocked["default/in-a"]
