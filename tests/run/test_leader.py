@@ -297,6 +297,18 @@ def test_release_lets_a_standby_lead_without_waiting_out_the_lease(make, lease_n
     assert spec["leaseTransitions"] == 1
 
 
+def test_released_lease_has_no_holder(make, lease_name, admin):
+    a, _ = make(lease_name, identity="a")
+    a.start()
+    assert a.wait_leading(10)
+    a.stop(release=True)
+    spec = _lease(admin, lease_name)["spec"]
+    assert spec.get("holderIdentity", "") == ""
+    assert spec["leaseDurationSeconds"] == 1
+    assert spec["leaseTransitions"] == 0
+    assert a.holder() == ""
+
+
 def test_stop_without_release_leaves_the_lease_to_expire(make, lease_name, admin):
     slow = {"lease_duration": 30.0, "renew_deadline": 1.0, "retry_period": 0.2}
     a, _ = make(lease_name, identity="a", **slow)

@@ -153,6 +153,7 @@ class LeaderElector:
         self._observed_spec: dict[str, Any] | None = None
         self._observed_at = _NEVER  # local time the spec was last seen to change
         self._last_warning = ""
+        self._warned = False
 
     # -- what other threads ask --------------------------------------------------------
 
@@ -205,6 +206,7 @@ class LeaderElector:
         log.info("%s: trying to acquire lease %s", self.identity, self._describe())
         while not self._stop.is_set():
             started = self._clock()
+            self._warned = False
             try:
                 ok = self._attempt(started)
             except ApiUnavailable as err:
@@ -214,8 +216,10 @@ class LeaderElector:
                 log.exception("leader election attempt on %s failed", self._describe())
                 ok = False
             self._settle(started, ok)
+            if not self._warned:  # a clean attempt: the next failure is news again
+                self._last_warning = ""
             self._stop.wait(self.retry_period)
-        self._step_down("stopped")
+        self._step_down("stopped", logging.INFO)
         if self._release_on_stop:
             try:
                 self._release()
@@ -241,20 +245,19 @@ class LeaderElector:
             if self._stopping or until <= self._clock():
                 return
             self._until = until
-        self._last_warning = ""
         if not self._leading:
             self._leading = True
             self._leading_event.set()
             log.info("%s: acquired lease %s", self.identity, self._describe())
             self._callback(self._on_started, "on_started")
 
-    def _step_down(self, reason: str) -> None:
+    def _step_down(self, reason: str, level: int = logging.WARNING) -> None:
         with self._gate:
             self._until = _NEVER
         if self._leading:
             self._leading = False
             self._leading_event.clear()
-            log.warning("%s: lost lease %s (%s)", self.identity, self._describe(), reason)
+            log.log(level, "%s: lost lease %s (%s)", self.identity, self._describe(), reason)
             self._callback(self._on_stopped, "on_stopped")
 
     def _callback(self, fn: Callable[[], None] | None, label: str) -> None:
@@ -393,6 +396,7 @@ class LeaderElector:
         return self.client.request(method, path, body=body, timeout=self.renew_deadline)
 
     def _warn(self, message: str) -> None:
+        self._warned = True
         text = f"leader election on {self._describe()}: {message}"
         if text == self._last_warning:
             log.debug("%s", text)
