@@ -138,6 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     from pumice.sim.command import add_parser as add_simulate
 
     add_simulate(sub)
+    from pumice.run.command import add_parser as add_run
+
+    add_run(sub)
     return p
 
 

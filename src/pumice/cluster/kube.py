@@ -65,6 +65,23 @@ def _version_number(rv: str) -> int | None:
     return int(rv) if rv.isdigit() else None
 
 
+_FAILURE_WORDS = {
+    "HTTP 409": "conflict",
+    "HTTP 404": "not_found",
+    "HTTP 403": "forbidden",
+    "HTTP 422": "invalid",
+    "HTTP 429": "throttled",
+    "API server unavailable": "unavailable",
+    "not the leader": "not_leader",
+    "scheduler stopping": "stopping",
+}
+
+
+def failure_word(reason: str) -> str:
+    """A fixed word for a failed write's reason (a metric label, never a message)."""
+    return _FAILURE_WORDS.get(reason.split(":")[0], "error")
+
+
 def _now_rfc3339() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
@@ -380,14 +397,15 @@ class KubeCluster:
             if self.on_bound is not None:
                 self.on_bound(pod_key, node)
         else:
-            self.stats.failed(self.stats.bind_failures, reason.split(":")[0])
+            word = failure_word(reason)
+            self.stats.failed(self.stats.bind_failures, word)
             with self._lock:
                 if self._assumed.get(pod_key) == node:
                     del self._assumed[pod_key]
             self._reveal("Pod", pod_key)
             log.info("bind of %s to %s failed: %s", pod_key, node, reason)
             if self.on_bind_failed is not None:
-                self.on_bind_failed(pod_key, node, reason)
+                self.on_bind_failed(pod_key, node, word)
         with self._inflight_lock:
             self._inflight -= 1
             self._inflight_lock.notify_all()

@@ -30,11 +30,13 @@ def duration(text: str, flag: str) -> float:
 
 
 def address(text: str, flag: str) -> tuple[str, int]:
-    """``HOST:PORT`` or ``:PORT`` (all interfaces); port 0 picks a free one."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
-        raise InputError(f"{text!r} is not an address (HOST:PORT or :PORT)", field=flag)
-    return host.strip("[]") or "0.0.0.0", int(port)
+    """``HOST:PORT``, ``:PORT`` (all interfaces) or ``[IPv6]:PORT``; port 0 picks one."""
+    from pumice.run.http import parse_address
+
+    try:
+        return parse_address(text)
+    except ValueError as err:
+        raise InputError(str(err), field=flag) from None
 
 
 def add_parser(sub: Any) -> None:
@@ -52,7 +54,9 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--context", help="kubeconfig context to use")
     r.add_argument("--config", help="Volcano scheduler configuration file, re-read on change "
                    "(default: Volcano's default configuration)")  # fmt: skip
-    r.add_argument("--plugins-dir", help="load custom plugins and actions from this directory")
+    from pumice.cli import add_plugins_dir
+
+    add_plugins_dir(r)
     r.add_argument(
         "--scheduler-name",
         action="append",
@@ -121,6 +125,7 @@ def run_command(args: argparse.Namespace) -> int:
     plugins_dir = args.plugins_dir
 
     def build(path: str | None) -> Scheduler:
+        """The scheduler of a config file; also what a hot reload builds."""
         return Scheduler.from_file(path, plugins_dir=plugins_dir)
 
     scheduler = build(args.config)  # a bad config stops the start (exit 2)
@@ -153,19 +158,15 @@ def run_command(args: argparse.Namespace) -> int:
             )
         except ValueError as err:
             raise InputError(str(err), field="--leader-elect-*") from None
-    from pumice.run.http import HealthServer
+    from pumice.run.http import Health, serve
     from pumice.run.metrics import SchedulerMetrics
 
     metrics = SchedulerMetrics()
-    servers = []
-    health = None
-    addresses = {a for a in (metrics_at, health_at) if a is not None}
-    for at in sorted(addresses):
-        servers.append(HealthServer(at, metrics=metrics, period=period))
-    if servers:
-        health = servers[0] if len(servers) == 1 else _Both(servers)
-        for s in servers:
-            s.start()
+    health = Health(period)
+    try:
+        servers = serve(metrics_at, health_at, metrics=metrics, health=health)
+    except OSError as err:
+        raise InputError(f"cannot listen: {err}", field="--metrics-address") from None
     options = RunOptions(
         scheduler_names=tuple(args.scheduler_name) or ("volcano",),
         period=period,
@@ -177,31 +178,16 @@ def run_command(args: argparse.Namespace) -> int:
     )
     runner = Runner(
         client, ConfigWatcher(args.config, build), scheduler, options,
-        elector=elector, metrics=metrics, health=health,
+        elector=elector, metrics=metrics, health=servers,
     )  # fmt: skip
+    metrics.follow_binds_in_flight(runner.cluster.binds_in_flight)
     runner.install_signals()
     log.info("pumice run: scheduler names %s, period %.3gs, identity %s",
              ", ".join(options.scheduler_names), period, identity)  # fmt: skip
     try:
         return runner.run()
     finally:
-        for s in servers:
-            s.close()
-
-
-class _Both:
-    """Health calls fanned out to two servers (metrics and healthz on two addresses)."""
-
-    def __init__(self, servers: list[Any]) -> None:
-        self.servers = servers
-
-    def heartbeat(self) -> None:
-        for s in self.servers:
-            s.heartbeat()
-
-    def set_ready(self, ready: bool) -> None:
-        for s in self.servers:
-            s.set_ready(ready)
+        servers.close()
 
 
 __all__ = ["add_parser", "duration", "run_command"]
