@@ -262,8 +262,7 @@ class Kubelet:
         if evicted:
             obj = self.store.get("Pod", pod.key)
             if obj is not None:
-                g = obj["metadata"].get("deletionGracePeriodSeconds")
-                grace = self.grace if g is None else float(g)
+                grace = deletion_grace(obj, self.grace)
         if pod.bound_at is None:
             self._delete(pod)
         else:
@@ -313,6 +312,14 @@ class Kubelet:
         self.clock.at(spec.arrival, ARRIVAL, ("arrive", spec))
 
 
+def deletion_grace(pod: Mapping[str, Any], default: float) -> float:
+    """How long a terminating pod keeps its node: the grace period its deletion was
+    given (``metadata.deletionGracePeriodSeconds``, which the API server sets on every
+    graceful delete), else ``default``. Shared with the sandbox's fake kubelet."""
+    g = (pod.get("metadata") or {}).get("deletionGracePeriodSeconds")
+    return default if g is None else float(g)
+
+
 def _mark_deleted(now: float, grace: float) -> Callable[[dict[str, Any]], None]:
     def change(obj: dict[str, Any]) -> None:
         obj["metadata"]["deletionTimestamp"] = now
@@ -321,4 +328,11 @@ def _mark_deleted(now: float, grace: float) -> Callable[[dict[str, Any]], None]:
     return change
 
 
-__all__ = ["DEFAULT_GRACE", "DEFAULT_STARTUP_DELAY", "JobState", "Kubelet", "PodState"]
+__all__ = [
+    "DEFAULT_GRACE",
+    "DEFAULT_STARTUP_DELAY",
+    "JobState",
+    "Kubelet",
+    "PodState",
+    "deletion_grace",
+]
