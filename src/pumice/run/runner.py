@@ -61,6 +61,8 @@ class RunOptions:
     identity: str = field(default_factory=lambda: f"pumice-{os.getpid()}")
     bind_workers: int = 16
     sync_timeout: float | None = None  # None: wait for the initial lists for ever
+    #: How long a stop waits for binds in flight before abandoning them.
+    drain_seconds: float = DRAIN_SECONDS
 
 
 class Runner:
@@ -256,7 +258,7 @@ class Runner:
         in_flight = self.cluster.binds_in_flight()
         if in_flight:
             log.info("stopping: waiting for %d binds in flight", in_flight)
-            if not self.cluster.drain_binds(DRAIN_SECONDS):
+            if not self.cluster.drain_binds(self.options.drain_seconds):
                 log.warning("stopping: abandoning binds still in flight")
         if self.elector is not None:
             self.elector.stop(release=True)
