@@ -7,13 +7,13 @@ from __future__ import annotations
 import threading
 
 import pytest
+from tests.run import kube_kit as k
 
 from pumice.cluster.informer import Informer
 from pumice.cluster.kube_client import KubeClient
 from pumice.cluster.protocol import ADDED, DELETED, MODIFIED
 from pumice.run.leader import LeaderElector
 from pumice.run.runner import RunOptions
-from tests.run import kube_kit as k
 
 pytestmark = pytest.mark.k8s
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import orjson
 import pytest
+from tests.run import kube_kit as k
 
 from pumice.cache.build import build_snapshot
 from pumice.cache.load import load_objects
 from pumice.cluster.kube_client import RESOURCES, KubeClient
 from pumice.scheduler import Scheduler
-from tests.run import kube_kit as k
 
 pytestmark = pytest.mark.k8s
 
