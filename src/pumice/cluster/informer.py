@@ -84,7 +84,8 @@ class Informer:
         #: Counters for metrics and tests.
         self.lists = 0
         self.relists = 0
-        self.events = 0
+        #: Watch events by type (ADDED, MODIFIED, DELETED, BOOKMARK).
+        self.events: dict[str, int] = {}
         self.reconnects = 0
         self.served = True
         self._thread: threading.Thread | None = None
@@ -197,6 +198,7 @@ class Informer:
                 return
             kind = event.get("type")
             obj = event.get("object") or {}
+            self.events[kind] = self.events.get(kind, 0) + 1
             if kind == "BOOKMARK":
                 self.version = resource_version(obj) or self.version
                 continue
@@ -207,7 +209,6 @@ class Informer:
             obj.setdefault("kind", self.kind)
             key = object_key(self.kind, obj)
             self.version = resource_version(obj) or self.version
-            self.events += 1
             if kind == DELETED:
                 self.store.pop(key, None)
             else:

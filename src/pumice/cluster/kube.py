@@ -471,9 +471,10 @@ class KubeCluster:
         succeeded: int = 0,
         failed: int = 0,
     ) -> bool:
+        stamp = _now_rfc3339()
         status = {
             "phase": phase,
-            "conditions": [dict(c) for c in conditions],
+            "conditions": [{"lastTransitionTime": stamp, **c} for c in conditions],
             "running": running,
             "succeeded": succeeded,
             "failed": failed,

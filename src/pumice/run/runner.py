@@ -89,6 +89,7 @@ class Runner:
         self.stop = threading.Event()
         self._dump = threading.Event()
         self.cycles = 0
+        self._seen_counts: dict[tuple[str, str], int] = {}
         self.last_decisions: Any = None
         self.cluster = KubeCluster(
             client,
@@ -194,8 +195,13 @@ class Runner:
             if self.metrics is not None:
                 self.metrics.set_leader(leading)
             if leading and (cache.has_pending_work() or cache.changes != seen_changes):
-                self._cycle(cache)
+                try:
+                    self._cycle(cache)
+                except Exception:  # a bug in one cycle must not stop the scheduler
+                    log.exception("cycle %d failed; the next one starts afresh", self.cycles)
                 seen_changes = cache.changes
+            if self.metrics is not None:
+                self._counters()
             next_at += period
             delay = next_at - time.monotonic()
             if delay < 0:  # a long cycle: start the next period now, do not catch up
@@ -228,6 +234,29 @@ class Runner:
                       len(decisions.pending))  # fmt: skip
         if self.on_cycle is not None:
             self.on_cycle(decisions, applied)
+
+    def _counters(self) -> None:
+        """Hand the cluster's counters to the metrics as deltas (informers and writers
+        count on their own threads; the metrics see them once per loop turn)."""
+        seen = self._seen_counts
+        for kind, inf in self.cluster.informers.items():
+            relists = inf.lists - 1 if inf.lists else 0
+            for _ in range(relists - seen.get(("relist", kind), 0)):
+                self.metrics.observe_relist(kind)
+            seen[("relist", kind)] = relists
+            counts = dict(inf.events)
+            self.metrics.observe_watch_events(
+                kind, {t: n - seen.get((kind, t), 0) for t, n in counts.items()}
+            )
+            seen.update(((kind, t), n) for t, n in counts.items())
+        stats = self.cluster.stats
+        for table, result in ((stats.writes, "success"), (stats.write_failures, "error")):
+            for label, count in list(table.items()):
+                kind = label.split(":")[0]
+                new = count - seen.get((result, label), 0)
+                for _ in range(new):
+                    self.metrics.observe_api_write(kind, result)
+                seen[(result, label)] = count
 
     def _reloaded(self, reload: Any) -> None:
         if reload.scheduler is not None:
