@@ -243,8 +243,10 @@ def test_pumice_counters(metrics: SchedulerMetrics) -> None:
     metrics.follow_binds_in_flight(lambda: in_flight[0])
     metrics.observe_relist("Pod")
     metrics.observe_watch_event("Pod", "ADDED")
-    metrics.observe_watch_events("Node", {"MODIFIED": 4, "DELETED": 0})
+    metrics.observe_watch_events("Node", {"MODIFIED": 4, "DELETED": 0, "ADDED": -2})
     metrics.observe_api_write("podgroup_status")
+    metrics.observe_api_write("evict", "error", count=2)
+    metrics.observe_relist("Node", count=0)
     metrics.config_reload(True)
     metrics.config_reload(False)
     metrics.set_leader(True)
@@ -256,10 +258,11 @@ def test_pumice_counters(metrics: SchedulerMetrics) -> None:
     assert value(got, "pumice_informer_relists_total", kind="Pod") == 1.0
     assert value(got, "pumice_watch_events_total", kind="Pod", type="ADDED") == 1.0
     assert value(got, "pumice_watch_events_total", kind="Node", type="MODIFIED") == 4.0
-    assert ("Node", "DELETED") not in {
-        (lab["kind"], lab["type"]) for lab, _ in got["pumice_watch_events_total"]
-    }
+    seen = {(lab["kind"], lab["type"]) for lab, _ in got["pumice_watch_events_total"]}
+    assert ("Node", "DELETED") not in seen and ("Node", "ADDED") not in seen
     assert value(got, "pumice_api_writes_total", kind="podgroup_status", result="success") == 1
+    assert value(got, "pumice_api_writes_total", kind="evict", result="error") == 2
+    assert label_values(got, "pumice_informer_relists_total", "kind") == {"Pod"}
     assert value(got, "pumice_config_reloads_total", result="success") == 1.0
     assert value(got, "pumice_config_reloads_total", result="error") == 1.0
     assert value(got, "pumice_leader") == 1.0

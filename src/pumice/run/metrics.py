@@ -781,25 +781,29 @@ class SchedulerMetrics:
 
     # -- the rest of the process ---------------------------------------------------------
 
-    def observe_api_write(self, kind: str, result: str = "success") -> None:
-        """A write to the API server other than a bind: ``kind`` such as ``evict``,
-        ``podgroup_status``, ``pod_condition``, ``event``, ``lease``; ``result``
-        ``success`` or a short fixed failure word (as for :meth:`bind_failed`)."""
-        self.api_writes.labels(kind, result).inc()
+    def observe_api_write(self, kind: str, result: str = "success", count: int = 1) -> None:
+        """``count`` writes to the API server other than binds: ``kind`` such as
+        ``evict``, ``podgroup_status``, ``pod_condition``, ``event``, ``lease``;
+        ``result`` ``success`` or a short fixed failure word (as for
+        :meth:`bind_failed`). A count below 1 is ignored."""
+        if count > 0:
+            self.api_writes.labels(kind, result).inc(count)
 
-    def observe_relist(self, kind: str) -> None:
+    def observe_relist(self, kind: str, count: int = 1) -> None:
         """An informer of ``kind`` (``Pod``, ``Node``, ``PodGroup``, ``Queue``, ...)
-        listed everything anew."""
-        self.relists.labels(kind).inc()
+        listed everything anew (``count`` times). A count below 1 is ignored."""
+        if count > 0:
+            self.relists.labels(kind).inc(count)
 
     def observe_watch_event(self, kind: str, event_type: str) -> None:
         """A watch event (``ADDED``, ``MODIFIED``, ``DELETED``, ``BOOKMARK``) of ``kind``."""
         self.watch_events.labels(kind, event_type).inc()
 
     def observe_watch_events(self, kind: str, counts: Mapping[str, int]) -> None:
-        """Several watch events at once: event type -> how many (for a batch)."""
+        """Several watch events at once: event type -> how many (for a batch; counts
+        below 1 are ignored, so deltas of a restarted informer do no harm)."""
         for event_type, n in counts.items():
-            if n:
+            if n > 0:
                 self.watch_events.labels(kind, event_type).inc(n)
 
     def config_reload(self, ok: bool) -> None:
