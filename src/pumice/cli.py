@@ -36,6 +36,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     from pumice.bench.scenarios import DEFAULT, known, resolve
     from pumice.scheduler import Scheduler
 
+    if args.scenario and args.scenario[0] == "e2e":
+        from pumice.bench.e2e_command import run_command
+
+        return run_command(args)
     if args.list:
         for name, description in known():
             print(f"{name:<18} {description}")
@@ -114,7 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="*",
         help="basic, large, gang, constraints, memory, scale (all scale-NxP), one "
         "scale-NxP, or a simulator window: sim-peak-small, sim-peak (default: all but the "
-        "sim-* ones; --list lists them)",
+        "sim-* ones; --list lists them); e2e alone runs pumice and its peers against a "
+        "real API server (the --e2e-* options)",
     )
     b.add_argument("--list", action="store_true", help="list the scenarios and exit")
     b.add_argument(
@@ -133,11 +138,17 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run scenarios in this process (peak memory is then cumulative)",
     )
+    from pumice.bench.e2e_command import add_arguments as add_e2e
+
+    add_e2e(b)
     b.set_defaults(func=_cmd_bench)
 
     from pumice.sim.command import add_parser as add_simulate
 
     add_simulate(sub)
+    from pumice.sandbox.command import add_parser as add_sandbox
+
+    add_sandbox(sub)
     from pumice.run.command import add_parser as add_run
 
     add_run(sub)

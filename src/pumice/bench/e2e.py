@@ -1,0 +1,395 @@
+"""``pumice bench e2e``: pumice, kube-scheduler and Volcano against a real API server.
+
+The in-memory scenarios time the scheduling core; this benchmark times the whole
+scheduler as a user runs it: a separate OS process talking to a real kube-apiserver
+(and etcd) over HTTPS, with informers, binds and status writes, side by side with
+kube-scheduler and Volcano's vc-scheduler doing the same work on the same machine.
+
+One *run* is one scheduler on one workload, on a fresh control plane of its own
+(:mod:`pumice.sandbox.controlplane`):
+
+1. set-up, not timed: the PodGroup CRDs and the ``default`` Queue (schedulers that read
+   them), ``nodes`` fake nodes (:func:`pumice.sandbox.nodes.create_nodes`), the
+   workload's PodGroups; then the scheduler is started and is *up* once it has bound a
+   warm-up pod (which is not counted);
+2. the clock: a watch on the benchmark's pods is opened, then the pods are created by
+   ``clients`` parallel clients as fast as the API server takes them; the run ends
+   when every pod is seen bound, or at the timeout;
+3. figures (:class:`E2EResult`): first create to last bind (``all_bound_s``), bound pods
+   per second of it (``pods_per_s``, as kube-scheduler's scheduler_perf counts), last
+   create to last bind (``tail_s``: what the scheduler adds after the API server has
+   taken the last pod), CPU seconds of the scheduler, the API server, etcd and this
+   process over the timed interval, and peak resident sets (``VmHWM``).
+
+Workloads: ``basic``, ``pods`` plain pods (for Volcano each gets a PodGroup of
+minMember 1, created in set-up, since its job controller is not running; pumice takes a
+pod without a group as a job of one); ``gangs``, ``gangs`` PodGroups of minMember
+``gang_size`` with that many pods each, checked on the watch for partly bound gangs
+(:mod:`pumice.bench.e2e_watch` says exactly what is checked). kube-scheduler has no
+gangs and is skipped there. ``churn`` rewrites node statuses and labels during the run
+(:mod:`pumice.bench.e2e_churn`).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pumice.bench import e2e_load as load
+from pumice.bench import e2e_peers as peers
+from pumice.bench.e2e_churn import NodeChurn
+from pumice.bench.e2e_proc import CpuMark, peak_rss_mb
+from pumice.bench.e2e_watch import BindWatch, percentile
+from pumice.cluster.kube_client import RESOURCES, ApiUnavailable, KubeClient
+from pumice.sandbox.apply import apply
+from pumice.sandbox.binaries import find_binary
+from pumice.sandbox.controlplane import ControlPlane
+
+WORKLOADS = ("basic", "gangs")
+#: Where the shared binaries and Volcano's files are looked for when not given.
+DEFAULT_K8S = Path(os.environ.get("PUMICE_K8S_DIR", "/work/shared/k8s"))
+REPO = Path(__file__).resolve().parents[3]
+
+
+@dataclass(frozen=True, slots=True)
+class E2EOptions:
+    nodes: int = 1000
+    pods: int = 5000
+    gangs: int = 20
+    gang_size: int = 500
+    schedulers: tuple[str, ...] = ("pumice", "kube-scheduler", "volcano")
+    workloads: tuple[str, ...] = WORKLOADS
+    churn: bool = False
+    churn_period: float = 10.0
+    clients: int = 16
+    runs: int = 1
+    timeout: float | None = None  # per run, from the first create; None: by size
+    startup_timeout: float = 120.0
+    workdir: Path | None = None  # logs and control planes kept here; None: a temp dir
+    k8s_dir: Path = DEFAULT_K8S
+    log: Any = None  # a callable taking one line of progress, or None
+
+    def volcano_dir(self) -> Path:
+        return self.k8s_dir / "volcano-1.7"
+
+    def pod_count(self, workload: str) -> int:
+        return self.pods if workload == "basic" else self.gangs * self.gang_size
+
+    def run_timeout(self, workload: str) -> float:
+        if self.timeout is not None:
+            return self.timeout
+        return 60.0 + self.pod_count(workload) / 20.0
+
+
+@dataclass(slots=True)
+class E2EResult:
+    """One scheduler on one workload (see the module docstring for each figure)."""
+
+    workload: str
+    scheduler: str
+    run: int
+    nodes: int
+    pods: int
+    gangs: int = 0
+    gang_size: int = 0
+    churn: bool = False
+    bound: int = 0
+    pods_per_s: float | None = None
+    all_bound_s: float | None = None
+    create_s: float | None = None
+    tail_s: float | None = None
+    created_per_s: float | None = None
+    latency_p50_s: float | None = None
+    latency_p99_s: float | None = None
+    startup_s: float | None = None
+    scheduler_cpu_s: float | None = None
+    apiserver_cpu_s: float | None = None
+    etcd_cpu_s: float | None = None
+    driver_cpu_s: float | None = None
+    scheduler_rss_mb: float | None = None
+    apiserver_rss_mb: float | None = None
+    gang_semantics: bool = True
+    gang_check: dict[str, Any] | None = None
+    churn_writes: dict[str, int] | None = None
+    create_retries: int = 0
+    problems: list[str] = field(default_factory=list)
+    logs: str = ""
+
+    @property
+    def valid(self) -> bool:
+        return not self.problems
+
+
+# -- the control plane ------------------------------------------------------------------
+
+
+@contextmanager
+def control_plane(workdir: Path) -> Iterator[ControlPlane]:
+    """A fresh etcd + kube-apiserver keeping its files in ``workdir``, stopped after."""
+    plane = ControlPlane(workdir=workdir)
+    plane.start()
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+def server_pids(plane: ControlPlane) -> dict[str, int]:
+    """Process ids of the plane's ``kube-apiserver`` and ``etcd``, found in ``/proc`` by
+    the ports they serve (the pids themselves are the plane's private business)."""
+    wanted = {
+        "kube-apiserver": f"--secure-port={plane.port}".encode(),
+        "etcd": f"http://127.0.0.1:{plane.etcd_port}".encode(),
+    }
+    found: dict[str, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if not argv or argv[0].endswith(b"setpriv"):
+            continue  # (setpriv execs its command: this is a moment before that)
+        for name, mark in wanted.items():
+            if Path(argv[0].decode(errors="replace")).name == name and mark in argv:
+                found[name] = int(entry.name)
+    return found
+
+
+def crd_folder(peer: peers.Peer, k8s_dir: Path) -> list[Path]:
+    """The CRD files for ``peer``: pumice's own (``deploy/``) when this is a source tree
+    holding them, else Volcano's (the same API)."""
+    volcano = sorted((k8s_dir / "volcano-1.7" / "crds").glob("*.yaml"))
+    if peer.crds == "pumice":
+        ours = [
+            p for p in sorted((REPO / "deploy").rglob("*.y*ml"))
+            if "CustomResourceDefinition" in p.read_text(errors="replace")
+        ]  # fmt: skip
+        return ours or volcano
+    return volcano if peer.crds == "volcano" else []
+
+
+# -- one run ----------------------------------------------------------------------------
+
+
+def _objects(
+    peer: peers.Peer, workload: str, options: E2EOptions
+) -> tuple[list[dict], list[dict], dict[str, int]]:
+    """(podgroups made in set-up, pods made on the clock, podgroup -> minMember)."""
+    name = peer.scheduler_name
+    if workload == "basic":
+        width = len(str(options.pods - 1))
+        names = [f"basic-{i:0{width}d}" for i in range(options.pods)]
+        if peer.group_per_pod:
+            groups = {n: 1 for n in names}
+            pods = [load.pod(n, name, workload, group=n) for n in names]
+            return [load.podgroup(n, 1) for n in names], pods, groups
+        return [], [load.pod(n, name, workload) for n in names], {}
+    gw, pw = len(str(options.gangs - 1)), len(str(options.gang_size - 1))
+    groups = {f"gang-{g:0{gw}d}": options.gang_size for g in range(options.gangs)}
+    if not peer.gangs:
+        pods = [load.pod(f"{g}-{i:0{pw}d}", name, workload) for g in groups
+                for i in range(options.gang_size)]  # fmt: skip
+        return [], pods, {}
+    pods = [load.pod(f"{g}-{i:0{pw}d}", name, workload, group=g) for g in groups
+            for i in range(options.gang_size)]  # fmt: skip
+    return [load.podgroup(g, m) for g, m in groups.items()], pods, groups
+
+
+def _wait_warm(
+    client: KubeClient, name: str, proc: Any, timeout: float
+) -> tuple[float | None, str | None]:
+    """Seconds until the warm-up pod is bound, or (None, why not)."""
+    path = RESOURCES["Pod"].path(load.NAMESPACE, name)
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if proc.poll() is not None:
+            return None, f"scheduler exited with code {proc.returncode} during start-up"
+        try:
+            status, body = client.request("GET", path)
+        except ApiUnavailable:
+            status, body = 0, None
+        if status == 200 and (body.get("spec") or {}).get("nodeName"):
+            return time.monotonic() - started, None
+        time.sleep(0.1)
+    return None, f"warm-up pod not bound in {timeout:.0f}s"
+
+
+def run_one(peer: peers.Peer, workload: str, options: E2EOptions, index: int,
+            workdir: Path) -> E2EResult:  # fmt: skip
+    """One scheduler on one workload on a fresh control plane (see the module)."""
+    say = options.log or (lambda line: None)
+    count = options.pod_count(workload)
+    result = E2EResult(
+        workload, peer.name, index, options.nodes, count, churn=options.churn,
+        gangs=options.gangs if workload == "gangs" else 0,
+        gang_size=options.gang_size if workload == "gangs" else 0,
+        gang_semantics=peer.gangs or workload != "gangs", logs=str(workdir),
+    )  # fmt: skip
+    workdir.mkdir(parents=True, exist_ok=True)
+    with control_plane(workdir / "controlplane") as plane:
+        kubeconfig = Path(plane.kubeconfig)
+        client = KubeClient.from_config(str(kubeconfig), pool_size=options.clients + 8)
+        try:
+            _run_on(plane, client, kubeconfig, peer, workload, options, result, workdir, say)
+        finally:
+            client.close()
+    return result
+
+
+def _run_on(plane: Any, client: KubeClient, kubeconfig: Path, peer: peers.Peer,
+            workload: str, options: E2EOptions, result: E2EResult, workdir: Path,
+            say: Any) -> None:  # fmt: skip
+    from pumice.sandbox.nodes import create_nodes
+
+    crds = crd_folder(peer, options.k8s_dir)
+    if crds:
+        apply(kubeconfig, crds)
+        load.ensure_queue(client)
+    started = time.monotonic()
+    nodes = create_nodes(client, options.nodes, workers=options.clients)
+    say(f"{len(nodes)} nodes in {time.monotonic() - started:.1f}s")
+    groups_setup, pods, groups = _objects(peer, workload, options)
+    if groups_setup:
+        made = load.create_all(client, groups_setup, options.clients)
+        result.problems += made.errors[:5]
+        say(f"{made.created} podgroups in {made.finished - made.started:.1f}s")
+    warm = load.pod("warmup", peer.scheduler_name, "warmup", group="warmup" if peer.crds else None)
+    warm["metadata"]["labels"] = {}
+    if peer.crds:
+        load.create_one(client, load.podgroup("warmup", 1))
+    load.create_one(client, warm)
+
+    conf = options.volcano_dir() / "volcano-scheduler.conf"
+    cmd = peers.command(peer, kubeconfig, workdir, find_binary,
+                        conf if conf.is_file() else None)  # fmt: skip
+    proc = peers.start(cmd, workdir / f"{peer.name}.log")
+    churn = None
+    watch = None
+    try:
+        result.startup_s, why = _wait_warm(client, "warmup", proc, options.startup_timeout)
+        if why is not None:
+            result.problems.append(why)
+            return
+        say(f"{peer.name} up in {result.startup_s:.1f}s")
+        if options.churn:
+            churn = NodeChurn(client, nodes, period=options.churn_period)
+            churn.start()
+        watch = BindWatch(client, workload, groups)
+        watch.start()
+        servers = server_pids(plane)
+        pids = {"scheduler": proc.pid, "driver": os.getpid(), **servers}
+        before = CpuMark.take(pids)
+        made = load.create_all(client, pods, options.clients)
+        say(f"{made.created} pods created in {made.finished - made.started:.1f}s")
+        done = watch.wait(
+            len(pods), options.run_timeout(workload) - (time.monotonic() - made.started)
+        )
+        after = CpuMark.take(pids)
+        _figures(result, made, watch, before, after, len(pods), done)
+        if not done:
+            result.problems.append(f"{result.bound} of {len(pods)} pods bound by the timeout")
+        if proc.poll() is not None:
+            result.problems.append(f"scheduler exited with code {proc.returncode}")
+        watch.settle(quiet=1.0, timeout=3.0)
+        if groups and workload == "gangs":
+            check = watch.gang_check()
+            result.gang_check = asdict(check) | {"violations": check.violations}
+            if check.violations and peer.gangs:
+                result.problems.append(
+                    f"{check.violations} gangs partly bound "
+                    f"(early: {len(check.early)}, at the end: {len(check.partial_at_end)})"
+                )
+        result.scheduler_rss_mb = peak_rss_mb(proc.pid)
+        if "kube-apiserver" in servers:
+            result.apiserver_rss_mb = peak_rss_mb(servers["kube-apiserver"])
+        result.create_retries = made.retries
+        result.problems += made.errors[:5]
+        if watch.error:
+            result.problems.append(watch.error)
+    finally:
+        if churn is not None:
+            stats = churn.stop()
+            result.churn_writes = asdict(stats)
+        if watch is not None:
+            watch.stop()
+        peers.stop(proc)
+
+
+def _figures(result: E2EResult, made: load.Created, watch: BindWatch, before: CpuMark,
+             after: CpuMark, expected: int, done: bool) -> None:  # fmt: skip
+    result.bound = len(watch.bound)
+    last = watch.last_bind()
+    result.create_s = made.finished - made.started
+    result.created_per_s = made.created / result.create_s if result.create_s > 0 else None
+    if last is not None and result.bound:
+        result.all_bound_s = last - made.started
+        result.pods_per_s = result.bound / result.all_bound_s
+        result.tail_s = last - made.finished
+    lat = watch.latencies()
+    result.latency_p50_s = percentile(lat, 0.5)
+    result.latency_p99_s = percentile(lat, 0.99)
+    cpu = after.since(before)
+    result.scheduler_cpu_s = cpu.get("scheduler")
+    result.apiserver_cpu_s = cpu.get("kube-apiserver")
+    result.etcd_cpu_s = cpu.get("etcd")
+    result.driver_cpu_s = cpu.get("driver")
+
+
+# -- the whole benchmark ----------------------------------------------------------------
+
+
+def runs(options: E2EOptions) -> list[tuple[str, peers.Peer]]:
+    """(workload, scheduler) pairs in the order they run; kube-scheduler skips gangs."""
+    out = []
+    for workload in options.workloads:
+        for name in options.schedulers:
+            peer = peers.PEERS[name]
+            if workload == "gangs" and not peer.gangs:
+                continue
+            out.append((workload, peer))
+    return out
+
+
+def run_e2e(options: E2EOptions) -> list[E2EResult]:
+    """Every (workload, scheduler) pair ``options.runs`` times, one after the other."""
+    results = []
+    packed = options.k8s_dir / "bin"
+    if packed.is_dir() and not os.environ.get("PUMICE_K8S_BIN"):
+        os.environ["PUMICE_K8S_BIN"] = str(packed)  # where find_binary looks first
+    base = options.workdir
+    temp = None
+    if base is None:
+        temp = tempfile.TemporaryDirectory(prefix="pumice-e2e-")
+        base = Path(temp.name)
+    try:
+        for workload, peer in runs(options):
+            for i in range(options.runs):
+                tag = f"{workload}-{peer.name}-{i + 1}"
+                if options.log:
+                    options.log(f"{tag}: starting")
+                r = run_one(peer, workload, options, i + 1, base / tag)
+                if options.log:
+                    options.log(f"{tag}: {summary(r)}")
+                results.append(r)
+    finally:
+        if temp is not None:
+            temp.cleanup()
+    return results
+
+
+def summary(r: E2EResult) -> str:
+    if r.pods_per_s is None:
+        return "; ".join(r.problems) or "no pod bound"
+    text = f"{r.bound}/{r.pods} bound, {r.pods_per_s:.0f} pods/s, all bound {r.all_bound_s:.1f}s"
+    return text + ("" if r.valid else "; " + "; ".join(r.problems))
+
+
+__all__ = ["WORKLOADS", "E2EOptions", "E2EResult", "run_e2e", "run_one", "runs", "summary"]
