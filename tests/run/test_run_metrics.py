@@ -190,8 +190,11 @@ def test_capacity_plugin_gives_the_queue_figures(metrics: SchedulerMetrics) -> N
     _, _, record = run_cycle(metrics, CAPACITY)
     assert record.facts is not None and record.facts.source == "capacity"
     got = samples(metrics)
-    assert label_values(got, "volcano_queue_deserved_milli_cpu", "queue_name")
-    assert label_values(got, "volcano_queue_share", "queue_name")
+    queues = label_values(got, "volcano_queue_deserved_milli_cpu", "queue_name")
+    assert queues and label_values(got, "volcano_queue_share", "queue_name") == queues
+    for lab, v in got["volcano_queue_overused"]:  # Volcano's capacity rule: share above 1
+        share = value(got, "volcano_queue_share", **lab)
+        assert v == (1.0 if share > 1 else 0.0)
 
 
 def test_without_a_queue_plugin_the_snapshot_sums_are_reported(
@@ -206,6 +209,7 @@ def test_without_a_queue_plugin_the_snapshot_sums_are_reported(
     assert value(got, "volcano_queue_allocated_milli_cpu", queue_name="q1") == 0.0
     assert value(got, "volcano_queue_request_milli_cpu", queue_name="q1") == 8000.0
     assert "volcano_queue_share" not in got
+    assert "volcano_queue_overused" not in got  # no plugin says
     assert decisions.binds
 
 

@@ -194,9 +194,15 @@ def _plugin(ssn: Session, name: str) -> Any:
 
 def _queue_figures(ssn: Session) -> tuple[str, list[QueueFigures]]:
     """Queue figures from proportion's state, else capacity's, else the snapshot's
-    ledger (the sums as the cycle began) and the queues' spec."""
+    ledger (the sums as the cycle began) and the queues' spec.
+
+    Overused is the session's ``overused`` question as the cycle ends (proportion:
+    allocated has reached deserved in every dimension); with capacity, Volcano's rule
+    at session close, a share above 1; unknown (left out) when nothing decides it."""
     space = ssn.space
-    overused = {name: bool(ssn.overused(q)) for name, q in ssn.queues.items()}
+    overused: dict[str, bool | None] = dict.fromkeys(ssn.queues)
+    if ssn.hooks.flat("overused"):
+        overused = {name: bool(ssn.overused(q)) for name, q in ssn.queues.items()}
     source, plugin = "proportion", _plugin(ssn, "proportion")
     if plugin is None:
         source, plugin = "capacity", _plugin(ssn, "capacity")
@@ -210,6 +216,9 @@ def _queue_figures(ssn: Session) -> tuple[str, list[QueueFigures]]:
             if attr is None:
                 out.append(QueueFigures(name, weight, {}, {}, {}, overused=overused.get(name)))
                 continue
+            over = overused.get(name)
+            if source == "capacity" and over is None:
+                over = float(attr.share) > 1.0
             out.append(
                 QueueFigures(
                     name=name,
@@ -221,7 +230,7 @@ def _queue_figures(ssn: Session) -> tuple[str, list[QueueFigures]]:
                     capability=_amounts(space, attr.capability),
                     real_capability=_amounts(space, attr.real_capability),
                     share=float(attr.share),
-                    overused=overused.get(name),
+                    overused=over,
                 )
             )
         return source, out
