@@ -3,6 +3,7 @@ small snapshot gives, and pumice's own counters. No assertion reads a duration."
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -295,3 +296,17 @@ def test_a_registry_of_its_own() -> None:
     names = {m.name for m in b.registry.collect()}
     assert "process_cpu_seconds" in names
     assert not any(n.startswith("process_") for n in (m.name for m in a.registry.collect()))
+
+
+@pytest.mark.parametrize(("limit", "kept"), [(1, {"pg1"}), (None, {"pg1", "pg2"})])
+def test_per_job_series_are_capped(limit: int | None, kept: set[str]) -> None:
+    metrics = SchedulerMetrics(
+        clock=lambda: CREATED + 5.0, process_metrics=False, job_series_limit=limit
+    )
+    _, decisions, record = run_cycle(metrics, GANG)  # pg2 placed
+    assert record.facts is not None
+    later = replace(record.facts, placed_jobs={"c1/pg1": ("pg1", "c1", "q1", CREATED)})
+    metrics.observe_cycle(decisions, replace(record, facts=later), now=CREATED + 9.0)
+    got = samples(metrics)
+    assert label_values(got, "volcano_e2e_job_scheduling_duration", "job_name") == kept
+    assert value(got, "volcano_e2e_job_scheduling_latency_milliseconds_count") == 2.0

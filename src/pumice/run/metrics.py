@@ -34,6 +34,7 @@ places tasks in bulk, not node by node).
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import time
@@ -48,11 +49,11 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
-from pumice.api.job import COMPLETED, INQUEUE, PENDING, RUNNING, UNKNOWN, JobInfo
+from pumice.api.job import COMPLETED, INQUEUE, PENDING, RUNNING, UNKNOWN
 from pumice.api.quantity import CPU, MEMORY
 from pumice.api.resources import ResourceSpace, Vector
 from pumice.api.task import TaskStatus
-from pumice.framework.decisions import Decisions
+from pumice.framework.decisions import Decisions, PodGroupUpdate
 from pumice.framework.session import Session
 
 ON_SESSION_OPEN = "OnSessionOpen"
@@ -256,14 +257,13 @@ def _queue_figures(ssn: Session) -> tuple[str, list[QueueFigures]]:
     return "snapshot", out
 
 
-def _unschedulable(ssn: Session, job: JobInfo) -> bool:
-    upd = ssn.decisions.podgroups.get(job.uid)
-    if upd is None:
+def _unschedulable(upd: PodGroupUpdate | None, session_uid: str) -> bool:
+    if upd is None or not upd.conditions:
         return False
-    return any(
-        c.get("type") == "Unschedulable" and c.get("transitionID") == ssn.uid
-        for c in upd.conditions
-    )
+    for c in upd.conditions:
+        if c.get("type") == "Unschedulable" and c.get("transitionID") == session_uid:
+            return True
+    return False
 
 
 def read_session(ssn: Session) -> SessionFacts:
@@ -279,28 +279,36 @@ def read_session(ssn: Session) -> SessionFacts:
     for uid, job in ssn.jobs.items():
         upd = podgroups.get(uid)
         phase = upd.phase if upd is not None and upd.phase else job.phase
-        counts = phases.setdefault(job.queue, {})
+        counts = phases.get(job.queue)
+        if counts is None:
+            counts = phases[job.queue] = {}
         counts[phase] = counts.get(phase, 0) + 1
 
     unschedulable: dict[str, int] = {}
     unplaced = 0
     placed_pods: dict[str, float] = {}
     placed_jobs: dict[str, tuple[str, str, str, float]] = {}
-    binds, pipelined = d.binds, d.pipelined
+    binds, pipelined, invalid, sid = d.binds, d.pipelined, ssn.invalid, ssn.uid
+    placing = ((TaskStatus.BINDING, binds), (TaskStatus.PIPELINED, pipelined))
     for uid, job in ssn.active.items():
-        if uid not in ssn.invalid and not job.is_pending():
-            unplaced += len(job.by_status.get(TaskStatus.PENDING, ()))
-        if _unschedulable(ssn, job):
+        by_status = job.by_status
+        if uid not in invalid and not job.is_pending():
+            waiting = by_status.get(TaskStatus.PENDING)
+            if waiting:
+                unplaced += len(waiting)
+        if _unschedulable(podgroups.get(uid), sid):
             unschedulable[uid] = max(job.min_available - job.ready_num(), 0)
-        if not binds and not pipelined:
-            continue
-        for status, placed in ((TaskStatus.BINDING, binds), (TaskStatus.PIPELINED, pipelined)):
-            for t in job.by_status.get(status, {}).values():
-                if t.key in placed:
-                    placed_pods[t.key] = t.creation
+        for status, placed in placing:
+            tasks = by_status.get(status) if placed else None
+            if not tasks:
+                continue
+            for t in tasks.values():
+                key = t.key
+                if key in placed:
+                    placed_pods[key] = t.creation
                     placed_jobs[uid] = (job.name, job.namespace, job.queue, job.creation)
-    for uid, (job, _reason) in ssn.invalid.items():
-        if uid not in unschedulable and _unschedulable(ssn, job):
+    for uid, (job, _reason) in invalid.items():
+        if uid not in unschedulable and _unschedulable(podgroups.get(uid), sid):
             unschedulable[uid] = max(job.min_available - job.ready_num(), 0)
     return SessionFacts(
         source=source,
@@ -498,16 +506,24 @@ class SchedulerMetrics:
     All methods are cheap and may be called from any thread. ``clock`` gives "now" in
     unix seconds (the epoch the pods' and podgroups' creation timestamps are in); tests
     inject one. ``process_metrics`` adds the ``process_*``, ``python_gc_*`` and
-    ``python_info`` collectors to the registry, as Volcano exports Go's."""
+    ``python_info`` collectors to the registry, as Volcano exports Go's.
+
+    ``job_series_limit``: how many jobs keep their ``volcano_e2e_job_scheduling_*``
+    gauges (the most recently placed; None: every job until it is deleted, as Volcano
+    does). Each job is three series; ten thousand jobs make ``/metrics`` megabytes
+    long, and rendering it holds the interpreter for a second, in the middle of
+    cycles. The latency histogram counts every job either way."""
 
     def __init__(
         self,
         *,
         clock: Callable[[], float] = time.time,
         process_metrics: bool = True,
+        job_series_limit: int | None = 1000,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._clock = clock
+        self._job_series_limit = job_series_limit
         r = self.registry
         self.e2e = Histogram(
             "volcano_e2e_scheduling_latency_milliseconds",
@@ -688,6 +704,8 @@ class SchedulerMetrics:
         self._last.update(facts, victims, attempts, jobs)
 
     def _job_series(self, facts: SessionFacts, now: float) -> dict[str, _JobSeries]:
+        """The per-job gauges after this cycle: the jobs still there, in the order they
+        were last placed (the least recent first), at most ``job_series_limit``."""
         jobs = {
             uid: s
             for uid, s in self._last.jobs.items()
@@ -696,7 +714,12 @@ class SchedulerMetrics:
         for uid, (name, namespace, queue, creation) in facts.placed_jobs.items():
             ms = _ms_since(creation, now)
             self.job_latency.observe(ms)
+            jobs.pop(uid, None)
             jobs[uid] = _JobSeries(name, queue, namespace, ms, creation, now)
+        limit = self._job_series_limit
+        if limit is not None and len(jobs) > limit:
+            for uid in list(itertools.islice(jobs, len(jobs) - limit)):
+                del jobs[uid]
         return jobs
 
     def _preemption(self, decisions: Decisions) -> tuple[int, int]:
