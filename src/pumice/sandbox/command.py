@@ -1,0 +1,288 @@
+"""``pumice sandbox``: a living cluster on a laptop, to run ``pumice run`` against.
+
+It starts a real etcd and kube-apiserver (:class:`~pumice.sandbox.ControlPlane`), applies
+pumice's CRDs and the ``default`` Queue, creates fake Ready nodes
+(:mod:`pumice.sandbox.nodes`) and runs the fake kubelet
+(:mod:`pumice.sandbox.kubelet`) that makes bound pods run, finish and leave, then waits
+for Ctrl-C or SIGTERM and stops everything (exit 0).
+
+Everything lives under ``--dir`` (default ``./pumice-sandbox``): certificates, etcd's
+data, the servers' logs, the admin kubeconfig (``DIR/kubeconfig``) and the manifests it
+applied. Each start begins afresh (new data, new token): the directory is kept after a
+stop so the logs can be read, and reused by the next start.
+
+Refusals come before anything starts: missing binaries (exit 2, with where to get them),
+bad counts (exit 2). A server that fails to start is exit 1, with its log's last lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import inspect
+import logging
+import shutil
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import yaml
+
+from pumice.errors import InputError
+
+EXIT_BAD_INPUT = 2
+EXIT_FAILED = 1
+DEFAULT_DIR = "pumice-sandbox"
+#: pumice's manifests in a source checkout; the sandbox applies their CRDs and Queues.
+DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "sandbox"
+_KINDS = ("CustomResourceDefinition", "Queue")  # applied from deploy/, in this order
+DEFAULT_QUEUE = {
+    "apiVersion": "scheduling.volcano.sh/v1beta1",
+    "kind": "Queue",
+    "metadata": {"name": "default"},
+    "spec": {"weight": 1, "reclaimable": True},
+}
+KUBECTL_HOW_TO = "https://kubernetes.io/docs/tasks/tools/ (or setup-envtest's KUBEBUILDER_ASSETS)"
+
+
+def add_parser(sub: Any) -> None:
+    s = sub.add_parser(
+        "sandbox",
+        help="start a local Kubernetes control plane with fake nodes to schedule",
+        description="Start etcd and kube-apiserver on this machine, apply pumice's CRDs "
+        "and the default Queue, create fake Ready nodes and a fake kubelet that runs the "
+        "pods bound to them (Running after a startup delay, Succeeded after the "
+        "sandbox.pumice.dev/duration annotation), then wait for Ctrl-C. Point "
+        "`pumice run --kubeconfig DIR/kubeconfig` and kubectl at it.",
+    )
+    s.add_argument(
+        "--nodes", type=int, default=4, metavar="N", help="CPU nodes (32 cpu, 128Gi; default 4)"
+    )
+    s.add_argument(
+        "--gpu-nodes",
+        type=int,
+        default=2,
+        metavar="M",
+        help="GPU nodes (96 cpu, 768Gi, 8 GPUs; default 2)",
+    )
+    s.add_argument(
+        "--dir",
+        default=DEFAULT_DIR,
+        metavar="DIR",
+        help=f"where data, logs and the kubeconfig go (default ./{DEFAULT_DIR})",
+    )
+    s.add_argument(
+        "--port", type=int, metavar="P", help="the API server's port (default: a free one)"
+    )
+    s.add_argument(
+        "--no-kubelet",
+        action="store_true",
+        help="no fake kubelet: bound pods stay Pending, graceful deletions never finish",
+    )
+    s.add_argument(
+        "--startup-delay",
+        type=float,
+        metavar="SECONDS",
+        help="seconds from bind to Running (default: the simulator's, 5)",
+    )
+    s.set_defaults(func=sandbox_command)
+
+
+def _check(args: argparse.Namespace) -> None:
+    for flag, value in (("--nodes", args.nodes), ("--gpu-nodes", args.gpu_nodes)):
+        if value < 0:
+            raise InputError("must be 0 or more", field=flag)
+    if args.port is not None and not 0 < args.port < 65536:
+        raise InputError("must be a port number (1-65535)", field="--port")
+    if args.startup_delay is not None and args.startup_delay < 0:
+        raise InputError("must be 0 or more", field="--startup-delay")
+
+
+def sandbox_command(args: argparse.Namespace) -> int:
+    from pumice.sandbox.binaries import missing_binaries
+
+    _check(args)
+    logging.basicConfig(format="pumice: sandbox: %(name)s: %(message)s", level=logging.WARNING)
+    missing = missing_binaries("kube-apiserver", "etcd")
+    if missing is not None:
+        print(f"pumice: sandbox: {missing}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, _setter(stop)) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return Sandbox(args, stop).run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _setter(stop: threading.Event) -> Any:
+    def handler(_sig: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    return handler
+
+
+class Sandbox:
+    """One run of ``pumice sandbox``: start, print, wait for ``stop``, stop."""
+
+    def __init__(self, args: argparse.Namespace, stop: threading.Event) -> None:
+        self.args = args
+        self.stop = stop
+        self.folder = Path(args.dir).expanduser().resolve()
+
+    def run(self) -> int:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with _locked(self.folder):
+            return self._run()
+
+    def _run(self) -> int:
+        from pumice.cluster.kube_client import KubeClient
+        from pumice.sandbox import ApplyError, ControlPlane, ControlPlaneError
+        from pumice.sandbox.nodes import NodeError
+
+        kwargs: dict[str, Any] = {"workdir": self.folder}
+        if self.args.port is not None:
+            if "port" not in inspect.signature(ControlPlane).parameters:
+                raise InputError("this control plane always picks a free port", field="--port")
+            kwargs["port"] = self.args.port
+        plane = ControlPlane(**kwargs)
+        kubelet = None
+        client = None
+        try:
+            _say(f"starting etcd and kube-apiserver in {self.folder} ...")
+            plane.start()
+            kubeconfig = self.folder / "kubeconfig"
+            shutil.copyfile(plane.kubeconfig, kubeconfig)
+            kubeconfig.chmod(0o600)
+            # Ctrl-C during the start-up is seen between its steps.
+            if not self.stop.is_set():
+                self._apply(kubeconfig)
+            client = KubeClient.from_config(str(kubeconfig))
+            names = [] if self.stop.is_set() else self._nodes(client)
+            if names and not self.args.no_kubelet and not self.stop.is_set():
+                kubelet = self._kubelet(client, names)
+            if not self.stop.is_set():
+                self._tell(plane.server, kubeconfig, kubelet is not None)
+            while not self.stop.wait(1.0):
+                if not plane.running:
+                    log = plane.logs.get("kube-apiserver")
+                    _say(f"kube-apiserver exited (its log: {log}); stopping")
+                    return EXIT_FAILED
+            _say("stopping ...")
+            return 0
+        except ControlPlaneError as err:
+            print(f"pumice: sandbox: {err}", file=sys.stderr)
+            return EXIT_FAILED
+        except (ApplyError, NodeError) as err:
+            print(f"pumice: sandbox: {err}", file=sys.stderr)
+            return EXIT_FAILED
+        finally:
+            if kubelet is not None:
+                kubelet.stop()
+            plane.stop()
+            if client is not None:
+                client.close()
+
+    def _apply(self, kubeconfig: Path) -> None:
+        count = install_pumice(kubeconfig, self.folder / "manifests.yaml")
+        if count is None:
+            _say(f"note: no CRDs found in {DEPLOY}: PodGroups and Queues are not served "
+                 "until you apply pumice's CRDs (kubectl apply -f deploy/)")  # fmt: skip
+        else:
+            _say(f"applied pumice's CRDs and the default Queue ({count} objects)")
+
+    def _nodes(self, client: Any) -> list[str]:
+        from pumice.sandbox.nodes import CPU_NODE, GPU_NODE, create_mixed
+
+        counts = [(CPU_NODE, self.args.nodes), (GPU_NODE, self.args.gpu_nodes)]
+        return create_mixed(client, [(shape, n) for shape, n in counts if n > 0])
+
+    def _kubelet(self, client: Any, names: list[str]) -> Any:
+        from pumice.sandbox.kubelet import FakeKubelet
+
+        delay = self.args.startup_delay
+        kubelet = FakeKubelet(client, names, **({} if delay is None else {"startup_delay": delay}))
+        kubelet.start()
+        kubelet.wait_synced(30)
+        return kubelet
+
+    def _tell(self, server: str, kubeconfig: Path, kubelet: bool) -> None:
+        cpu, gpu = self.args.nodes, self.args.gpu_nodes
+        what = f"{cpu} CPU and {gpu} GPU nodes" + (", fake kubelet" if kubelet else ", no kubelet")
+        print(f"pumice sandbox: kube-apiserver at {server}; {what}", flush=True)
+        if shutil.which("kubectl") is None:
+            _say(f"note: kubectl is not on PATH; get it from {KUBECTL_HOW_TO}")
+        print("next, in other terminals:", flush=True)
+        print(f"  pumice run --kubeconfig {kubeconfig}", flush=True)
+        print(f"  export KUBECONFIG={kubeconfig}; kubectl get pods -w", flush=True)
+        if EXAMPLES.is_dir():
+            print(f"  kubectl apply -f {EXAMPLES / 'gang.yaml'}", flush=True)
+        print("Ctrl-C stops the sandbox.", flush=True)
+
+
+def install_pumice(kubeconfig: Path, record: Path, folder: Path = DEPLOY) -> int | None:
+    """Apply the CRDs and Queues of ``folder`` (deploy/), plus a ``default`` Queue when
+    none of them is one; they are written to ``record`` first, for the user to read.
+    Returns how many objects were applied, or None (nothing applied) when ``folder``
+    holds no CRD. Raises :class:`~pumice.sandbox.ApplyError`."""
+    from pumice.sandbox import apply
+
+    objects = list(pumice_manifests(folder))
+    if not any(o["kind"] == "CustomResourceDefinition" for o in objects):
+        return None
+    if not any(o["kind"] == "Queue" and (o.get("metadata") or {}).get("name") == "default"
+               for o in objects):  # fmt: skip
+        objects.append(DEFAULT_QUEUE)
+    record.write_text(yaml.safe_dump_all(objects, sort_keys=False))
+    return len(apply(kubeconfig, record))
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """Hold ``folder/.lock`` for the sandbox's lifetime: a second sandbox on the same
+    directory would wipe the first one's etcd data. The lock dies with the process."""
+    with (folder / ".lock").open("w") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise InputError(
+                f"another pumice sandbox is running in {folder}; stop it or pick another --dir"
+            ) from None
+        yield
+
+
+def pumice_manifests(folder: Path = DEPLOY) -> Iterator[dict[str, Any]]:
+    """The CRDs, then the Queues, of the manifests under ``folder``; other kinds and
+    files that are not manifests (a kustomization) are skipped. None if ``folder`` is
+    not there (pumice installed without its source tree)."""
+    if not folder.is_dir():
+        return
+    found: list[dict[str, Any]] = []
+    for path in sorted(folder.rglob("*")):
+        if path.suffix not in (".yaml", ".yml", ".json") or not path.is_file():
+            continue
+        try:
+            docs = list(yaml.safe_load_all(path.read_text()))
+        except (OSError, yaml.YAMLError) as err:
+            _say(f"note: skipped {path}: {err}")
+            continue
+        for doc in docs:
+            listed = isinstance(doc, dict) and doc.get("kind") == "List"
+            items = doc.get("items") if listed else [doc]
+            found.extend(d for d in items or () if isinstance(d, dict) and d.get("kind") in _KINDS)
+    for kind in _KINDS:
+        yield from (b for b in found if b["kind"] == kind)
+
+
+def _say(text: str) -> None:
+    print(f"pumice: sandbox: {text}", file=sys.stderr, flush=True)
+
+
+__all__ = ["add_parser", "install_pumice", "pumice_manifests", "sandbox_command"]
