@@ -141,8 +141,8 @@ class FakeKubelet:
     """The kubelet of a set of fake nodes (see the module docstring).
 
     ``nodes`` names the owned nodes, ``prefix`` owns every node whose name starts with
-    it (either or both). ``start()`` lists and watches pods; ``stop()`` ends the timer
-    and the writers (writes in flight finish) and does not close ``client``.
+    it (either or both). ``start()`` lists and watches pods; ``stop()`` ends the timer,
+    the writers (writes in flight finish) and the watch, and does not close ``client``.
     """
 
     def __init__(
@@ -171,7 +171,10 @@ class FakeKubelet:
         self._clock = Clock(time.monotonic())
         self._pods: dict[str, _Pod] = {}
         self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="fake-kubelet")
-        self._informer = Informer(client, "Pod", self._event, stop=self._stop)
+        # The watch has a connection of its own, closed at stop() so that the informer's
+        # thread returns at once (``client`` is the caller's, left open).
+        self._watch_client = KubeClient(client.configuration, pool_size=2)
+        self._informer = Informer(self._watch_client, "Pod", self._event, stop=self._stop)
         self._timer = threading.Thread(target=self._run_timer, name="fake-kubelet-timer",
                                        daemon=True)  # fmt: skip
         self._res = RESOURCES["Pod"]
@@ -193,7 +196,7 @@ class FakeKubelet:
         if self._timer.is_alive():
             self._timer.join(timeout)
         self._pool.shutdown(wait=True, cancel_futures=True)
-        # The watch wakes up at its next event or when the server goes away.
+        self._watch_client.close()
         self._informer.join(min(timeout, 1.0))
 
     def __enter__(self) -> FakeKubelet:
