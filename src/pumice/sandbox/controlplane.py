@@ -16,9 +16,11 @@ Contract:
 - ``server``, ``ca_file``, ``admin_token`` and ``kubeconfig`` (an admin kubeconfig file)
   are set once started; ``kubeconfig_for(user)`` writes one for another identity.
 - ``restart_apiserver()`` stops and starts the API server on the same port with the same
-  etcd (objects survive; watches break), for fault tests.
+  etcd (objects survive; watches break), for fault tests; ``stop_apiserver()`` and
+  ``start_apiserver()`` do it in two steps, for an outage of some length.
 - ``stop()`` (also on ``with`` exit and at interpreter exit) kills both servers and
   removes the work directory, unless the caller passed one in.
+- ``pids`` and ``logs`` name the servers' processes and log files (in the work directory).
 
 Binaries come from :func:`pumice.sandbox.binaries.find_binary` (``PUMICE_K8S_BIN``,
 ``KUBEBUILDER_ASSETS``, ``PATH``).
@@ -192,7 +194,11 @@ class ControlPlane:
         self.stop()
 
     def start(self) -> ControlPlane:
-        """Start etcd, then the API server; return once it is ready."""
+        """Start etcd, then the API server; return once it is ready.
+
+        Raises :class:`~pumice.sandbox.binaries.BinaryNotFoundError` before starting
+        anything if a binary is missing, :class:`ControlPlaneError` if a server fails.
+        """
         if self.workdir is not None:
             raise ControlPlaneError("this control plane was already started")
         apiserver_bin, etcd_bin = find_binary("kube-apiserver"), find_binary("etcd")
@@ -210,6 +216,7 @@ class ControlPlane:
             self._write_tokens()
             self._start_etcd(etcd_bin)
             self._start_apiserver(apiserver_bin)
+            self.kubeconfig_for(ADMIN)
         except BaseException:
             self.stop()
             raise
@@ -264,7 +271,7 @@ class ControlPlane:
     def _start_etcd(self, etcd_bin: Path) -> None:
         workdir = self._started(self.workdir)
         for attempt in range(_ATTEMPTS):
-            client, peer = _free_port(), _free_port()
+            client, peer = _free_ports(2)
             data = workdir / "etcd-data"
             shutil.rmtree(data, ignore_errors=True)
             argv = [
@@ -295,7 +302,7 @@ class ControlPlane:
         workdir, pki = self._started(self.workdir), self._started(self._pki)
         attempts = 1 if self._fixed_port else _ATTEMPTS
         for attempt in range(attempts):
-            port = self._fixed_port or _free_port()
+            port = self._fixed_port or _free_ports(1)[0]
             argv = [
                 str(apiserver_bin),
                 f"--etcd-servers={self.etcd_url}",
@@ -442,11 +449,16 @@ def _etcd_healthy(body: bytes) -> bool:
         return False
 
 
-def _free_port() -> int:
-    """A loopback port free right now (the caller retries if another process takes it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct loopback ports free right now (held open until all are picked,
+    so they differ; the caller retries if another process takes one before it binds)."""
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind(("127.0.0.1", 0))
+            ports.append(int(sock.getsockname()[1]))
+        return ports
 
 
 _live: set[ControlPlane] = set()  # started and not yet stopped, for the atexit hook
