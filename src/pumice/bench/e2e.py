@@ -44,6 +44,7 @@ from typing import Any
 from pumice.bench import e2e_load as load
 from pumice.bench import e2e_peers as peers
 from pumice.bench.e2e_churn import NodeChurn
+from pumice.bench.e2e_machine import MachineMark, difference, request_counts, wait_quiet
 from pumice.bench.e2e_proc import CpuMark, peak_rss_mb
 from pumice.bench.e2e_watch import BindWatch, percentile
 from pumice.cluster.kube_client import RESOURCES, ApiUnavailable, KubeClient
@@ -71,6 +72,7 @@ class E2EOptions:
     runs: int = 1
     timeout: float | None = None  # per run, from the first create; None: by size
     startup_timeout: float = 120.0
+    quiet: float | None = None  # wait before each run until others use fewer cores
     workdir: Path | None = None  # logs and control planes kept here; None: a temp dir
     k8s_dir: Path = DEFAULT_K8S
     log: Any = None  # a callable taking one line of progress, or None
@@ -84,7 +86,7 @@ class E2EOptions:
     def run_timeout(self, workload: str) -> float:
         if self.timeout is not None:
             return self.timeout
-        return 60.0 + self.pod_count(workload) / 20.0
+        return 60.0 + self.pod_count(workload) / 10.0
 
 
 @dataclass(slots=True)
@@ -112,6 +114,10 @@ class E2EResult:
     apiserver_cpu_s: float | None = None
     etcd_cpu_s: float | None = None
     driver_cpu_s: float | None = None
+    machine_cpu_s: float | None = None  # the whole machine, busy, over the timed interval
+    others_cpu_s: float | None = None  # of that, processes not part of the run
+    load_avg: float | None = None  # 1-minute load average, the higher of start and end
+    api_requests: dict[str, int] = field(default_factory=dict)  # during the timed interval
     scheduler_rss_mb: float | None = None
     apiserver_rss_mb: float | None = None
     gang_semantics: bool = True
@@ -234,6 +240,9 @@ def run_one(peer: peers.Peer, workload: str, options: E2EOptions, index: int,
         gang_semantics=peer.gangs or workload != "gangs", logs=str(workdir),
     )  # fmt: skip
     workdir.mkdir(parents=True, exist_ok=True)
+    if options.quiet is not None:
+        cores = wait_quiet(options.quiet)
+        say(f"machine busy {cores:.2f} cores before the run")
     with control_plane(workdir / "controlplane") as plane:
         kubeconfig = Path(plane.kubeconfig)
         client = KubeClient.from_config(str(kubeconfig), pool_size=options.clients + 8)
@@ -286,14 +295,14 @@ def _run_on(plane: Any, client: KubeClient, kubeconfig: Path, peer: peers.Peer,
         watch.start()
         servers = server_pids(plane)
         pids = {"scheduler": proc.pid, "driver": os.getpid(), **servers}
-        before = CpuMark.take(pids)
+        before = _Marks.take(plane, pids)
         made = load.create_all(client, pods, options.clients)
         say(f"{made.created} pods created in {made.finished - made.started:.1f}s")
         done = watch.wait(
             len(pods), options.run_timeout(workload) - (time.monotonic() - made.started)
         )
-        after = CpuMark.take(pids)
-        _figures(result, made, watch, before, after, len(pods), done)
+        after = _Marks.take(plane, pids)
+        _figures(result, made, watch, before, after)
         if not done:
             result.problems.append(f"{result.bound} of {len(pods)} pods bound by the timeout")
         if proc.poll() is not None:
@@ -323,8 +332,25 @@ def _run_on(plane: Any, client: KubeClient, kubeconfig: Path, peer: peers.Peer,
         peers.stop(proc)
 
 
-def _figures(result: E2EResult, made: load.Created, watch: BindWatch, before: CpuMark,
-             after: CpuMark, expected: int, done: bool) -> None:  # fmt: skip
+@dataclass(frozen=True, slots=True)
+class _Marks:
+    """CPU of the processes timed, of the machine, and the API server's request
+    counters, at one moment (CPU first: it is the one that must be taken at once)."""
+
+    cpu: CpuMark
+    machine: MachineMark
+    requests: dict[str, float]
+
+    @classmethod
+    def take(cls, plane: ControlPlane, pids: dict[str, int]) -> _Marks:
+        cpu, machine = CpuMark.take(pids), MachineMark.take()
+        requests = request_counts(plane.server, str(plane.ca_file), plane.admin_token)
+        return cls(cpu, machine, requests)
+
+
+def _figures(
+    result: E2EResult, made: load.Created, watch: BindWatch, before: _Marks, after: _Marks
+) -> None:
     result.bound = len(watch.bound)
     last = watch.last_bind()
     result.create_s = made.finished - made.started
@@ -336,11 +362,15 @@ def _figures(result: E2EResult, made: load.Created, watch: BindWatch, before: Cp
     lat = watch.latencies()
     result.latency_p50_s = percentile(lat, 0.5)
     result.latency_p99_s = percentile(lat, 0.99)
-    cpu = after.since(before)
+    cpu = after.cpu.since(before.cpu)
     result.scheduler_cpu_s = cpu.get("scheduler")
     result.apiserver_cpu_s = cpu.get("kube-apiserver")
     result.etcd_cpu_s = cpu.get("etcd")
     result.driver_cpu_s = cpu.get("driver")
+    result.machine_cpu_s = after.machine.busy_s - before.machine.busy_s
+    result.others_cpu_s = max(0.0, result.machine_cpu_s - sum(v or 0.0 for v in cpu.values()))
+    result.load_avg = max(before.machine.load1, after.machine.load1)
+    result.api_requests = difference(after.requests, before.requests)
 
 
 # -- the whole benchmark ----------------------------------------------------------------

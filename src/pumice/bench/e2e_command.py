@@ -83,6 +83,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="keep each run's logs and control plane here (default: a temporary folder, removed)",
     )
     g.add_argument(
+        "--e2e-quiet",
+        type=float,
+        default=None,
+        metavar="CORES",
+        help="on a shared machine, wait (up to 10 min) before each run until other "
+        "processes use fewer than CORES cores",
+    )
+    g.add_argument(
         "--k8s-dir",
         default=None,
         metavar="DIR",
@@ -124,6 +132,7 @@ def options_from(args: argparse.Namespace):  # -> E2EOptions
         clients=args.e2e_clients,
         runs=args.e2e_runs,
         timeout=args.e2e_timeout,
+        quiet=args.e2e_quiet,
         workdir=Path(args.e2e_workdir) if args.e2e_workdir else None,
         k8s_dir=k8s_dir,
         log=lambda line: print(f"pumice: bench e2e: {line}", file=sys.stderr, flush=True),

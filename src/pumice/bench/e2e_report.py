@@ -21,7 +21,7 @@ from pumice.bench.e2e import E2EResult
 #: Numeric figures averaged over runs.
 MEASURED = tuple(
     f.name for f in fields(E2EResult)
-    if f.name.endswith(("_s", "_mb")) or f.name in ("pods_per_s", "bound")
+    if f.name.endswith(("_s", "_mb")) or f.name in ("pods_per_s", "bound", "load_avg")
 )  # fmt: skip
 
 
@@ -111,6 +111,20 @@ def ratios(results: Sequence[E2EResult]) -> list[str]:
     return lines
 
 
+def details(r: E2EResult) -> str:
+    """One line of what the table leaves out: etcd's and this process's CPU, the
+    machine's load and CPU spent outside the run, and the API server's requests."""
+    writes = {k: v for k, v in r.api_requests.items() if not k.startswith(("GET", "LIST", "WATCH"))}
+    per_pod = sum(writes.values()) / r.pods if r.pods else 0.0
+    top = ", ".join(f"{k} {v:,}" for k, v in list(writes.items())[:4])
+    return (
+        f"{r.scheduler}: etcd CPU {_num(r.etcd_cpu_s)} s, bench driver {_num(r.driver_cpu_s)} s,"
+        f" other processes {_num(r.others_cpu_s)} s, load {_num(r.load_avg)};"
+        f" writes to the API server {per_pod:.2f}/pod ({top});"
+        f" latency p50 {_num(r.latency_p50_s, 2)} s, p99 {_num(r.latency_p99_s, 2)} s"
+    )
+
+
 def print_report(results: Sequence[E2EResult], out: TextIO) -> None:
     """A markdown table per workload, then the ratios."""
     means = mean(results)
@@ -127,6 +141,8 @@ def print_report(results: Sequence[E2EResult], out: TextIO) -> None:
             print("| " + " | ".join(row) + " |", file=out)
         for line in ratios(these):
             print(line, file=out)
+        for r in these:
+            print(details(r), file=out)
         for r in these:
             for p in dict.fromkeys(r.problems):
                 print(f"problem: {r.scheduler}: {p}", file=out)

@@ -1,0 +1,109 @@
+"""``pumice bench e2e``: pumice against a real API server, at a tiny size.
+
+What a user relies on: a run reports every pod bound and no gang partly bound, the
+report and the JSON file hold the figures, and the gang check flags a scheduler that
+binds part of a gang (checked on the watch's bookkeeping, without a server). No test
+reads a timing.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from pumice.bench.e2e import DEFAULT_K8S, E2EOptions, run_e2e, runs
+from pumice.bench.e2e_load import GROUP_ANNOTATION, pod
+from pumice.bench.e2e_report import print_report, write_json
+from pumice.bench.e2e_watch import BindWatch
+from pumice.sandbox.binaries import missing_binaries
+
+
+@pytest.fixture
+def k8s_dir(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The shared binaries' folder; skips when kube-apiserver or etcd cannot be found."""
+    if (DEFAULT_K8S / "bin").is_dir() and not os.environ.get("PUMICE_K8S_BIN"):
+        monkeypatch.setenv("PUMICE_K8S_BIN", str(DEFAULT_K8S / "bin"))
+    why = missing_binaries("kube-apiserver", "etcd")
+    if why is not None:
+        pytest.skip(why)
+    return DEFAULT_K8S
+
+
+def test_tiny_run_binds_every_pod_and_keeps_gangs_whole(k8s_dir: Path, tmp_path: Path) -> None:
+    """20 nodes, 50 plain pods and 2 gangs of 10, pumice only: all bound, gangs whole."""
+    options = E2EOptions(
+        nodes=20, pods=50, gangs=2, gang_size=10, schedulers=("pumice",),
+        k8s_dir=k8s_dir, workdir=tmp_path / "runs",
+    )  # fmt: skip
+    results = run_e2e(options)
+    assert [(r.workload, r.scheduler) for r in results] == [
+        ("basic", "pumice"),
+        ("gangs", "pumice"),
+    ]
+    for r in results:
+        assert r.problems == [], r.problems
+        assert r.bound == r.pods
+    basic, gangs = results
+    assert basic.pods == 50 and basic.gang_check is None
+    assert gangs.pods == 20
+    assert gangs.gang_check is not None
+    assert gangs.gang_check["groups"] == 2
+    assert gangs.gang_check["violations"] == 0
+    assert gangs.gang_check["early"] == [] and gangs.gang_check["partial_at_end"] == []
+
+    out = io.StringIO()
+    print_report(results, out)
+    assert "2/2 whole" in out.getvalue()
+    write_json(results, tmp_path / "e2e.json")
+    saved = json.loads((tmp_path / "e2e.json").read_text())
+    assert [r["bound"] for r in saved["runs"]] == [50, 20]
+
+
+def test_kube_scheduler_skips_gangs() -> None:
+    """kube-scheduler has no gangs: it runs the basic workload only."""
+    options = E2EOptions(schedulers=("pumice", "kube-scheduler", "volcano"))
+    assert [(w, p.name) for w, p in runs(options)] == [
+        ("basic", "pumice"),
+        ("basic", "kube-scheduler"),
+        ("basic", "volcano"),
+        ("gangs", "pumice"),
+        ("gangs", "volcano"),
+    ]
+
+
+def _event(name: str, group: str, node: str | None = None) -> dict:
+    obj = pod(name, "x", "gangs", group=group)
+    if node:
+        obj["spec"]["nodeName"] = node
+    return obj
+
+
+def test_gang_check_flags_a_bind_before_the_gang_exists() -> None:
+    """A pod bound while its gang has fewer pods than minMember is flagged early, and a
+    gang left short is flagged at the end; a gang bound only once whole is not."""
+    watch = BindWatch(None, "gangs", {"a": 3, "b": 3})  # type: ignore[arg-type]
+    seen = 0.0
+
+    def observe(obj: dict) -> None:
+        nonlocal seen
+        seen += 1.0
+        watch._observe("MODIFIED", obj, seen)
+
+    for i in range(3):
+        observe(_event(f"a-{i}", "a"))
+    for i in range(3):
+        observe(_event(f"a-{i}", "a", "n1"))  # gang a: bound once all 3 exist
+    observe(_event("b-0", "b"))
+    observe(_event("b-0", "b", "n1"))  # gang b: bound with 1 of 3 created
+    observe(_event("b-1", "b"))
+    check = watch.gang_check()
+    assert check.early == ["b"]
+    assert check.partial_at_end == ["b"]
+    assert check.violations == 1
+    assert check.max_partial_groups == 1
+    assert watch.groups["a"].created_at_first_bind == 3
+    assert GROUP_ANNOTATION in _event("x", "a")["metadata"]["annotations"]
