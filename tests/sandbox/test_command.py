@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -81,8 +82,11 @@ def test_it_applies_the_crds_and_queues_of_deploy():
 
 def test_a_sandbox_starts_runs_a_pod_and_stops_on_sigterm(k8s_binaries, tmp_path):
     folder = tmp_path / "sb"
+    with socket.socket() as s:  # a port free now, for --port
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pumice.cli", "sandbox", "--dir", str(folder),
+        [sys.executable, "-m", "pumice.cli", "sandbox", "--dir", str(folder), "--port", str(port),
          "--nodes", "2", "--gpu-nodes", "1", "--startup-delay", "0.05"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -97,6 +101,7 @@ def test_a_sandbox_starts_runs_a_pod_and_stops_on_sigterm(k8s_binaries, tmp_path
         out = "".join(lines)
         assert "Ctrl-C" in out, (out, proc.poll())
         kubeconfig = folder / "kubeconfig"
+        assert f"kube-apiserver at https://127.0.0.1:{port};" in out
         assert f"pumice run --kubeconfig {kubeconfig}" in out
         assert f"export KUBECONFIG={kubeconfig}; kubectl get pods -w" in out
 

@@ -202,6 +202,23 @@ def test_a_pod_replaced_under_the_same_name_is_treated_as_new(client, names, kub
     assert kubelet.stats.errors == 0
 
 
+def test_a_pod_running_when_the_kubelet_starts_keeps_its_start_and_ends_on_time(client, names):
+    prefix, ns = names
+    _namespace(client, ns)
+    nodes = create_nodes(client, 1, CPU_NODE, prefix=prefix)
+    _pod(client, ns, "long", duration="4s")
+    _bind(client, ns, "long", nodes[0])
+    with FakeKubelet(client, nodes, startup_delay=0.05) as first:
+        k.wait_for("the pod Running", lambda: _phase(client, ns, "long") == "Running")
+    started = k.get(client, "Pod", f"{ns}/long")["status"]["startTime"]
+    assert first.stats.succeeded == 0
+    with FakeKubelet(client, nodes, startup_delay=0.05) as second:
+        k.wait_for("the pod Succeeded", lambda: _phase(client, ns, "long") == "Succeeded")
+    done = k.get(client, "Pod", f"{ns}/long")
+    assert done["status"]["startTime"] == started  # not started a second time
+    assert second.stats.started == 0 and second.stats.succeeded == 1
+
+
 def test_the_duration_annotation():
     def pod(**annotations: str) -> dict[str, Any]:
         return {"metadata": {"name": "p", "annotations": annotations}}

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
-import inspect
 import logging
 import shutil
 import signal
@@ -147,12 +146,7 @@ class Sandbox:
         from pumice.sandbox import ApplyError, ControlPlane, ControlPlaneError
         from pumice.sandbox.nodes import NodeError
 
-        kwargs: dict[str, Any] = {"workdir": self.folder}
-        if self.args.port is not None:
-            if "port" not in inspect.signature(ControlPlane).parameters:
-                raise InputError("this control plane always picks a free port", field="--port")
-            kwargs["port"] = self.args.port
-        plane = ControlPlane(**kwargs)
+        plane = ControlPlane(workdir=self.folder, port=self.args.port)
         kubelet = None
         client = None
         try:
