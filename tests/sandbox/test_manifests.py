@@ -139,3 +139,14 @@ def test_the_default_queue_matches_the_deploy_readme() -> None:
     readme = (DEPLOY / "README.md").read_text()
     for file in sorted(p.name for p in DEPLOY.glob("*.yaml")):
         assert f"`{file}`" in readme
+
+
+def test_the_deployments_arguments_are_ones_pumice_run_takes() -> None:
+    from pumice.cli import build_parser
+
+    (container,) = _deploy()["Deployment/pumice-scheduler"]["spec"]["template"]["spec"][
+        "containers"
+    ]
+    args = build_parser().parse_args(container["args"])
+    assert args.command == "run" and args.leader_elect
+    assert (args.metrics_address, args.healthz_address) == (":8080", ":11251")
