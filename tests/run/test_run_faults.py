@@ -67,7 +67,6 @@ def test_the_api_server_restarting_mid_run_loses_nothing(kube, control_plane):
 def test_a_scheduler_killed_mid_gang_finishes_it_after_a_restart(kube):
     client, kubeconfig = kube
     k.nodes(client, 4, cpu="4")
-    k.gang(client, "g", 4, cpu="2")
     allowed = threading.Semaphore(2)
     dead = threading.Event()
 
@@ -80,6 +79,7 @@ def test_a_scheduler_killed_mid_gang_finishes_it_after_a_restart(kube):
     opts = RunOptions(period=0.2, drain_seconds=0.2)
     with k.running(kubeconfig, options=opts) as runner:
         runner.cluster.may_write = two_then_die
+        k.gang(client, "g", 4, cpu="2")
         k.wait_for("two binds out", lambda: len(k.bound(client)) == 2)
     dead.set()
     assert len(k.bound(client)) == 2  # what a crash at that moment leaves

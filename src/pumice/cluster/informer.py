@@ -119,6 +119,8 @@ class Informer:
                 self.relists += 1
                 log.info("%s: resource version %s is gone; relisting", self.kind, self.version)
             except ApiUnavailable as err:
+                if self.stop.is_set():
+                    return
                 self.reconnects += 1
                 log.warning("%s: %s; retrying in %.1fs", self.kind, err, delay)
                 self.stop.wait(delay * (0.5 + random.random()))

@@ -225,9 +225,9 @@ class KubeCluster:
         self._binder.shutdown(wait=False, cancel_futures=True)
         for _ in self._writers:
             self._writes.put(None)
+        self.client.close()  # (ends the watches being read)
         for inf in self.informers.values():
             inf.join(timeout / 2)
-        self.client.close()
 
     # -- the protocol: reading ----------------------------------------------------------
 

@@ -18,7 +18,9 @@ call from many threads at once (one keep-alive pool, sized by ``pool_size``).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -118,6 +120,10 @@ class KubeClient:
         self._api = k8s.ApiClient(configuration)
         self._pool: urllib3.PoolManager = self._api.rest_client.pool_manager
         self.host = configuration.host.rstrip("/")
+        #: Watch responses being read: :meth:`close` shuts them down, so informer
+        #: threads blocked in a read return at once.
+        self._streams: set[Any] = set()
+        self._streams_lock = threading.Lock()
 
     @classmethod
     def from_config(
@@ -201,6 +207,8 @@ class KubeClient:
             )
         except (urllib3.exceptions.HTTPError, OSError) as err:
             raise ApiUnavailable(f"watch {path}: {err}") from err
+        with self._streams_lock:
+            self._streams.add(resp)
         try:
             if resp.status != 200:
                 yield resp.status, _decode(resp.read())
@@ -219,9 +227,17 @@ class KubeClient:
         except (urllib3.exceptions.HTTPError, OSError) as err:
             raise ApiUnavailable(f"watch {path}: {err}") from err
         finally:
+            with self._streams_lock:
+                self._streams.discard(resp)
             resp.release_conn()
 
     def close(self) -> None:
+        """Close every connection, the watches being read included."""
+        with self._streams_lock:
+            streams = list(self._streams)
+        for resp in streams:
+            with contextlib.suppress(RuntimeError):  # (released meanwhile: nothing to end)
+                resp.shutdown()
         self._pool.clear()
 
 
