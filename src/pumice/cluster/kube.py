@@ -133,8 +133,9 @@ class KubeCluster:
     """A :class:`~pumice.cluster.protocol.Cluster` backed by a Kubernetes API server.
 
     ``may_write`` gates every write (binds, evictions, status): a leader that may have
-    lost its lease returns False and nothing more is written. ``on_bound(pod_key, node)``
-    and ``on_bind_failed(pod_key, node, reason)`` are called from worker threads.
+    lost its lease returns False and nothing more is written. ``on_bound(pod_key, node,
+    seconds)`` (how long the API call took) and ``on_bind_failed(pod_key, node, word)``
+    (a fixed word: ``conflict``, ``not_found``, ...) are called from worker threads.
     """
 
     def __init__(
@@ -146,7 +147,7 @@ class KubeCluster:
         status_workers: int = STATUS_WORKERS,
         eviction_api: bool = False,
         may_write: Callable[[], bool] = lambda: True,
-        on_bound: Callable[[str, str], None] | None = None,
+        on_bound: Callable[[str, str, float], None] | None = None,
         on_bind_failed: Callable[[str, str, str], None] | None = None,
     ) -> None:
         self.client = client
@@ -356,6 +357,7 @@ class KubeCluster:
 
     def _bind(self, pod_key: str, node: str, uid: str) -> None:
         ok, reason = False, ""
+        start = time.perf_counter()
         try:
             if not self.may_write():
                 reason = "not the leader"
@@ -363,7 +365,7 @@ class KubeCluster:
                 ok, reason = self._post_binding(pod_key, node, uid)
         except Exception as err:  # never lose the in-flight count
             reason = f"error: {err}"
-        self._bind_done(pod_key, node, reason, ok=ok)
+        self._bind_done(pod_key, node, reason, ok=ok, seconds=time.perf_counter() - start)
 
     def _post_binding(self, pod_key: str, node: str, uid: str) -> tuple[bool, str]:
         namespace, _, name = pod_key.partition("/")
@@ -391,11 +393,13 @@ class KubeCluster:
             return False, f"HTTP {status}: {status_message(answer)}"
         return False, "gave up"
 
-    def _bind_done(self, pod_key: str, node: str, reason: str, *, ok: bool) -> None:
+    def _bind_done(
+        self, pod_key: str, node: str, reason: str, *, ok: bool, seconds: float = 0.0
+    ) -> None:
         if ok:
             self.stats.binds += 1
             if self.on_bound is not None:
-                self.on_bound(pod_key, node)
+                self.on_bound(pod_key, node, seconds)
         else:
             word = failure_word(reason)
             self.stats.failed(self.stats.bind_failures, word)

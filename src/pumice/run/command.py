@@ -158,9 +158,12 @@ def run_command(args: argparse.Namespace) -> int:
             )
         except ValueError as err:
             raise InputError(str(err), field="--leader-elect-*") from None
+    from prometheus_client import disable_created_metrics
+
     from pumice.run.http import Health, serve
     from pumice.run.metrics import SchedulerMetrics
 
+    disable_created_metrics()  # (Volcano's series have no *_created twins)
     metrics = SchedulerMetrics()
     health = Health(period)
     try:

@@ -110,10 +110,10 @@ class Runner:
 
     # -- callbacks from worker threads --------------------------------------------------
 
-    def _bound(self, pod: str, node: str) -> None:
+    def _bound(self, pod: str, node: str, seconds: float) -> None:
         self.reporter.on_bound(pod, node)
         if self.metrics is not None:
-            self.metrics.bound(pod, node)
+            self.metrics.bound(pod, node, seconds=seconds)
 
     def _bind_failed(self, pod: str, node: str, reason: str) -> None:
         if self.metrics is not None:
@@ -240,9 +240,8 @@ class Runner:
         count on their own threads; the metrics see them once per loop turn)."""
         seen = self._seen_counts
         for kind, inf in self.cluster.informers.items():
-            relists = inf.lists - 1 if inf.lists else 0
-            for _ in range(relists - seen.get(("relist", kind), 0)):
-                self.metrics.observe_relist(kind)
+            relists = max(0, inf.lists - 1)  # (the first list is no relist)
+            self.metrics.observe_relist(kind, relists - seen.get(("relist", kind), 0))
             seen[("relist", kind)] = relists
             counts = dict(inf.events)
             self.metrics.observe_watch_events(
@@ -253,9 +252,7 @@ class Runner:
         for table, result in ((stats.writes, "success"), (stats.write_failures, "error")):
             for label, count in list(table.items()):
                 kind = label.split(":")[0]
-                new = count - seen.get((result, label), 0)
-                for _ in range(new):
-                    self.metrics.observe_api_write(kind, result)
+                self.metrics.observe_api_write(kind, result, count - seen.get((result, label), 0))
                 seen[(result, label)] = count
 
     def _reloaded(self, reload: Any) -> None:
