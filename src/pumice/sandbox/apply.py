@@ -220,11 +220,12 @@ class _Applier:
                 raise ApplyError(f"{m.source}: {m.label}: discovery: {_reason(err)}") from err
 
     def _crd_known(self, api_version: str, kind: str) -> bool:
-        group = api_version.rpartition("/")[0]
-        crds = self._crd_resource()
-        for crd in crds.get().items:
-            if crd.spec.group == group and crd.spec.names.kind == kind:
-                return True
+        """Whether a CRD serves ``kind`` in ``api_version`` (so discovery will catch up)."""
+        group, _, version = api_version.rpartition("/")
+        for crd in self._crd_resource().get().items:
+            spec = crd.spec
+            if spec.group == group and spec.names.kind == kind:
+                return any(v.name == version and v.served for v in spec.versions)
         return False
 
     def _crd_resource(self) -> Any:
