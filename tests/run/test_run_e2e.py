@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from tests.run import kube_kit as k
 
-from pumice.cluster.kube_client import RESOURCES, KubeClient
+from pumice.cluster.kube_client import RESOURCES
 
 pytestmark = pytest.mark.k8s
 
@@ -30,14 +30,6 @@ tiers:
     enableJobEnqueued: false  # (the queue is full: admission would hold the preemptor back)
   - name: nodeorder
 """
-
-
-@pytest.fixture
-def kube(control_plane) -> tuple[KubeClient, str]:
-    client = KubeClient.from_config(control_plane.kubeconfig)
-    k.install_crds(client)
-    k.queue(client, "default")
-    return client, control_plane.kubeconfig
 
 
 def test_a_gang_of_four_is_bound_on_four_nodes(kube):

@@ -20,14 +20,6 @@ pytestmark = pytest.mark.k8s
 FAST_LEASE = {"lease_duration": 1.5, "renew_deadline": 1.0, "retry_period": 0.2}
 
 
-@pytest.fixture
-def kube(control_plane) -> tuple[KubeClient, str]:
-    client = KubeClient.from_config(control_plane.kubeconfig)
-    k.install_crds(client)
-    k.queue(client, "default")
-    return client, control_plane.kubeconfig
-
-
 class _Dead:
     """An elector that has lost everything: no lease, nothing to release."""
 
@@ -46,15 +38,16 @@ def _no_half_gangs(client: KubeClient, gangs: dict[str, int]) -> None:
         assert n in (0, size), f"gang {name}: {n} of {size} bound"
 
 
-def test_the_api_server_restarting_mid_run_loses_nothing(kube, control_plane):
+def test_the_api_server_restarting_mid_run_loses_nothing(kube, shared_plane):
     client, kubeconfig = kube
     k.nodes(client, 4, cpu="4")
     k.gang(client, "before", 4, cpu="1")
     with k.running(kubeconfig) as runner:
         k.wait_for("the first gang bound", lambda: len(k.bound(client)) == 4)
-        control_plane.restart_apiserver()
+        shared_plane.restart_apiserver()
         k.gang(client, "after", 4, cpu="1")
         k.wait_for("the second gang bound", lambda: len(k.bound(client)) == 8, timeout=60)
+        k.wait_for("binds settled", lambda: runner.cluster.binds_in_flight() == 0)
         k.wait_for(
             "the cache to hold every pod",
             lambda: set(runner.cache.tasks) == {f"default/{n}" for n in k.pods(client)},
@@ -134,6 +127,7 @@ def test_two_replicas_one_schedules_and_the_other_takes_over(kube):
         with k.running(kubeconfig, elector=b) as rb:
             k.gang(client, "first", 2, cpu="1")
             k.wait_for("the first gang bound", lambda: len(k.bound(client)) == 2)
+            k.wait_for("binds settled", lambda: ra.cluster.binds_in_flight() == 0)
             assert (ra.cluster.stats.binds, rb.cluster.stats.binds) == (2, 0)
             assert rb.cycles == 0  # a standby keeps its cache, never cycles
             a.stop(release=False)  # the leader dies without a word...
@@ -142,5 +136,6 @@ def test_two_replicas_one_schedules_and_the_other_takes_over(kube):
             k.wait_for("the standby to lead", lambda: b.is_leader(), timeout=15)
             k.gang(client, "second", 2, cpu="1")
             k.wait_for("the second gang bound", lambda: len(k.bound(client)) == 4)
+            k.wait_for("binds settled", lambda: rb.cluster.binds_in_flight() == 0)
             assert rb.cluster.stats.binds == 2
     _no_half_gangs(client, {"first": 2, "second": 2})

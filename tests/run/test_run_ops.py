@@ -40,14 +40,6 @@ tiers:
 BAD = 'actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: gangg\n'
 
 
-@pytest.fixture
-def kube(control_plane) -> tuple[KubeClient, str]:
-    client = KubeClient.from_config(control_plane.kubeconfig)
-    k.install_crds(client)
-    k.queue(client, "default")
-    return client, control_plane.kubeconfig
-
-
 def _swap(link: Path, folder: Path, name: str, text: str) -> None:
     """Change the config the way the kubelet updates a mounted ConfigMap: a new
     directory, and a symlink swapped onto it."""

@@ -200,6 +200,8 @@ class Runner:
                 except Exception:  # a bug in one cycle must not stop the scheduler
                     log.exception("cycle %d failed; the next one starts afresh", self.cycles)
                 seen_changes = cache.changes
+            if leading:
+                self.reporter.queues(cache)  # (throttled; a quiet cluster still converges)
             if self.metrics is not None:
                 self._counters()
             next_at += period
@@ -221,7 +223,6 @@ class Runner:
         self.cycles += 1
         self.last_decisions = decisions
         self.reporter.after_cycle(cache, decisions, applied)
-        self.reporter.queues(cache)
         if self.metrics is not None:
             self.metrics.cycle_done(decisions, observer, snapshot, time.perf_counter() - start)
         if decisions.binds or decisions.evictions:
