@@ -7,13 +7,9 @@ are about order and state, never about how long something took.
 from __future__ import annotations
 
 import itertools
-import json
-import lzma
 import os
 import re
-import shutil
 import socket
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pumice.cluster.kube_client import RESOURCES, ApiUnavailable, KubeClient
+from pumice.cluster.kube_client import RESOURCES, KubeClient
 from pumice.run.leader import LeaderElector, default_identity
 
 FAST = {"lease_duration": 1.5, "renew_deadline": 1.0, "retry_period": 0.2}
@@ -29,141 +25,25 @@ NAMESPACE = "default"
 MICROTIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 
 
-# -- a private control plane ----------------------------------------------------------
+# -- the control plane ----------------------------------------------------------------
+
+
+@pytest.fixture
+def kubeconfig(shared_plane) -> Path:
+    """The admin kubeconfig of this worker's control plane (tests/run/conftest.py);
+    each test uses a Lease name of its own."""
+    return Path(shared_plane.kubeconfig)
+
+
+# -- helpers --------------------------------------------------------------------------
+
+_names = itertools.count()
 
 
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _binary(folder: Path, name: str, into: Path) -> Path | None:
-    plain = folder / name
-    if plain.is_file() and os.access(plain, os.X_OK):
-        return plain
-    packed = folder / f"{name}.xz"
-    if not packed.is_file():
-        return None
-    target = into / name
-    with lzma.open(packed) as src, open(target, "wb") as dst:
-        shutil.copyfileobj(src, dst, 1 << 20)
-    target.chmod(0o755)
-    return target
-
-
-def _wait_ready(kubeconfig: Path, procs: list[subprocess.Popen], timeout: float = 60.0) -> None:
-    client = KubeClient.from_config(str(kubeconfig))
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            if any(p.poll() is not None for p in procs):
-                raise RuntimeError("etcd or kube-apiserver exited during start-up")
-            try:
-                status, _ = client.request("GET", "/readyz", timeout=2.0)
-                if status == 200:
-                    status, _ = client.request("GET", "/api/v1/namespaces/default", timeout=2.0)
-                    if status == 200:
-                        return
-            except ApiUnavailable:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError("kube-apiserver not ready in time")
-    finally:
-        client.close()
-
-
-@pytest.fixture(scope="module")
-def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """An admin kubeconfig for a fresh etcd + kube-apiserver of this module's own."""
-    folder = os.environ.get("PUMICE_K8S_BIN")
-    how = (
-        "set PUMICE_K8S_BIN to a folder with kube-apiserver (or kube-apiserver.xz), such as "
-        "setup-envtest's KUBEBUILDER_ASSETS, and put etcd on PATH (apt-get install etcd-server)"
-    )
-    if not folder:
-        pytest.skip(f"no Kubernetes binaries: {how}")
-    root = tmp_path_factory.mktemp("controlplane")
-    apiserver = _binary(Path(folder), "kube-apiserver", root)
-    etcd = _binary(Path(folder), "etcd", root) or shutil.which("etcd")
-    if apiserver is None or etcd is None or shutil.which("openssl") is None:
-        pytest.skip(f"kube-apiserver, etcd or openssl missing: {how}")
-
-    pki = root / "pki"
-    (pki / "generated").mkdir(parents=True)
-    run = {"check": True, "capture_output": True}
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-keyout", pki / "serving.key", "-out", pki / "serving.crt",
-         "-subj", "/CN=kube-apiserver",
-         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-        **run,
-    )  # fmt: skip
-    subprocess.run(["openssl", "genrsa", "-out", pki / "sa.key", "2048"], **run)
-    subprocess.run(["openssl", "rsa", "-in", pki / "sa.key", "-pubout", "-out", pki / "sa.pub"],
-                   **run)  # fmt: skip
-    token = os.urandom(16).hex()
-    (pki / "tokens.csv").write_text(f'{token},admin,admin,"system:masters"\n')
-
-    client_port, peer_port, secure_port = _free_port(), _free_port(), _free_port()
-    etcd_url = f"http://127.0.0.1:{client_port}"
-    etcd_args = [
-        etcd, "--data-dir", root / "etcd", "--listen-client-urls", etcd_url,
-        "--advertise-client-urls", etcd_url,
-        "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
-        "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
-        "--initial-cluster", f"default=http://127.0.0.1:{peer_port}",
-        "--log-level", "warn",
-    ]  # fmt: skip
-    apiserver_args = [
-        apiserver, f"--etcd-servers={etcd_url}", "--bind-address=127.0.0.1",
-        "--advertise-address=127.0.0.1", f"--secure-port={secure_port}",
-        f"--tls-cert-file={pki / 'serving.crt'}",
-        f"--tls-private-key-file={pki / 'serving.key'}",
-        f"--token-auth-file={pki / 'tokens.csv'}", "--authorization-mode=AlwaysAllow",
-        f"--cert-dir={pki / 'generated'}", "--disable-admission-plugins=ServiceAccount",
-        "--endpoint-reconciler-type=none",
-        "--service-account-issuer=https://kubernetes.default.svc",
-        f"--service-account-key-file={pki / 'sa.pub'}",
-        f"--service-account-signing-key-file={pki / 'sa.key'}",
-        "--service-cluster-ip-range=10.0.0.0/24",
-    ]  # fmt: skip
-    config = root / "kubeconfig"
-    config.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "test", "cluster": {
-                    "server": f"https://127.0.0.1:{secure_port}",
-                    "certificate-authority": str(pki / "serving.crt")}}],
-                "users": [{"name": "admin", "user": {"token": token}}],
-                "contexts": [{"name": "test", "context": {"cluster": "test", "user": "admin"}}],
-                "current-context": "test",
-            }
-        )
-    )  # fmt: skip
-    procs: list[subprocess.Popen] = []
-    try:
-        for args, log_name in ((etcd_args, "etcd.log"), (apiserver_args, "kube-apiserver.log")):
-            with open(root / log_name, "wb") as log:  # the child keeps its own descriptor
-                procs.append(subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT))
-        _wait_ready(config, procs)
-        yield config
-    finally:
-        for proc in reversed(procs):
-            proc.terminate()
-        for proc in reversed(procs):
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
-# -- helpers --------------------------------------------------------------------------
-
-_names = itertools.count()
 
 
 def _dead_host() -> str:
