@@ -104,10 +104,15 @@ def test_a_relist_is_diffed_into_the_store(kube):
                         body={"metadata": {"labels": {"x": "y"}}},
                         content_type="application/merge-patch+json"))  # fmt: skip
     k.pod(client, "new", scheduler="other")
+    k.ok(client.request("DELETE", "/api/v1/namespaces/default/pods/stays",
+                        body={"gracePeriodSeconds": 0}))  # fmt: skip
+    k.pod(client, "stays", scheduler="other")  # the same name, another pod
     informer._list()
     assert sorted(seen) == [
-        (ADDED, "default/new"), (DELETED, "default/goes"), (MODIFIED, "default/changes"),
+        (ADDED, "default/new"), (ADDED, "default/stays"), (DELETED, "default/goes"),
+        (DELETED, "default/stays"), (MODIFIED, "default/changes"),
     ]  # fmt: skip
+    assert seen.index((DELETED, "default/stays")) < seen.index((ADDED, "default/stays"))
     assert sorted(informer.store) == ["default/changes", "default/new", "default/stays"]
 
 

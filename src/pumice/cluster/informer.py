@@ -49,6 +49,10 @@ WATCH_SECONDS = (300, 600)
 PAGE_SIZE = 500
 
 
+def _uid(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
 class _Gone(Exception):
     """The resume point fell out of the server's window: relist."""
 
@@ -173,6 +177,9 @@ class Informer:
         for key, obj in items.items():
             prev = old.get(key)
             if prev is None:
+                self.sink(ADDED, self.kind, key, obj)
+            elif _uid(prev) != _uid(obj):  # deleted and made again while we looked away
+                self.sink(DELETED, self.kind, key, prev)
                 self.sink(ADDED, self.kind, key, obj)
             elif resource_version(prev) != resource_version(obj):
                 self.sink(MODIFIED, self.kind, key, obj)
