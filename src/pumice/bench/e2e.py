@@ -9,9 +9,9 @@ One *run* is one scheduler on one workload, on a fresh control plane of its own
 (:mod:`pumice.sandbox.controlplane`):
 
 1. set-up, not timed: the PodGroup CRDs and the ``default`` Queue (schedulers that read
-   them), ``nodes`` fake nodes (:func:`pumice.sandbox.nodes.create_nodes`), the
-   workload's PodGroups; then the scheduler is started and is *up* once it has bound a
-   warm-up pod (which is not counted);
+   them), ``nodes`` fake nodes (:func:`pumice.sandbox.nodes.create_nodes`), the gangs'
+   PodGroups; then the scheduler is started and is *up* once it has bound a warm-up pod
+   (which is not counted); with ``churn``, node churn starts;
 2. the clock: a watch on the benchmark's pods is opened, then the pods are created by
    ``clients`` parallel clients as fast as the API server takes them; the run ends
    when every pod is seen bound, or at the timeout;
@@ -22,8 +22,9 @@ One *run* is one scheduler on one workload, on a fresh control plane of its own
    process over the timed interval, and peak resident sets (``VmHWM``).
 
 Workloads: ``basic``, ``pods`` plain pods (for Volcano each gets a PodGroup of
-minMember 1, created in set-up, since its job controller is not running; pumice takes a
-pod without a group as a job of one); ``gangs``, ``gangs`` PodGroups of minMember
+minMember 1, created on the clock just before its pod, since Volcano's job controller,
+which would make it, is not running; pumice takes a pod without a group as a job of
+one); ``gangs``, ``gangs`` PodGroups of minMember
 ``gang_size`` with that many pods each, checked on the watch for partly bound gangs
 (:mod:`pumice.bench.e2e_watch` says exactly what is checked). kube-scheduler has no
 gangs and is skipped there. ``churn`` rewrites node statuses and labels during the run

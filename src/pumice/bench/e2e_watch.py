@@ -65,7 +65,6 @@ class GangCheck:
     early: list[str] = field(default_factory=list)
     partial_at_end: list[str] = field(default_factory=list)
     max_partial_groups: int = 0
-    partial_observations: int = 0
     observations: int = 0
     longest_partial_s: float = 0.0
 
@@ -88,7 +87,6 @@ class BindWatch:
         self.nodes: dict[str, str] = {}
         self.partial: set[str] = set()
         self.max_partial = 0
-        self.partial_observations = 0
         self.observations = 0
         self.error: str | None = None
         self._cond = threading.Condition()
@@ -159,8 +157,6 @@ class BindWatch:
                 if group is not None:
                     self._bound_in(group, meta, now)
                 self._cond.notify_all()
-            if self.partial:
-                self.partial_observations += 1
 
     def _bound_in(self, group: GroupWatch, meta: dict[str, Any], now: float) -> None:
         key = meta["annotations"][GROUP_ANNOTATION]
@@ -217,7 +213,6 @@ class BindWatch:
             check = GangCheck(
                 groups=len(self.groups),
                 max_partial_groups=self.max_partial,
-                partial_observations=self.partial_observations,
                 observations=self.observations,
             )
             for name, g in sorted(self.groups.items()):
