@@ -36,7 +36,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     from pumice.bench.scenarios import DEFAULT, known, resolve
     from pumice.scheduler import Scheduler
 
-    if args.scenario and args.scenario[0] == "e2e":
+    if "e2e" in (args.scenario or ()):
         from pumice.bench.e2e_command import run_command
 
         return run_command(args)

@@ -34,9 +34,10 @@ gangs and is skipped there. ``churn`` rewrites node statuses and labels during t
 from __future__ import annotations
 
 import os
+import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -76,7 +77,7 @@ class E2EOptions:
     quiet: float | None = None  # wait before each run until others use fewer cores
     workdir: Path | None = None  # logs and control planes kept here; None: a temp dir
     k8s_dir: Path = DEFAULT_K8S
-    log: Any = None  # a callable taking one line of progress, or None
+    log: Callable[[str], None] | None = None  # told each line of progress
 
     def volcano_dir(self) -> Path:
         return self.k8s_dir / "volcano-1.7"
@@ -121,7 +122,6 @@ class E2EResult:
     api_requests: dict[str, int] = field(default_factory=dict)  # during the timed interval
     scheduler_rss_mb: float | None = None
     apiserver_rss_mb: float | None = None
-    gang_semantics: bool = True
     gang_check: dict[str, Any] | None = None
     churn_writes: dict[str, int] | None = None
     create_retries: int = 0
@@ -206,17 +206,13 @@ def _objects(
         return [], [load.pod(n, name, workload) for n in names], {}
     gw, pw = len(str(options.gangs - 1)), len(str(options.gang_size - 1))
     groups = {f"gang-{g:0{gw}d}": options.gang_size for g in range(options.gangs)}
-    if not peer.gangs:
-        pods = [load.pod(f"{g}-{i:0{pw}d}", name, workload) for g in groups
-                for i in range(options.gang_size)]  # fmt: skip
-        return [], pods, {}
     pods = [load.pod(f"{g}-{i:0{pw}d}", name, workload, group=g) for g in groups
             for i in range(options.gang_size)]  # fmt: skip
     return [load.podgroup(g, m) for g, m in groups.items()], pods, groups
 
 
 def _wait_warm(
-    client: KubeClient, name: str, proc: Any, timeout: float
+    client: KubeClient, name: str, proc: subprocess.Popen[bytes], timeout: float
 ) -> tuple[float | None, str | None]:
     """Seconds until the warm-up pod is bound, or (None, why not)."""
     path = RESOURCES["Pod"].path(load.NAMESPACE, name)
@@ -243,7 +239,7 @@ def run_one(peer: peers.Peer, workload: str, options: E2EOptions, index: int,
         workload, peer.name, index, options.nodes, count, churn=options.churn,
         gangs=options.gangs if workload == "gangs" else 0,
         gang_size=options.gang_size if workload == "gangs" else 0,
-        gang_semantics=peer.gangs or workload != "gangs", logs=str(workdir),
+        logs=str(workdir),
     )  # fmt: skip
     workdir.mkdir(parents=True, exist_ok=True)
     if options.quiet is not None:
@@ -259,9 +255,9 @@ def run_one(peer: peers.Peer, workload: str, options: E2EOptions, index: int,
     return result
 
 
-def _run_on(plane: Any, client: KubeClient, kubeconfig: Path, peer: peers.Peer,
+def _run_on(plane: ControlPlane, client: KubeClient, kubeconfig: Path, peer: peers.Peer,
             workload: str, options: E2EOptions, result: E2EResult, workdir: Path,
-            say: Any) -> None:  # fmt: skip
+            say: Callable[[str], None]) -> None:  # fmt: skip
     from pumice.sandbox.nodes import create_nodes
 
     crds = crd_folder(peer, options.k8s_dir)
@@ -318,7 +314,7 @@ def _run_on(plane: Any, client: KubeClient, kubeconfig: Path, peer: peers.Peer,
         if groups and workload == "gangs":
             check = watch.gang_check()
             result.gang_check = asdict(check) | {"violations": check.violations}
-            if check.violations and peer.gangs:
+            if check.violations:
                 result.problems.append(
                     f"{check.violations} gangs partly bound "
                     f"(early: {len(check.early)}, at the end: {len(check.partial_at_end)})"
@@ -401,7 +397,8 @@ def runs(options: E2EOptions) -> list[tuple[str, peers.Peer]]:
 
 
 def run_e2e(options: E2EOptions) -> list[E2EResult]:
-    """Every (workload, scheduler) pair ``options.runs`` times, one after the other."""
+    """Every (workload, scheduler) pair ``options.runs`` times, one run at a time, in
+    rounds (each round runs every pair once)."""
     results = []
     packed = options.k8s_dir / "bin"
     if packed.is_dir() and not os.environ.get("PUMICE_K8S_BIN"):
@@ -412,8 +409,8 @@ def run_e2e(options: E2EOptions) -> list[E2EResult]:
         temp = tempfile.TemporaryDirectory(prefix="pumice-e2e-")
         base = Path(temp.name)
     try:
-        for workload, peer in runs(options):
-            for i in range(options.runs):
+        for i in range(options.runs):  # round by round: a slow minute hits every scheduler
+            for workload, peer in runs(options):
                 tag = f"{workload}-{peer.name}-{i + 1}"
                 if options.log:
                     options.log(f"{tag}: starting")

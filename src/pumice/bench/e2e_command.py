@@ -116,16 +116,14 @@ def options_from(args: argparse.Namespace):  # -> E2EOptions
         if getattr(args, flag) < 1:
             raise InputError("must be at least 1", field="--" + flag.replace("_", "-"))
     k8s_dir = Path(args.k8s_dir) if args.k8s_dir else DEFAULT_K8S
-    if not (k8s_dir / "bin").is_dir():
-        raise InputError(
-            f"{k8s_dir}/bin not found (kube-apiserver and the peers' binaries)", field="--k8s-dir"
-        )
+    schedulers = _names(args.schedulers, tuple(PEERS), "--schedulers")
+    _check_binaries(k8s_dir, schedulers)
     return E2EOptions(
         nodes=args.e2e_nodes,
         pods=args.e2e_pods,
         gangs=args.e2e_gangs,
         gang_size=args.e2e_gang_size,
-        schedulers=_names(args.schedulers, tuple(PEERS), "--schedulers"),
+        schedulers=schedulers,
         workloads=_names(args.e2e_workloads, WORKLOADS, "--e2e-workloads"),
         churn=args.churn,
         churn_period=args.e2e_churn_period,
@@ -137,6 +135,25 @@ def options_from(args: argparse.Namespace):  # -> E2EOptions
         k8s_dir=k8s_dir,
         log=lambda line: print(f"pumice: bench e2e: {line}", file=sys.stderr, flush=True),
     )
+
+
+def _check_binaries(k8s_dir: Path, schedulers: tuple[str, ...]) -> None:
+    """Every binary the runs need can be found (``k8s_dir/bin`` is searched when
+    ``$PUMICE_K8S_BIN`` is not set), and Volcano's configuration file exists."""
+    import os
+
+    from pumice.bench.e2e_peers import PEERS
+    from pumice.sandbox.binaries import missing_binaries
+
+    if (k8s_dir / "bin").is_dir() and not os.environ.get("PUMICE_K8S_BIN"):
+        os.environ["PUMICE_K8S_BIN"] = str(k8s_dir / "bin")
+    names = ["kube-apiserver", "etcd"] + [b for s in schedulers if (b := PEERS[s].binary)]
+    why = missing_binaries(*names)
+    if why is not None:
+        raise InputError(why, field="--k8s-dir")
+    conf = k8s_dir / "volcano-1.7" / "volcano-scheduler.conf"
+    if "volcano" in schedulers and not conf.is_file():
+        raise InputError(f"{conf} not found (vc-scheduler's configuration)", field="--k8s-dir")
 
 
 def run_command(args: argparse.Namespace) -> int:

@@ -47,14 +47,24 @@ class Peer:
     crds: str | None  # "volcano", "pumice" or None
     gangs: bool
     group_per_pod: bool
+    binary: str | None = None  # the executable to find, None for pumice (this Python)
 
 
 PEERS: dict[str, Peer] = {
     p.name: p
     for p in (
         Peer("pumice", "pumice", "pumice", gangs=True, group_per_pod=False),
-        Peer("kube-scheduler", "default-scheduler", None, gangs=False, group_per_pod=False),
-        Peer("volcano", "volcano", "volcano", gangs=True, group_per_pod=True),
+        Peer(
+            "kube-scheduler",
+            "default-scheduler",
+            None,
+            gangs=False,
+            group_per_pod=False,
+            binary="kube-scheduler",
+        ),
+        Peer(
+            "volcano", "volcano", "volcano", gangs=True, group_per_pod=True, binary="vc-scheduler"
+        ),
     )
 }
 
@@ -82,14 +92,14 @@ def command(
     if peer.name == "kube-scheduler":
         config = workdir / "kube-scheduler.yaml"
         config.write_text(KUBE_SCHEDULER_CONFIG.format(kubeconfig=kubeconfig))
-        return [str(binary("kube-scheduler")), f"--config={config}",
+        return [str(binary(str(peer.binary))), f"--config={config}",
                 f"--authentication-kubeconfig={kubeconfig}",
                 f"--authorization-kubeconfig={kubeconfig}",
                 "--leader-elect=false", "--secure-port=0"]  # fmt: skip
     if peer.name == "volcano":
         if volcano_conf is None:
             raise FileNotFoundError("vc-scheduler needs volcano-scheduler.conf")
-        return [str(binary("vc-scheduler")), f"--kubeconfig={kubeconfig}",
+        return [str(binary(str(peer.binary))), f"--kubeconfig={kubeconfig}",
                 f"--scheduler-conf={volcano_conf}", "--schedule-period=1s",
                 f"--scheduler-name={peer.scheduler_name}", "--default-queue=default",
                 "--leader-elect=false", f"--kube-api-qps={QPS}", f"--kube-api-burst={QPS}",
