@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -19,20 +18,16 @@ from pumice.bench.e2e import DEFAULT_K8S, E2EOptions, run_e2e, runs
 from pumice.bench.e2e_load import GROUP_ANNOTATION, pod
 from pumice.bench.e2e_report import print_report, write_json
 from pumice.bench.e2e_watch import BindWatch
-from pumice.sandbox.binaries import missing_binaries
 
 
 @pytest.fixture
-def k8s_dir(monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The shared binaries' folder; skips when kube-apiserver or etcd cannot be found."""
-    if (DEFAULT_K8S / "bin").is_dir() and not os.environ.get("PUMICE_K8S_BIN"):
-        monkeypatch.setenv("PUMICE_K8S_BIN", str(DEFAULT_K8S / "bin"))
-    why = missing_binaries("kube-apiserver", "etcd")
-    if why is not None:
-        pytest.skip(why)
+def k8s_dir(k8s_binaries: None) -> Path:
+    """Volcano's folder (its CRDs are the fallback for pumice's); the run itself needs
+    only kube-apiserver and etcd, whose absence skips the test (``k8s_binaries``)."""
     return DEFAULT_K8S
 
 
+@pytest.mark.k8s
 def test_tiny_run_binds_every_pod_and_keeps_gangs_whole(k8s_dir: Path, tmp_path: Path) -> None:
     """20 nodes, 50 plain pods and 2 gangs of 10, pumice only: all bound, gangs whole."""
     options = E2EOptions(

@@ -43,6 +43,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from pumice.bench import e2e_load as load
 from pumice.bench import e2e_peers as peers
 from pumice.bench.e2e_churn import NodeChurn
@@ -170,17 +172,23 @@ def server_pids(plane: ControlPlane) -> dict[str, int]:
     return found
 
 
-def crd_folder(peer: peers.Peer, k8s_dir: Path) -> list[Path]:
-    """The CRD files for ``peer``: pumice's own (``deploy/``) when this is a source tree
-    holding them, else Volcano's (the same API)."""
+def crd_files(peer: peers.Peer, k8s_dir: Path) -> list[Path]:
+    """The CRD files for ``peer``: pumice's own (the files of ``deploy/`` holding only
+    CRDs) when this is a source tree that has them, else Volcano's (the same API)."""
     volcano = sorted((k8s_dir / "volcano-1.7" / "crds").glob("*.yaml"))
     if peer.crds == "pumice":
-        ours = [
-            p for p in sorted((REPO / "deploy").rglob("*.y*ml"))
-            if "CustomResourceDefinition" in p.read_text(errors="replace")
-        ]  # fmt: skip
-        return ours or volcano
+        return [p for p in sorted((REPO / "deploy").glob("*.y*ml")) if _only_crds(p)] or volcano
     return volcano if peer.crds == "volcano" else []
+
+
+def _only_crds(path: Path) -> bool:
+    try:
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+    except (OSError, yaml.YAMLError):
+        return False
+    return bool(docs) and all(
+        isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition" for d in docs
+    )
 
 
 # -- one run ----------------------------------------------------------------------------
@@ -260,7 +268,7 @@ def _run_on(plane: ControlPlane, client: KubeClient, kubeconfig: Path, peer: pee
             say: Callable[[str], None]) -> None:  # fmt: skip
     from pumice.sandbox.nodes import create_nodes
 
-    crds = crd_folder(peer, options.k8s_dir)
+    crds = crd_files(peer, options.k8s_dir)
     if crds:
         apply(kubeconfig, crds)
         load.ensure_queue(client)
