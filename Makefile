@@ -17,7 +17,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check src tests
-	$(VENV)/bin/python -m pytest -q -n 2
+	$(VENV)/bin/python -m pytest -n 2
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests
