@@ -295,3 +295,20 @@ def test_bad_objects_are_reported_and_skipped_when_asked():
     snap = cache.snapshot()
     assert {k for k, _, _ in seen[-1:]} == {"Queue"}
     assert "cycle" in snap.blocked["default/in-a"]
+
+
+def test_a_queue_status_write_does_not_rebuild_the_model(monkeypatch):
+    """pumice run writes each Queue's allocated resources and podgroup counts; those
+    writes come back as watch events and must not rebuild the model, while a change of
+    the queue's spec does."""
+    store = MemoryCluster()
+    store.create_all([queue("default"), node("n1", cpu="4")])
+    cache = SchedulerCache(store)
+    rebuilds = _count_rebuilds(cache, monkeypatch)
+    store.modify("Queue", "default", lambda q: q.setdefault("status", {}).update(
+        allocated={"cpu": "2"}, running=1))  # fmt: skip
+    cache.sync()
+    assert rebuilds == []
+    store.modify("Queue", "default", lambda q: q["spec"].update(weight=5))
+    cache.sync()
+    assert rebuilds == [1] and cache.queues["default"].weight == 5

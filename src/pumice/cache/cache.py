@@ -264,7 +264,13 @@ class SchedulerCache:
                     kind
                 ].pop(key, None)
             else:
-                self._record(kind, key, ev.obj)
+                table = self.queues_r if kind == "Queue" else self.pcs_r
+                old = table.get(key) if kind != "Node" else None
+                if old is not None and self._record(kind, key, ev.obj) == old:
+                    self.changes -= 1  # a status write (the queue's own counts): no change
+                    return
+                if old is None:
+                    self._record(kind, key, ev.obj)
             self._stale = True
 
     def _handle_node_update(self, key: str, obj: Mapping[str, Any]) -> None:

@@ -124,6 +124,7 @@ class KubeClient:
         #: threads blocked in a read return at once.
         self._streams: set[Any] = set()
         self._streams_lock = threading.Lock()
+        self._auth: dict[str, str] | None = None
 
     @classmethod
     def from_config(
@@ -152,7 +153,16 @@ class KubeClient:
         queries: list[tuple[str, str]] = []
         # The client's own auth step: bearer tokens, refreshed by its hooks (exec
         # plugins, projected service-account tokens); client certs live in the pool.
-        self._api.update_params_for_auth(headers, queries, ["BearerToken"], path, method, None)
+        # Without a refresh hook the token cannot change: its headers are kept (the
+        # step costs a tenth of a busy scheduler's CPU otherwise).
+        if self.configuration.refresh_api_key_hook is not None or self._auth is None:
+            auth: dict[str, str] = {}
+            self._api.update_params_for_auth(auth, queries, ["BearerToken"], path, method, None)
+            if self.configuration.refresh_api_key_hook is None and not queries:
+                self._auth = auth
+        else:
+            auth = self._auth
+        headers.update(auth)
         url = self.host + path
         params = [
             (k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items()

@@ -134,7 +134,7 @@ def run_command(args: argparse.Namespace) -> int:
     setup_logging(args.log_format, args.verbosity)
     try:
         client = KubeClient.from_config(
-            args.kubeconfig, args.context, pool_size=args.bind_workers + 8
+            args.kubeconfig, args.context, pool_size=args.bind_workers + 16
         )
     except Exception as err:  # the client's loaders raise their own types
         raise InputError(f"cannot load cluster credentials: {err}", field="--kubeconfig") from None
