@@ -22,15 +22,11 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from pumice.cluster.kube_client import MERGE_PATCH, RESOURCES, ApiUnavailable, KubeClient
+from pumice.cluster.kube_client import MERGE_PATCH, RESOURCES, ApiUnavailable, KubeClient, rfc3339
 
 CHURN_LABEL = "pumice.bench/churn"
 #: How often the heartbeat thread sends what is due.
 TICK = 0.1
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 @dataclass(slots=True)
@@ -96,7 +92,7 @@ class NodeChurn:
         sent = 0
         while count and not self._stop.wait(TICK):
             due = int((time.monotonic() - start) / self.period * count)
-            now = _now()
+            now = rfc3339()
             for turn in range(sent, due):
                 name = self.nodes[turn % count]
                 ready = {

@@ -47,6 +47,7 @@ from pumice.cluster.kube_client import (
     STRATEGIC_PATCH,
     ApiUnavailable,
     KubeClient,
+    rfc3339,
     status_message,
 )
 from pumice.cluster.protocol import ADDED, DELETED, KINDS, MODIFIED, WatchEvent
@@ -80,10 +81,6 @@ _FAILURE_WORDS = {
 def failure_word(reason: str) -> str:
     """A fixed word for a failed write's reason (a metric label, never a message)."""
     return _FAILURE_WORDS.get(reason.split(":")[0], "error")
-
-
-def _now_rfc3339() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 class KubeWatch:
@@ -427,7 +424,7 @@ class KubeCluster:
             if meta.get("deletionTimestamp"):
                 return False
             uid = str(meta.get("uid") or "")
-            self._evicting[pod_key] = _now_rfc3339()
+            self._evicting[pod_key] = rfc3339()
             self._deliver(MODIFIED, "Pod", pod_key, self._overlay("Pod", pod_key, pod))
         self._submit(("Pod-evict", pod_key), lambda: self._evict(pod_key, uid, reason))
         return True
@@ -475,7 +472,7 @@ class KubeCluster:
         succeeded: int = 0,
         failed: int = 0,
     ) -> bool:
-        stamp = _now_rfc3339()
+        stamp = rfc3339()
         status = {
             "phase": phase,
             "conditions": [{"lastTransitionTime": stamp, **c} for c in conditions],

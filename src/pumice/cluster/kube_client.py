@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -251,6 +252,11 @@ class KubeClient:
         self._pool.clear()
 
 
+def rfc3339(wall: float | None = None) -> str:
+    """A time (unix seconds; default now) as the API writes one: UTC, whole seconds."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(wall))
+
+
 def status_message(body: Any) -> str:
     """The human part of an API error body (a ``Status`` object)."""
     if isinstance(body, Mapping):
@@ -278,5 +284,6 @@ __all__ = [
     "KubeClient",
     "Resource",
     "list_items",
+    "rfc3339",
     "status_message",
 ]

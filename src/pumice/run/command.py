@@ -10,23 +10,22 @@ from __future__ import annotations
 
 import argparse
 import logging
-import re
 from typing import Any
 
 from pumice.errors import InputError
 
 log = logging.getLogger("pumice.run")
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-
 
 def duration(text: str, flag: str) -> float:
-    """``1s``, ``500ms``, ``2m``, ``1.5`` (seconds): a positive number of seconds."""
-    m = _DURATION.match(text)
-    if m is None or float(m.group(1)) * _UNITS[m.group(2)] <= 0:
+    """A Go-style duration as the Kubernetes schedulers take (``1s``, ``500ms``,
+    ``1m30s``) or plain seconds; it must be positive."""
+    from pumice.sim.fields import parse_seconds
+
+    seconds = parse_seconds(text, field=flag)
+    if seconds <= 0:
         raise InputError(f"{text!r} is not a positive duration (e.g. 1s, 500ms, 2m)", field=flag)
-    return float(m.group(1)) * _UNITS[m.group(2)]
+    return seconds
 
 
 def address(text: str, flag: str) -> tuple[str, int]:

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pumice.cluster.kube_client import API_VERSIONS
+from pumice.cluster.kube_client import API_VERSIONS, rfc3339
 
 COMPONENT = "pumice"
 #: Longest message the API server takes in an Event (it truncates beyond 1 KiB).
@@ -102,7 +102,7 @@ class EventRecorder:
             for k, _ in sorted(self._seen.items(), key=lambda kv: kv[1])[:50_000]:
                 del self._seen[k]
         namespace = meta.get("namespace") or "default"
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.wall()))
+        stamp = rfc3339(self.wall())
         event = {
             "apiVersion": "v1",
             "kind": "Event",

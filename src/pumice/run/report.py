@@ -25,6 +25,7 @@ from pumice.api.job import JobInfo
 from pumice.api.task import TaskStatus
 from pumice.cache.cache import ApplyResult, SchedulerCache
 from pumice.cluster.kube import KubeCluster
+from pumice.cluster.kube_client import rfc3339
 from pumice.errors import InputError
 from pumice.framework.decisions import Decisions
 from pumice.run.events import EventRecorder
@@ -105,7 +106,7 @@ class Reporter:
                             "reason": UNSCHEDULABLE,
                             "message": reason,
                             "lastProbeTime": None,
-                            "lastTransitionTime": _rfc3339(),
+                            "lastTransitionTime": rfc3339(),
                         },
                     )
         reasons = {a.get("task"): str(a.get("reason", "")) for a in decisions.audit if "task" in a}
@@ -191,10 +192,6 @@ class Reporter:
                 continue
             self._queue_status[name] = status
             self.cluster.update_queue_status(name, status)
-
-
-def _rfc3339() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 __all__ = ["Reporter"]

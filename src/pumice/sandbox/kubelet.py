@@ -46,6 +46,7 @@ from pumice.cluster.kube_client import (
     STRATEGIC_PATCH,
     ApiUnavailable,
     KubeClient,
+    rfc3339,
     status_message,
 )
 from pumice.cluster.protocol import DELETED
@@ -116,10 +117,6 @@ def pod_duration(pod: Mapping[str, Any]) -> float | None:
                 )  # fmt: skip
                 return None
     return None
-
-
-def _rfc3339(wall: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(wall))
 
 
 def _wall_of(text: str) -> float | None:
@@ -309,7 +306,7 @@ class FakeKubelet:
                 if rec.deleting:
                     return
                 rec.deleting = True
-            started_at = rec.started_at or _rfc3339(time.time())
+            started_at = rec.started_at or rfc3339()
         try:
             if what == _DELETE:
                 status, body = self._delete(key, uid)
@@ -321,7 +318,7 @@ class FakeKubelet:
         self._answered(event, rec, status, body, started_at)
 
     def _write_status(self, rec: _Pod, what: str, started_at: str) -> tuple[int, Any]:
-        now = _rfc3339(time.time())
+        now = rfc3339()
         if what == _START:
             body = running_status(rec.containers, now)
         else:
