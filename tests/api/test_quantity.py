@@ -45,3 +45,52 @@ def test_rounded_up_like_kubernetes_so_sums_are_exact() -> None:
     assert to_canonical("memory", "0.1Gi") == 107374183.0
     assert to_canonical("cpu", "0.5m") == 1.0
     assert to_canonical("nvidia.com/gpu", "0.5") == 0.5
+
+
+@pytest.mark.parametrize(
+    ("name", "amount", "text"),
+    [
+        ("memory", 5485988160 * 1024.0, "5.1Ti"),  # a node's allocatable as kubelets write it
+        ("memory", 1.5 * 2**30, "1.5Gi"),
+        ("memory", 1e9, "1G"),
+        ("memory", 107374183.0, "102.4Mi"),  # 0.1Gi rounded up to a whole byte
+        ("memory", 512.0, "512"),
+        ("ephemeral-storage", 2.0**40, "1Ti"),
+        ("hugepages-2Mi", 3 * 2.0**21, "6Mi"),
+        ("cpu", 1234567.0, "1234567m"),
+        ("cpu", 96000.0, "96"),
+        ("nvidia.com/gpu", 0.5, "0.5"),
+        ("nvidia.com/gpu", 1234567.0, "1234567"),
+    ],
+)
+def test_human_units(name, amount, text) -> None:
+    assert format_amount(name, amount) == text
+
+
+def test_rounded_amounts_never_look_whole() -> None:
+    """A byte over 8Gi is not shown as 8Gi, which would read as equal to 8Gi."""
+    assert format_amount("memory", 8 * 2.0**30 + 1) != "8Gi"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("cpu", "1180591620717411303424"),
+        ("cpu", 1180591620717411303424),
+        ("memory", "1e400"),
+        ("memory", 1e308),
+        ("memory", "1e999999999999"),
+        ("nvidia.com/gpu", "99999999999999999999"),
+        pytest.param("cpu", 10**5000, id="5000-digits"),  # more than str() converts
+    ],
+)
+def test_too_large_is_an_input_error(name, value) -> None:
+    with pytest.raises(InputError) as err:
+        to_canonical(name, value, field="status.allocatable." + name)
+    assert "too large" in str(err.value) and "status.allocatable" in str(err.value)
+    assert len(str(err.value)) < 120
+
+
+def test_tiny_exponent_rounds_up_to_the_smallest_unit() -> None:
+    assert to_canonical("cpu", "1e-9999999") == 1.0
+    assert to_canonical("memory", "0e99999999") == 0.0

@@ -45,26 +45,49 @@ def parse_quantity(value: object, *, field: str | None = None) -> Decimal:
     """
     if isinstance(value, bool):
         raise InputError(f"invalid quantity {value!r}", field=field)
+    if isinstance(value, int) and abs(value) > 2**128:  # (str() refuses 4,300 digits)
+        shown = _shown(value)
+        text = f"negative quantity {shown}" if value < 0 else f"quantity {shown} is too large"
+        raise InputError(text, field=field)
     if isinstance(value, int | float):
         text = repr(value) if isinstance(value, float) else str(value)
     elif isinstance(value, str):
         text = value.strip()
     else:
-        raise InputError(f"invalid quantity {value!r}: expected a string or number", field=field)
+        raise InputError(
+            f"invalid quantity {_shown(value)}: expected a string or number", field=field
+        )
     m = _QUANTITY.match(text)
     if not m:
-        raise InputError(f"invalid quantity {value!r}", field=field)
+        raise InputError(f"invalid quantity {_shown(value)}", field=field)
     try:
         number = Decimal(m.group("num"))
     except InvalidOperation as exc:  # pragma: no cover - the regex admits only numbers
         raise InputError(f"invalid quantity {value!r}", field=field) from exc
     if m.group("exp"):
-        number = number.scaleb(int(m.group("exp")[1:]))
+        # Beyond +-1000 the exponent changes nothing that follows (the value is too
+        # large either way, or rounds up to the smallest unit), and Decimal's own
+        # exponent range ends not far beyond.
+        number = number.scaleb(max(min(int(m.group("exp")[1:]), 1000), -1000))
     suffix = m.group("suffix") or ""
     number *= _BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix]
     if number < 0:
-        raise InputError(f"negative quantity {value!r}", field=field)
+        raise InputError(f"negative quantity {_shown(value)}", field=field)
     return number
+
+
+#: The largest canonical amount accepted: Kubernetes keeps a quantity's value (and its
+#: millis, for cpu and extended resources) in an int64; anything larger is a typo, and
+#: would overflow float sums into infinity.
+MAX_AMOUNT = float(2**63 - 1)
+
+
+def _shown(value: object) -> str:
+    """``value`` for an error message, cut short if it is long."""
+    if isinstance(value, int) and abs(value) > 10**40:
+        return f"about {'-' if value < 0 else ''}1e{int(math.log10(abs(value)))}"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def to_canonical(name: str, value: object, *, field: str | None = None) -> float:
@@ -73,28 +96,67 @@ def to_canonical(name: str, value: object, *, field: str | None = None) -> float
     Rounded up as Kubernetes does (``MilliValue`` for cpu, ``Value`` for bytes), so that
     cpu and memory amounts are whole numbers: sums of them are then exact in float64
     whatever the order of addition, and running totals equal fresh sums. Other
-    resources keep milli precision (half a GPU stays 0.5)."""
+    resources keep milli precision (half a GPU stays 0.5). An amount beyond
+    :data:`MAX_AMOUNT` (``cpu: 1e30``, ``memory: 1e400``) is an :class:`InputError`."""
     q = parse_quantity(value, field=field)
-    if name == CPU:
-        return float(math.ceil(q * 1000))
-    if name == MEMORY or name.endswith("storage") or name.startswith("hugepages-"):
-        return float(math.ceil(q))
-    return math.ceil(q * 1000) / 1000
+    in_bytes = is_bytes(name)
+    scaled = q if in_bytes else q * 1000  # bytes, or millis
+    if scaled > MAX_AMOUNT:
+        raise InputError(f"quantity {_shown(value)} is too large", field=field)
+    if name == CPU or in_bytes:
+        return float(math.ceil(scaled))
+    return math.ceil(scaled) / 1000
+
+
+def is_bytes(name: str) -> bool:
+    """Resources counted in bytes: memory, storage, hugepages."""
+    return name == MEMORY or name.endswith("storage") or name.startswith("hugepages-")
+
+
+_BINARY_UNITS = tuple(reversed(list(_BINARY.items())))  # Ei first
+_DECIMAL_UNITS = tuple(
+    (suffix, int(factor)) for suffix, factor in reversed(_DECIMAL.items()) if factor >= 1000
+)
+
+
+def _number(x: float) -> str:
+    """A plain number for people: whole numbers as integers, others with the fewest
+    decimals (up to 3) that do not round them to a whole number."""
+    if x == int(x):
+        return str(int(x))
+    for decimals in (1, 2, 3):
+        text = f"{x:.{decimals}f}".rstrip("0").rstrip(".")
+        if "." in text:
+            return text
+    return f"{x:.3f}"
+
+
+def _in_unit(amount: float, units: tuple[tuple[str, int], ...]) -> tuple[float, str]:
+    """``amount`` in the largest of ``units`` it reaches (or in itself, with no suffix)."""
+    for suffix, factor in units:
+        if amount >= factor:
+            return amount / factor, suffix
+    return amount, ""
 
 
 def format_amount(name: str, amount: float) -> str:
-    """Render a canonical amount for people: ``1500m`` cpu, ``4Gi`` memory, ``8`` gpus."""
+    """Render a canonical amount for people, as Kubernetes writes quantities: cpu in
+    cores (``2``) or millicores (``1500m``); bytes in the largest binary unit they reach
+    (``4Gi``, ``1.5Gi``), or the largest decimal one where that is exact (``1G``), else
+    rounded (``5.1Ti``, not ``5485988160Ki``); counts as numbers (``8``, ``0.5``)."""
+    amount = float(amount)
+    if not math.isfinite(amount):
+        return "unlimited" if amount > 0 else str(amount)
     if name == CPU:
         if amount % 1000 == 0:
             return str(int(amount // 1000))
-        return f"{amount:g}m"
-    if name == MEMORY or name.endswith("storage"):
-        for suffix, factor in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
-            if amount >= factor and amount % factor == 0:
-                return f"{int(amount // factor)}{suffix}"
-        if amount >= 2**30:
-            return f"{amount / 2**30:.1f}Gi"
-        return f"{amount:g}"
-    if amount == int(amount):
-        return str(int(amount))
-    return f"{amount:g}"
+        return f"{_number(amount)}m"
+    if is_bytes(name):
+        binary, suffix = _in_unit(amount, _BINARY_UNITS)
+        if (binary * 100).is_integer():  # (at most two decimals, exactly)
+            return f"{_number(binary)}{suffix}"
+        decimal, dsuffix = _in_unit(amount, _DECIMAL_UNITS)
+        if (decimal * 100).is_integer():
+            return f"{_number(decimal)}{dsuffix}"
+        return f"{_number(binary)}{suffix}"
+    return _number(amount)
