@@ -213,6 +213,8 @@ class PodRecord:
     #: lastTransitionTime of the PodScheduled=True condition (0.0 when absent).
     scheduled_at: float = 0.0
     pod_affinity: PodAffinity | None = None
+    #: How many entries ``spec.containers`` has (none: a pod Kubernetes would refuse).
+    containers: int = 1
 
     @property
     def role(self) -> str:
@@ -363,6 +365,7 @@ def parse_pod(obj: Mapping[str, Any]) -> PodRecord:
         labels=_labels(meta.get("labels"), "metadata.labels"),
         scheduled_at=_scheduled_at(status),
         pod_affinity=_pod_affinity(spec),
+        containers=len(containers),
     )
 
 

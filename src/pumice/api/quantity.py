@@ -160,3 +160,8 @@ def format_amount(name: str, amount: float) -> str:
             return f"{_number(decimal)}{dsuffix}"
         return f"{_number(binary)}{suffix}"
     return _number(amount)
+
+
+def plural(n: int, noun: str, nouns: str = "") -> str:
+    """``1 task``, ``2 tasks`` (``nouns`` for an irregular plural)."""
+    return f"{n} {noun if n == 1 else (nouns or noun + 's')}"

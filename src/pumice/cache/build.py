@@ -16,6 +16,7 @@ from pumice.api import parse
 from pumice.api.job import JobInfo
 from pumice.api.node import NodeTable
 from pumice.api.pdb import parse_pdb
+from pumice.api.quantity import plural
 from pumice.api.queue import QueueInfo
 from pumice.api.snapshot import Snapshot
 from pumice.api.task import status_of_pod
@@ -102,6 +103,42 @@ def _check_queue_tree(queues: list[parse.QueueRecord]) -> None:
             cur = by_name[cur.parent]
 
 
+def _some(names: list[str], limit: int = 3) -> str:
+    """``a, b, c and 4 more``: the first few of ``names`` for a note."""
+    shown = ", ".join(names[:limit])
+    return shown if len(names) <= limit else f"{shown} and {len(names) - limit} more"
+
+
+def _odd_objects(
+    pods: list[parse.PodRecord], podgroups: list[parse.PodGroupRecord], model: ModelBuilder
+) -> list[str]:
+    """Notes on objects that are scheduled, but not as their author may think: a pod
+    without containers (Kubernetes refuses one; here it asks for a pod slot alone) and
+    a priorityClassName that names no PriorityClass (the default priority, as Volcano
+    gives it)."""
+    notes = []
+    empty = [f"{p.namespace}/{p.name}" for p in pods if not p.containers]
+    if empty:
+        have = "has" if len(empty) == 1 else "have"
+        notes.append(
+            f"{plural(len(empty), 'pod')} {have} no containers, which Kubernetes would "
+            f"refuse: {_some(empty)}; {'it asks' if len(empty) == 1 else 'each asks'} for "
+            f"nothing but a pod slot"
+        )
+    classes = model.priority_classes
+    unknown: dict[str, list[str]] = {}
+    for kind, records in (("pod", pods), ("podgroup", podgroups)):
+        for r in records:
+            if r.priority_class and r.priority_class not in classes:
+                unknown.setdefault(r.priority_class, []).append(f"{kind} {r.namespace}/{r.name}")
+    for name, users in sorted(unknown.items()):
+        notes.append(
+            f"priorityClassName {name!r} names no PriorityClass ({_some(users)}): "
+            f"priority {model.default_priority}, the default"
+        )
+    return notes
+
+
 def build_snapshot(
     objects: Iterable[SourcedObject],
     *,
@@ -165,6 +202,7 @@ def build_snapshot(
                 nodes.add_task(i, task)
     if unknown_nodes:
         notes.append(f"{unknown_nodes} pod(s) are on nodes not in the snapshot; ignored them")
+    notes.extend(_odd_objects(pods_r, pgs_r, model))
 
     for uid in list(jobs):
         job = jobs[uid]

@@ -34,6 +34,8 @@ def _documents(path: str) -> Iterator[object]:
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", file=path) from None
     if path.endswith(".json"):
+        if not data.strip():
+            return
         try:
             yield orjson.loads(data)
         except orjson.JSONDecodeError as exc:
@@ -66,10 +68,22 @@ def _flatten(doc: object, path: str) -> Iterator[SourcedObject]:
 
 
 def load_objects(paths: Sequence[str]) -> list[SourcedObject]:
-    """Every object in ``paths`` (files or directories), in a stable order."""
+    """Every object in ``paths`` (files or directories), in a stable order.
+
+    A file named on its own with no document at all (empty, or only comments and
+    ``---``) is an :class:`InputError`, as a directory without snapshot files or
+    objects is: a cycle over it would decide nothing and say nothing, which reads as
+    success. (A ``List`` with no items is what kubectl prints for an empty namespace,
+    and is kept; so are empty files among others in a directory.)"""
     out: list[SourcedObject] = []
     for p in paths:
+        documents = 0
         for f in _files(p):
             for doc in _documents(f):
-                out.extend(_flatten(doc, f))
+                if doc is not None:
+                    documents += 1
+                    out.extend(_flatten(doc, f))
+        if not documents:
+            what = "its files are" if os.path.isdir(p) else "it is"
+            raise InputError(f"holds no objects: {what} empty or only comments", file=p)
     return out

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pumice.api.quantity import plural
 from pumice.errors import InputError
 from pumice.sim.documents import iter_objects, read_documents
 from pumice.sim.fields import (
@@ -98,30 +99,40 @@ def default_cluster() -> list[dict[str, Any]]:
     return _compact_nodes(spec, "<default cluster>")
 
 
-def load_cluster(path: str | None) -> list[dict[str, Any]]:
+def load_cluster(path: str | None, notes: list[str] | None = None) -> list[dict[str, Any]]:
     """Nodes from ``path`` (a YAML or JSON file), or :func:`default_cluster` when ``None``.
 
     The file holds Node objects (several documents, or a ``kind: List``) or one compact
     document ``{nodes: [{count, namePrefix, allocatable, labels, taints}, ...]}``; node
     names are ``{namePrefix}-{i:03d}``, numbered per prefix across groups and padded so
-    that they sort. Bad input raises :class:`InputError` naming the file, node and field.
+    that they sort. Objects of other kinds are left out, as ``pumice cycle`` takes what
+    it needs from a whole dump (``kubectl get nodes,pods -A -o yaml``): the workload
+    comes from elsewhere. How many were left out is said in ``notes``, when given. Bad
+    input raises :class:`InputError` naming the file, node and field.
     """
     if path is None:
         return default_cluster()
     if not Path(path).is_file():
         raise InputError("no such file", file=path)
     nodes: list[dict[str, Any]] = []
+    skipped: dict[str, int] = {}
     for obj in iter_objects(read_documents(path), file=path):
         kind = obj.get("kind")
         if kind == "Node":
             nodes.append(_node_manifest(obj, path))
         elif "nodes" in obj and kind in (None, "Cluster"):
             nodes.extend(_compact_nodes(obj, path))
+        elif isinstance(kind, str) and kind:
+            skipped[kind] = skipped.get(kind, 0) + 1
         else:
             raise InputError(
-                f"expected Node objects or a compact {{nodes: [...]}} document, got kind {kind!r}",
+                "expected Node objects or a compact {nodes: [...]} document, got an "
+                "object without a kind",
                 file=path,
             )
+    if skipped and notes is not None:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(skipped.items()))
+        notes.append(f"{path}: took its {plural(len(nodes), 'Node')}, left out {kinds}")
     seen: set[str] = set()
     for node in nodes:
         name = node["metadata"]["name"]

@@ -152,7 +152,11 @@ def _cluster(args: argparse.Namespace) -> list[dict[str, Any]]:
 
         return alibaba2023.load_nodes(args.cluster)
     if args.cluster:
-        return load_cluster(args.cluster)
+        notes: list[str] = []
+        nodes = load_cluster(args.cluster, notes)
+        for note in notes:
+            print(f"pumice: note: {note}", file=sys.stderr)
+        return nodes
     return default_cluster()
 
 
