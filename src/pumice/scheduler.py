@@ -13,7 +13,8 @@ from time import perf_counter
 
 from pumice.actions import default_registry as default_actions
 from pumice.api.snapshot import Snapshot
-from pumice.conf.config import SchedulerConfig, load_config
+from pumice.conf.check import Known
+from pumice.conf.config import SchedulerConfig, load_config, parse_config
 from pumice.errors import InputError
 from pumice.framework.decisions import Decisions
 from pumice.framework.extensions import load_registries
@@ -35,14 +36,15 @@ class Scheduler:
     def from_file(
         cls, path: str | None, plugins_dir: str | os.PathLike[str] | None = None
     ) -> Scheduler:
-        """The scheduler every mode runs: the configuration at ``path`` (Volcano's
+        """The scheduler every mode runs: the configuration at ``path`` (the built-in
         default when None), checked against pumice's plugins and actions, those that
         installed packages register (entry points ``pumice.plugins``,
         ``pumice.actions``) and those the modules of ``plugins_dir`` list (see
         :func:`pumice.framework.extensions.load_registries`). InputError if the
-        configuration or an extension is bad; nothing has run then."""
+        configuration or an extension is bad; nothing has run then. What pumice does
+        not implement of Volcano's is skipped, and said in ``config.warnings``."""
         plugins, actions = load_registries(plugins_dir)
-        config = load_config(path, known_actions=actions.names(), known_plugins=plugins.names())
+        config = load_config(path, known=known(plugins, actions))
         return cls.create(config, plugins, actions)
 
     @classmethod
@@ -53,27 +55,37 @@ class Scheduler:
         actions: Registry | None = None,
     ) -> Scheduler:
         """Check every plugin and action of ``config`` can be built with its arguments,
-        so a bad configuration fails here and not in the middle of a cycle.
+        so a bad configuration fails here and not in the middle of a cycle. A config
+        parsed without a :class:`~pumice.conf.check.Known` has its names checked here,
+        against these registries.
 
         Without registries, pumice's own plugins and actions only (no extensions: use
         :meth:`from_file` or :func:`~pumice.framework.extensions.load_registries`)."""
         plugins = plugins or default_plugins()
         actions = actions or default_actions()
-        for name in config.actions:
+        if not config.checked and config.document is not None:
+            config = parse_config(
+                config.document, source=config.source, known=known(plugins, actions)
+            )
+        for name in dict.fromkeys(config.actions):
             if name not in actions.names():
                 raise InputError(f"unknown action {name!r}", file=config.source, field="actions")
             try:
                 actions.create(name, config.action_arguments(name))
             except InputError as err:
                 raise err.located(file=config.source) from None
-        for tier in config.tiers:
-            for opt in tier.plugins:
-                if opt.name not in plugins.names():
-                    raise InputError(f"unknown plugin {opt.name!r}", file=config.source)
-                try:
-                    plugins.create(opt.name, opt.arguments)
-                except InputError as err:
-                    raise err.located(file=config.source) from None
+        for opt in config.instances():
+            if opt.name not in plugins.names():
+                raise InputError(f"unknown plugin {opt.name!r}", file=config.source)
+            try:
+                plugins.create(opt.name, opt.arguments)
+            except InputError as err:
+                field = err.field
+                if opt.where:
+                    field = f"{opt.where}.{field}" if field else opt.where
+                raise InputError(
+                    err.message, file=err.file or config.source, obj=err.obj, field=field
+                ) from None
         return cls(config, plugins, actions)
 
     def open(self, snapshot: Snapshot, observer: CycleObserver | None = None) -> Session:
@@ -115,3 +127,11 @@ class Scheduler:
         if observer is not None:
             observer.cycle_done(perf_counter() - start)
         return decisions
+
+
+def known(plugins: Registry, actions: Registry) -> Known:
+    """What ``plugins`` and ``actions`` implement, for the configuration loader."""
+    return Known(
+        plugins={n: plugins.argument_keys(n) for n in plugins.names()},
+        actions={n: actions.argument_keys(n) for n in actions.names()},
+    )

@@ -52,14 +52,16 @@ def test_hierarchy_defaults_off() -> None:
     assert opt.tiers[0].plugins[0].enabled("hierarchy") is False
 
 
-def test_duplicate_plugin_is_an_error() -> None:
-    with pytest.raises(InputError, match="listed twice"):
-        parse_config(
-            {
-                "actions": "allocate",
-                "tiers": [{"plugins": [{"name": "gang"}]}, {"plugins": [{"name": "gang"}]}],
-            }
-        )
+def test_duplicate_plugin_loads_with_a_warning() -> None:
+    """Volcano accepts a plugin listed twice; pumice loads it too, and says so."""
+    c = parse_config(
+        {
+            "actions": "allocate",
+            "tiers": [{"plugins": [{"name": "gang"}]}, {"plugins": [{"name": "gang"}]}],
+        }
+    )
+    assert c.plugin_names() == ["gang", "gang"]
+    assert [w for w in c.warnings if "plugin gang" in w and "more than once" in w]
 
 
 def test_bad_plugin_argument_fails_at_load_not_mid_cycle(tmp_path) -> None:

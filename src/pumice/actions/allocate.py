@@ -110,6 +110,7 @@ def need_continue(job: JobInfo, failed_roles: set[str]) -> bool:
 
 class AllocateAction:
     name = "allocate"
+    argument_keys = ()
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments

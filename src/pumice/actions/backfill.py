@@ -16,6 +16,7 @@ from pumice.framework.statement import Statement
 
 class BackfillAction:
     name = "backfill"
+    argument_keys = ()
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments

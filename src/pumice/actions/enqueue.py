@@ -32,6 +32,7 @@ def enqueue_refusal(ssn: Session, plugin_name: str | None, job: JobInfo) -> str:
 
 class EnqueueAction:
     name = "enqueue"
+    argument_keys = ()
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments

@@ -56,6 +56,13 @@ MAX_INT32 = 2**31 - 1
 
 class PreemptAction:
     name = ACTION
+    argument_keys = (
+        "enableTopologyAwarePreemption",
+        "minCandidateNodesPercentage",
+        "minCandidateNodesAbsolute",
+        "maxCandidateNodesAbsolute",
+        "evictBrokenGangsWhole",
+    )
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments

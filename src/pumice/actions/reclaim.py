@@ -40,6 +40,7 @@ ACTION = "reclaim"
 
 class ReclaimAction:
     name = ACTION
+    argument_keys = ()
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments

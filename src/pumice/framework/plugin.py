@@ -4,6 +4,12 @@ A plugin is a class with a ``name`` and ``on_session_open(session)`` that regist
 functions on the session's hook table (and, optionally, ``on_session_close``). An action
 has a ``name`` and ``execute(session)``. Registries are values: a duplicate name is an
 error, and the configuration is checked against them before any cycle runs.
+
+A class may also declare ``argument_keys``: the argument keys it reads, a tuple of
+strings, ``"prefix.*"`` standing for every key that starts with ``prefix.``. The loader
+then refuses a key it does not declare (a misspelling) unless it is one of Volcano's,
+which only warns (see :mod:`pumice.conf.check`). A class without ``argument_keys`` (a
+custom plugin) has its arguments passed through unchecked.
 """
 
 from __future__ import annotations
@@ -59,3 +65,8 @@ class Registry:
 
     def create(self, name: str, arguments: Arguments):
         return self._classes[name](arguments)
+
+    def argument_keys(self, name: str) -> tuple[str, ...] | None:
+        """The argument keys ``name``'s class declares, or None if it declares none."""
+        keys = getattr(self._classes[name], "argument_keys", None)
+        return None if keys is None else tuple(keys)

@@ -21,6 +21,13 @@ MAX_SCORE = 100.0
 
 class BinpackPlugin:
     name = "binpack"
+    argument_keys = (
+        "binpack.weight",
+        "binpack.cpu",
+        "binpack.memory",
+        "binpack.resources",
+        "binpack.resources.*",
+    )
 
     def __init__(self, arguments: Arguments) -> None:
         self.weight = arguments.get_int("binpack.weight", 1)

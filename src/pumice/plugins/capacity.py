@@ -83,6 +83,7 @@ def _fits_dims(used: Vector, limit: Vector, req: Vector) -> bool:
 
 class CapacityPlugin:
     name = "capacity"
+    argument_keys = ("ancestorReclaimLevel",)
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments

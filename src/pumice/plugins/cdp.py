@@ -63,6 +63,7 @@ def cooldown_of(task: TaskInfo) -> float | None:
 
 class CdpPlugin:
     name = "cdp"
+    argument_keys = ()
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments

@@ -16,6 +16,7 @@ def is_critical(task: TaskInfo) -> bool:
 
 class ConformancePlugin:
     name = "conformance"
+    argument_keys = ()
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments

@@ -67,6 +67,7 @@ class _Shares(dict):
 
 class DrfPlugin:
     name = "drf"
+    argument_keys = ()
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments

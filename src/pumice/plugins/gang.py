@@ -68,6 +68,7 @@ _pipelined.short = lambda j: j.min_available - j.ready_num() - j.waiting_num()  
 
 class GangPlugin:
     name = "gang"
+    argument_keys = ()
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments

@@ -18,6 +18,7 @@ DEFAULT_FACTOR = 1.2
 
 class OvercommitPlugin:
     name = "overcommit"
+    argument_keys = ("overcommit-factor", "overcommit-factor.*")
 
     def __init__(self, arguments: Arguments) -> None:
         # As in Volcano, a factor below 1.0 falls back to the default.

@@ -28,6 +28,7 @@ _HEALTHY = frozenset({TaskStatus.RUNNING})
 
 class PdbPlugin:
     name = "pdb"
+    argument_keys = ()
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments

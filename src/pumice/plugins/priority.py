@@ -10,6 +10,7 @@ from pumice.framework.session import Session
 
 class PriorityPlugin:
     name = "priority"
+    argument_keys = ()
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments

@@ -126,6 +126,7 @@ _FILLED: dict[bytes, np.ndarray] = {}
 
 class ProportionPlugin:
     name = "proportion"
+    argument_keys = ()
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments

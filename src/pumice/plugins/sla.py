@@ -37,6 +37,7 @@ def parse_duration(text: str, *, field: str = WAITING_TIME) -> float:
 
 class SlaPlugin:
     name = "sla"
+    argument_keys = (WAITING_TIME,)
 
     def __init__(self, arguments: Arguments) -> None:
         raw = arguments.raw(WAITING_TIME)

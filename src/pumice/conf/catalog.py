@@ -1,0 +1,444 @@
+"""Volcano's scheduler configuration vocabulary, as data.
+
+Every name Volcano's current scheduler reads from its configuration: the top-level keys
+(``SchedulerConfiguration``), the enable flags of a plugin entry (``PluginOption``), the
+plugins and actions it registers and the argument keys each of them reads (from
+``pkg/scheduler/conf``, ``pkg/scheduler/plugins/*`` and ``pkg/scheduler/actions/*``).
+
+The loader (:mod:`pumice.conf.check`) tells three cases apart with it: a name pumice
+implements is used; a name in this catalog that pumice does not implement loads with a
+warning saying what its absence means for the decisions (the ``meaning`` texts below);
+any other name is a misspelling and is refused with the closest known name.
+
+Argument keys ending in ``*`` are prefixes (``binpack.resources.*`` stands for
+``binpack.resources.nvidia.com/gpu`` and the like). A plugin whose ``keys`` is None
+takes free-form arguments that are not checked.
+
+Keep the texts true: they are what a user reads when pumice ignores part of a
+configuration that Volcano would act on.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+#: What an argument key pumice does not read means, when the catalog says nothing more.
+IGNORED = "pumice does not read it; the plugin behaves as with Volcano's default"
+#: A speed option of Volcano's that changes no decision.
+_ERROR_CACHE = (
+    "a speed option in Volcano (predicate failures cached per pod template); pumice "
+    "computes each pod placement's node mask once per cycle anyway, decisions are the same"
+)
+_NO_DRA = "pumice does not model dynamic resource allocation: ResourceClaims are neither "
+_NO_DRA += "allocated nor checked"
+_NO_VOLUMES = "pumice does not model volumes: no volume binding, zone or limit check is made"
+_ALWAYS = "pumice always checks {what}, as Volcano does with the default true"
+_HYPERNODES = "pumice has no HyperNodes (network topology): the flag gates nothing"
+_SUBJOBS = "pumice has no sub-jobs (a job's partitions): a gang is placed as a whole"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A Volcano plugin or action: its argument keys and, for the ones pumice lacks,
+    what their absence means."""
+
+    name: str
+    #: Argument key (or ``prefix*``) -> what it means that pumice does not read it
+    #: ("" for the generic :data:`IGNORED`). None: free-form arguments, not checked.
+    keys: Mapping[str, str] | None = field(default_factory=dict)
+    #: What it means that pumice does not implement this plugin or action.
+    meaning: str = ""
+
+    def key_meaning(self, key: str) -> str | None:
+        """The text for ``key`` (a Volcano key of this entry), or None if it is not one."""
+        if self.keys is None:
+            return IGNORED
+        found = match_key(key, self.keys)
+        if found is None:
+            return None
+        return self.keys[found] or IGNORED
+
+
+@dataclass(frozen=True, slots=True)
+class Flag:
+    """One of Volcano's per-plugin enable flags (a key of a tier's plugin entry)."""
+
+    key: str
+    #: pumice's hooks (rows of :data:`pumice.framework.hooks.HOOKS`, or ``hierarchy``)
+    #: the flag gates; empty when pumice has no counterpart.
+    hooks: tuple[str, ...]
+    #: Why the flag means nothing to pumice (when ``hooks`` is empty).
+    meaning: str = ""
+    #: The value a missing flag has.
+    default: bool = True
+
+
+def _entries(*entries: Entry) -> dict[str, Entry]:
+    return {e.name: e for e in entries}
+
+
+#: Every plugin Volcano registers (``pkg/scheduler/plugins/factory.go``).
+PLUGINS: dict[str, Entry] = _entries(
+    Entry(
+        "binpack",
+        {
+            "binpack.weight": "",
+            "binpack.cpu": "",
+            "binpack.memory": "",
+            "binpack.resources": "",
+            "binpack.resources.*": "",
+        },
+    ),
+    Entry(
+        "capacity",
+        {
+            "ancestorReclaimLevel": "",
+            "capacity.DynamicResourceAllocationEnable": _NO_DRA,
+            "capacity.DRAConsumableCapacityEnable": _NO_DRA,
+        },
+    ),
+    Entry("cdp"),
+    Entry("conformance"),
+    Entry(
+        "deviceshare",
+        {
+            "deviceshare.GPUSharingEnable": "",
+            "deviceshare.NodeLockEnable": "",
+            "deviceshare.GPUNumberEnable": "",
+            "deviceshare.VGPUEnable": "",
+            "deviceshare.AscendMindClusterVNPUEnable": "",
+            "deviceshare.AscendHAMiVNPUEnable": "",
+            "deviceshare.SchedulePolicy": "",
+            "deviceshare.ScheduleWeight": "",
+            "deviceshare.KnownGeometriesCMName": "",
+            "deviceshare.KnownGeometriesCMNamespace": "",
+            "deviceshare.GPUExclusiveRules": "",
+        },
+        "GPU sharing, GPU number, vGPU and NPU requests (volcano.sh/gpu-memory, "
+        "volcano.sh/gpu-number, volcano.sh/vgpu-*, Ascend vNPU) are not fitted card by "
+        "card and no device is assigned: such pods are placed on their resource requests "
+        "against the node's allocatable alone, as if the device plugin's limits were absent",
+    ),
+    Entry("drf"),
+    Entry(
+        "extender",
+        {
+            "extender.urlPrefix": "",
+            "extender.httpTimeout": "",
+            "extender.onSessionOpenVerb": "",
+            "extender.onSessionCloseVerb": "",
+            "extender.predicateVerb": "",
+            "extender.prioritizeVerb": "",
+            "extender.preemptableVerb": "",
+            "extender.reclaimableVerb": "",
+            "extender.queueOverusedVerb": "",
+            "extender.jobEnqueueableVerb": "",
+            "extender.jobEnqueuedVerb": "",
+            "extender.jobReadyVerb": "",
+            "extender.allocateFuncVerb": "",
+            "extender.deallocateFuncVerb": "",
+            "extender.ignorable": "",
+            "extender.managedResources": "",
+        },
+        "no HTTP extender is called: its node filters, node scores, victim choices, "
+        "queue overuse and enqueue votes take no part in any decision",
+    ),
+    Entry("gang"),
+    Entry(
+        "network-topology-aware",
+        {
+            "weight": "",
+            "hypernode.binpack.cpu": "",
+            "hypernode.binpack.memory": "",
+            "hypernode.binpack.resources": "",
+            "hypernode.binpack.resources.*": "",
+            "hypernode.binpack.normal-pod.enable": "",
+            "hypernode.binpack.normal-pod.fading": "",
+            "hypernode.gradient.evict.max-hypernodes": "",
+        },
+        "HyperNodes and a job's networkTopology constraint are ignored: a gang may be "
+        "spread over any nodes, and no HyperNode bin-packing score is added",
+    ),
+    Entry(
+        "nodegroup",
+        {"strict": "", "enablePreferredOrder": ""},
+        "queue affinity to node groups (the volcano.sh/nodegroup-name node label) is not "
+        "enforced: a queue's pods may run on nodes of any group",
+    ),
+    Entry(
+        "nodeorder",
+        {
+            "nodeaffinity.weight": "",
+            "podaffinity.weight": "pumice scores no preferred inter-pod affinity: "
+            "the weight has no effect",
+            "leastrequested.weight": "",
+            "balancedresource.weight": "",
+            "mostrequested.weight": "",
+            "tainttoleration.weight": "",
+            "imagelocality.weight": "pumice knows no container images on nodes: "
+            "no image locality score is added, the weight has no effect",
+            "podtopologyspread.weight": "pumice scores no topology spread constraints: "
+            "the weight has no effect",
+        },
+    ),
+    Entry(
+        "numa-aware",
+        {"weight": ""},
+        "NUMA topology (Numatopology objects, CPU manager policies) is not checked: pods "
+        "are placed without regard for CPU and NUMA alignment",
+    ),
+    Entry("overcommit", {"overcommit-factor": ""}),
+    Entry("pdb"),
+    Entry(
+        "predicates",
+        {
+            "predicate.NodeAffinityEnable": _ALWAYS.format(
+                what="nodeSelector and required node affinity"
+            ),
+            "predicate.NodePortsEnable": _ALWAYS.format(what="host ports"),
+            "predicate.TaintTolerationEnable": _ALWAYS.format(
+                what="NoSchedule and NoExecute taints"
+            ),
+            "predicate.PodAffinityEnable": _ALWAYS.format(
+                what="required inter-pod affinity and anti-affinity"
+            ),
+            "predicate.NodeVolumeLimitsEnable": _NO_VOLUMES,
+            "predicate.VolumeZoneEnable": _NO_VOLUMES,
+            "predicate.VolumeBindingEnable": _NO_VOLUMES,
+            "volumebinding.bindTimeoutSeconds": _NO_VOLUMES,
+            "volumebinding.shape": _NO_VOLUMES,
+            "volumebinding.weight": _NO_VOLUMES,
+            "predicate.PodTopologySpreadEnable": "pumice does not check topology spread "
+            "constraints: pods are placed as if they had none",
+            "predicate.DynamicResourceAllocationEnable": _NO_DRA,
+            "dynamicresources.filterTimeoutSeconds": _NO_DRA,
+            "predicate.CacheEnable": _ERROR_CACHE,
+            # Older Volcano releases' keys, still in its documentation; its current
+            # predicates plugin ignores them as well (GPU sharing moved to deviceshare).
+            "predicate.GPUSharingEnable": "an older Volcano key (GPU sharing is now the "
+            "deviceshare plugin's): shared GPU requests are not checked card by card",
+            "predicate.GPUNumberEnable": "an older Volcano key (now the deviceshare "
+            "plugin's): GPU number requests are not checked card by card",
+            "predicate.ProportionalEnable": "an older Volcano key: no proportional "
+            "cpu/memory-per-GPU check is made",
+            "predicate.resources": "an older Volcano key: no proportional check is made",
+            "predicate.resources.*": "an older Volcano key: no proportional check is made",
+        },
+    ),
+    Entry("priority"),
+    Entry("proportion"),
+    Entry(
+        "rescheduling",
+        {"interval": "", "metricsPeriod": "", "strategies": ""},
+        "no pod is evicted to rebalance nodes (its lowNodeUtilization victims are never "
+        "chosen)",
+    ),
+    Entry(
+        "resource-strategy-fit",
+        {
+            "resourceStrategyFitWeight": "",
+            "resources": "",
+            "sra": "",
+            "sra.weight": "",
+            "proportional": "",
+        },
+        "its per-resource LeastAllocated/MostAllocated scores, SRA scores and "
+        "proportional filter are absent: nodes are chosen on the other node-order "
+        "plugins' scores alone",
+    ),
+    Entry(
+        "resourcequota",
+        {},
+        "namespace ResourceQuotas are not checked when jobs are admitted: a job is "
+        "enqueued even when its namespace's quota is used up",
+    ),
+    Entry("sla", {"sla-waiting-time": ""}),
+    Entry(
+        "task-topology",
+        {"task-topology.weight": ""},
+        "affinity and anti-affinity between a job's roles (the volcano.sh/task-topology-* "
+        "annotations) are ignored: task order and node scores do not follow them",
+    ),
+    Entry(
+        "tdm",
+        {"tdm.revocable-zone.*": "", "tdm.evict.period": ""},
+        "revocable zones are not honoured: pods may be placed on revocable nodes at any "
+        "time, and no pod is evicted when a zone's window closes",
+    ),
+    Entry(
+        "usage",
+        {
+            "usage.weight": "",
+            "cpu.weight": "",
+            "memory.weight": "",
+            "thresholds": "",
+            "estimator": "",
+        },
+        "nodes' measured CPU and memory load is not read: no node is refused for being "
+        "over the load threshold and no load score is added",
+    ),
+)
+
+#: Every action Volcano registers (``pkg/scheduler/actions/factory.go``).
+ACTIONS: dict[str, Entry] = _entries(
+    Entry("enqueue"),
+    Entry("allocate", {"predicateErrorCacheEnable": _ERROR_CACHE}),
+    Entry("backfill", {"predicateErrorCacheEnable": _ERROR_CACHE}),
+    Entry(
+        "preempt",
+        {
+            "predicateErrorCacheEnable": _ERROR_CACHE,
+            "enableTopologyAwarePreemption": "",
+            "topologyAwarePreemptWorkerNum": "the number of Volcano's parallel search "
+            "workers; pumice searches in one thread, the victims are the same",
+            "minCandidateNodesPercentage": "",
+            "minCandidateNodesAbsolute": "",
+            "maxCandidateNodesAbsolute": "",
+        },
+    ),
+    Entry("reclaim", {"predicateErrorCacheEnable": _ERROR_CACHE}),
+    Entry(
+        "gangpreempt",
+        {"maxDomains": "", "allowWholeBundle": ""},
+        "no gang-level preemption: a starving gang does not evict whole lower-priority "
+        "gangs or bundles in one network domain (the preempt action still preempts task "
+        "by task)",
+    ),
+    Entry(
+        "gangreclaim",
+        {"maxDomains": "", "allowWholeBundle": ""},
+        "no gang-level reclaim: a queue below its deserved share does not take back whole "
+        "gangs from other queues (the reclaim action still reclaims task by task)",
+    ),
+    Entry(
+        "shuffle",
+        {},
+        "running pods that plugins name as victims (victim tasks, e.g. rescheduling's or "
+        "tdm's) are not evicted",
+    ),
+)
+
+#: ``configurations`` entries Volcano reads that name no action.
+OTHER_CONFIGURATIONS: dict[str, Entry] = _entries(
+    Entry(
+        "init-params",
+        None,
+        "the deviceshare plugin's Ascend vNPU parameters; pumice has no deviceshare "
+        "plugin, so nothing reads them",
+    ),
+)
+
+
+def _flags(*flags: Flag) -> dict[str, Flag]:
+    return {f.key: f for f in flags}
+
+
+#: Volcano's enable flags (``PluginOption`` in ``pkg/scheduler/conf/scheduler_conf.go``),
+#: in its YAML spelling, with the hooks each gates in pumice.
+FLAGS: dict[str, Flag] = _flags(
+    Flag("enableJobOrder", ("job_order",)),
+    Flag("enableHierarchy", ("hierarchy",), default=False),
+    Flag("enableJobReady", ("job_ready",)),
+    Flag("enableJobPipelined", ("job_pipelined",)),
+    Flag("enableTaskOrder", ("task_order",)),
+    Flag("enablePreemptable", ("preemptable",)),
+    Flag("enableReclaimable", ("reclaimable",)),
+    Flag("enablePreemptive", ("preemptive",)),
+    Flag("enableQueueOrder", ("queue_order",)),
+    Flag(
+        "enabledClusterOrder",
+        (),
+        "pumice schedules a single cluster: there is no cluster order to gate",
+        default=False,
+    ),
+    Flag("enablePredicate", ("predicate",)),
+    Flag(
+        "enableBestNode",
+        (),
+        "no plugin of pumice picks the best node itself: the highest summed node-order "
+        "score wins, ties going to the first node by name",
+    ),
+    Flag("enableNodeOrder", ("node_order",)),
+    Flag(
+        "enableTargetJob",
+        (),
+        "pumice elects no target job (Volcano's elect and reserve actions are gone too)",
+    ),
+    Flag("enableReservedNodes", (), "pumice reserves no nodes for a target job"),
+    # Volcano gates both the enqueueable vote and the enqueued notice with this flag.
+    Flag("enableJobEnqueued", ("job_enqueueable", "job_enqueued")),
+    Flag("enabledVictim", ("victim_tasks",)),
+    Flag("enableJobStarving", ("job_starving",)),
+    Flag("enabledOverused", ("overused",)),
+    Flag("enabledAllocatable", ("allocatable",)),
+    Flag("enabledHyperNodeOrder", (), _HYPERNODES),
+    Flag("enabledSubJobReady", (), _SUBJOBS),
+    Flag("enabledSubJobPipelined", (), _SUBJOBS),
+    Flag("enabledSubJobOrder", (), _SUBJOBS),
+    Flag("enabledHyperNodeGradient", (), _HYPERNODES),
+)
+
+#: Spellings earlier pumice releases accepted that are not Volcano's -> Volcano's key.
+#: Still read (as the right key), with a warning: Volcano ignores these spellings.
+MISSPELT_FLAGS: dict[str, str] = {
+    "EnabledClusterOrder": "enabledClusterOrder",
+    "enableSubJobReady": "enabledSubJobReady",
+    "enableSubJobPipelined": "enabledSubJobPipelined",
+    "enableSubJobOrder": "enabledSubJobOrder",
+}
+
+#: Flags older Volcano releases had and its current configuration no longer reads.
+RETIRED_FLAGS: dict[str, Flag] = _flags(
+    Flag(
+        "enableNamespaceOrder",
+        ("namespace_order",),
+        "no longer a key of Volcano's configuration (Volcano ignores it), and no plugin "
+        "of pumice orders namespaces: it has no effect",
+    ),
+)
+
+#: The top-level keys of ``SchedulerConfiguration``.
+TOP_LEVEL = ("actions", "tiers", "configurations", "metrics")
+#: What the ``metrics`` section (a node-load metrics source) means to pumice.
+METRICS_MEANING = (
+    "it names the source (Prometheus, Elasticsearch) Volcano reads nodes' measured load "
+    "from, for the usage plugin; pumice reads no node load, so it changes nothing"
+)
+#: The keys of a tier's plugin entry besides the enable flags.
+PLUGIN_ENTRY_KEYS = ("name", "arguments")
+
+
+def match_key(key: str, patterns: Iterable[str]) -> str | None:
+    """The pattern of ``patterns`` that ``key`` matches (exactly, or a ``prefix*`` with a
+    non-empty rest), or None."""
+    for p in patterns:
+        if p.endswith("*"):
+            prefix = p[:-1]
+            if key.startswith(prefix) and len(key) > len(prefix):
+                return p
+        elif key == p:
+            return p
+    return None
+
+
+def closest(word: str, candidates: Iterable[str]) -> str | None:
+    """The candidate ``word`` was most likely meant to be (difflib), or None.
+
+    A candidate equal but for case wins; a prefix pattern stands for its prefix."""
+    names = {c[:-1] if c.endswith("*") else c: c for c in candidates}
+    for name in names:
+        if name.lower() == word.lower():
+            return name
+    found = difflib.get_close_matches(word, list(names), n=1, cutoff=0.6)
+    if not found:
+        return None
+    best = found[0]
+    return best + "<name>" if names[best].endswith("*") else best
+
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    """`` (did you mean X?)`` or ``""``."""
+    guess = closest(word, candidates)
+    return f" (did you mean {guess}?)" if guess else ""
