@@ -156,6 +156,8 @@ def nodeorder_scores(
     nodes, space = ssn.nodes, ssn.space
     cpu, mem = space.index["cpu"], space.index["memory"]
     bal = [space.index[r] for r in ("cpu", "memory", "nvidia.com/gpu") if r in space.index]
+    # (an extended resource counts only for a task that requests it, as in Kubernetes)
+    bal = [d for d in bal if d in (cpu, mem) or task.init_resreq[d] > 0]
     w = weights
     p = task.placement
     counts = [_soft_untolerated(nodes.specs[i].taints, p.tolerations) for i in cand]

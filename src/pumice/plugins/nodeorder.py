@@ -2,7 +2,8 @@
 
 Scores over the candidate nodes, each 0-100 then multiplied by its weight:
 least requested (cpu, memory), most requested (off by default), balanced allocation
-(cpu, memory, nvidia.com/gpu), preferred node affinity (the raw sum of matching term
+(cpu, memory, and nvidia.com/gpu for a task that requests it: Kubernetes leaves out an
+extended resource the pod does not ask for), preferred node affinity (the raw sum of matching term
 weights, not normalized, as in Volcano) and taint toleration (PreferNoSchedule taints
 not tolerated, normalized over the candidates). Integer arithmetic follows Kubernetes'
 (scores are truncated), so that ties fall where Volcano's fall.
@@ -137,7 +138,8 @@ class NodeOrderScore:
     """
 
     __slots__ = (
-        "_affinity", "_bal_dims", "_counts", "_cpu", "_floats", "_mem", "_wts", "nodes", "w",
+        "_affinity", "_bal_all", "_bal_base", "_bal_scalar", "_counts", "_cpu", "_floats",
+        "_mem", "_wts", "nodes", "w",
     )  # fmt: skip
 
     def __init__(self, ssn: Session, weights: dict[str, int]) -> None:
@@ -145,7 +147,12 @@ class NodeOrderScore:
         self.w = weights
         space = ssn.space
         self._cpu, self._mem = space.index["cpu"], space.index["memory"]
-        self._bal_dims = [space.index[r] for r in BALANCED_RESOURCES if r in space.index]
+        bal = [space.index[r] for r in BALANCED_RESOURCES if r in space.index]
+        #: The balanced dimensions every task is scored on (cpu, memory), and the
+        #: extended ones (nvidia.com/gpu), which count only for a task requesting them.
+        self._bal_base = [d for d in bal if space.names[d] in ("cpu", "memory")]
+        self._bal_scalar = [d for d in bal if d not in self._bal_base]
+        self._bal_all = bal
         self._affinity: dict = {}
         self._counts: dict = {}
         self._floats: dict = {}
@@ -186,7 +193,7 @@ class NodeOrderScore:
 
     def rows(self, task: TaskInfo, cand: np.ndarray, top: float) -> np.ndarray:
         nodes, w = self.nodes, self.w
-        cpu, mem, bal_dims = self._cpu, self._mem, self._bal_dims
+        cpu, mem = self._cpu, self._mem
         total = np.zeros(cand.size, dtype=np.float64)
         alloc = nodes.allocatable[cand]
         if w["leastrequested.weight"] or w["mostrequested.weight"]:
@@ -197,6 +204,7 @@ class NodeOrderScore:
             if w["mostrequested.weight"]:
                 total += most_requested(req_nz, cap2) * w["mostrequested.weight"]
         if w["balancedresource.weight"]:
+            bal_dims = self._bal_dims(task)
             requested = (nodes.used[cand] + nodes.pipelined[cand] + task.resreq)[:, bal_dims]
             total += balanced(requested, alloc[:, bal_dims]) * w["balancedresource.weight"]
         placement = task.placement
@@ -211,18 +219,33 @@ class NodeOrderScore:
             total += norm * w["tainttoleration.weight"]
         return total
 
-    def _task_floats(self, task: TaskInfo) -> tuple[float, float, list[float]]:
-        """The task's nonzero cpu and memory and its requests of the balanced dimensions,
-        as floats: computed once per (interned, read-only) request vector, not per node.
-        Keyed by identity; the entry keeps the vectors alive, so an id is never reused
-        while it is in the memo."""
-        req, nz = task.resreq, task.nonzero
-        got = self._floats.get((id(req), id(nz)))
-        if got is not None and got[0] is req and got[1] is nz:
-            return got[2]
+    def _bal_dims(self, task: TaskInfo) -> list[int]:
+        """The dimensions of the balanced-allocation score for ``task``: cpu and memory,
+        and each extended one the task requests (Kubernetes'
+        ``calculateResourceAllocatableRequest`` returns (0, 0) for an extended resource
+        the pod does not request, which leaves it out of the deviation)."""
+        if not self._bal_scalar:
+            return self._bal_base
+        req = task.init_resreq
+        asked = [d for d in self._bal_scalar if req[d] > 0]
+        if not asked:
+            return self._bal_base
+        return self._bal_all if len(asked) == len(self._bal_scalar) else self._bal_base + asked
+
+    def _task_floats(self, task: TaskInfo) -> tuple[float, float, list[int], list[float]]:
+        """The task's nonzero cpu and memory, its balanced dimensions and its requests
+        of them, as floats: computed once per (interned, read-only) request vector, not
+        per node. Keyed by identity; the entry keeps the vectors alive, so an id is
+        never reused while it is in the memo."""
+        req, init, nz = task.resreq, task.init_resreq, task.nonzero
+        key = (id(req), id(init), id(nz))
+        got = self._floats.get(key)
+        if got is not None and got[0] is req and got[1] is init and got[2] is nz:
+            return got[3]
         tnz = nz.tolist()
-        out = (tnz[0], tnz[1], [float(req[d]) for d in self._bal_dims])
-        self._floats[(id(req), id(nz))] = (req, nz, out)
+        bal = self._bal_dims(task)
+        out = (tnz[0], tnz[1], bal, [float(req[d]) for d in bal])
+        self._floats[key] = (req, init, nz, out)
         return out
 
     def one(self, task: TaskInfo, i: int, top: float) -> float:
@@ -231,7 +254,7 @@ class NodeOrderScore:
         wl, wm, wb, wa, wt = self._wts
         total = 0.0
         alloc = nodes.allocatable[i].tolist()
-        tnz0, tnz1, breq = self._task_floats(task)
+        tnz0, tnz1, bal, breq = self._task_floats(task)
         if wl or wm:
             nz = nodes.nonzero[i].tolist()
             req_nz = [nz[0] + tnz0, nz[1] + tnz1]
@@ -251,7 +274,6 @@ class NodeOrderScore:
                 total += most_requested_one(req_nz, cap2) * wm
         if wb:
             used, pipe = nodes.used[i].tolist(), nodes.pipelined[i].tolist()
-            bal = self._bal_dims
             if len(bal) == 2:  # cpu and memory: balanced_one's two-resource case inline
                 b0, b1 = bal
                 c0, c1 = alloc[b0], alloc[b1]
@@ -282,6 +304,13 @@ class NodeOrderScore:
 
 class NodeOrderPlugin:
     name = "nodeorder"
+    argument_keys = (
+        "leastrequested.weight",
+        "mostrequested.weight",
+        "balancedresource.weight",
+        "nodeaffinity.weight",
+        "tainttoleration.weight",
+    )
 
     def __init__(self, arguments: Arguments) -> None:
         self.weights = {k: arguments.get_int(k, v) for k, v in WEIGHT_KEYS.items()}
