@@ -39,6 +39,9 @@ OFF_BY_DEFAULT = frozenset(
     h for f in catalog.FLAGS.values() if not f.default for h in f.hooks
 )
 
+#: How the warning about a plugin listed twice starts.
+LISTED_TWICE = "is listed more than once"
+
 DEFAULT_CONFIG = """
 actions: "enqueue, allocate, backfill"
 tiers:
@@ -275,7 +278,7 @@ class _Parser:
                 self.notes.add(
                     f"plugin {name}",
                     ", ".join(wheres),
-                    "is listed more than once: as in Volcano, one instance is used, built "
+                    f"{LISTED_TWICE}: as in Volcano, one instance is used, built "
                     "from the last entry's arguments, and its functions are asked in every "
                     "place it is listed, under that entry's enable flags",
                 )
@@ -444,6 +447,7 @@ class _Parser:
 __all__ = [
     "DEFAULT_CONFIG",
     "FLAG_KEYS",
+    "LISTED_TWICE",
     "Known",
     "PluginOption",
     "SchedulerConfig",

@@ -96,6 +96,10 @@ class HookTable:
         self._chains = None
         self._flat = {}
 
+    def registered(self, hook: str) -> tuple[str, ...]:
+        """The plugins that registered a function for ``hook``, whatever their flags."""
+        return tuple(self._fns[hook])
+
     def chain(self, hook: str) -> list[list[tuple[str, Callable]]]:
         """Per tier, the enabled (plugin, function) pairs for ``hook``, in config order."""
         if self._chains is None:

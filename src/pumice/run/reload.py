@@ -68,6 +68,8 @@ class ConfigWatcher:
         self.reloads += 1
         log.info("config reloaded from %s: actions %s", self.path,
                  ", ".join(scheduler.config.actions))  # fmt: skip
+        for warning in scheduler.config.warnings:
+            log.warning("config %s: %s", self.path, warning)
         return Reload(scheduler=scheduler)
 
 

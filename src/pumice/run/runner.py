@@ -134,6 +134,8 @@ class Runner:
 
     def run(self) -> int:
         """Schedule until :attr:`stop` is set; 0 on a clean stop."""
+        for warning in self.scheduler.config.warnings:
+            log.warning("config %s: %s", self.scheduler.config.source, warning)
         cluster = self.cluster
         cluster.start()
         if self.elector is not None:
