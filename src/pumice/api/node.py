@@ -6,7 +6,10 @@ documented tie-break between equally scored nodes (the first name wins).
 Accounting follows Volcano's ``NodeInfo.AddTask``: a running or allocated task takes
 ``idle`` and adds to ``used``; a releasing (terminating) task still takes ``idle`` and
 ``used`` and adds to ``releasing``; a pipelined task only adds to ``pipelined``. What a
-task may be pipelined onto is ``future_idle = idle + releasing - pipelined``.
+task may be pipelined onto is ``future_idle = idle + releasing - pipelined``, except in
+the ``pods`` column: Volcano's pod-count check (the predicates plugin's
+``MaxTaskNum <= len(nodeInfo.Pods)``) counts every pod on the node, a terminating one and
+a pipelined one too, so a releasing pod's slot is not free until the pod is gone.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pumice.api.quantity import PODS
 from pumice.api.resources import ResourceSpace
 from pumice.api.selectors import NodeIndex
 from pumice.api.task import TERMINATED_STATUSES, Taint, TaskInfo, TaskStatus
@@ -121,8 +125,18 @@ class NodeTable:
         self.tasks[i] = dict(self.tasks[i])
         self._borrowed.discard(i)
 
-    def future_idle(self) -> np.ndarray:
-        return self.idle + self.releasing - self.pipelined
+    def future_idle(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """What a task may be pipelined onto, per node (of ``rows``, or all): idle plus
+        releasing minus pipelined, but for ``pods`` idle minus pipelined (a terminating
+        pod still holds its slot in Volcano's pod count; see the module docstring)."""
+        if rows is None:
+            idle, releasing, pipelined = self.idle, self.releasing, self.pipelined
+        else:
+            idle, releasing, pipelined = self.idle[rows], self.releasing[rows], self.pipelined[rows]
+        future = idle + releasing - pipelined
+        p = self.space.index[PODS]
+        future[:, p] = idle[:, p] - pipelined[:, p]
+        return future
 
     def add_task(self, i: int, task: TaskInfo) -> None:
         """Account ``task`` (with its current status) on node ``i``."""

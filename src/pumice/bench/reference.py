@@ -234,6 +234,9 @@ def choose(ssn: Session, task: TaskInfo) -> tuple[int, bool] | None:
                 idle, nodes.releasing[i].tolist(), nodes.pipelined[i].tolist(), strict=True
             )
         ]
+        # A releasing pod still holds its pod slot (Volcano counts every pod on the node).
+        pods = ssn.space.index["pods"]
+        future[pods] = idle[pods] - float(nodes.pipelined[i, pods])
         req = task.init_resreq.tolist()
         if fits(req, future):
             feasible.append(i)

@@ -7,7 +7,8 @@ of a gang, or thousands of identical single pods, share one shape. For each shap
 in a session this module keeps, over all nodes:
 
 - ``ok_future``: the predicates allow the node and the task fits its future idle
-  resources (idle + releasing - pipelined); ``ok_now``: and it fits the idle ones;
+  resources (``NodeTable.future_idle``: idle + releasing - pipelined, a releasing pod's
+  pod slot not counted as free); ``ok_now``: and it fits the idle ones;
 - the node scores: the sum, in hook order, of every ``node_order`` function's score.
 
 Nodes change only through :meth:`NodeTable.add_task` / :meth:`NodeTable.remove_task`,
@@ -38,6 +39,7 @@ from collections.abc import Callable, Hashable
 
 import numpy as np
 
+from pumice.api.quantity import PODS
 from pumice.api.task import TaskInfo
 from pumice.framework.fit import fits, predicate_filter
 from pumice.framework.session import Session
@@ -95,13 +97,14 @@ class FastPath:
 
     __slots__ = (
         "__weakref__", "_asks", "_future", "_future_version", "_peak", "_peak_version",
-        "_views", "affinity_about", "enabled", "no_fit", "nodes", "predicates", "scorers",
-        "shapes", "ssn",
+        "_pods", "_views", "affinity_about", "enabled", "no_fit", "nodes", "predicates",
+        "scorers", "shapes", "ssn",
     )  # fmt: skip
 
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
         self.nodes = ssn.nodes
+        self._pods = ssn.space.index[PODS]
         self.predicates: tuple[Callable, ...] = ssn.hooks.flat("predicate")
         self.scorers: tuple = ssn.hooks.flat("node_order")
         self.enabled = all(getattr(fn, "by_placement", False) for fn in self.predicates) and all(
@@ -299,6 +302,7 @@ class FastPath:
         fut_ok = now_ok = blocked is None or not blocked[i]
         if fut_ok:
             idle, rel = nodes.idle[i].tolist(), nodes.releasing[i].tolist()
+            rel[self._pods] = 0.0  # (a releasing pod's slot is not free: see future_idle)
             pipe = nodes.pipelined[i].tolist()
             for d, r in shape.dims:
                 if not idle[d] + rel[d] - pipe[d] >= r:
@@ -329,7 +333,7 @@ class FastPath:
     def _refresh_many(self, task: TaskInfo, shape: _Shape, rows: np.ndarray) -> None:
         nodes = self.nodes
         req = task.init_resreq
-        fut = fits(req, nodes.idle[rows] + nodes.releasing[rows] - nodes.pipelined[rows])
+        fut = fits(req, nodes.future_idle(rows))
         if shape.blocked is not None:
             fut &= ~shape.blocked[rows]
         shape.ok_future[rows] = fut
