@@ -232,8 +232,7 @@ PLUGINS: dict[str, Entry] = _entries(
     Entry(
         "rescheduling",
         {"interval": "", "metricsPeriod": "", "strategies": ""},
-        "no pod is evicted to rebalance nodes (its lowNodeUtilization victims are never "
-        "chosen)",
+        "no pod is evicted to rebalance nodes (its lowNodeUtilization victims are never chosen)",
     ),
     Entry(
         "resource-strategy-fit",

@@ -35,9 +35,7 @@ from pumice.errors import InputError
 FLAG_KEYS: dict[str, tuple[str, ...]] = {k: f.hooks for k, f in catalog.FLAGS.items()}
 
 #: Hooks whose flag defaults to *off* in Volcano (everything else defaults to on).
-OFF_BY_DEFAULT = frozenset(
-    h for f in catalog.FLAGS.values() if not f.default for h in f.hooks
-)
+OFF_BY_DEFAULT = frozenset(h for f in catalog.FLAGS.values() if not f.default for h in f.hooks)
 
 #: How the warning about a plugin listed twice starts.
 LISTED_TWICE = "is listed more than once"
@@ -294,9 +292,7 @@ class _Parser:
         implemented = known is None or name in known.plugins
         entry = catalog.PLUGINS.get(name)
         if not implemented and entry is None:
-            raise unknown_name(
-                "plugin", name, {*known.plugins, *catalog.PLUGINS}, f"{where}.name"
-            )
+            raise unknown_name("plugin", name, {*known.plugins, *catalog.PLUGINS}, f"{where}.name")
         flags, keys = self._flags(raw, name, where, quiet=not implemented)
         args = raw.get("arguments")
         if args is None:
