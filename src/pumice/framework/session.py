@@ -209,16 +209,15 @@ def open_session(
     ``observer`` (see :class:`CycleObserver`) is told how long each plugin took."""
     start = perf_counter() if observer is not None else 0.0
     ssn = Session(snapshot, config)
-    for tier in config.tiers:
-        for opt in tier.plugins:
-            plugin = plugins.create(opt.name, opt.arguments)
-            ssn.plugins.append(plugin)
-            if observer is None:
-                plugin.on_session_open(ssn)
-            else:
-                t = perf_counter()
-                plugin.on_session_open(ssn)
-                observer.plugin_opened(opt.name, perf_counter() - t)
+    for opt in config.instances():  # a plugin listed twice is built once, as it acts
+        plugin = plugins.create(opt.name, opt.arguments)
+        ssn.plugins.append(plugin)
+        if observer is None:
+            plugin.on_session_open(ssn)
+        else:
+            t = perf_counter()
+            plugin.on_session_open(ssn)
+            observer.plugin_opened(opt.name, perf_counter() - t)
     # Only active jobs can be invalid: a settled job is a valid gang.
     for uid, job in ssn.active.items():
         reason = ssn.job_valid(job)
