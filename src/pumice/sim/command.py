@@ -332,6 +332,9 @@ def run(args: argparse.Namespace) -> int:
     # registries included) reaches the workers in the plan: inherited with fork,
     # pickled with spawn (extension registries pickle as "load the directory again").
     schedulers = [Scheduler.from_file(c, args.plugins_dir) for c in configs]
+    for scheduler in schedulers:
+        for warning in scheduler.config.warnings:
+            print(f"pumice: warning: {scheduler.config.source}: {warning}", file=sys.stderr)
     nodes = _cluster(args)
     workload = _workload(args, nodes)
     if workload.skipped:
