@@ -12,6 +12,18 @@ kept when the job is pipelined, discarded otherwise. Once a job is ready it yiel
 turn after each further task, so other jobs get their share. Jobs still Pending are
 left for ``enqueue``, unless ``enqueue`` is not configured, in which case allocate
 admits them itself.
+
+A job may be ready only by counting pending best-effort tasks, which backfill places
+after allocate (Volcano's arithmetic counts them all; gang's default counts those the
+nodes have room for, see :mod:`pumice.plugins.gang`). Committing such a job would bind
+part of the gang before anyone knows the rest gets a node: when a ``job_ready`` function
+can say whether the tasks placed make the gang on their own (``whole``), a statement
+that is ready but not whole is *held*: kept in the session, uncommitted, for backfill to
+commit once it has placed the best-effort tasks, or to give back (see
+:mod:`pumice.actions.backfill`). A held statement holds its resources like a committed
+one, so every other decision of the cycle is the one Volcano makes; only a gang that
+Volcano would leave half placed ends differently. Without backfill after allocate, the
+held statements are concluded when allocate ends.
 """
 
 from __future__ import annotations
@@ -161,6 +173,10 @@ class AllocateAction:
             if not tasks.empty():
                 self._allocate_job(ssn, queue, job, jobs, tasks)
             queues.push(queue)
+        actions = ssn.config.actions
+        later = actions[actions.index(self.name) + 1 :] if self.name in actions else ()
+        if "backfill" not in later:
+            conclude_held(ssn)  # nothing places best-effort tasks after this action
 
     def _allocate_job(
         self,
@@ -188,7 +204,92 @@ class AllocateAction:
                 jobs.push(job)
                 break
         if ssn.job_ready(job):
-            stmt.commit()
+            if whole(ssn, job):
+                release(ssn, job, commit=True)
+                stmt.commit()
+            else:
+                hold(ssn, job, stmt)
         elif not ssn.job_pipelined(job):
             job.tentative = max(job.tentative, len(stmt))
+            explain_best_effort(ssn, job)  # (before the discard: the try's nodes)
             stmt.discard()
+
+
+# -- gangs that count on best-effort tasks not yet placed ---------------------------------
+
+
+def whole(ssn: Session, job: JobInfo) -> bool:
+    """Ready without counting any pending task, as the ``job_ready`` functions that can
+    say (``whole``) see it; True when none can (Volcano's arithmetic: a ready job is
+    committed as it is)."""
+    for fn in ssn.hooks.flat("job_ready"):
+        check = getattr(fn, "whole", None)
+        if check is not None and not check(job):
+            return False
+    return True
+
+
+def explain_best_effort(ssn: Session, job: JobInfo) -> None:
+    """Note which pending best-effort task of ``job`` the nodes have no room for, where
+    a ``job_ready`` function can say (``why_not``)."""
+    if not job.pending_best_effort_num():
+        return
+    for fn in ssn.hooks.flat("job_ready"):
+        why = getattr(fn, "why_not", None)
+        note = why(job) if why is not None else None
+        if note:
+            job.note = note
+            return
+
+
+def held(ssn: Session) -> dict[str, Statement]:
+    """The held statements of the session (job uid -> statement), see the module's
+    docstring."""
+    got = getattr(ssn, "_held", None)
+    if got is None:
+        got = {}
+        ssn._held = got  # type: ignore[attr-defined]
+    return got
+
+
+def hold(ssn: Session, job: JobInfo, stmt: Statement) -> None:
+    """Keep ``stmt`` uncommitted with the job's held statement (a later turn of a job
+    that yielded adds to it)."""
+    kept = held(ssn)
+    earlier = kept.get(job.uid)
+    if earlier is None:
+        kept[job.uid] = stmt
+    else:
+        earlier.operations.extend(stmt.operations)
+        stmt.operations.clear()
+
+
+def release(ssn: Session, job: JobInfo, commit: bool) -> int:
+    """Commit (or discard) ``job``'s held statement, if any; how many operations it
+    had."""
+    stmt = held(ssn).pop(job.uid, None)
+    if stmt is None:
+        return 0
+    n = len(stmt)
+    if commit:
+        stmt.commit()
+    else:
+        stmt.discard()
+    return n
+
+
+def conclude_held(ssn: Session) -> None:
+    """Conclude every held statement left: commit where the job is now whole, give it
+    back unless the job is pipelined (then it is kept, as a pipelined turn is)."""
+    kept = getattr(ssn, "_held", None)
+    if kept is None:
+        return
+    for uid in list(kept):
+        job = ssn.jobs[uid]
+        if ssn.job_ready(job) and whole(ssn, job):
+            release(ssn, job, commit=True)
+        elif not ssn.job_pipelined(job):
+            job.tentative = max(job.tentative, len(kept[uid]))
+            explain_best_effort(ssn, job)
+            release(ssn, job, commit=False)
+    del ssn._held  # type: ignore[attr-defined]  (a statement refers to its session)

@@ -1,11 +1,23 @@
 """backfill: place best-effort tasks (no cpu, memory or extended-resource request),
-which allocate skips, on any node the predicates allow and that has a pod slot."""
+which allocate skips, on any node the predicates allow and that has a pod slot.
+
+Jobs in job order, each job's pending best-effort tasks in task order; a task that finds
+no node does not stop the job's others (as in Volcano). A job's turn is committed when
+the job is ready, and, where a ``job_ready`` function can say (gang's ``whole``), ready
+without counting any task still pending: nothing places best-effort tasks after
+backfill, so a task left pending now stays pending this cycle. The job's statement that
+allocate held for this moment (a gang ready only by counting these tasks, see
+:mod:`pumice.actions.allocate`) is committed with the turn, or given back with it: a
+gang is bound whole or not at all. Under Volcano's arithmetic (``gang.bestEffortReady:
+optimistic``) nothing is held and the turn is committed whenever the job is ready,
+pending tasks counted.
+"""
 
 from __future__ import annotations
 
 import functools
 
-from pumice.actions.allocate import place
+from pumice.actions.allocate import conclude_held, held, place, release, whole
 from pumice.api.job import JobInfo
 from pumice.api.task import TaskStatus
 from pumice.conf.arguments import Arguments
@@ -37,6 +49,7 @@ class BackfillAction:
                 if best_effort:
                     work[j.uid] = best_effort
         if not work:
+            conclude_held(ssn)
             return
         # Nothing changes while sorting: sort keys order jobs as job_less does (and order
         # the jobs with work alike whether or not the others are sorted with them).
@@ -52,9 +65,14 @@ class BackfillAction:
             best_effort.sort(key=functools.cmp_to_key(cmp_tasks))
             stmt = Statement(ssn)
             for task in best_effort:
-                if not place(ssn, stmt, job, task):
-                    break
-            if ssn.job_ready(job):
+                place(ssn, stmt, job, task)  # (a task without a node stops no other)
+            if ssn.job_ready(job) and whole(ssn, job):
+                release(ssn, job, commit=True)
                 stmt.commit()
             elif not ssn.job_pipelined(job):
+                kept = held(ssn).get(job.uid)
+                if kept is not None:
+                    job.tentative = max(job.tentative, len(kept) + len(stmt))
                 stmt.discard()
+                release(ssn, job, commit=False)
+        conclude_held(ssn)  # jobs held without a best-effort task left to place

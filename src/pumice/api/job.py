@@ -83,6 +83,14 @@ class JobInfo:
     _version: int = field(default=0, init=False, repr=False, compare=False)
     #: Pending best-effort tasks, kept by :meth:`add_task` / :meth:`update_status`.
     _best_effort_pending: int = field(default=0, init=False, repr=False, compare=False)
+    #: Bumped whenever a best-effort task enters or leaves Pending: keys what
+    #: :mod:`pumice.framework.best_effort` keeps about those tasks.
+    _best_effort_version: int = field(default=0, init=False, repr=False, compare=False)
+    #: (task index version, minAvailable, ready counting no pending task): see
+    #: :meth:`is_placed`.
+    _placed_memo: tuple[int, int, bool] = field(
+        default=(-1, -1, False), init=False, repr=False, compare=False
+    )
     _ready_memo: tuple[int, int, bool] = field(
         default=(-1, -1, False), init=False, repr=False, compare=False
     )
@@ -148,6 +156,7 @@ class JobInfo:
         if fresh:
             if task.best_effort and task.status == TaskStatus.PENDING:
                 self._best_effort_pending += 1
+                self._best_effort_version += 1
             if task.status in READY_STATUSES:
                 self._ready_count += 1
 
@@ -178,8 +187,10 @@ class JobInfo:
         if task.best_effort:
             if left and old == TaskStatus.PENDING:
                 self._best_effort_pending -= 1
+                self._best_effort_version += 1
             if fresh and status == TaskStatus.PENDING:
                 self._best_effort_pending += 1
+                self._best_effort_version += 1
 
     def with_status(self, *statuses: TaskStatus) -> list[TaskInfo]:
         """A new list of the tasks in ``statuses``, status by status in the order given."""
@@ -219,6 +230,10 @@ class JobInfo:
     def pending_best_effort_num(self) -> int:
         return self._best_effort_pending
 
+    def pending_requesting_num(self) -> int:
+        """Pending tasks that request resources (allocate's to place, not backfill's)."""
+        return len(self.by_status.get(TaskStatus.PENDING, ())) - self._best_effort_pending
+
     def _role_counts(self, statuses: frozenset[TaskStatus], best_effort_pending: bool) -> dict:
         counts: dict[str, int] = {}
         for status, bucket in self.by_status.items():
@@ -256,7 +271,10 @@ class JobInfo:
         return short
 
     def is_ready(self) -> bool:
-        """Enough tasks hold resources (or need none) to run the gang.
+        """Enough tasks hold resources (or need none) to run the gang: Volcano's
+        arithmetic, which counts every pending best-effort task as ready (backfill is
+        to place it). The gang plugin by default asks more of those tasks (see
+        :mod:`pumice.framework.best_effort`); job order keeps this answer.
 
         Memoized on the task index version and ``min_available``: job order asks this
         on every heap comparison."""
@@ -271,6 +289,20 @@ class JobInfo:
         if self.ready_num() + self.pending_best_effort_num() < self.min_available:
             return False
         return self._roles_meet(READY_STATUSES, True)
+
+    def is_placed(self) -> bool:
+        """Ready without counting any pending task: enough tasks hold resources (or have
+        finished) for ``minMember`` and for every role's minimum. A statement kept on
+        this answer leaves no gang short, whatever happens to the job's pending
+        best-effort tasks afterwards. Memoized like :meth:`is_ready`."""
+        version, min_available, placed = self._placed_memo
+        if version == self._version and min_available == self.min_available:
+            return placed
+        placed = self.ready_num() >= self.min_available and self._roles_meet(
+            READY_STATUSES, False
+        )
+        self._placed_memo = (self._version, self.min_available, placed)
+        return placed
 
     def is_pipelined(self) -> bool:
         """Ready once the pipelined tasks get the resources they wait for."""

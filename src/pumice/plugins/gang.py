@@ -5,15 +5,49 @@ job_pipelined (enough are placed or waiting on releasing resources), job_order (
 not yet ready before ready ones, so that gangs complete before extras are added),
 preemptable/reclaimable (never take a job below its minimum), job_starving. On close it
 sets each PodGroup's Scheduled / Unschedulable condition.
+
+Argument ``gang.bestEffortReady``: how a pending best-effort task (no cpu, memory or
+extended-resource request: allocate leaves it to backfill) counts toward the gang.
+
+``placeable`` (the default)
+    Only if a node can take it now: the predicates allow the node and it has a free pod
+    slot, the job's other best-effort tasks placed with it (see
+    :mod:`pumice.framework.best_effort`). While allocate is still placing the job's
+    other tasks, those count as could-be-placed too, so that a gang is refused only
+    where backfill could not complete it; where it could, allocate and backfill decide
+    as with ``optimistic``. A gang whose readiness rests on best-effort tasks not yet
+    placed is not bound by allocate: backfill binds it whole or gives it back (see
+    ``whole`` below and :mod:`pumice.actions.allocate`). No gang is left half placed.
+``optimistic``
+    Volcano's arithmetic: every pending best-effort task counts as ready. When backfill
+    then finds no node for some of them (pod limits, node selectors, taints), the gang
+    is left below its minimum: some pods bound, the gang never complete.
+
+Job order ranks jobs by Volcano's arithmetic under both (a sort key must not change
+while a job waits in a heap, and the placeable answer moves with the nodes).
+
+The ``job_ready`` function offers, besides ``short`` (see :mod:`pumice.actions.room`),
+under ``placeable``: ``whole(job)``, ready without counting any pending task (a
+statement kept on that answer leaves no gang short), and ``why_not(job)``, the first
+pending best-effort task the nodes have no room for, and why (for the pending reason).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pumice.api.job import JobInfo
 from pumice.api.task import ALLOCATED_STATUSES, TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
+from pumice.errors import InputError
+from pumice.framework.best_effort import BestEffortRoom
 from pumice.framework.decisions import PodGroupUpdate
 from pumice.framework.session import Session
+
+#: The argument saying how pending best-effort tasks count toward a gang.
+BEST_EFFORT_READY = "gang.bestEffortReady"
+PLACEABLE = "placeable"
+OPTIMISTIC = "optimistic"
 
 UNSCHEDULABLE = "Unschedulable"
 SCHEDULED = "Scheduled"
@@ -66,14 +100,50 @@ _ready.short = lambda j: j.min_available - j.ready_num() - j.pending_best_effort
 _pipelined.short = lambda j: j.min_available - j.ready_num() - j.waiting_num()  # type: ignore[attr-defined]
 
 
+def _placeable_ready(room: BestEffortRoom) -> Callable[[JobInfo], bool]:
+    """``job_ready`` under ``placeable``: Volcano's answer, and then, unless the tasks
+    placed already make the gang, the pending best-effort tasks it counts on must have
+    room (with the job's pending requesting tasks, which allocate may yet place)."""
+
+    def ready(job: JobInfo) -> bool:
+        if not job.is_ready():
+            return False
+        return job.is_placed() or room.can_complete(job, True)
+
+    # A pending best-effort task may count, so Volcano's shortfall stays a lower bound.
+    ready.short = _ready.short  # type: ignore[attr-defined]
+    ready.whole = lambda j: j.is_placed()  # type: ignore[attr-defined]
+    ready.why_not = room.why_not  # type: ignore[attr-defined]
+    return ready
+
+
 class GangPlugin:
     name = "gang"
-    argument_keys = ()
+    argument_keys = (BEST_EFFORT_READY,)
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments
+        mode = arguments.get_str(BEST_EFFORT_READY, PLACEABLE)
+        if mode not in (PLACEABLE, OPTIMISTIC):
+            raise InputError(
+                f"expected {PLACEABLE} or {OPTIMISTIC}, got {mode!r}",
+                obj="plugin gang",
+                field=f"arguments.{BEST_EFFORT_READY}",
+            )
+        self.best_effort_ready = mode
+        #: Is the job ready as the cycle ends (for its condition)? Set at open.
+        self._ready_now: Callable[[JobInfo], bool] = JobInfo.is_ready
 
     def on_session_open(self, ssn: Session) -> None:
+        ready: Callable[[JobInfo], bool] = _ready
+        if self.best_effort_ready == PLACEABLE:
+            room = BestEffortRoom(ssn)
+            ready = _placeable_ready(room)
+            # Nothing is placed after close: only the best-effort tasks with room count.
+            self._ready_now = lambda j: j.is_ready() and (
+                j.is_placed() or room.can_complete(j, False)
+            )
+
         def job_order(a: JobInfo, b: JobInfo) -> int:
             ra, rb = a.is_ready(), b.is_ready()
             return int(ra) - int(rb)
@@ -93,7 +163,7 @@ class GangPlugin:
 
         job_order.key = lambda j: int(j.is_ready())  # type: ignore[attr-defined]
         ssn.on("job_valid", self.name, _valid)
-        ssn.on("job_ready", self.name, _ready)
+        ssn.on("job_ready", self.name, ready)
         ssn.on("job_pipelined", self.name, _pipelined)
         ssn.on("job_order", self.name, job_order)
         ssn.on("preemptable", self.name, evictable)
@@ -108,7 +178,7 @@ class GangPlugin:
         for job in ssn.active.values():  # a settled job keeps the condition it has
             if job.uid in ssn.invalid:
                 continue
-            if job.is_ready():
+            if self._ready_now(job):
                 set_condition(ssn, job.uid, SCHEDULED, "tasks in gang are ready to be scheduled")
                 continue
             # Volcano counts only tasks that hold resources; pipelined ones still wait.
