@@ -113,3 +113,28 @@ def test_configmap_form_is_accepted(tmp_path, capsys) -> None:
     path = write(tmp_path, "cm.yaml", [cm])
     assert main(["cycle", str(EXAMPLE), "--config", path]) == 0
     assert json.loads(capsys.readouterr().out)["binds"]
+
+
+def test_cycle_warns_once_on_stderr_about_what_pumice_skips(tmp_path, capsys) -> None:
+    conf = (
+        'actions: "enqueue, allocate, backfill"\ntiers:\n- plugins:\n  - name: gang\n'
+        "  - name: predicates\n  - name: deviceshare\n    arguments:\n"
+        "      deviceshare.GPUSharingEnable: true\n"
+    )
+    path = write(tmp_path, "conf.yaml", conf)
+    assert main(["cycle", str(EXAMPLE), "--config", path]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["binds"]
+    warnings = [line for line in captured.err.splitlines() if "warning" in line]
+    assert len(warnings) == 1
+    assert warnings[0].startswith(f"pumice: warning: {path}: plugin deviceshare")
+    assert "not supported by pumice" in warnings[0]
+
+
+def test_cycle_refuses_a_misspelt_flag_with_the_closest_one(tmp_path, capsys) -> None:
+    conf = 'actions: "allocate"\ntiers:\n- plugins:\n  - name: gang\n    enabledJobReady: false\n'
+    path = write(tmp_path, "conf.yaml", conf)
+    assert main(["cycle", str(EXAMPLE), "--config", path]) == 2
+    err = capsys.readouterr().err
+    assert "tiers[0].plugins[0].enabledJobReady" in err
+    assert "did you mean enableJobReady?" in err
