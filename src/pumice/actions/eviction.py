@@ -17,35 +17,95 @@ from pumice.api.task import TaskInfo, TaskStatus
 from pumice.framework.fit import fits
 from pumice.framework.pqueue import PriorityQueue
 from pumice.framework.session import Session
-from pumice.framework.statement import Statement
+from pumice.framework.statement import EVICT, Statement
 
 #: Volcano's ``PreemptableStatus``: tasks preempt may evict.
 PREEMPTABLE_STATUSES = frozenset({TaskStatus.BOUND, TaskStatus.RUNNING})
 
 
-def unresolvable_blocked(ssn: Session, task: TaskInfo) -> np.ndarray | None:
+def unresolvable_blocked(
+    ssn: Session, task: TaskInfo, resolve_anti_affinity: bool = False
+) -> np.ndarray | None:
     """The nodes ``task`` can never use, whatever is evicted (Volcano's
     ``PredicateForPreemptAction`` keeps only *UnschedulableAndUnresolvable* refusals:
-    node selector and affinity, taints, cordons, readiness). Host-port conflicts are
-    resolvable by eviction, so they are left out: the predicates see a copy of the task
-    without host ports."""
+    node selector and affinity, taints, cordons, readiness, required inter-pod affinity).
+    Host-port conflicts are resolvable by eviction, so they are left out: the predicates
+    see a copy of the task without host ports.
+
+    Inter-pod anti-affinity is resolvable too (kube-scheduler's *Unschedulable*), but it
+    only goes away for a caller that asks again with the victims removed from the
+    predicates' view: Volcano's topology-aware preempt does (``resolve_anti_affinity``),
+    through the plugin's ``SimulateRemoveTask``, which Volcano calls only for a plugin
+    with ``enablePreemptable`` or ``enabledAllocatable`` on. Volcano's normal preempt asks
+    the predicates after evicting with the inter-pod state it computed before the
+    evictions, so an anti-affinity refusal stays and the node is never made to fit:
+    such a node is refused here, as it is for reclaim (which never asks again)."""
     probe = task.clone()
     probe.host_ports = ()
     blocked = None
-    for fn in ssn.hooks.flat("predicate"):
-        b, _ = fn(probe)
-        if b is not None:
+    for tier in ssn.hooks.chain("predicate"):
+        for plugin, fn in tier:
+            b, reasons = fn(probe)
+            if b is None:
+                continue
+            resolvable = getattr(fn, "resolvable", None)
+            if resolve_anti_affinity and resolvable is not None and _simulates(ssn, plugin):
+                masks = [m for r, m in reasons if not resolvable(r)]
+                if not masks:
+                    continue
+                b = np.logical_or.reduce(masks)
             blocked = b.copy() if blocked is None else (blocked | b)
     return blocked
 
 
-def candidate_nodes(ssn: Session, task: TaskInfo) -> list[int]:
-    """Node indices the predicates allow for ``task``, in name order."""
+def _simulates(ssn: Session, plugin: str) -> bool:
+    """Whether Volcano would let ``plugin`` simulate the removal of victims (its
+    ``enablePreemptable`` or ``enabledAllocatable`` flag is on)."""
+    for tier in ssn.config.tiers:
+        for opt in tier.plugins:
+            if opt.name == plugin:
+                return opt.enabled("preemptable") or opt.enabled("allocatable")
+    return False
+
+
+def candidate_nodes(ssn: Session, task: TaskInfo, resolve_anti_affinity: bool = False) -> list[int]:
+    """Node indices the predicates allow for ``task`` apart from what eviction resolves
+    (see :func:`unresolvable_blocked`), in name order."""
     n = len(ssn.nodes)
-    blocked = unresolvable_blocked(ssn, task)
+    blocked = unresolvable_blocked(ssn, task, resolve_anti_affinity)
     if blocked is None:
         return list(range(n))
     return [int(i) for i in np.flatnonzero(~blocked)]
+
+
+def evicted_keys(ssn: Session, stmt: Statement) -> set[str]:
+    """The pods evicted this cycle, committed or still in ``stmt``: as far as the
+    predicates are concerned they have left their nodes (Volcano's predicates plugin
+    removes an evicted pod from its node at once)."""
+    gone = set(ssn.decisions.evictions)
+    gone.update(op.task.key for op in stmt.operations if op.kind == EVICT)
+    return gone
+
+
+def refusals_after_eviction(ssn: Session, task: TaskInfo, i: int, stmt: Statement) -> list[str]:
+    """Why the predicates still refuse ``task`` on node ``i`` with the evictions made so
+    far (Volcano's preempt asks ``PredicateFn`` again after each eviction): a host port
+    or an inter-pod anti-affinity term about a pod that stays. A predicate function may
+    answer for one node (``after_eviction(task, i, gone)``, as the predicates plugin's
+    does); any other is asked for all nodes and read at ``i``."""
+    out: list[str] = []
+    gone: set[str] | None = None
+    for fn in ssn.hooks.flat("predicate"):
+        after = getattr(fn, "after_eviction", None)
+        if after is not None:
+            if gone is None:
+                gone = evicted_keys(ssn, stmt)
+            out.extend(after(task, i, gone))
+            continue
+        b, reasons = fn(task)
+        if b is not None and b[i]:
+            out.extend([r for r, m in reasons if m[i]] or ["refused by a predicate"])
+    return out
 
 
 def scored_nodes(ssn: Session, task: TaskInfo, nodes: list[int]) -> list[int]:
@@ -188,6 +248,7 @@ def settle(ssn: Session, stmt: Statement, job: JobInfo, action: str) -> bool:
     every tentative eviction and say so in the audit. Returns whether it committed."""
     if ssn.job_pipelined(job):
         stmt.commit()
+        notes_of(ssn).pop(job.uid, None)  # helped after all
         return True
     if len(stmt):
         ops = stmt.operations
@@ -206,3 +267,137 @@ def settle(ssn: Session, stmt: Statement, job: JobInfo, action: str) -> bool:
         )
     stmt.discard()
     return False
+
+
+# -- saying why eviction could not help ---------------------------------------------------
+
+#: What each built-in plugin's victim rule means, for the sentence that says it allowed
+#: no victim (see docs/preemption.md, "Choosing victims").
+_RULES = {
+    "priority": "only tasks of lower priority may go",
+    "gang": "a job keeps at least minMember ready tasks",
+    "conformance": "critical and kube-system pods never go",
+    "drf": "the victim's job must keep a dominant share at least the preemptor's",
+    "proportion": "no other queue there is over its deserved share without going below its "
+    "guarantee",
+    "capacity": "no other queue there is over its deserved share, in what the task asks for, "
+    "without going below its guarantee",
+    "pdb": "their PodDisruptionBudgets allow no disruption",
+    "cdp": "they are still cooling down",
+}
+
+
+#: Where the gang rule names the jobs at their minimum (filled in by ``Misses.render``).
+_AT_MINIMUM = "{at minimum}"
+
+
+class Misses:
+    """Why no node took one task through eviction: for each reason, how many nodes it
+    stopped (like a fit error), or one reason for the task as a whole (``whole``).
+    Gangs at their minimum among the candidates gang refused are named once."""
+
+    __slots__ = ("at_minimum", "counts", "task", "whole")
+
+    def __init__(self, task: TaskInfo) -> None:
+        self.task = task
+        self.counts: dict[str, int] = {}
+        self.whole = ""
+        self.at_minimum: set[str] = set()
+
+    def node(self, reason: str) -> None:
+        self.counts[reason] = self.counts.get(reason, 0) + 1
+
+    def refused(
+        self, ssn: Session, hook: str, actor: TaskInfo, candidates: list[TaskInfo], deciders
+    ) -> None:
+        """The ``hook`` functions allowed none of ``candidates`` on one node; ``deciders``
+        are the plugins of the tier that refused (:meth:`HookTable.victims`)."""
+        if not deciders:
+            self.node(f"no plugin allows victims ({hook} functions abstain)")
+            return
+        fns = {name: fn for tier in ssn.hooks.chain(hook) for name, fn in tier}
+        # Which of them allow none by themselves (the others only narrowed the choice).
+        alone = [p for p in deciders if p in fns and not fns[p](actor, candidates)]
+        if not alone:
+            self.node(f"no candidate is allowed by all of {', '.join(deciders)}")
+            return
+        if "gang" in alone:
+            for t in candidates:
+                job = ssn.jobs.get(t.job or "")
+                if job is not None and job.ready_num() <= job.min_available:
+                    self.at_minimum.add(job.uid)
+        rules = [_RULES[p] + (_AT_MINIMUM if p == "gang" else "") for p in alone if p in _RULES]
+        verb = "allows" if len(alone) == 1 else "allow"
+        text = f"{' and '.join(alone)} {verb} no victim"
+        self.node(text + (f" ({'; '.join(rules)})" if rules else ""))
+
+    def render(self) -> str:
+        name = self.task.name
+        if self.whole:
+            return self.whole
+        if not self.counts:
+            return f"no node to try for task {name}"
+        jobs = sorted(self.at_minimum)
+        more = f" and {len(jobs) - 3} more" if len(jobs) > 3 else ""
+        at_minimum = (
+            ""
+            if not jobs
+            else f": job {jobs[0]} is at its minimum"
+            if len(jobs) == 1
+            else f": jobs {', '.join(jobs[:3])}{more} are at their minimum"
+        )
+        parts = [
+            f"{_nodes(n)}: {reason.replace(_AT_MINIMUM, at_minimum)}"
+            for reason, n in self.counts.items()
+        ]
+        return f"task {name}: " + "; ".join(parts)
+
+
+def _nodes(n: int) -> str:
+    return "1 node" if n == 1 else f"{n} nodes"
+
+
+def notes_of(ssn: Session) -> dict[str, list[str]]:
+    """The session's ``eviction_notes``: job uid -> why preempt or reclaim, run for the
+    job this cycle, could not help it (one sentence per action). The pending explanation
+    (:func:`pumice.framework.status.pending_reason`) ends with them."""
+    notes = getattr(ssn, "eviction_notes", None)
+    if notes is None:
+        notes = ssn.eviction_notes = {}  # type: ignore[attr-defined]
+    return notes
+
+
+def could_not_help(
+    ssn: Session, action: str, job: JobInfo, text: str, task: TaskInfo | None = None
+) -> None:
+    """Say that ``action``, run for ``job``, could not help it: in the job's pending
+    explanation (the first sentence per action) and in the audit (kind ``failed``)."""
+    notes = notes_of(ssn).setdefault(job.uid, [])
+    prefix = f"{action} could not help"
+    if any(n.startswith(prefix) for n in notes):
+        return
+    notes.append(f"{prefix}: {text}")
+    ssn.decisions.audit.append(
+        {
+            "action": action,
+            "kind": "failed",
+            "preemptor": job.uid,
+            "task": task.key if task is not None else "",
+            "victim": "",
+            "node": "",
+            "reason": text,
+        }
+    )
+
+
+def unplaced_text(job: JobInfo, placed: int, misses: Misses | None) -> str:
+    """The sentence for a turn that ended with nothing kept: how far it got, and why the
+    first task that found no node found none."""
+    why = misses.render() if misses is not None else ""
+    if placed:
+        head = (
+            f"{placed} task(s) could be placed, too few for the gang minimum of "
+            f"{job.min_available}, so nothing is evicted"
+        )
+        return f"{head}; {why}" if why else head
+    return why or "no task of the job could be placed"

@@ -16,13 +16,26 @@ Follows Volcano's ``preempt`` action (v1.13):
 
 For one preemptor task (``preempt``): a pod with ``preemptionPolicy: Never`` never
 preempts. Candidate nodes are those the predicates allow apart from what eviction
-resolves; they are tried best score first. On a node, the victims are evicted in
-victim order (lowest job / task order first) until the task fits the node's future
-idle resources and its queue may take it (``allocatable``); the task is then pipelined
-onto the node. If the node cannot be made to fit, its evictions are kept (they lower the
-queue's allocation) and the next node is tried, as in Volcano; if no node works out,
-pumice undoes every eviction made for the task (Volcano keeps them in the statement):
-it never evicts for a task it does not place.
+resolves (free resources, host ports); they are tried best score first. On a node, the
+victims are evicted in victim order (lowest job / task order first) until the task fits
+the node's future idle resources, its queue may take it (``allocatable``) and the
+predicates pass with the evicted pods gone (a host port freed); the task is then
+pipelined onto the node and that node's evictions are kept. A node that cannot be made
+to fit gives its evictions back before the next node is tried (Volcano's per-node
+statement): only the evictions on the node finally chosen are committed.
+
+Inter-pod anti-affinity is resolvable by eviction in kube-scheduler, but Volcano's
+normal preempt asks the predicates after evicting with the inter-pod state it computed
+before: a node where the preemptor's anti-affinity (or an existing pod's) refuses it is
+never made to fit, so pumice passes it over. The topology-aware mode (below) simulates
+the removals, as kube-scheduler does: such a node is a candidate, and a victim the
+anti-affinity is about cannot be reprieved. A required affinity refusal is never
+resolvable.
+
+When no node works out, the job's pending explanation and the audit (a ``failed``
+record) say why, node by node: nothing to evict there, too little room even with every
+candidate gone, the plugin that allowed no victim (gang: the jobs at their minimum),
+the queue's share, or a predicate that eviction does not clear.
 
 ``enableTopologyAwarePreemption: true`` switches to Volcano's dry-run mode: on up to
 ``minCandidateNodesPercentage`` % of the candidate nodes (at least
@@ -77,36 +90,34 @@ class PreemptAction:
     def execute(self, ssn: Session) -> None:
         preemptors: dict[str, PriorityQueue[JobInfo]] = {}
         tasks_of: dict[str, PriorityQueue[TaskInfo]] = {}
-        under_request: list[JobInfo] = []
-        queues: list[str] = []
+        under_request: dict[str, list[JobInfo]] = {}
         for uid in sorted(ssn.jobs):
             job = ssn.jobs[uid]
             if job.is_pending() or job.queue not in ssn.queues or uid in ssn.invalid:
                 continue
-            if job.queue not in queues:
-                queues.append(job.queue)
             if ssn.job_starving(job):
                 preemptors.setdefault(job.queue, PriorityQueue(ssn.job_less)).push(job)
-                under_request.append(job)
+                under_request.setdefault(job.queue, []).append(job)
                 tasks_of[job.uid] = PriorityQueue(ssn.task_less, ev.pending_tasks(job))
         # Volcano walks a Go map (random order); pumice serves queues in queue order.
-        order = PriorityQueue(ssn.queue_less, (ssn.queues[q] for q in queues))
+        order = PriorityQueue(ssn.queue_less, (ssn.queues[q] for q in preemptors))
         while not order.empty():
             queue = order.pop()
-            self._between_jobs(ssn, preemptors.get(queue.name), tasks_of)
-            self._within_jobs(ssn, under_request)
+            self._between_jobs(ssn, preemptors[queue.name], tasks_of)
+            self._within_jobs(ssn, under_request[queue.name])
 
     def _between_jobs(
         self,
         ssn: Session,
-        jobs: PriorityQueue[JobInfo] | None,
+        jobs: PriorityQueue[JobInfo],
         tasks_of: dict[str, PriorityQueue[TaskInfo]],
     ) -> None:
-        while jobs is not None and not jobs.empty():
+        while not jobs.empty():
             job = jobs.pop()
             stmt = Statement(ssn)
-            assigned = False
             tasks = tasks_of[job.uid]
+            first_miss: ev.Misses | None = None
+            placed = 0
             while ssn.job_starving(job) and not tasks.empty():
                 preemptor = tasks.pop()
 
@@ -120,12 +131,19 @@ class PreemptAction:
                     tj = ssn.jobs.get(t.job or "")
                     return tj is not None and tj.queue == j.queue and t.job != p.job
 
-                # Volcano keeps the result of the last task only.
-                assigned = self.preempt(ssn, stmt, preemptor, other_jobs)
+                misses = ev.Misses(preemptor) if first_miss is None else None
+                if self.preempt(ssn, stmt, preemptor, other_jobs, misses):
+                    placed += 1
+                elif misses is not None:
+                    first_miss = misses
             if not ev.settle(ssn, stmt, job, ACTION):
-                continue
-            if assigned:
-                jobs.push(job)
+                ev.could_not_help(
+                    ssn,
+                    ACTION,
+                    job,
+                    ev.unplaced_text(job, placed, first_miss),
+                    first_miss.task if first_miss is not None else None,
+                )
 
     def _within_jobs(self, ssn: Session, under_request: list[JobInfo]) -> None:
         for job in under_request:
@@ -141,10 +159,10 @@ class PreemptAction:
                     return t.preemptable and t.job == p.job
 
                 stmt = Statement(ssn)
-                assigned = self.preempt(ssn, stmt, preemptor, same_job)
-                stmt.commit()
-                if not assigned:
+                if not self.preempt(ssn, stmt, preemptor, same_job):
+                    stmt.discard()
                     break
+                stmt.commit()
 
     # -- one preemptor ------------------------------------------------------------------
 
@@ -154,48 +172,70 @@ class PreemptAction:
         stmt: Statement,
         preemptor: TaskInfo,
         keep: Callable[[TaskInfo], bool],
+        misses: ev.Misses | None = None,
     ) -> bool:
         """Try to place ``preemptor`` by evicting tasks ``keep`` allows; True if it was
-        pipelined."""
+        pipelined. ``misses``, when given, is told why each node did not work out."""
+        if misses is None:
+            misses = ev.Misses(preemptor)
         if preemptor.preemption_policy == "Never":
+            misses.whole = f"task {preemptor.name} has preemptionPolicy: Never"
             return False
         job = ssn.jobs.get(preemptor.job or "")
         if job is None:
             return False
-        nodes = ev.candidate_nodes(ssn, preemptor)
+        nodes = ev.candidate_nodes(ssn, preemptor, resolve_anti_affinity=self.topology_aware)
+        if not nodes:
+            misses.whole = (
+                f"no node could take task {preemptor.name} whatever is evicted "
+                "(the predicates refuse every node)"
+            )
+            return False
         if self.topology_aware:
-            return self._dry_run(ssn, stmt, preemptor, job, keep, nodes)
+            return self._dry_run(ssn, stmt, preemptor, job, keep, nodes, misses)
         queue = ssn.queues[job.queue]
         # A node where even evicting every candidate would leave too little room cannot
         # work with any subset the preemptable functions allow: pass it over before
-        # ordering and asking them. (Evictions on one node change only that node, so
-        # this holds while the loop below evicts.) Most preemptors find no such node.
+        # ordering and asking them. (Each node gives back its evictions when it does not
+        # work out, so the test made here holds while the loop below runs.) Most
+        # preemptors find no such node.
         cands = {i: [t for t in ssn.nodes.tasks[i].values() if keep(t)] for i in nodes}
         possible = {i: cands[i] for i in ev.room_with_all(ssn, preemptor, cands)}
         if not possible:
+            self._no_room(misses, nodes, cands)
             return False
-        start = stmt.mark()
-        ready: dict[str, int] = {}
+
+        def fits(i: int) -> bool:
+            return (
+                ssn.allocatable(queue, preemptor)
+                and ev.fits_future(ssn, preemptor, i)
+                and not ev.refusals_after_eviction(ssn, preemptor, i, stmt)
+            )
+
         for i in ev.scored_nodes(ssn, preemptor, nodes):
             if i not in possible:
+                misses.node(_why_no_room(cands[i]))
                 continue
             name = ssn.nodes.names[i]
             candidates = ev.in_victim_order(ssn, possible[i], preemptor)
             victims, deciders = ssn.hooks.victims("preemptable", preemptor, candidates)
             if not ev.victims_could_fit(ssn, preemptor, i, victims):
+                if victims:
+                    misses.node("the victims allowed there would free too little")
+                else:
+                    misses.refused(ssn, "preemptable", preemptor, candidates, deciders)
                 continue
             why = ev.deciders_text(ssn, "preemptable", deciders)
             pending = ev.victim_queue(ssn, victims, preemptor)
-            # As in Volcano, evictions on a node that does not work out are kept while
-            # the next nodes are tried: they lower the queue's allocation, which is what
-            # a preemptor of an over-used queue needs.
-            while not pending.empty():
-                if ssn.allocatable(queue, preemptor) and ev.fits_future(ssn, preemptor, i):
-                    break
+            mark = stmt.mark()
+            ready: dict[str, int] = {}
+            while not fits(i) and not pending.empty():
                 self._evict(ssn, stmt, preemptor, pending.pop(), why, ready)
-            if not (ssn.allocatable(queue, preemptor) and ev.fits_future(ssn, preemptor, i)):
+            if not fits(i):
+                misses.node(self._why_not(ssn, queue, preemptor, i, stmt))
+                stmt.rollback(mark)  # this node's evictions only: the next node starts afresh
                 continue
-            n = self._finish(ssn, stmt, start, ready)
+            n = self._finish(ssn, stmt, mark, ready)
             stmt.pipeline(
                 preemptor,
                 name,
@@ -211,9 +251,25 @@ class PreemptAction:
                 ),
             )
             return True
-        # pumice: no node worked out, so nothing is evicted for this task.
-        stmt.rollback(start)
         return False
+
+    @staticmethod
+    def _no_room(misses: ev.Misses, nodes: list[int], cands: dict[int, list[TaskInfo]]) -> None:
+        for i in nodes:
+            misses.node(_why_no_room(cands[i]))
+
+    @staticmethod
+    def _why_not(ssn: Session, queue, preemptor: TaskInfo, i: int, stmt: Statement) -> str:
+        """Why node ``i`` still does not take ``preemptor`` with every victim evicted."""
+        if not ssn.allocatable(queue, preemptor):
+            return (
+                f"queue {queue.name} could still not take the task (allocatable), even "
+                "with every victim there evicted"
+            )
+        if not ev.fits_future(ssn, preemptor, i):
+            return "the victims allowed there would free too little"
+        refusals = ev.refusals_after_eviction(ssn, preemptor, i, stmt)
+        return "with the victims gone it still " + (refusals[0] if refusals else "does not fit")
 
     def _evict(
         self,
@@ -297,9 +353,8 @@ class PreemptAction:
         job: JobInfo,
         keep: Callable[[TaskInfo], bool],
         nodes: list[int],
+        misses: ev.Misses,
     ) -> bool:
-        if not nodes:
-            return False
         want = self._num_candidates(len(nodes))
         queue = ssn.queues[job.queue]
         found: list[tuple[int, list[TaskInfo], str]] = []
@@ -307,10 +362,19 @@ class PreemptAction:
             candidates = ev.in_victim_order(
                 ssn, (t for t in ssn.nodes.tasks[i].values() if keep(t)), preemptor
             )
+            if not candidates:
+                misses.node(_why_no_room(candidates))
+                continue
             victims, deciders = ssn.hooks.victims("preemptable", preemptor, candidates)
             if not ev.victims_could_fit(ssn, preemptor, i, victims):
+                if victims:
+                    misses.node("the victims allowed there would free too little")
+                elif ev.victims_could_fit(ssn, preemptor, i, candidates):
+                    misses.refused(ssn, "preemptable", preemptor, candidates, deciders)
+                else:
+                    misses.node(_why_no_room(candidates))
                 continue
-            chosen = self._select_on_node(ssn, stmt, preemptor, queue, i, victims)
+            chosen = self._select_on_node(ssn, stmt, preemptor, queue, i, victims, misses)
             if chosen:
                 found.append((i, chosen, deciders))
                 if len(found) >= want:
@@ -350,20 +414,31 @@ class PreemptAction:
         queue,
         i: int,
         victims: list[TaskInfo],
+        misses: ev.Misses,
     ) -> list[TaskInfo]:
         """The minimal victims on node ``i`` (Volcano's ``SelectVictimsOnNode``), found
         by evicting tentatively and undoing: evict in victim order until the preemptor
-        fits, then give back each victim the preemptor can do without."""
+        fits (resources, its queue's share, and the predicates with the evicted pods
+        gone: a host port, inter-pod anti-affinity), then, highest priority first, give
+        back each victim the preemptor can do without. A victim that the preemptor's
+        anti-affinity is about cannot be given back."""
         mark = stmt.mark()
 
         def fits() -> bool:
-            return ssn.allocatable(queue, preemptor) and ev.fits_future(ssn, preemptor, i)
+            return (
+                ssn.allocatable(queue, preemptor)
+                and ev.fits_future(ssn, preemptor, i)
+                and not ev.refusals_after_eviction(ssn, preemptor, i, stmt)
+            )
 
-        # Fitting only gets easier with more evictions: if evicting every victim is not
-        # enough, no subset is (one check instead of one per victim).
+        # Fitting only gets easier with more evictions (resources add up; an
+        # anti-affinity or host-port refusal only goes away): if evicting every victim is
+        # not enough, no subset is (one check instead of one per victim).
         for t in victims:
             stmt.evict(t, ACTION)
         enough = fits()
+        if not enough:
+            misses.node(self._why_not(ssn, queue, preemptor, i, stmt))
         stmt.rollback(mark)
         if not enough:
             return []
@@ -380,12 +455,13 @@ class PreemptAction:
         stmt.rollback(mark)
         if not ok:
             return []
+        # Reprieve the last evicted (the highest in victim order) first, as Volcano does.
         chosen: list[TaskInfo] = []
-        for k, t in enumerate(potential):
-            for other in chosen + potential[k + 1 :]:
+        for k in range(len(potential) - 1, -1, -1):
+            for other in chosen + potential[:k]:
                 stmt.evict(other, ACTION)
             if not fits():
-                chosen.append(t)
+                chosen.append(potential[k])
             stmt.rollback(mark)
         return chosen
 
@@ -412,3 +488,9 @@ def _least_damage(found: list, broken_gangs=None):
         if keys(c) == best:
             return c
     return found[0]  # pragma: no cover
+
+
+def _why_no_room(candidates: list[TaskInfo]) -> str:
+    if not candidates:
+        return "nothing to evict there (no running, preemptable task of another job it may take)"
+    return "too little room even with every task it may evict there gone"

@@ -1,26 +1,31 @@
 """reclaim: a queue below its deserved share takes back resources other queues borrowed.
 
-Follows Volcano's ``reclaim`` action (v1.13):
+Follows Volcano's ``reclaim`` action (current master):
 
 1. Admitted (not Pending), starving jobs are the reclaimers, grouped by queue; queues
    are served in queue order and an ``overused`` queue is skipped.
-2. Each job of the queue, in job order, gets one statement: its pending tasks, in task
-   order, reclaim while the job is starving. A task with ``preemptionPolicy: Never``
-   does not reclaim; nor does a task its queue may not reclaim for (``preemptive``:
-   the queue is open and would stay within its deserved share).
+2. A queue's turn is one job (the first in job order) with one statement: its pending
+   tasks, in task order, reclaim while the job is starving. A task with
+   ``preemptionPolicy: Never`` does not reclaim; nor does a task its queue may not
+   reclaim for (``preemptive``: the queue is open and would stay within its deserved
+   share). The statement is committed if the job is pipelined, discarded otherwise. A
+   queue with more starving jobs goes back into the queue order (its share has
+   changed), so queues take turns job by job.
 3. For one task, nodes the predicates allow are tried in name order. Candidates are the
    Running, ``volcano.sh/preemptable`` tasks of *other* queues that are
    ``reclaimable`` (``spec.reclaimable`` not false); the ``reclaimable`` functions
    choose the victims (proportion / capacity: only from queues above their deserved
    share, never below a guarantee; gang: never below minMember; conformance: never
    critical pods; pdb and cdp guards). If victims and the node's future idle resources
-   can hold the task, victims are evicted in victim order until they have freed as
-   much as the task requests, and the task is pipelined onto the node.
-4. The job's statement is committed if the job is pipelined, discarded otherwise.
+   can hold the task, victims are evicted in victim order until the node's future idle
+   resources plus what they free cover the task's request (the idle part counts first:
+   no more victims than needed), and the task is pipelined onto the node. A node that
+   cannot be made to hold the task gives its evictions back before the next node is
+   tried: only the evictions on the node the task is pipelined onto are kept.
 
-As in Volcano, the evictions made on a node that could not hold the task are kept while
-the next nodes are tried; but when no node works out, pumice undoes them all (Volcano
-leaves them in the job's statement): it never evicts for a task it does not place.
+When reclaim cannot help a job, its pending explanation and the audit (a ``failed``
+record) say why: the queue is overused or may not reclaim, or, node by node, nothing of
+another queue to take, the plugin that allowed no victim, or too little room.
 """
 
 from __future__ import annotations
@@ -62,27 +67,73 @@ class ReclaimAction:
                 tasks_of[job.uid] = PriorityQueue(ssn.task_less, ev.pending_tasks(job))
         while not queues.empty():
             queue = queues.pop()
-            if ssn.overused(queue):
-                continue
             jobs = jobs_of.get(queue.name)
-            while jobs is not None and not jobs.empty():
-                job = jobs.pop()
-                stmt = Statement(ssn)
-                tasks = tasks_of[job.uid]
-                while ssn.job_starving(job) and not tasks.empty():
-                    task = tasks.pop()
-                    if task.preemption_policy == "Never":
-                        continue
-                    if not ssn.preemptive(queue, task):
-                        continue
-                    self.reclaim_for(ssn, stmt, task, job)
-                ev.settle(ssn, stmt, job, ACTION)
+            if ssn.overused(queue):
+                while jobs is not None and not jobs.empty():
+                    ev.could_not_help(
+                        ssn, ACTION, jobs.pop(), f"queue {queue.name} is overused"
+                    )
+                continue
+            if jobs is None or jobs.empty():
+                continue
+            self._turn(ssn, queue, jobs.pop(), tasks_of)
+            if not jobs.empty():
+                queues.push(queue)
 
-    def reclaim_for(self, ssn: Session, stmt: Statement, task: TaskInfo, job: JobInfo) -> bool:
-        """Try to pipeline ``task`` onto resources reclaimed from other queues."""
-        start = stmt.mark()
+    def _turn(
+        self,
+        ssn: Session,
+        queue: QueueInfo,
+        job: JobInfo,
+        tasks_of: dict[str, PriorityQueue[TaskInfo]],
+    ) -> None:
+        """One job's statement: its tasks reclaim while it starves."""
+        stmt = Statement(ssn)
+        tasks = tasks_of[job.uid]
+        first_miss: ev.Misses | None = None
+        placed = 0
+        while ssn.job_starving(job) and not tasks.empty():
+            task = tasks.pop()
+            misses = ev.Misses(task)
+            if task.preemption_policy == "Never":
+                misses.whole = f"task {task.name} has preemptionPolicy: Never"
+            elif not ssn.preemptive(queue, task):
+                misses.whole = _not_preemptive(ssn, queue, task)
+            elif self.reclaim_for(ssn, stmt, task, job, misses):
+                placed += 1
+                continue
+            if first_miss is None:
+                first_miss = misses
+        if not ev.settle(ssn, stmt, job, ACTION):
+            ev.could_not_help(
+                ssn,
+                ACTION,
+                job,
+                ev.unplaced_text(job, placed, first_miss),
+                first_miss.task if first_miss is not None else None,
+            )
+
+    def reclaim_for(
+        self,
+        ssn: Session,
+        stmt: Statement,
+        task: TaskInfo,
+        job: JobInfo,
+        misses: ev.Misses | None = None,
+    ) -> bool:
+        """Try to pipeline ``task`` onto resources reclaimed from other queues;
+        ``misses``, when given, is told why each node did not work out."""
+        if misses is None:
+            misses = ev.Misses(task)
+        nodes = ev.candidate_nodes(ssn, task)
+        if not nodes:
+            misses.whole = (
+                f"no node could take task {task.name} whatever is evicted "
+                "(the predicates refuse every node)"
+            )
+            return False
         found: dict[int, list[TaskInfo]] = {}
-        for i in ev.candidate_nodes(ssn, task):
+        for i in nodes:
             reclaimees = []
             for t in ssn.nodes.tasks[i].values():
                 if t.status != TaskStatus.RUNNING or not t.preemptable:
@@ -95,22 +146,35 @@ class ReclaimAction:
                 reclaimees.append(t)
             if reclaimees:
                 found[i] = reclaimees
+            else:
+                misses.node(
+                    "nothing to take there (no running, preemptable task of another "
+                    "queue that may be reclaimed)"
+                )
         # Only nodes where all the reclaimees together would fit the task (see
-        # ev.room_with_all); evictions on one node change only that node, so the test
-        # made here still holds when the loop reaches a node.
+        # ev.room_with_all); a node that does not work out gives its evictions back, so
+        # the test made here still holds when the loop reaches a node.
         room = set(ev.room_with_all(ssn, task, found))
         for i in found:
             if i not in room:
+                misses.node("too little room even with every task of another queue there gone")
                 continue
             name = ssn.nodes.names[i]
             reclaimees = ev.in_victim_order(ssn, found[i], task)
             victims, deciders = ssn.hooks.victims("reclaimable", task, reclaimees)
-            if not victims or not ev.victims_could_fit(ssn, task, i, victims):
+            if not ev.victims_could_fit(ssn, task, i, victims):
+                if victims:
+                    misses.node("the victims allowed there would free too little")
+                else:
+                    misses.refused(ssn, "reclaimable", task, reclaimees, deciders)
                 continue
             why = ev.deciders_text(ssn, "reclaimable", deciders)
-            reclaimed = ssn.space.zeros()
+            # What the node will have once the victims go: its future idle resources
+            # first, so that no more victims are evicted than the task needs.
+            available = ssn.nodes.idle[i] + ssn.nodes.releasing[i] - ssn.nodes.pipelined[i]
             pending = ev.victim_queue(ssn, victims, task)
-            while not pending.empty():
+            mark = stmt.mark()
+            while not _covers(task, available) and not pending.empty():
                 v = pending.pop()
                 vq = ssn.jobs[v.job].queue if v.job in ssn.jobs else "?"
                 stmt.evict(
@@ -128,11 +192,11 @@ class ReclaimAction:
                         reclaimer_queue=job.queue,
                     ),
                 )
-                reclaimed = reclaimed + v.resreq
-                if _covers(task, reclaimed):
-                    break
-            if not _covers(task, reclaimed):
-                continue  # Volcano keeps these evictions and tries the next node
+                available = available + v.resreq
+            if not _covers(task, available):  # pragma: no cover - victims_could_fit said so
+                stmt.rollback(mark)
+                misses.node("the victims allowed there would free too little")
+                continue
             stmt.pipeline(
                 task,
                 name,
@@ -142,16 +206,33 @@ class ReclaimAction:
                     "pipeline",
                     task,
                     name,
-                    f"pipelined onto resources reclaimed for queue {job.queue}",
+                    f"pipelined onto resources reclaimed for queue {job.queue}"
+                    if len(stmt) - mark
+                    else "pipelined: fits the node's future idle resources",
                 ),
             )
             return True
-        # pumice: no node worked out, so nothing is evicted for this task.
-        stmt.rollback(start)
         return False
 
 
-def _covers(task: TaskInfo, reclaimed) -> bool:
-    """What the victims freed covers the task's request (Volcano compares the request
-    with the reclaimed resources alone, not with the node's idle ones)."""
-    return bool(fits(task.init_resreq, reclaimed[None, :])[0])
+def _covers(task: TaskInfo, available) -> bool:
+    """``available`` (the node's future idle resources plus what the victims so far
+    free) holds the task's request."""
+    return bool(fits(task.init_resreq, available[None, :])[0])
+
+
+def _not_preemptive(ssn: Session, queue: QueueInfo, task: TaskInfo) -> str:
+    """Why ``queue`` may not reclaim for ``task``: the plugins whose ``preemptive``
+    function said no."""
+    if not queue.is_open():
+        return f"queue {queue.name} is {queue.state}: it may not reclaim"
+    refused = [
+        plugin
+        for tier in ssn.hooks.chain("preemptive")
+        for plugin, fn in tier
+        if not fn(queue, task)
+    ]
+    return (
+        f"queue {queue.name} may not reclaim for task {task.name} "
+        f"({', '.join(refused)}: it would exceed its deserved share or its capability)"
+    )

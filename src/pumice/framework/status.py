@@ -97,9 +97,10 @@ def pending_reason(ssn: Session, job: JobInfo) -> str:
                 detail = explain(queue, ssn.space)
     elif not detail and placed >= job.min_available:
         detail = "more tasks than the gang minimum; they wait for free resources"
-    if gang and detail:
-        return f"{gang}; {detail}"
-    return gang or detail or "waiting for resources"
+    reason = f"{gang}; {detail}" if gang and detail else gang or detail or "waiting for resources"
+    # Why preempt or reclaim, run for the job, could not help it (actions/eviction.py).
+    notes = getattr(ssn, "eviction_notes", {}).get(job.uid)
+    return "; ".join([reason, *notes]) if notes else reason
 
 
 def explain_pending(ssn: Session) -> None:

@@ -19,7 +19,7 @@ import numpy as np
 from pumice.api.task import Placement, TaskInfo, Toleration
 from pumice.conf.arguments import Arguments
 from pumice.framework.session import Session
-from pumice.plugins.pod_affinity import affinity_reasons
+from pumice.plugins.pod_affinity import RESOLVABLE, affinity_reasons, resolvable_on_node
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
@@ -103,4 +103,25 @@ class PredicatesPlugin:
         # without host ports depends on its placement alone: the allocate fast path may
         # then reuse it for every task of the same shape.
         predicate.by_placement = not holders  # type: ignore[attr-defined]
+
+        def after_eviction(task: TaskInfo, i: int, gone: set[str]) -> list[str]:
+            """What eviction could clear but still refuses ``task`` on node ``i`` once the
+            tasks whose keys are in ``gone`` have left (for preempt)."""
+            reasons = resolvable_on_node(nodes, task, i, holders, gone)
+            ports = set(task.host_ports)
+            if ports and any(
+                t.key not in gone and ports.intersection(t.host_ports)
+                for t in nodes.tasks[i].values()
+            ):
+                reasons.append("didn't have free host port")
+            return reasons
+
+        predicate.after_eviction = after_eviction  # type: ignore[attr-defined]
+        predicate.resolvable = _resolvable  # type: ignore[attr-defined]
         ssn.on("predicate", self.name, predicate)
+
+
+def _resolvable(reason: str) -> bool:
+    """A refusal that evicting pods of the node can clear (kube-scheduler's
+    *Unschedulable*, not *UnschedulableAndUnresolvable*)."""
+    return reason in RESOLVABLE or reason.startswith("didn't have free host port")
