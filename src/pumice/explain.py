@@ -235,7 +235,8 @@ def _orders(config: SchedulerConfig, hooks: dict[str, HookView]) -> list[Finding
             Finding(
                 "order",
                 f"{hook} (used by {action}): a permit from {', '.join(early)} (tier "
-                f"{first}) ends the vote: {rest}, in later tiers, are then not asked",
+                f"{first}) ends the vote: {rest}, in later tiers, are then not asked (as in "
+                "Volcano)",
             )
         )
     return out
