@@ -8,6 +8,7 @@ turns records into the model.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -37,14 +38,23 @@ _OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
 _EFFECTS = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})
 
 
+def _shown(value: Any) -> str:
+    """``value`` as text for a message: short, and never failing (a number of 5,000
+    digits has no ``str``)."""
+    if isinstance(value, int) and abs(value) > 10**40:
+        return f"<a number of {int(math.log10(abs(value))) + 1} digits>"
+    text = str(value) if isinstance(value, str | int | float) else type(value).__name__
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def object_name(obj: Mapping[str, Any]) -> str:
     """``Kind namespace/name`` (or ``Kind name``) for messages."""
-    kind = obj.get("kind", "object") if isinstance(obj, Mapping) else "object"
+    kind = _shown(obj.get("kind", "object")) if isinstance(obj, Mapping) else "object"
     meta = obj.get("metadata") if isinstance(obj, Mapping) else None
     if not isinstance(meta, Mapping):
-        return str(kind)
-    name, ns = meta.get("name", "?"), meta.get("namespace")
-    return f"{kind} {ns}/{name}" if ns else f"{kind} {name}"
+        return kind
+    name, ns = _shown(meta.get("name", "?")), meta.get("namespace")
+    return f"{kind} {_shown(ns)}/{name}" if ns else f"{kind} {name}"
 
 
 def _map(value: Any, path: str) -> Mapping[str, Any]:
@@ -70,24 +80,47 @@ def _str(value: Any, path: str, *, required: bool = False) -> str:
         return ""
     if not isinstance(value, str | int | float) or isinstance(value, bool):
         raise InputError(f"expected a string, got {type(value).__name__}", field=path)
+    if isinstance(value, int) and abs(value) > 10**40:
+        raise InputError(f"expected a string, got {_shown(value)}", field=path)
     return str(value)
+
+
+#: Kubernetes keeps the integers pumice reads (minMember, priorities, weights, ports,
+#: counts) in an int32.
+INT32_MAX = 2**31 - 1
 
 
 def _int(value: Any, path: str, default: int, *, minimum: int | None = None) -> int:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            value = int(value)
+        text = value.strip() if isinstance(value, str) else ""
+        if text.lstrip("-").isdigit() and len(text) <= 20:
+            value = int(text)
         else:
-            raise InputError(f"expected an integer, got {value!r}", field=path)
+            raise InputError(f"expected an integer, got {_shown(repr(value))}", field=path)
     if minimum is not None and value < minimum:
-        raise InputError(f"must be at least {minimum}, got {value}", field=path)
+        raise InputError(f"must be at least {minimum}, got {_shown(value)}", field=path)
+    if not -INT32_MAX - 1 <= value <= INT32_MAX:
+        raise InputError(
+            f"must be between {-INT32_MAX - 1} and {INT32_MAX}, got {_shown(value)}", field=path
+        )
     return value
 
 
+def _key(key: Any, path: str) -> str:
+    """A map's key as text (YAML gives numbers and booleans as they are)."""
+    if isinstance(key, int) and abs(key) > 10**40:
+        raise InputError(f"invalid key {_shown(key)}", field=path)
+    return str(key)
+
+
 def _labels(value: Any, path: str) -> dict[str, str]:
-    return {str(k): _str(v, f"{path}.{k}") for k, v in _map(value, path).items()}
+    out = {}
+    for k, v in _map(value, path).items():
+        key = _key(k, path)
+        out[key] = _str(v, f"{path}.{key}")
+    return out
 
 
 def timestamp(value: Any, path: str) -> float:
@@ -97,11 +130,13 @@ def timestamp(value: Any, path: str) -> float:
     if isinstance(value, datetime):  # PyYAML turns unquoted timestamps into datetimes
         return value.timestamp()
     if isinstance(value, int | float) and not isinstance(value, bool):
+        if not abs(value) < 1e12:  # (NaN too) some 30,000 years
+            raise InputError(f"invalid timestamp {_shown(value)}", field=path)
         return float(value)
     try:
         return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
     except ValueError as exc:
-        raise InputError(f"invalid timestamp {value!r}", field=path) from exc
+        raise InputError(f"invalid timestamp {_shown(repr(value))}", field=path) from exc
 
 
 _NATIVE = frozenset({"cpu", "memory", "pods", "ephemeral-storage"})
@@ -124,10 +159,11 @@ def resources(value: Any, path: str) -> dict[str, float]:
     """A ResourceList (``{cpu: 500m, memory: 1Gi}``) -> canonical amounts. Every
     quantity is validated; keys that are not scheduling resources are then dropped."""
     out: dict[str, float] = {}
-    for name, q in _map(value, path).items():
-        amount = to_canonical(str(name), q, field=f"{path}.{name}")
-        if is_scheduling_resource(str(name)):
-            out[str(name)] = amount
+    for key, q in _map(value, path).items():
+        name = _key(key, path)
+        amount = to_canonical(name, q, field=f"{path}.{name}")
+        if is_scheduling_resource(name):
+            out[name] = amount
     return out
 
 
@@ -176,7 +212,7 @@ def parse_node(obj: Mapping[str, Any]) -> NodeSpec:
     for i, cond in enumerate(_list(status.get("conditions"), "status.conditions")):
         cond = _map(cond, f"status.conditions[{i}]")
         if cond.get("type") == "Ready":
-            ready = str(cond.get("status")) == "True"
+            ready = cond.get("status") in ("True", True)  # (unquoted YAML gives a bool)
     return NodeSpec(
         name=name,
         labels=_labels(meta.get("labels"), "metadata.labels"),
@@ -439,7 +475,10 @@ def podgroup_status(obj: Mapping[str, Any]) -> tuple[str, list[dict], tuple[int,
     phase = _str(status.get("phase"), "status.phase") or "Pending"
     if phase not in _PG_PHASES:
         raise InputError(f"unknown phase {phase!r}", field="status.phase")
-    conditions = [dict(c) for c in _list(status.get("conditions"), "status.conditions")]
+    conditions = [
+        dict(_map(c, f"status.conditions[{i}]"))
+        for i, c in enumerate(_list(status.get("conditions"), "status.conditions"))
+    ]
     counts = tuple(
         _int(status.get(k), f"status.{k}", 0, minimum=0) for k in ("running", "succeeded", "failed")
     )
@@ -451,7 +490,7 @@ def parse_podgroup(obj: Mapping[str, Any], default_queue: str = DEFAULT_QUEUE) -
     name = _str(meta.get("name"), "metadata.name", required=True)
     spec = _map(obj.get("spec"), "spec")
     mtm = {
-        str(k): _int(v, f"spec.minTaskMember.{k}", 0, minimum=0)
+        _key(k, "spec.minTaskMember"): _int(v, f"spec.minTaskMember.{_shown(k)}", 0, minimum=0)
         for k, v in _map(spec.get("minTaskMember"), "spec.minTaskMember").items()
     }
     phase, conditions, counts = podgroup_status(obj)
@@ -500,7 +539,9 @@ def parse_queue(obj: Mapping[str, Any]) -> QueueRecord:
     guarantee = _map(spec.get("guarantee"), "spec.guarantee")
     reclaimable = spec.get("reclaimable", True)
     if not isinstance(reclaimable, bool):
-        raise InputError(f"expected true or false, got {reclaimable!r}", field="spec.reclaimable")
+        raise InputError(
+            f"expected true or false, got {_shown(reclaimable)}", field="spec.reclaimable"
+        )
     state = _str(status.get("state"), "status.state") or "Open"
     if state not in ("Open", "Closed", "Closing", "Unknown"):
         raise InputError(f"unknown queue state {state!r}", field="status.state")

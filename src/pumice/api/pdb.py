@@ -57,22 +57,37 @@ class PdbRecord:
     disrupted_pods: frozenset[str] = field(default_factory=frozenset)
 
 
+_INT32_MAX = 2**31 - 1
+
+
+def _text(value: Any, path: str) -> str:
+    """A name, label or value: a string (YAML may give a number; not a huge one)."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise InputError(f"expected a string, got {type(value).__name__}", field=path)
+    if isinstance(value, int) and abs(value) > _INT32_MAX:
+        raise InputError("expected a string, got a large number", field=path)
+    return str(value)
+
+
 def _int_or_percent(value: Any, path: str) -> int | str | None:
     if value is None:
         return None
+    bad = InputError("expected an integer or a percentage (int32)", field=path)
     if isinstance(value, bool):
-        raise InputError(f"expected an integer or a percentage, got {value!r}", field=path)
+        raise bad
     if isinstance(value, int):
         if value < 0:
-            raise InputError(f"must not be negative, got {value}", field=path)
+            raise InputError("must not be negative", field=path)
+        if value > _INT32_MAX:
+            raise bad
         return value
     if isinstance(value, str):
         v = value.strip()
-        if v.endswith("%") and v[:-1].isdigit():
+        if v.endswith("%") and v[:-1].isdigit() and len(v) <= 4:
             return v
-        if v.isdigit():
+        if v.isdigit() and int(v[:11]) <= _INT32_MAX:
             return int(v)
-    raise InputError(f"expected an integer or a percentage, got {value!r}", field=path)
+    raise bad
 
 
 def parse_label_selector(value: Any, path: str) -> LabelSelector | None:
@@ -92,11 +107,13 @@ def parse_label_selector(value: Any, path: str) -> LabelSelector | None:
         op = e.get("operator")
         if op not in _SELECTOR_OPS:
             raise InputError(f"unknown operator {op!r}", field=f"{p}.operator")
-        values = tuple(str(v) for v in (e.get("values") or []))
+        values = tuple(_text(v, f"{p}.values") for v in (e.get("values") or []))
         if op in ("In", "NotIn") and not values:
             raise InputError(f"operator {op} needs values", field=f"{p}.values")
         exprs.append((e["key"], op, values))
-    return LabelSelector(tuple(sorted((str(k), str(v)) for k, v in labels.items())), tuple(exprs))
+    where = f"{path}.matchLabels"
+    pairs = ((_text(k, where), _text(v, where)) for k, v in labels.items())
+    return LabelSelector(tuple(sorted(pairs)), tuple(exprs))
 
 
 def parse_pdb(obj: Mapping[str, Any]) -> PdbRecord:
@@ -114,18 +131,18 @@ def parse_pdb(obj: Mapping[str, Any]) -> PdbRecord:
         raise InputError("minAvailable and maxUnavailable are mutually exclusive", field="spec")
     allowed = status.get("disruptionsAllowed")
     if allowed is not None and (isinstance(allowed, bool) or not isinstance(allowed, int)):
-        raise InputError(f"expected an integer, got {allowed!r}", field="status.disruptionsAllowed")
+        raise InputError("expected an integer", field="status.disruptionsAllowed")
     disrupted = status.get("disruptedPods") or {}
     if not isinstance(disrupted, Mapping):
         raise InputError("expected a mapping", field="status.disruptedPods")
     return PdbRecord(
-        namespace=str(meta.get("namespace") or "default"),
-        name=str(meta["name"]),
+        namespace=_text(meta.get("namespace") or "default", "metadata.namespace"),
+        name=_text(meta["name"], "metadata.name"),
         selector=parse_label_selector(spec.get("selector"), "spec.selector"),
         min_available=min_av,
         max_unavailable=max_un,
         disruptions_allowed=allowed,
-        disrupted_pods=frozenset(str(k) for k in disrupted),
+        disrupted_pods=frozenset(_text(k, "status.disruptedPods") for k in disrupted),
     )
 
 

@@ -62,6 +62,13 @@ def parse_objects(
             raise InputError(
                 "is required", file=item.source, obj=parse.object_name(obj), field="kind"
             )
+        if not isinstance(kind, str):
+            raise InputError(
+                f"expected a string, got {type(kind).__name__}",
+                file=item.source,
+                obj=parse.object_name(obj),
+                field="kind",
+            )
         fn = _KINDS.get(str(kind))
         if fn is None:
             skipped[str(kind)] = skipped.get(str(kind), 0) + 1
