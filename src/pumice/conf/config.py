@@ -169,7 +169,10 @@ def _keys_of(raw: Mapping, allowed: tuple[str, ...], where: str, what: str) -> N
     for key in raw:
         if key not in allowed:
             path = f"{where}.{key}" if where else str(key)
-            raise unknown_name(f"key of {what}", str(key), allowed, path)
+            raise InputError(
+                f"unknown key {key!r} of {what}{catalog.did_you_mean(str(key), allowed)}",
+                field=path,
+            )
 
 
 class _Parser:
