@@ -66,6 +66,7 @@ def _combine(reasons: Reasons) -> np.ndarray | None:
 
 class PredicatesPlugin:
     name = "predicates"
+    argument_keys = ()
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments
