@@ -118,3 +118,55 @@ def test_preferred_affinity_wins_over_free_space() -> None:
 def test_equal_scores_tie_break_to_the_first_node_name() -> None:
     d = one(pod("p", group="pg"), node("zeta"), node("alpha"), node("mid"))
     assert d.binds == {"default/p": "alpha"}
+
+
+def _not_ready(n: dict, status: str = "False") -> dict:
+    n["status"]["conditions"] = [{"type": "Ready", "status": status}]
+    return n
+
+
+def test_nodes_left_out_are_noted_and_counted_in_the_reason() -> None:
+    """Not-ready nodes are out of the session: nothing goes there, ``pumice cycle``
+    notes them, and a task that fits only there says so."""
+    d = one(pod("p", group="pg", cpu="6"), _not_ready(node("a", cpu="8")), node("b", cpu="4"))
+    assert d.binds == {}
+    reason = d.pending["default/pg"]
+    assert "0/2 nodes are available: 1 insufficient cpu, 1 were not ready" in reason
+    assert any("left out 1 node not ready" in n and ": a" in n for n in d.notes)
+
+
+def test_a_cluster_of_left_out_nodes_is_not_an_empty_cluster() -> None:
+    d = one(pod("p", group="pg"), _not_ready(node("a"), "Unknown"), _not_ready(node("b")))
+    assert "0/2 nodes are available: 2 were not ready" in d.pending["default/pg"]
+
+
+def test_a_pipelined_pod_and_a_terminating_one_both_hold_pod_slots() -> None:
+    """Volcano's pod count takes every pod on the node: with 3 slots, a running and a
+    terminating pod, one pending pod is pipelined onto the releasing cpu, the next finds
+    the node full."""
+    objs = [
+        queue(),
+        pod("run", cpu="2", node="n1", scheduler="other"),
+        pod("leaving", cpu="2", node="n1", scheduler="other", terminating=True),
+        podgroup("a"),
+        pod("a-0", group="a", created="2026-01-01T00:00:01Z"),
+        podgroup("b"),
+        pod("b-0", group="b", created="2026-01-01T00:00:02Z"),
+        node("n1", cpu="4", pods="3"),
+    ]
+    d = run(objs, CONF)
+    assert d.pipelined == {"default/a-0": "n1"} and d.binds == {}
+    assert "1 too many pods" in d.pending["default/b"]
+
+
+def test_balanced_score_counts_gpus_only_for_a_task_that_asks_for_them() -> None:
+    """A cpu-only task on a GPU node is scored on cpu and memory alone, as Kubernetes'
+    balanced allocation does: its idle GPUs do not make the node look unbalanced."""
+    weights = {"name": "nodeorder", "arguments": {"leastrequested.weight": 0,
+               "balancedresource.weight": 1, "tainttoleration.weight": 0}}  # fmt: skip
+    config = conf("allocate", ["gang"], [weights])
+    nodes = [node("a-gpu", cpu="8", memory="16Gi", nvidia_gpu="8"),
+             node("b-cpu", cpu="8", memory="32Gi")]  # fmt: skip
+    cpu_only = run([queue(), podgroup("pg"), pod("p", group="pg", cpu="2", memory="4Gi"), *nodes],
+                   config)  # fmt: skip
+    assert cpu_only.binds == {"default/p": "a-gpu"}

@@ -31,12 +31,12 @@ from __future__ import annotations
 import numpy as np
 
 from pumice.actions.room import hopeless_turn, queue_refusal
-from pumice.api.job import INQUEUE, FitError, JobInfo
+from pumice.api.job import INQUEUE, JobInfo
 from pumice.api.queue import QueueInfo
 from pumice.api.task import READY_STATUSES, TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
 from pumice.framework.fastpath import for_session, shape_key
-from pumice.framework.fit import explain_no_fit, fits, predicate_filter
+from pumice.framework.fit import explain_no_fit, fits, no_nodes, predicate_filter
 from pumice.framework.orders import job_key, queue_key, task_key
 from pumice.framework.pqueue import KeyedQueue, PriorityQueue, ordered
 from pumice.framework.session import Session
@@ -60,7 +60,7 @@ def place(ssn: Session, stmt: Statement, job: JobInfo, task: TaskInfo) -> bool:
     """Allocate or pipeline ``task`` on the best node; record why not when none fits."""
     nodes = ssn.nodes
     if len(nodes) == 0:
-        job.fit_errors[task.uid] = FitError(0, {}, "there are no nodes in the cluster")
+        job.fit_errors[task.uid] = no_nodes(nodes)
         return False
     fastpath = for_session(ssn)
     fast = fastpath.choose(task)
@@ -191,7 +191,7 @@ class AllocateAction:
         while not tasks.empty():
             task = tasks.pop()
             if not ssn.allocatable(queue, task):
-                job.note = queue_refusal(queue, task)
+                job.note = queue_refusal(queue, task, ssn.nodes)
                 continue
             if task.role and task.role in failed_roles:
                 continue

@@ -39,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 
 from pumice.api.job import JobInfo
+from pumice.api.node import NodeTable
 from pumice.api.queue import QueueInfo
 from pumice.api.task import TaskInfo
 from pumice.framework.fastpath import FastPath, for_session, shape_key
@@ -92,7 +93,7 @@ def hopeless_turn(
     if view.total >= takes:
         # The try places ``takes`` tasks; the queue refuses the next and, its share
         # unchanged, every one after: the note names the last.
-        job.note = queue_refusal(queue, _in_order(ssn, job, todo, key)[-1])
+        job.note = queue_refusal(queue, _in_order(ssn, job, todo, key)[-1], ssn.nodes)
         job.tentative = max(job.tentative, takes)
         return True
     room = int(view.total)  # fewer than the queue would take: a task finds no node
@@ -155,7 +156,7 @@ def _mixed_turn(
     for task in _in_order(ssn, job, todo, key):
         shape = shape_of[task.uid]
         if not allowed[shape]:
-            job.note = queue_refusal(queue, task)
+            job.note = queue_refusal(queue, task, ssn.nodes)
         elif room[shape]:
             room[shape] -= 1
             allowed[shape] -= 1
@@ -167,13 +168,17 @@ def _mixed_turn(
     return True
 
 
-def queue_refusal(queue: QueueInfo, task: TaskInfo) -> str:
-    """The note a job gets when ``allocatable`` refuses one of its tasks."""
-    return f"queue {queue.name} cannot take task {task.name} now: " + (
-        "the queue is not open"
-        if not queue.is_open()
-        else "it would exceed the queue's deserved share"
+def queue_refusal(queue: QueueInfo, task: TaskInfo, nodes: NodeTable | None = None) -> str:
+    """The note a job gets when ``allocatable`` refuses one of its tasks (naming the
+    nodes the session leaves out, which count in no share)."""
+    if not queue.is_open():
+        return f"queue {queue.name} cannot take task {task.name} now: the queue is not open"
+    text = (
+        f"queue {queue.name} cannot take task {task.name} now: it would exceed the "
+        f"queue's deserved share"
     )
+    left = nodes.left_out_summary() if nodes is not None else ""
+    return f"{text} (the cluster's total leaves out {left})" if left else text
 
 
 def _queue_takes(ssn: Session, queue: QueueInfo, task: TaskInfo, limit: int) -> int | None:

@@ -10,6 +10,15 @@ task may be pipelined onto is ``future_idle = idle + releasing - pipelined``, ex
 the ``pods`` column: Volcano's pod-count check (the predicates plugin's
 ``MaxTaskNum <= len(nodeInfo.Pods)``) counts every pod on the node, a terminating one and
 a pipelined one too, so a releasing pod's slot is not free until the pod is gone.
+
+**Nodes left out.** Volcano's scheduler cache hands a session only the nodes whose state
+is Ready (``NodeInfo.Ready()``, Volcano 1.7): a node whose Ready condition is not True
+(False or Unknown; a node without one counts as ready) or whose pods request more than
+its allocatable (``OutOfSync``: a device plugin that lost its GPUs, pods bound by another
+scheduler) is not in the session at all, whatever the plugins, so nothing is placed,
+pipelined or evicted there and it adds nothing to the cluster's total. A table holds
+every node; :meth:`NodeTable.copy`, the table a session works on, holds only the others
+and names the ones left out (``left_out``), so explanations can count them.
 """
 
 from __future__ import annotations
@@ -18,10 +27,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pumice.api.quantity import PODS
+from pumice.api.quantity import PODS, format_amount, plural
 from pumice.api.resources import ResourceSpace
 from pumice.api.selectors import NodeIndex
 from pumice.api.task import TERMINATED_STATUSES, Taint, TaskInfo, TaskStatus
+
+#: Why a node is left out of a session, as fit explanations count it.
+NOT_READY = "were not ready"
+OUT_OF_SYNC = "were out of sync (their pods request more than allocatable)"
+#: Used beyond allocatable by more than this (in canonical units) puts a node out of
+#: sync; below it, float sums of milli-precise amounts may differ from the exact total.
+OUT_OF_SYNC_SLACK = 1e-6
+
+
+@dataclass(slots=True, frozen=True)
+class LeftOut:
+    """A node a session leaves out: ``reason`` (:data:`NOT_READY` or
+    :data:`OUT_OF_SYNC`) and, for people, what is wrong with it."""
+
+    reason: str
+    detail: str
 
 
 @dataclass(slots=True, frozen=True)
@@ -41,12 +66,14 @@ class NodeTable:
 
     __slots__ = (
         "_borrowed",
+        "_session",
         "affinity",
         "allocatable",
         "changes",
         "idle",
         "index",
         "labels",
+        "left_out",
         "names",
         "nonzero",
         "origin",
@@ -95,12 +122,92 @@ class NodeTable:
         #: cache of per-node results kept across copies knows which rows moved since
         #: (see :mod:`pumice.framework.slots`). None for a table built from specs.
         self.origin: tuple[list[int], int] | None = None
+        #: For a session's copy: the nodes of the cluster it leaves out, by name (see
+        #: the module docstring). A table built from specs holds every node.
+        self.left_out: dict[str, LeftOut] = {}
+        #: What the copies that leave nodes out share while the same nodes are left out
+        #: (see :meth:`_subset`).
+        self._session: _Subset | None = None
 
     def __len__(self) -> int:
         return len(self.names)
 
+    # -- the session's nodes ------------------------------------------------------------
+
+    def leaving(self) -> np.ndarray | None:
+        """The rows a session leaves out (a boolean mask), None when it takes them all:
+        nodes that are not ready, and nodes whose pods request more than their
+        allocatable in some resource other than ``pods`` (Volcano's out-of-sync check
+        compares resource amounts; the pod count is not one of them)."""
+        if not self.names:
+            return None
+        labels = self.labels
+        if labels.specs is self.specs:
+            out = labels.not_ready.copy()
+        else:  # (a respec not yet followed by new label columns)
+            out = np.array([not s.ready for s in self.specs], dtype=bool)
+        excess = self.used - self.allocatable
+        excess[:, self.space.index[PODS]] = 0.0
+        out |= (excess > OUT_OF_SYNC_SLACK).any(axis=1)
+        return out if out.any() else None
+
+    def _why(self, i: int) -> LeftOut:
+        """Why row ``i`` is left out; out of sync first, as Volcano checks it first."""
+        used, alloc = self.used[i].tolist(), self.allocatable[i].tolist()
+        over = [
+            f"{name} {format_amount(name, used[d])} of {format_amount(name, alloc[d])}"
+            for d, name in enumerate(self.space.names)
+            if name != PODS and used[d] - alloc[d] > OUT_OF_SYNC_SLACK
+        ]
+        if over:
+            return LeftOut(OUT_OF_SYNC, "its pods request " + ", ".join(over))
+        return LeftOut(NOT_READY, "its Ready condition is not True")
+
+    def left_out_counts(self) -> dict[str, int]:
+        """The nodes this session table leaves out, counted by reason (for a fit
+        error's histogram: ``0/N nodes are available`` counts them in N)."""
+        counts: dict[str, int] = {}
+        for why in self.left_out.values():
+            counts[why.reason] = counts.get(why.reason, 0) + 1
+        return counts
+
+    def left_out_summary(self) -> str:
+        """``2 nodes not ready, 1 out of sync``: the nodes this session table leaves out,
+        in a few words ("" when none)."""
+        counts = self.left_out_counts()
+        parts = [
+            f"{plural(k, 'node')} {'not ready' if reason == NOT_READY else 'out of sync'}"
+            for reason, k in counts.items()
+        ]
+        return ", ".join(parts)
+
+    def left_out_notes(self) -> list[str]:
+        """One line per reason for the nodes this session table leaves out, naming
+        them (the first few), for people: ``pumice cycle`` prints them."""
+        by: dict[str, list[str]] = {}
+        for name, why in self.left_out.items():
+            by.setdefault(why.reason, []).append(name)
+        notes = []
+        for reason, names in by.items():
+            shown = ", ".join(
+                f"{n} ({self.left_out[n].detail})" if reason == OUT_OF_SYNC else n
+                for n in names[:5]
+            )
+            more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+            what = "not ready" if reason == NOT_READY else "out of sync"
+            notes.append(
+                f"left out {plural(len(names), 'node')} {what}, as Volcano does (nothing "
+                f"is placed on them, they add nothing to the cluster's total): {shown}{more}"
+            )
+        return notes
+
     def copy(self) -> NodeTable:
-        """An independent copy of the mutable state (specs are shared, being immutable)."""
+        """The table a session works on: an independent copy of the mutable state (specs
+        are shared, being immutable) holding only the nodes a session takes (see
+        :meth:`leaving`); the others are named in the copy's ``left_out``."""
+        out = self.leaving()
+        if out is not None:
+            return self._subset(out)
         other = NodeTable.__new__(NodeTable)
         other.specs, other.space, other.names, other.index = (
             self.specs, self.space, self.names, self.index,
@@ -119,6 +226,56 @@ class NodeTable:
         other.version = 0
         other.changes = []
         other.origin = (self.changes, len(self.changes))
+        other.left_out = dict(self.left_out)
+        other._session = None
+        return other
+
+    def _subset(self, out: np.ndarray) -> NodeTable:
+        """:meth:`copy` without the rows of ``out``.
+
+        Row numbers differ from this table's, so the copy's ``origin`` is a log of its
+        own rows, kept for as long as the same nodes are left out: this table's
+        changes since the last copy, translated (rows left out dropped). Caches of
+        per-node results kept across sessions (:mod:`pumice.framework.slots`) go on
+        working row by row; when other nodes are left out, the log is a new one and
+        they start afresh. The static parts (specs, names, label columns,
+        allocatable) are shared by the copies while they stay the same."""
+        keep = np.flatnonzero(~out)
+        sub = self._session
+        key = out.tobytes()
+        if sub is None or sub.key != key or sub.source is not self.changes:
+            sub = self._session = _Subset(key, keep, len(self), self.changes)
+        sub.refresh(self)
+        other = NodeTable.__new__(NodeTable)
+        other.specs, other.space, other.names, other.index = (
+            sub.specs, self.space, sub.names, sub.index,
+        )  # fmt: skip
+        other.allocatable = sub.allocatable
+        other.labels = sub.labels
+        other.nonzero = self.nonzero[keep]
+        other.idle = self.idle[keep]
+        other.used = self.used[keep]
+        other.releasing = self.releasing[keep]
+        other.pipelined = self.pipelined[keep]
+        other.tasks = [self.tasks[i] for i in keep.tolist()]
+        other._borrowed = set(range(len(keep)))
+        gone = np.flatnonzero(out).tolist()
+        other.affinity = self.affinity - sum(
+            1 for i in gone for t in self.tasks[i].values() if t.pod_affinity is not None
+        )
+        inverse = sub.inverse
+        other.ports = {}
+        for port, users in self.ports.items():
+            kept = {inverse[i]: k for i, k in users.items() if inverse[i] >= 0}
+            if kept:
+                other.ports[port] = kept
+        other.version = 0
+        other.changes = []
+        other.origin = (sub.log, len(sub.log))
+        left = dict(self.left_out)
+        left.update((self.names[i], self._why(i)) for i in gone)
+        other.left_out = dict(sorted(left.items()))
+        other._session = None
         return other
 
     def _own(self, i: int) -> None:
@@ -218,3 +375,48 @@ class NodeTable:
 
     def total(self) -> np.ndarray:
         return self.allocatable.sum(axis=0) if len(self) else self.space.zeros()
+
+
+class _Subset:
+    """What the copies of one table that leave the same rows out share: the kept rows'
+    static parts, rebuilt when the table's own are replaced (``respec``, new label
+    columns), and the log of changes in the copies' row numbers (see
+    :meth:`NodeTable._subset`)."""
+
+    __slots__ = (
+        "_alloc_of", "_labels_of", "_specs_of", "allocatable", "index", "inverse", "keep",
+        "key", "labels", "log", "names", "seen", "source", "specs",
+    )  # fmt: skip
+
+    def __init__(self, key: bytes, keep: np.ndarray, n: int, source: list[int]) -> None:
+        self.key = key
+        self.keep = keep
+        self.inverse = [-1] * n
+        for j, i in enumerate(keep.tolist()):
+            self.inverse[i] = j
+        self.source = source
+        self.seen = 0
+        self.log: list[int] = []
+        self._specs_of: list[NodeSpec] | None = None
+        self._labels_of: NodeIndex | None = None
+        self._alloc_of: np.ndarray | None = None
+
+    def refresh(self, table: NodeTable) -> None:
+        keep = self.keep.tolist()
+        if self._specs_of is not table.specs:
+            self.specs = [table.specs[i] for i in keep]
+            self.names = [s.name for s in self.specs]
+            self.index = {name: j for j, name in enumerate(self.names)}
+            self._specs_of = table.specs
+        if self._labels_of is not table.labels:
+            self.labels = NodeIndex(self.specs)
+            self._labels_of = table.labels
+        if self._alloc_of is not table.allocatable:
+            self.allocatable = table.allocatable[self.keep]
+            self._alloc_of = table.allocatable
+        source, inverse, log = self.source, self.inverse, self.log
+        for i in source[self.seen :]:
+            j = inverse[i]
+            if j >= 0:
+                log.append(j)
+        self.seen = len(source)

@@ -209,6 +209,9 @@ def build_snapshot(
                 nodes.add_task(i, task)
     if unknown_nodes:
         notes.append(f"{unknown_nodes} pod(s) are on nodes not in the snapshot; ignored them")
+    # The session's table: without the nodes Volcano leaves out (not ready, out of sync).
+    nodes = nodes.copy()
+    notes.extend(nodes.left_out_notes())
     notes.extend(_odd_objects(pods_r, pgs_r, model))
 
     for uid in list(jobs):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from pumice.api.job import FitError
+from pumice.api.node import NodeTable
 from pumice.api.quantity import PODS
 from pumice.api.task import TaskInfo
 from pumice.framework.session import Session
@@ -30,10 +31,27 @@ def predicate_filter(ssn: Session, task: TaskInfo):
     return blocked, reasons
 
 
+def with_left_out(nodes: NodeTable, hist: dict[str, int]) -> FitError:
+    """The fit error of a histogram over the session's nodes, with the nodes the
+    session leaves out (not ready, out of sync) counted too: a task whose only fitting
+    nodes are not ready says so. ``hist`` is extended in place."""
+    left = nodes.left_out_counts()
+    for reason, k in left.items():
+        hist[reason] = hist.get(reason, 0) + k
+    return FitError(len(nodes) + len(nodes.left_out), hist)
+
+
+def no_nodes(nodes: NodeTable) -> FitError:
+    """Why a task finds no node in a session without nodes."""
+    if nodes.left_out:
+        return with_left_out(nodes, {})
+    return FitError(0, {}, "there are no nodes in the cluster")
+
+
 def explain_no_fit(ssn: Session, task: TaskInfo, reasons, avail: np.ndarray) -> FitError:
     """Each node counted under the first predicate that refused it, or else under every
-    resource it is short of (in ``avail``, per requested dimension)."""
-    n = len(ssn.nodes)
+    resource it is short of (in ``avail``, per requested dimension); the nodes left out
+    of the session under their reason."""
     hist: dict[str, int] = {}
     claimed = None
     for reason, mask in reasons:
@@ -53,4 +71,4 @@ def explain_no_fit(ssn: Session, task: TaskInfo, reasons, avail: np.ndarray) -> 
             if k:
                 reason = "too many pods" if names[d] == PODS else f"insufficient {names[d]}"
                 hist[reason] = hist.get(reason, 0) + k
-    return FitError(n, hist)
+    return with_left_out(ssn.nodes, hist)

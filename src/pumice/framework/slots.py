@@ -47,8 +47,9 @@ class SlotView:
     """One shape's slots per node and what each node is short of once they are taken."""
 
     __slots__ = (
-        "blocked", "claimed", "counts", "dims", "error", "init", "log", "names", "owner",
-        "pos", "reasons", "session", "short", "slots", "spos", "srows", "total", "use",
+        "blocked", "claimed", "counts", "dims", "error", "init", "left", "log", "names",
+        "owner", "pos", "reasons", "session", "short", "slots", "spos", "srows", "total",
+        "use",
     )  # fmt: skip
 
     def __init__(
@@ -88,6 +89,8 @@ class SlotView:
         self.srows: set[int] = set()
         #: The last fit error made, with its node count: kept while the counts stay.
         self.error: tuple[int, FitError] | None = None
+        #: The nodes the current session leaves out, by reason (see NodeTable.left_out).
+        self.left: dict[str, int] = {}
 
     # -- computing --------------------------------------------------------------------
 
@@ -150,15 +153,19 @@ class SlotView:
         self.total = total
 
     def fit_error(self, n: int) -> FitError:
-        """Why one more task of the shape finds no node, once every slot is taken.
-        (One object for as long as the counts stay: a fit error is read-only.)"""
+        """Why one more task of the shape finds no node, once every slot is taken, over
+        the ``n`` nodes of the session and those it leaves out. (One object for as long
+        as the counts stay: a fit error is read-only.)"""
         if self.error is not None and self.error[0] == n:
             return self.error[1]
         hist = dict(self.reasons)
         for name, k in zip(self.names, self.counts, strict=True):
             if k:
                 hist[name] = hist.get(name, 0) + k
-        err = FitError(n, hist)
+        left = self.left
+        for reason, k in left.items():
+            hist[reason] = hist.get(reason, 0) + k
+        err = FitError(n + sum(left.values()), hist)
         self.error = (n, err)
         return err
 
@@ -218,6 +225,10 @@ class SlotMemory:
             view.rebuild(future)
         elif rows:
             view.refresh(future, rows)
+        left = nodes.left_out_counts() if nodes.left_out else {}
+        if left != view.left:
+            view.left = left
+            view.error = None
         if view.session == session:
             view.srows.update(nodes.changes[view.spos :])
         else:
