@@ -14,7 +14,7 @@ import numpy as np
 
 from pumice.api.job import JobInfo
 from pumice.api.task import TaskInfo, TaskStatus
-from pumice.framework.fit import fits
+from pumice.framework.fit import explain_no_fit, fits
 from pumice.framework.pqueue import PriorityQueue
 from pumice.framework.session import Session
 from pumice.framework.statement import EVICT, Statement
@@ -40,9 +40,26 @@ def unresolvable_blocked(
     the predicates after evicting with the inter-pod state it computed before the
     evictions, so an anti-affinity refusal stays and the node is never made to fit:
     such a node is refused here, as it is for reclaim (which never asks again)."""
+    return _unresolvable(ssn, task, resolve_anti_affinity)[0]
+
+
+def no_node_text(ssn: Session, task: TaskInfo, resolve_anti_affinity: bool = False) -> str:
+    """The sentence for a task every node refuses whatever is evicted, with the
+    predicates' reasons counted per node (the first reason that refused each)."""
+    _blocked, reasons = _unresolvable(ssn, task, resolve_anti_affinity)
+    room = np.full((len(ssn.nodes), ssn.space.size), np.inf)
+    err = explain_no_fit(ssn, task, reasons, room)
+    return f"no node could take task {task.name} whatever is evicted ({err.render()})"
+
+
+def _unresolvable(
+    ssn: Session, task: TaskInfo, resolve_anti_affinity: bool
+) -> tuple[np.ndarray | None, list[tuple[str, np.ndarray]]]:
+    """:func:`unresolvable_blocked`, and the reasons of the refusals."""
     probe = task.clone()
     probe.host_ports = ()
     blocked = None
+    why: list[tuple[str, np.ndarray]] = []
     for tier in ssn.hooks.chain("predicate"):
         for plugin, fn in tier:
             b, reasons = fn(probe)
@@ -50,12 +67,13 @@ def unresolvable_blocked(
                 continue
             resolvable = getattr(fn, "resolvable", None)
             if resolve_anti_affinity and resolvable is not None and _simulates(ssn, plugin):
-                masks = [m for r, m in reasons if not resolvable(r)]
-                if not masks:
+                reasons = [(r, m) for r, m in reasons if not resolvable(r)]
+                if not reasons:
                     continue
-                b = np.logical_or.reduce(masks)
+                b = np.logical_or.reduce([m for _, m in reasons])
+            why.extend(reasons or [(f"refused by {plugin}", b)])
             blocked = b.copy() if blocked is None else (blocked | b)
-    return blocked
+    return blocked, why
 
 
 def _simulates(ssn: Session, plugin: str) -> bool:
@@ -247,8 +265,9 @@ def settle(ssn: Session, stmt: Statement, job: JobInfo, action: str) -> bool:
     """End a preempt or reclaim turn: commit when ``job`` is pipelined, otherwise undo
     every tentative eviction and say so in the audit. Returns whether it committed."""
     if ssn.job_pipelined(job):
+        if len(stmt):
+            notes_of(ssn).pop(job.uid, None)  # helped after all
         stmt.commit()
-        notes_of(ssn).pop(job.uid, None)  # helped after all
         return True
     if len(stmt):
         ops = stmt.operations

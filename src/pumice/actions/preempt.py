@@ -136,7 +136,7 @@ class PreemptAction:
                     placed += 1
                 elif misses is not None:
                     first_miss = misses
-            if not ev.settle(ssn, stmt, job, ACTION):
+            if not ev.settle(ssn, stmt, job, ACTION) or not placed:
                 ev.could_not_help(
                     ssn,
                     ACTION,
@@ -186,10 +186,7 @@ class PreemptAction:
             return False
         nodes = ev.candidate_nodes(ssn, preemptor, resolve_anti_affinity=self.topology_aware)
         if not nodes:
-            misses.whole = (
-                f"no node could take task {preemptor.name} whatever is evicted "
-                "(the predicates refuse every node)"
-            )
+            misses.whole = ev.no_node_text(ssn, preemptor, self.topology_aware)
             return False
         if self.topology_aware:
             return self._dry_run(ssn, stmt, preemptor, job, keep, nodes, misses)

@@ -104,7 +104,7 @@ class ReclaimAction:
                 continue
             if first_miss is None:
                 first_miss = misses
-        if not ev.settle(ssn, stmt, job, ACTION):
+        if not ev.settle(ssn, stmt, job, ACTION) or not placed:
             ev.could_not_help(
                 ssn,
                 ACTION,
@@ -127,10 +127,7 @@ class ReclaimAction:
             misses = ev.Misses(task)
         nodes = ev.candidate_nodes(ssn, task)
         if not nodes:
-            misses.whole = (
-                f"no node could take task {task.name} whatever is evicted "
-                "(the predicates refuse every node)"
-            )
+            misses.whole = ev.no_node_text(ssn, task)
             return False
         found: dict[int, list[TaskInfo]] = {}
         for i in nodes:

@@ -296,10 +296,11 @@ class ProportionPlugin:
             Reclaim asks this node by node, for every candidate node of every starving
             task: in plain floats (the same comparisons and subtractions as the vector
             form). A queue's allocation left only shrinks as its tasks are taken, so a
-            queue found below the request, or within its deserved share, gives nothing
-            more in this call: its other tasks are skipped at once. That a queue gives
-            nothing to a request as it stands is also kept from call to call, until
-            the queue's next allocation event."""
+            queue found within its deserved share gives nothing more in this call: its
+            other tasks are skipped at once. (A queue holding less than the request may
+            still give: reclaim counts the node's idle resources too, as Volcano has
+            since 1.12.) That a queue gives nothing to a request as it stands is also
+            kept from call to call, until the queue's next allocation event."""
             want = clipped_list(reclaimer.resreq)
             dims = range(len(want))
             out = []
@@ -333,7 +334,7 @@ class ProportionPlugin:
                         attr.guarantee.tolist(),
                     )
                 left, des, guarantee = got
-                if any(left[k] < want[k] for k in dims) or all(left[k] <= des[k] for k in dims):
+                if all(left[k] <= des[k] for k in dims):
                     if fresh:
                         # As its allocation stands: so it stays, for this request,
                         # until its next allocation event (the request is interned and
