@@ -17,6 +17,7 @@ from typing import Any
 from pumice.api.node import NodeSpec
 from pumice.api.pdb import parse_label_selector
 from pumice.api.quantity import PODS, to_canonical
+from pumice.api.spread import SpreadConstraint, parse_spread
 from pumice.api.task import (
     Placement,
     PodAffinity,
@@ -251,6 +252,8 @@ class PodRecord:
     pod_affinity: PodAffinity | None = None
     #: How many entries ``spec.containers`` has (none: a pod Kubernetes would refuse).
     containers: int = 1
+    #: ``spec.topologySpreadConstraints`` (see :mod:`pumice.api.spread`).
+    spread: tuple[SpreadConstraint, ...] = ()
 
     @property
     def role(self) -> str:
@@ -401,6 +404,7 @@ def parse_pod(obj: Mapping[str, Any]) -> PodRecord:
         labels=_labels(meta.get("labels"), "metadata.labels"),
         scheduled_at=_scheduled_at(status),
         pod_affinity=_pod_affinity(spec),
+        spread=parse_spread(spec),
         containers=len(containers),
     )
 

@@ -171,6 +171,8 @@ class TaskInfo:
     scheduled_at: float = 0.0
     #: Required inter-pod (anti-)affinity, or None.
     pod_affinity: PodAffinity | None = None
+    #: Topology spread constraints (``pumice.api.spread.SpreadConstraint``).
+    spread: tuple[Any, ...] = ()
 
     @property
     def key(self) -> str:
@@ -183,7 +185,7 @@ class TaskInfo:
             self.node, self.resreq, self.init_resreq, self.priority, self.best_effort,
             self.placement, self.host_ports, self.creation, self.preemption_policy,
             self.priority_class, self.annotations, self.labels, self.name_index,
-            self.nonzero, self.scheduled_at, self.pod_affinity,
+            self.nonzero, self.scheduled_at, self.pod_affinity, self.spread,
         )  # fmt: skip
 
     @property

@@ -208,5 +208,6 @@ class ModelBuilder:
             name_index=name_index(p.name),
             scheduled_at=p.scheduled_at,
             pod_affinity=p.pod_affinity,
+            spread=p.spread,
             nonzero=nonzero,
         )

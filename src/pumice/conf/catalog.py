@@ -179,8 +179,7 @@ PLUGINS: dict[str, Entry] = _entries(
             "tainttoleration.weight": "",
             "imagelocality.weight": "pumice knows no container images on nodes: "
             "no image locality score is added, the weight has no effect",
-            "podtopologyspread.weight": "pumice scores no topology spread constraints: "
-            "the weight has no effect",
+            "podtopologyspread.weight": "",
         },
     ),
     Entry(

@@ -29,8 +29,10 @@ which a property test checks against a per-node reference. It applies only when
 every predicate function declares ``by_placement`` (its answer depends on the task's
 placement alone; the task has no host ports) and every node_order function offers the
 separable form ``context(task, cand)``, ``rows(task, rows, ctx)``, ``one(task, i, ctx)``
-(see :class:`pumice.plugins.nodeorder.NodeOrderScore`). Otherwise, and when no node
-fits (to explain why), the caller takes the long way.
+(see :class:`pumice.plugins.nodeorder.NodeOrderScore`), and to tasks without topology
+spread constraints (a node's spread score depends on its domain's pods and on every
+candidate). Otherwise, and when no node fits (to explain why), the caller takes the long
+way.
 """
 
 from __future__ import annotations
@@ -134,7 +136,7 @@ class FastPath:
     def choose(self, task: TaskInfo) -> tuple[int, bool] | None:
         """(node row, fits now) for ``task``; None when the fast path does not apply or
         no node can take the task."""
-        if not self.enabled or task.host_ports or task.nonzero is None:
+        if not self.enabled or task.host_ports or task.nonzero is None or task.spread:
             return None
         key = shape_key(task)
         shape = self.shapes.get(key)
