@@ -235,3 +235,138 @@ def test_topology_aware_mode_with_whole_gangs_prefers_not_breaking_a_gang() -> N
     assert d.evictions == ["default/gang-0"]
     d = run(objs, with_args(NO_GANG_VETO, evictBrokenGangsWhole=True, **args))
     assert d.evictions == ["default/solo-0"]
+
+
+#: No node-order plugin: nodes are tried in name order.
+BY_NAME = conf(
+    "enqueue, allocate, preempt",
+    ["priority", "gang", "conformance"],
+    [{"name": "drf", "enablePreemptable": False}, "predicates", "proportion"],
+)
+
+
+def with_port(p: dict, port: int) -> dict:
+    p["spec"]["containers"][0]["ports"] = [{"containerPort": port, "hostPort": port}]
+    return p
+
+
+def test_evicting_the_pod_that_holds_a_host_port_frees_it() -> None:
+    """The node has room but a low-priority pod holds the host port the preemptor asks
+    for: that pod is evicted, and the preemptor is pipelined only then."""
+    objs = [queue("default"), *CLASSES, node("n1", cpu="4", memory="64Gi")]
+    objs += running_job("low", 1, min_member=0)
+    with_port(objs[-1], 8080)
+    high = pending_job("high", 1)
+    with_port(high[-1], 8080)
+    d = run(objs + high, BY_NAME)
+    assert d.evictions == ["default/low-0"]
+    assert d.pipelined == {"default/high-0": "n1"}
+
+
+def test_a_node_that_does_not_work_out_gives_its_evictions_back() -> None:
+    """On n1 the victim frees the cpu but a high-priority pod keeps the host port: n1's
+    eviction is undone before n2 is tried, where the preemptor is placed. Only n2's
+    victim is evicted."""
+    objs = [
+        queue("default"),
+        *CLASSES,
+        node("n1", cpu="2", memory="64Gi"),
+        node("n2", cpu="1", memory="64Gi"),
+        *running_job("low", 1, node_name="n1", min_member=0),
+        *running_job("keep", 1, node_name="n1", cls="high"),
+        *running_job("other", 1, node_name="n2", min_member=0),
+    ]
+    with_port(objs[-3], 8080)  # keep-0 holds the port on n1
+    high = pending_job("high", 1)
+    with_port(high[-1], 8080)
+    d = run(objs + high, BY_NAME)
+    assert d.evictions == ["default/other-0"]
+    assert d.pipelined == {"default/high-0": "n2"}
+    assert [r["node"] for r in d.audit if r["kind"] == "evict"] == ["n2"]
+
+
+def test_a_job_preempt_could_not_help_names_the_gang_at_its_minimum() -> None:
+    """gang allows no victim: the pending reason and a ``failed`` audit record say so and
+    name the job at its minimum."""
+    objs = cluster(*running_job("low", 4, min_member=4), *pending_job("high", 1))
+    d = run(objs, GANG_PREEMPT)
+    assert d.evictions == []
+    reason = d.pending["default/high"]
+    assert "preempt could not help: task high-0: 1 node: gang allows no victim" in reason
+    assert "job default/low is at its minimum" in reason
+    failed = [r for r in d.audit if r["kind"] == "failed"]
+    assert [(r["action"], r["preemptor"], r["task"]) for r in failed] == [
+        ("preempt", "default/high", "default/high-0")
+    ]
+
+
+def test_a_gang_preempt_places_only_in_part_says_how_far_it_got() -> None:
+    """One low-priority pod may go (gang keeps its minimum of one), so one task of a
+    gang of three is placed: the pending reason says so, and that for the second no
+    candidate was allowed by both priority (only lower priority) and gang (only above
+    the minimum)."""
+    objs = cluster(*running_job("low", 2), *running_job("mid", 2, cls="high"))
+    objs += pending_job("high", 3)
+    reason = run(objs, PREEMPT).pending["default/high"]
+    assert "preempt could not help: 1 task(s) could be placed, too few for the gang" in reason
+    assert "task high-1: 1 node: no candidate is allowed by all of priority, gang" in reason
+
+
+def test_a_job_helped_by_preempt_has_no_note() -> None:
+    """Preemption that pipelines the job leaves no 'could not help' behind."""
+    objs = cluster(*running_job("low", 4), *pending_job("high", 2))
+    d = run(objs, PREEMPT)
+    assert len(d.evictions) == 2
+    assert "could not help" not in " ".join(d.pending.values())
+    assert not [r for r in d.audit if r["kind"] == "failed"]
+
+
+def anti_affinity(p: dict, **labels) -> dict:
+    p["metadata"]["labels"] = dict(labels)
+    p["spec"]["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": dict(labels)},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+    return p
+
+
+def affinity_cluster() -> list[dict]:
+    """n1 holds a low-priority pod that the preemptor's anti-affinity is about and one
+    that it is not; either eviction frees the only pod slot left."""
+    objs = [
+        queue("default"),
+        *CLASSES,
+        node("n1", cpu="4", memory="64Gi", pods="2", labels={"kubernetes.io/hostname": "n1"}),
+        *running_job("plain", 1, min_member=0),
+        *running_job("twin", 1, min_member=0),
+    ]
+    anti_affinity(objs[-1], app="web")
+    high = pending_job("high", 1)
+    anti_affinity(high[-1], app="web")
+    return objs + high
+
+
+def test_topology_aware_mode_evicts_the_pod_the_anti_affinity_is_about() -> None:
+    """With the victims' removal simulated (the predicates plugin's enablePreemptable on,
+    its default), the dry run evicts the pod the anti-affinity is about and reprieves
+    the other, as kube-scheduler does."""
+    d = run(affinity_cluster(), TOPOLOGY)
+    assert d.evictions == ["default/twin-0"]
+    assert d.pipelined == {"default/high-0": "n1"}
+
+
+def test_normal_mode_passes_over_a_node_its_anti_affinity_refuses() -> None:
+    """Volcano's normal preempt checks inter-pod affinity with the state from before the
+    evictions: the node is never made to fit, nothing is evicted, and the job says why."""
+    d = run(affinity_cluster(), PREEMPT)
+    assert d.evictions == [] and d.pipelined == {}
+    assert (
+        "preempt could not help: no node could take task high-0 whatever is evicted "
+        "(0/1 nodes are available: 1 didn't match pod anti-affinity rules)"
+    ) in d.pending["default/high"]

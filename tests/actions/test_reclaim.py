@@ -127,3 +127,60 @@ def test_victims_come_from_the_lowest_priority_queue_first() -> None:
     objs += borrower("a", "low", 2) + borrower("c", "high", 2) + starving("b", "q3", 1)
     d = run(objs, reclaim_conf())
     assert len(d.evictions) == 1 and d.evictions[0].startswith("default/a-")
+
+
+def test_idle_resources_count_before_victims_are_chosen() -> None:
+    """The node has the reclaimer's memory but only 1 of the 2 cpus it asks: one 1-cpu
+    victim is enough, where counting the victims alone would have taken two."""
+    objs = [queue("q1"), queue("q2"), node("n1", cpu="4", memory="64Gi")]
+    objs += borrower("a", "q1", 3)
+    objs += [podgroup("b", queue="q2"), pod("b-0", group="b", cpu="2")]
+    d = run(objs, reclaim_conf())
+    assert len(d.evictions) == 1
+    assert d.pipelined == {"default/b-0": "n1"}
+
+
+def test_reclaim_for_a_queue_that_may_not_reclaim_says_so() -> None:
+    """Both queues hold exactly their share: q2 may not reclaim for its task, and the
+    job's pending reason and a ``failed`` audit record say so."""
+    objs = [queue("q1"), queue("q2"), node("n1", cpu="4", memory="64Gi")]
+    objs += borrower("a", "q1", 2) + borrower("c", "q2", 2) + starving("b", "q2", 1)
+    d = run(objs, reclaim_conf())
+    assert d.evictions == []
+    assert "reclaim could not help: queue q2 may not reclaim for task b-0 (proportion" in (
+        d.pending["default/b"]
+    )
+    failed = [r for r in d.audit if r["kind"] == "failed"]
+    assert [(r["action"], r["preemptor"]) for r in failed] == [("reclaim", "default/b")]
+
+
+def cpu_only(objs: list[dict]) -> list[dict]:
+    for o in objs:
+        if o["kind"] == "Pod":
+            del o["spec"]["containers"][0]["resources"]["requests"]["memory"]
+    return objs
+
+
+def test_reclaim_for_an_overused_queue_says_so() -> None:
+    """A queue that already holds its deserved share reclaims nothing for its jobs."""
+    objs = [queue("q1"), queue("q2"), node("n1", cpu="4", memory="64Gi")]
+    objs += cpu_only(borrower("a", "q1", 2) + borrower("c", "q2", 2))
+    objs += cpu_only(starving("b", "q1", 1) + starving("d", "q2", 1))
+    d = run(objs, reclaim_conf())
+    assert d.evictions == []
+    assert "reclaim could not help: queue q1 is overused" in d.pending["default/b"]
+
+
+def test_reclaim_names_the_plugin_that_allowed_no_victim() -> None:
+    """q2 is below its share, but the node's other half is held by a pod of another
+    scheduler and q1 holds exactly its share: proportion allows no victim, and the
+    sentence says no other queue is over its deserved share."""
+    objs = [queue("q1"), queue("q2"), node("n1", cpu="4", memory="64Gi")]
+    objs += [pod("other", cpu="2", node="n1", scheduler="default-scheduler")]
+    objs += borrower("a", "q1", 2) + starving("b", "q2", 1)
+    d = run(objs, reclaim_conf())
+    assert d.evictions == []
+    assert (
+        "reclaim could not help: task b-0: 1 node: proportion allows no victim (no other "
+        "queue there is over its deserved share"
+    ) in d.pending["default/b"]

@@ -2,8 +2,9 @@
 
 Preempt never evicts a pod of equal or higher priority; reclaim never takes from a
 queue that is not reclaimable nor below a queue's guarantee; nothing is evicted unless
-the preemptor is placed (pipelined) and, across jobs, its job becomes pipelined; pods of
-kube-system and of system-critical classes are never evicted.
+the preemptor is placed (pipelined), on the victim's node, and, across jobs, its job
+becomes pipelined; pods of kube-system and of system-critical classes are never
+evicted; a job that preempt or reclaim could not help says so.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ def clusters(draw):
             guarantee={"cpu": str(draw(st.integers(0, 3)))} if draw(st.booleans()) else None,
         )
         q["spec"]["deserved"] = {"cpu": str(draw(st.integers(1, 6))), "memory": "64Gi"}
+        if draw(st.booleans()):  # a cap that evictions elsewhere in the queue may not lift
+            q["spec"]["capability"] = {"cpu": str(draw(st.integers(2, 6))), "memory": "64Gi"}
         queues[name] = q
         objs.append(q)
     n_nodes = draw(st.integers(1, 2))
@@ -136,8 +139,13 @@ def test_eviction_invariants(objs, share, dry_run) -> None:
         assert victim["metadata"]["namespace"] != "kube-system", key
         assert victim["spec"].get("priorityClassName") != "system-cluster-critical", key
         assert victim["status"]["phase"] == "Running", key
-        # the preemptor was placed
+        # the preemptor was placed, on the victim's node: a node that did not work out
+        # gave its evictions back
         assert rec["task"] in d.pipelined, f"{key} evicted for {rec['task']}, not placed"
+        assert victim["spec"]["nodeName"] == d.pipelined[rec["task"]], (
+            f"{key} evicted on {victim['spec']['nodeName']} for {rec['task']}, "
+            f"pipelined onto {d.pipelined[rec['task']]}"
+        )
         preemptor = pods[rec["task"]]
         job = rec["preemptor"]
         if rec["victim_job"] != job:
@@ -151,6 +159,13 @@ def test_eviction_invariants(objs, share, dry_run) -> None:
         else:
             vq = groups[_job_of(victim)]["spec"]["queue"]
             assert queues[vq]["spec"]["reclaimable"], f"{key} taken from non-reclaimable {vq}"
+    # a job that preempt or reclaim could not help, and that nothing was placed for,
+    # says so in its pending reason
+    placed_jobs = {_job_of(pods[p]) for p in (*d.pipelined, *d.binds)}
+    for r in d.audit:
+        if r["kind"] == "failed" and r["preemptor"] not in placed_jobs:
+            reason = d.pending.get(r["preemptor"], "")
+            assert f"{r['action']} could not help: {r['reason']}" in reason, (r, reason)
     # reclaim never takes a queue below its guarantee
     running = Counter()
     taken = Counter()

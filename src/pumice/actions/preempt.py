@@ -229,7 +229,10 @@ class PreemptAction:
             while not fits(i) and not pending.empty():
                 self._evict(ssn, stmt, preemptor, pending.pop(), why, ready)
             if not fits(i):
-                misses.node(self._why_not(ssn, queue, preemptor, i, stmt))
+                if victims:
+                    misses.node(self._why_not(ssn, queue, preemptor, i, stmt))
+                else:
+                    misses.refused(ssn, "preemptable", preemptor, candidates, deciders)
                 stmt.rollback(mark)  # this node's evictions only: the next node starts afresh
                 continue
             n = self._finish(ssn, stmt, mark, ready)
@@ -371,7 +374,9 @@ class PreemptAction:
                 else:
                     misses.node(_why_no_room(candidates))
                 continue
-            chosen = self._select_on_node(ssn, stmt, preemptor, queue, i, victims, misses)
+            chosen = self._select_on_node(
+                ssn, stmt, preemptor, queue, i, (candidates, victims, deciders), misses
+            )
             if chosen:
                 found.append((i, chosen, deciders))
                 if len(found) >= want:
@@ -410,7 +415,7 @@ class PreemptAction:
         preemptor: TaskInfo,
         queue,
         i: int,
-        victims: list[TaskInfo],
+        asked: tuple[list[TaskInfo], list[TaskInfo], list[str]],
         misses: ev.Misses,
     ) -> list[TaskInfo]:
         """The minimal victims on node ``i`` (Volcano's ``SelectVictimsOnNode``), found
@@ -418,7 +423,9 @@ class PreemptAction:
         fits (resources, its queue's share, and the predicates with the evicted pods
         gone: a host port, inter-pod anti-affinity), then, highest priority first, give
         back each victim the preemptor can do without. A victim that the preemptor's
-        anti-affinity is about cannot be given back."""
+        anti-affinity is about cannot be given back. ``asked`` is what the preemptable
+        functions were given and what they allowed (and who decided)."""
+        candidates, victims, deciders = asked
         mark = stmt.mark()
 
         def fits() -> bool:
@@ -431,6 +438,9 @@ class PreemptAction:
         # Fitting only gets easier with more evictions (resources add up; an
         # anti-affinity or host-port refusal only goes away): if evicting every victim is
         # not enough, no subset is (one check instead of one per victim).
+        if not victims:
+            misses.refused(ssn, "preemptable", preemptor, candidates, deciders)
+            return []
         for t in victims:
             stmt.evict(t, ACTION)
         enough = fits()

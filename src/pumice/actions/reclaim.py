@@ -191,7 +191,7 @@ class ReclaimAction:
                 )
                 available = available + v.resreq
             if not _covers(task, available):  # pragma: no cover - victims_could_fit said so
-                stmt.rollback(mark)
+                stmt.rollback(mark)  # give this node's evictions back: the next starts afresh
                 misses.node("the victims allowed there would free too little")
                 continue
             stmt.pipeline(
