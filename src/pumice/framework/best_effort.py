@@ -34,10 +34,13 @@ jobs took the slots meanwhile, or backfill's choice of nodes left a task without
 allocate has kept the gang's statement uncommitted and backfill gives it back (see
 :mod:`pumice.actions.allocate`): no gang is left half placed either way.
 
-**Cost.** An answer is kept per job until the job's tasks or the nodes change (allocate
-asks after every placement of a gang that counts on best-effort tasks, and only
-then); the groups until the job's pending best-effort tasks change; a group's slots are
-refreshed only in the node rows that changed since it last looked.
+**Cost.** An answer is kept per job until the job's tasks or the nodes change; allocate
+asks after every placement of a gang that counts on best-effort tasks (and only then).
+The groups, their slots on every node and the lumps' sizes are kept per job until the
+job's pending best-effort tasks change, and brought up to date in the node rows that
+changed since they were last looked at (a placement changes one), in plain floats with
+the same operations as the vector pass; the flow then runs on a graph of a few
+vertices.
 """
 
 from __future__ import annotations
@@ -56,38 +59,101 @@ from pumice.framework.session import Session
 
 #: Beyond this many groups of tasks, the groups of each role are merged into one.
 MAX_GROUPS = 8
+#: Up to this many changed node rows are brought up to date one by one.
+SCALAR_ROWS = 16
+#: A node's slots when a task requests nothing at all (not even a pod slot).
+_UNBOUNDED = 1e9
 
 
-class _Group:
+class _Part:
     """Pending best-effort tasks of one role that the predicates and the nodes' room
-    treat alike; or, merged (``parts``), several such groups of a role."""
+    treat alike."""
 
-    __slots__ = (
-        "blocked", "dims", "first", "init", "parts", "reasons", "role", "seen", "slots",
-        "tasks", "use",
-    )  # fmt: skip
+    __slots__ = ("blocked", "dims", "first", "init", "reasons", "role", "tasks", "use")
 
     def __init__(self, role: str, first: TaskInfo) -> None:
         self.role = role
         self.first = first
         self.tasks: list[TaskInfo] = [first]
         req = first.init_resreq
-        self.dims = np.flatnonzero(req)
-        self.init = req[self.dims]
-        self.use = first.resreq[self.dims]
+        dims = np.flatnonzero(req)
+        self.dims: list[int] = dims.tolist()
+        self.init: list[float] = req[dims].tolist()
+        self.use: list[float] = first.resreq[dims].tolist()
         self.blocked: np.ndarray | None = None
         self.reasons: list = []
-        self.slots: np.ndarray | None = None
-        self.seen = -1  # how far into the node table's change log ``slots`` looked
-        self.parts: list[_Group] | None = None
+
+    def rows(self, idle: np.ndarray) -> np.ndarray:
+        """How many of the tasks each row of ``idle`` takes, one after another
+        (predicates aside)."""
+        if not self.dims:
+            return np.full(idle.shape[0], _UNBOUNDED)
+        if len(self.dims) == 1 and self.init == self.use == [1.0]:  # (one pod slot each)
+            return np.maximum(np.floor(idle[:, self.dims[0]]), 0.0)
+        init, use = np.array(self.init), np.array(self.use)
+        head = idle[:, self.dims] - init
+        with np.errstate(divide="ignore", invalid="ignore"):
+            more = np.where(use > 0, np.floor(head / use), _UNBOUNDED)
+            more += (head - (more + 1) * use >= 0) & (use > 0)
+            return np.minimum(np.where(head >= 0, more + 1, 0.0).min(axis=1), _UNBOUNDED)
+
+    def row(self, idle: np.ndarray, i: int) -> float:
+        """:meth:`rows` for row ``i`` alone, in plain floats: the same operations."""
+        if self.blocked is not None and self.blocked[i]:
+            return 0.0
+        s = _UNBOUNDED
+        for d, init, use in zip(self.dims, self.init, self.use, strict=True):
+            head = float(idle[i, d]) - init
+            if not head >= 0:
+                return 0.0
+            if use > 0:
+                more = float(math.floor(head / use))
+                if head - (more + 1) * use >= 0:
+                    more += 1
+                s = min(s, more + 1)
+        return s
 
 
-#: A node's slots when a task requests nothing at all (not even a pod slot).
-_UNBOUNDED = 1e9
+class _Group:
+    """What the flow treats as one: a part, or (beyond :data:`MAX_GROUPS`) the parts of
+    a role, or all of them, merged (a node takes as many as its roomiest part would)."""
 
-#: (pending best-effort version, the groups the flow runs on, each task's flow group,
-#: each task's own group), per job.
-_Groups = tuple[int, list[_Group], dict[str, _Group], dict[str, _Group]]
+    __slots__ = ("parts", "role", "tasks")
+
+    def __init__(self, parts: list[_Part]) -> None:
+        self.parts = parts
+        self.role = parts[0].role
+        self.tasks = [t for p in parts for t in p.tasks]
+
+
+class _JobRoom:
+    """One job's pending best-effort tasks and their room on the nodes: the slots of
+    each group on every node, and the nodes lumped by the groups they take."""
+
+    __slots__ = ("cap", "code", "group_of", "groups", "lumps", "part_of", "pods_only",
+                 "proof", "seen", "slots", "static", "version")  # fmt: skip
+
+    def __init__(self, version: int, groups: list[_Group], static: bool, pods: int) -> None:
+        self.version = version
+        self.groups = groups
+        self.group_of = {t.uid: g for g in groups for t in g.tasks}
+        self.part_of = {t.uid: p for g in groups for p in g.parts for t in p.tasks}
+        self.static = static
+        #: Every task asks for one pod slot and nothing else: a change to a node (one
+        #: task more or less) moves each group's slots there by one at most.
+        self.pods_only = all(
+            p.dims == [pods] and p.init == [1.0] and p.use == [1.0]
+            for g in groups
+            for p in g.parts
+        )
+        #: The last placement found (change log position, tasks placed, per role): with
+        #: ``pods_only`` it stands, less one task per change since, without a new flow.
+        self.proof: tuple[int, int, dict[str, int]] | None = None
+        self.slots: np.ndarray | None = None  # groups x nodes
+        self.cap: np.ndarray | None = None  # per node: the most any group takes there
+        self.code = np.zeros(0, dtype=np.int64)  # per node: the groups with a slot, as bits
+        self.lumps: dict[int, float] = {}  # groups as bits -> the nodes' summed cap
+        self.seen = -1  # how far into the node table's change log the slots looked
 
 
 class BestEffortRoom:
@@ -99,9 +165,9 @@ class BestEffortRoom:
         #: Whether any action of the configuration places best-effort tasks.
         self.placed = "backfill" in ssn.config.actions
         #: The predicates' answer depends on a task's placement alone (no inter-pod
-        #: affinity about): a group's node mask is computed once in the session.
+        #: affinity about): a part's node mask is computed once in the session.
         self.static = all(getattr(fn, "by_placement", False) for fn in ssn.hooks.flat("predicate"))
-        self._groups: dict[str, _Groups] = {}
+        self._jobs: dict[str, _JobRoom] = {}
         self._answers: dict[str, tuple[tuple[int, int, bool], bool]] = {}
 
     # -- the question -------------------------------------------------------------------
@@ -126,12 +192,28 @@ class BestEffortRoom:
         roles = _roles_short(job, with_requests)
         if need <= 0 and not roles:
             return True
-        if not self.placed:
+        if not self.placed or not job.pending_best_effort_num():
             return False
-        groups = self._groups_of(job)[1]
-        if not groups:
-            return False
-        met, total, _ = self._flow(groups, roles)
+        room = self._jobs.get(job.uid)
+        if room is not None and room.version == job._best_effort_version and room.proof:
+            # A job that yields its turn once ready asks again after the other jobs'
+            # turns: the placement found last time, less what those took, may still do.
+            at, placed, by_role = room.proof
+            lost = len(self.nodes.changes) - at
+            if (
+                room.pods_only
+                and placed - lost >= need
+                and all(by_role.get(r, 0) - lost >= n for r, n in roles.items())
+            ):
+                return True
+        room = self._room(job)
+        met, total, flows = self._flow(room, roles)
+        if met:
+            by_role: dict[str, int] = {}
+            for g, f in zip(room.groups, flows, strict=True):
+                if len({p.role for p in g.parts}) == 1:  # (merged across roles: unknown)
+                    by_role[g.role] = by_role.get(g.role, 0) + f
+            room.proof = (len(self.nodes.changes), total, by_role)
         return met and total >= need
 
     def why_not(self, job: JobInfo) -> str | None:
@@ -145,117 +227,140 @@ class BestEffortRoom:
                 f"best-effort task {_first(self.ssn, pending).name} has no node: no action "
                 f"of this configuration places best-effort tasks (backfill does)"
             )
-        _, groups, group_of, part_of = self._groups_of(job)
-        _, _, flows = self._flow(groups, {})
-        left = dict(zip(map(id, groups), flows, strict=True))
+        room = self._room(job)
+        _, _, flows = self._flow(room, {})
+        left = dict(zip(map(id, room.groups), flows, strict=True))
         for task in sorted(pending, key=functools.cmp_to_key(_task_cmp(self.ssn))):
-            g = group_of[task.uid]
+            g = room.group_of[task.uid]
             if left[id(g)] > 0:
                 left[id(g)] -= 1
                 continue
-            return f"best-effort task {task.name} has no node: {self._explain(part_of[task.uid])}"
+            why = self._explain(room.part_of[task.uid])
+            return f"best-effort task {task.name} has no node: {why}"
         return None
 
-    # -- groups and slots ---------------------------------------------------------------
+    # -- groups, slots and lumps --------------------------------------------------------
 
-    def _groups_of(self, job: JobInfo) -> _Groups:
-        """(version, the groups the flow runs on, each task's flow group, each task's
-        own group) of ``job``'s pending best-effort tasks."""
-        got = self._groups.get(job.uid)
-        if got is not None and got[0] == job._best_effort_version:
-            return got
-        found: dict[Hashable, _Group] = {}
-        part_of: dict[str, _Group] = {}
+    def _room(self, job: JobInfo) -> _JobRoom:
+        """``job``'s groups with their slots and lumps up to date with the nodes."""
+        room = self._jobs.get(job.uid)
+        if room is None or room.version != job._best_effort_version:
+            room = self._jobs[job.uid] = self._group(job)
+        nodes = self.nodes
+        changes = nodes.changes
+        if room.slots is None or not room.static or len(changes) - room.seen > SCALAR_ROWS:
+            self._rebuild(room)
+        elif len(changes) > room.seen:
+            self._refresh(room, set(changes[room.seen :]))
+        room.seen = len(changes)
+        return room
+
+    def _group(self, job: JobInfo) -> _JobRoom:
+        found: dict[Hashable, _Part] = {}
+        static = self.static
         for t in job.with_status(TaskStatus.PENDING):
             if not t.best_effort:
                 continue
             key: Hashable = (t.role, t.placement, t.init_resreq.tobytes(), t.resreq.tobytes())
-            if not self.static or t.host_ports or t.pod_affinity is not None:
+            if not static or t.host_ports or t.pod_affinity is not None:
+                static = False  # (the predicates' answer moves with the nodes' pods)
                 key = (key, t.host_ports, t.pod_affinity, t.namespace, tuple(t.labels.items()))
-            g = found.get(key)
-            if g is None:
-                g = found[key] = _Group(t.role, t)
+            part = found.get(key)
+            if part is None:
+                found[key] = _Part(t.role, t)
             else:
-                g.tasks.append(t)
-            part_of[t.uid] = g
-        groups = list(found.values())
+                part.tasks.append(t)
+        parts = list(found.values())
+        groups = [_Group([p]) for p in parts]
         if len(groups) > MAX_GROUPS:
-            groups = _merged(groups, by_role=True)
+            by_role: dict[str, list[_Part]] = {}
+            for p in parts:
+                by_role.setdefault(p.role, []).append(p)
+            groups = [_Group(ps) for ps in by_role.values()]
             if len(groups) > MAX_GROUPS:
-                groups = _merged(groups, by_role=False)
-        group_of = {t.uid: g for g in groups for t in g.tasks}
-        got = (job._best_effort_version, groups, group_of, part_of)
-        self._groups[job.uid] = got
-        return got
+                groups = [_Group(parts)]
+        pods = self.nodes.space.names.index(PODS)
+        return _JobRoom(job._best_effort_version, groups, static, pods)
 
-    def _slots(self, g: _Group) -> np.ndarray:
-        """How many of ``g``'s tasks each node could take now, one after another (for a
-        merged group: the most any of its parts could)."""
-        if g.parts is not None:
-            return np.max(np.stack([self._slots(p) for p in g.parts]), axis=0)
-        nodes = self.nodes
-        changes = nodes.changes
-        dynamic = not self.static or g.first.host_ports or g.first.pod_affinity is not None
-        if g.slots is None or dynamic or len(changes) - g.seen > len(nodes) // 8 + 8:
-            if g.slots is None or dynamic:
-                g.blocked, g.reasons = predicate_filter(self.ssn, g.first)
-            g.slots = self._rows(g, None)
-        elif len(changes) > g.seen:
-            rows = np.unique(np.asarray(changes[g.seen :], dtype=np.intp))
-            g.slots[rows] = self._rows(g, rows)
-        g.seen = len(changes)
-        return g.slots
+    def _rebuild(self, room: _JobRoom) -> None:
+        idle = self.nodes.idle
+        rows = []
+        for g in room.groups:
+            best = None
+            for p in g.parts:
+                if room.slots is None or not room.static:
+                    p.blocked, p.reasons = predicate_filter(self.ssn, p.first)
+                s = p.rows(idle)
+                if p.blocked is not None:
+                    s[p.blocked] = 0.0
+                best = s if best is None else np.maximum(best, s)
+            rows.append(best)
+        if len(rows) == 1:  # (the rule: one lump)
+            cap = rows[0]
+            room.slots, room.cap = cap[None, :], cap
+            room.code = (cap > 0).astype(np.int64)
+            total = float(cap.sum())
+            room.lumps = {1: total} if total else {}
+            return
+        slots = np.stack(rows)
+        room.slots = slots
+        room.cap = slots.max(axis=0)
+        bits = 1 << np.arange(len(slots), dtype=np.int64)
+        room.code = ((slots > 0) * bits[:, None]).sum(axis=0)
+        sums = np.bincount(room.code, weights=room.cap)
+        room.lumps = {c: float(sums[c]) for c in range(1, len(sums)) if sums[c]}
 
-    def _rows(self, g: _Group, rows: np.ndarray | None) -> np.ndarray:
-        idle = self.nodes.idle if rows is None else self.nodes.idle[rows]
-        if not g.dims.size:
-            slots = np.full(idle.shape[0], _UNBOUNDED)
-        else:
-            head = idle[:, g.dims] - g.init
-            use = g.use
-            with np.errstate(divide="ignore", invalid="ignore"):
-                more = np.where(use > 0, np.floor(head / use), _UNBOUNDED)
-                more += (head - (more + 1) * use >= 0) & (use > 0)
-                slots = np.minimum(np.where(head >= 0, more + 1, 0.0).min(axis=1), _UNBOUNDED)
-        if g.blocked is not None:
-            slots[g.blocked if rows is None else g.blocked[rows]] = 0.0
-        return slots
+    def _refresh(self, room: _JobRoom, rows: set[int]) -> None:
+        idle = self.nodes.idle
+        slots, cap, code, lumps = room.slots, room.cap, room.code, room.lumps
+        assert slots is not None and cap is not None
+        for i in rows:
+            old = int(code[i])
+            if old:
+                left = lumps[old] - cap[i]
+                if left:
+                    lumps[old] = left
+                else:
+                    del lumps[old]
+            new, most = 0, 0.0
+            for k, g in enumerate(room.groups):
+                s = max(p.row(idle, i) for p in g.parts)
+                slots[k, i] = s
+                if s > 0:
+                    new |= 1 << k
+                    most = max(most, s)
+            code[i] = new
+            cap[i] = most
+            if new:
+                lumps[new] = lumps.get(new, 0.0) + most
 
     # -- the flow -----------------------------------------------------------------------
 
-    def _flow(self, groups: list[_Group], roles: dict[str, int]) -> tuple[bool, int, list[int]]:
+    def _flow(self, room: _JobRoom, roles: dict[str, int]) -> tuple[bool, int, list[int]]:
         """(every role in ``roles`` gets as many tasks as it needs, the most tasks placed
         with that, how many of each group's tasks are placed) over the nodes' slots."""
-        slots = [self._slots(g) for g in groups]
+        groups = room.groups
         counts = [len(g.tasks) for g in groups]
         if len(groups) == 1:
             g = groups[0]
-            total = int(min(counts[0], slots[0].sum()))
-            if g.parts is None:
-                have = {g.role: counts[0]}
-            else:  # (merged across roles: any role may have the places)
-                have = {}
-                for t in g.tasks:
-                    have[t.role] = have.get(t.role, 0) + 1
+            total = int(min(counts[0], sum(room.lumps.values())))
+            have: dict[str, int] = {}
+            for p in g.parts:
+                have[p.role] = have.get(p.role, 0) + len(p.tasks)
+            # (Merged across roles, any role may have the places.)
             met = all(n <= min(total, have.get(r, 0)) for r, n in roles.items())
             return met, total, [total]
-        # Nodes lumped by the set of groups that have a slot on them; a lump holds what
-        # its nodes would hold of the roomiest of those groups.
-        allowed = np.stack([s > 0 for s in slots])
-        codes = (allowed * (1 << np.arange(len(groups)))[:, None]).sum(axis=0)
-        room = np.max(np.stack(slots), axis=0)
-        sums = np.bincount(codes, weights=room)
-        lumps = [(int(c), int(sums[c])) for c in np.flatnonzero(sums) if c]
+        lumps = list(room.lumps.items())
         role_names = sorted({g.role for g in groups} | set(roles))
         # Vertices: 0 source, 1 sink, then roles, groups, lumps.
         ri = {r: 2 + k for k, r in enumerate(role_names)}
         gi = [2 + len(role_names) + k for k in range(len(groups))]
         li = [gi[-1] + 1 + k for k in range(len(lumps))]
-        cap: list[dict[int, int]] = [{} for _ in range(li[-1] + 1 if li else gi[-1] + 1)]
+        cap: list[dict[int, int]] = [{} for _ in range(gi[-1] + 1 + len(lumps))]
         for k, g in enumerate(groups):
             cap[ri[g.role]][gi[k]] = counts[k]
         for (code, size), v in zip(lumps, li, strict=True):
-            cap[v][1] = size
+            cap[v][1] = int(size)
             for k in range(len(groups)):
                 if code >> k & 1:
                     cap[gi[k]][v] = counts[k]
@@ -274,19 +379,19 @@ class BestEffortRoom:
 
     # -- explanations -------------------------------------------------------------------
 
-    def _explain(self, g: _Group) -> str:
-        """Why no node is left for one more task of ``g`` once the nodes' slots are
+    def _explain(self, part: _Part) -> str:
+        """Why no node is left for one more task of ``part`` once the nodes' slots are
         taken: each node under the first predicate that refuses it, or else under the
         resource it has no room left in."""
         nodes = self.nodes
         n = len(nodes)
         if n == 0:
             return "there are no nodes in the cluster"
-        slots = self._slots(g)
+        slots = part.rows(nodes.idle)
         hist: dict[str, int] = {}
         claimed = np.zeros(n, dtype=bool)
         single = ""
-        for reason, mask in g.reasons:
+        for reason, mask in part.reasons:
             new = mask & ~claimed
             k = int(np.count_nonzero(new))
             if k:
@@ -295,7 +400,7 @@ class BestEffortRoom:
                 single = "was " + reason[5:] if reason.startswith("were ") else reason
         names = nodes.space.names
         for i in np.flatnonzero(~claimed).tolist():
-            d = self._limit(g, i, float(slots[i]))
+            d = self._limit(part, i, float(slots[i]))
             if names[d] == PODS:
                 reason = "too many pods"
                 single = f"is at its pod limit ({_amount(nodes.allocatable[i, d])})"
@@ -307,14 +412,14 @@ class BestEffortRoom:
             return f"node {nodes.names[0]} {single}"
         return FitError(n, hist).render()
 
-    def _limit(self, g: _Group, i: int, taken: float) -> int:
-        """The resource node ``i`` has too little of for one more of ``g``'s tasks once
-        ``taken`` of them are on it (the first such in the space's order)."""
+    def _limit(self, part: _Part, i: int, taken: float) -> int:
+        """The resource node ``i`` has too little of for one more of ``part``'s tasks
+        once ``taken`` of them are on it (the first such in the space's order)."""
         idle = self.nodes.idle[i]
-        dims = g.dims.tolist()
+        dims = part.dims
         lefts = [
             idle[d] - taken * use - init
-            for d, init, use in zip(dims, g.init.tolist(), g.use.tolist(), strict=True)
+            for d, init, use in zip(dims, part.init, part.use, strict=True)
         ]
         short = [d for d, left in zip(dims, lefts, strict=True) if left < 0]
         if short:
@@ -343,22 +448,6 @@ def _roles_short(job: JobInfo, with_requests: bool) -> dict[str, int]:
             if ready or not t.best_effort:
                 counts[t.role] = counts.get(t.role, 0) + 1
     return {r: n - counts.get(r, 0) for r, n in minimums.items() if n > counts.get(r, 0)}
-
-
-def _merged(groups: list[_Group], by_role: bool) -> list[_Group]:
-    """Groups merged (per role, or all into one): a node takes as many of a merged
-    group's tasks as its roomiest part would, an upper bound on what the parts could."""
-    out: dict[str, _Group] = {}
-    for g in groups:
-        key = g.role if by_role else ""
-        m = out.get(key)
-        if m is None:
-            m = out[key] = _Group(g.role, g.first)
-            m.tasks, m.parts = [], []
-        m.tasks.extend(g.tasks)
-        assert m.parts is not None
-        m.parts.extend(g.parts if g.parts is not None else [g])
-    return list(out.values())
 
 
 def _max_flow(cap: list[dict[int, int]], s: int, t: int) -> int:

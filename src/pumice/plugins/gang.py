@@ -113,7 +113,8 @@ def _placeable_ready(room: BestEffortRoom) -> Callable[[JobInfo], bool]:
     # A pending best-effort task may count, so Volcano's shortfall stays a lower bound.
     ready.short = _ready.short  # type: ignore[attr-defined]
     ready.whole = lambda j: j.is_placed()  # type: ignore[attr-defined]
-    ready.why_not = room.why_not  # type: ignore[attr-defined]
+    # (Only where Volcano's arithmetic says ready: otherwise something else stopped it.)
+    ready.why_not = lambda j: room.why_not(j) if j.is_ready() else None  # type: ignore[attr-defined]
     return ready
 
 
