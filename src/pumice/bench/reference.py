@@ -19,7 +19,7 @@ import math
 from collections.abc import Sequence
 
 from pumice.api.node import NodeTable
-from pumice.api.task import Placement, SelectorTerm, Taint, TaskInfo, Toleration
+from pumice.api.task import Placement, SelectorTerm, Taint, TaskInfo, TaskStatus, Toleration
 from pumice.framework.session import Session
 
 MAX = 100.0
@@ -188,6 +188,85 @@ def nodeorder_scores(
             norm = MAX if top == 0 else MAX - math.floor(MAX * counts[k] / top)
             total += norm * w["tainttoleration.weight"]
         out.append(total)
+    soft = [c for c in task.spread if c.soft]
+    if w["podtopologyspread.weight"] and soft:
+        spread = _spread_scores(nodes, task, soft, cand)
+        out = [t + s * w["podtopologyspread.weight"] for t, s in zip(out, spread, strict=True)]
+    return out
+
+
+def _spread_scores(nodes: NodeTable, task: TaskInfo, soft: list, cand: list[int]) -> list[float]:
+    """Kubernetes' PodTopologySpread PreScore, Score and NormalizeScore (soft
+    constraints; Volcano 1.7's feature gates: no node inclusion policies), node by node."""
+    keys = [c.topology_key for c in soft]
+    labels = [nodes.specs[i].labels for i in range(len(nodes))]
+    ignored = {i for i in cand if any(k not in labels[i] for k in keys)}
+    pairs: dict[tuple[str, str], int] = {}
+    size = [0] * len(soft)
+    for i in cand:
+        if i in ignored:
+            continue
+        for k, c in enumerate(soft):
+            if c.topology_key == "kubernetes.io/hostname":
+                continue
+            pair = (c.topology_key, labels[i][c.topology_key])
+            if pair not in pairs:
+                pairs[pair] = 0
+                size[k] += 1
+    weights = [
+        math.log((len(cand) - len(ignored) if c.topology_key == "kubernetes.io/hostname"
+                  else size[k]) + 2)
+        for k, c in enumerate(soft)
+    ]  # fmt: skip
+
+    def matching(i: int, c) -> int:
+        return sum(
+            1
+            for t in nodes.tasks[i].values()
+            if t.status != TaskStatus.RELEASING
+            and t.namespace == task.namespace
+            and c.selector is not None
+            and c.selector.matches(t.labels)
+        )
+
+    p = task.placement
+    for i in range(len(nodes)):
+        spec = nodes.specs[i]
+        if any(spec.labels.get(key) != value for key, value in p.node_selector):
+            continue
+        if p.required_terms is not None and not any(
+            _term_matches(t, spec.name, spec.labels) for t in p.required_terms
+        ):
+            continue
+        if any(k not in labels[i] for k in keys):
+            continue
+        for c in soft:
+            pair = (c.topology_key, labels[i][c.topology_key])
+            if pair in pairs:
+                pairs[pair] += matching(i, c)
+    raw: dict[int, int] = {}
+    for i in cand:
+        if i in ignored:
+            continue
+        score = 0.0
+        for k, c in enumerate(soft):
+            if c.topology_key == "kubernetes.io/hostname":
+                cnt = matching(i, c)
+            else:
+                cnt = pairs[(c.topology_key, labels[i][c.topology_key])]
+            score += float(cnt) * weights[k] + float(c.max_skew - 1)
+        raw[i] = math.floor(score + 0.5)  # Go's math.Round, for score >= 0
+    if not raw:
+        return [0.0] * len(cand)
+    low, high = min(raw.values()), max(raw.values())
+    out = []
+    for i in cand:
+        if i in ignored:
+            out.append(0.0)
+        elif high == 0:
+            out.append(MAX)
+        else:
+            out.append(float(100 * (high + low - raw[i]) // high))
     return out
 
 
