@@ -246,3 +246,48 @@ def test_ancestor_reclaim_level_spares_a_subtree_within_its_share() -> None:
     ]
     assert len(run(objs, config(0)).evictions) == 1
     assert run(objs, config(1)).evictions == []
+
+
+def _reclaimable(ssn):
+    (fn,) = [f for tier in ssn.hooks.chain("reclaimable") for name, f in tier if name == "capacity"]
+    return fn
+
+
+def _task(ssn, key):
+    return next(t for j in ssn.jobs.values() for t in j.tasks.values() if t.key == key)
+
+
+def dims_cluster():
+    """q1 deserves 2 cpu and 2Gi: it holds 2 cpu (its share) and 3Gi (over, in memory
+    only). a uses cpu and memory, b cpu only. Reclaimers of q2 ask cpu only or memory
+    only."""
+    return [
+        q("q1", deserved={"cpu": "2", "memory": "2Gi"}),
+        q("q2", deserved={"cpu": "2", "memory": "2Gi"}),
+        node("n1", cpu="2", memory="8Gi"),
+        podgroup("v", queue="q1", phase="Running", min_member=0),
+        pod("a", group="v", cpu="1", memory="3Gi", node="n1"),
+        pod("b", group="v", cpu="1", memory=None, node="n1"),
+        podgroup("r", queue="q2"),
+        pod("r-cpu", group="r", cpu="1", memory=None),
+        pod("r-mem", group="r", cpu=None, memory="1Gi"),
+    ]
+
+
+def test_a_victim_counts_where_its_queue_is_over_in_what_the_victim_uses() -> None:
+    """Volcano's capacity (current master): a reclaimee is a victim when its queue is over
+    its deserved share in a dimension the reclaimee uses (and deserved names), provided it
+    shares a dimension with the reclaimer. A cpu-only reclaimer may so take a, whose
+    queue is over in memory; b (cpu only, and q1 is not over in cpu) is no victim."""
+    _plugin, ssn = attrs(dims_cluster(), conf("reclaim", ["gang", "capacity"], ["predicates"]))
+    reclaimable = _reclaimable(ssn)
+    a, b = _task(ssn, "default/a"), _task(ssn, "default/b")
+    assert reclaimable(_task(ssn, "default/r-cpu"), [b, a]) == [a]
+
+
+def test_a_victim_sharing_no_dimension_with_the_reclaimer_is_skipped() -> None:
+    """A memory-only reclaimer takes a (memory, over), never b (no memory at all)."""
+    _plugin, ssn = attrs(dims_cluster(), conf("reclaim", ["gang", "capacity"], ["predicates"]))
+    reclaimable = _reclaimable(ssn)
+    a, b = _task(ssn, "default/a"), _task(ssn, "default/b")
+    assert reclaimable(_task(ssn, "default/r-mem"), [b, a]) == [a]
