@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from tests.kit import conf, node, pod, podgroup, queue, run
+
+from pumice.errors import InputError
 
 ALLOC = conf("allocate", ["priority", "gang"], ["drf", "predicates", "proportion", "nodeorder"])
 
@@ -125,3 +128,67 @@ def test_higher_priority_job_goes_first() -> None:
     ]
     d = run(objs, ALLOC)
     assert d.binds == {"default/high-0": "n1"}
+
+
+# -- gangs that count on best-effort tasks --------------------------------------------
+
+GANG_ONLY = """
+actions: "{actions}"
+tiers:
+- plugins:
+  - name: gang
+    arguments: {arguments}
+- plugins:
+  - name: predicates
+  - name: proportion
+"""
+
+
+def _master_and_worker(pods: str = "110") -> list[dict]:
+    return [
+        queue(),
+        node("n1", pods=pods),
+        podgroup("pg", min_member=2),
+        pod("m", group="pg"),
+        pod("w", group="pg", cpu=None, memory=None),
+    ]
+
+
+def test_without_backfill_a_gang_that_needs_its_best_effort_tasks_is_not_bound() -> None:
+    """Nothing places best-effort tasks without backfill: binding the master would
+    leave the gang at 1 of 2 for good, which Volcano's arithmetic does."""
+    ours = run(_master_and_worker(), GANG_ONLY.format(actions="allocate", arguments="{}"))
+    assert ours.binds == {}
+    assert "no action of this configuration places best-effort tasks" in ours.pending["default/pg"]
+    volcano = GANG_ONLY.format(
+        actions="allocate", arguments="{gang.bestEffortReady: optimistic}"
+    )
+    assert run(_master_and_worker(), volcano).binds == {"default/m": "n1"}
+
+
+def test_a_gang_ready_on_its_best_effort_tasks_is_bound_whole_by_backfill() -> None:
+    config = GANG_ONLY.format(actions="allocate, backfill", arguments="{}")
+    assert run(_master_and_worker(), config).binds == {"default/m": "n1", "default/w": "n1"}
+    one_slot = run(_master_and_worker(pods="1"), config)
+    assert one_slot.binds == {}
+    assert "best-effort task w has no node: node n1 is at its pod limit (1)" in (
+        one_slot.pending["default/pg"]
+    )
+
+
+def test_an_unknown_best_effort_ready_value_is_refused_naming_the_field() -> None:
+    config = GANG_ONLY.format(actions="allocate", arguments="{gang.bestEffortReady: maybe}")
+    with pytest.raises(InputError) as err:
+        run(_master_and_worker(), config)
+    assert "gang.bestEffortReady" in str(err.value)
+    assert "placeable or optimistic" in str(err.value)
+
+
+def test_backfill_tries_every_best_effort_task_of_a_job() -> None:
+    """A worker that no node takes does not stop the next one (as in Volcano): the
+    master and the second worker make the gang of 2."""
+    objs = [queue(), node("n1"), podgroup("pg", min_member=2), pod("m", group="pg")]
+    objs.append(pod("w-0", group="pg", cpu=None, memory=None, nodeSelector={"zone": "none"}))
+    objs.append(pod("w-1", group="pg", cpu=None, memory=None))
+    d = run(objs, GANG_ONLY.format(actions="allocate, backfill", arguments="{}"))
+    assert d.binds == {"default/m": "n1", "default/w-1": "n1"}
