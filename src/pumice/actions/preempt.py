@@ -1,6 +1,6 @@
 """preempt: a starving job takes resources from lower-priority work in its own queue.
 
-Follows Volcano's ``preempt`` action (v1.13):
+Follows Volcano's ``preempt`` action (current master):
 
 1. Jobs that are admitted (not Pending) and starving (``job_starving``) are the
    preemptors, grouped by queue; each keeps its pending tasks in task order.
@@ -9,10 +9,10 @@ Follows Volcano's ``preempt`` action (v1.13):
    same queue that are ``volcano.sh/preemptable`` and that the ``preemptable``
    functions allow (a best-effort preemptor takes only best-effort victims). The job's
    statement is committed only if the job is then pipelined (``job_pipelined``);
-   otherwise it is discarded and nothing is evicted. A job that placed a task goes
-   back for another turn.
-3. *Within a job*: each starving job's pending tasks may take from the job's own
-   lower-priority tasks, one committed statement per task, until one fails.
+   otherwise it is discarded and nothing is evicted.
+3. *Within a job*, then, for the same queue: each starving job's pending tasks may take
+   from the job's own lower-priority tasks, one committed statement per task, until
+   one fails.
 
 For one preemptor task (``preempt``): a pod with ``preemptionPolicy: Never`` never
 preempts. Candidate nodes are those the predicates allow apart from what eviction
@@ -28,8 +28,10 @@ Inter-pod anti-affinity is resolvable by eviction in kube-scheduler, but Volcano
 normal preempt asks the predicates after evicting with the inter-pod state it computed
 before: a node where the preemptor's anti-affinity (or an existing pod's) refuses it is
 never made to fit, so pumice passes it over. The topology-aware mode (below) simulates
-the removals, as kube-scheduler does: such a node is a candidate, and a victim the
-anti-affinity is about cannot be reprieved. A required affinity refusal is never
+the removals, as kube-scheduler does, when the predicates plugin's ``enablePreemptable``
+or ``enabledAllocatable`` is on (Volcano calls its ``SimulateRemoveTask`` only then):
+such a node is a candidate, and a victim the anti-affinity is about cannot be
+reprieved. A required affinity refusal is never
 resolvable.
 
 When no node works out, the job's pending explanation and the audit (a ``failed``
@@ -40,10 +42,10 @@ the queue's share, or a predicate that eviction does not clear.
 ``enableTopologyAwarePreemption: true`` switches to Volcano's dry-run mode: on up to
 ``minCandidateNodesPercentage`` % of the candidate nodes (at least
 ``minCandidateNodesAbsolute``, at most ``maxCandidateNodesAbsolute``) the smallest
-victim set is found (evict in victim order until the task fits, then reprieve every
-victim that is not needed), and the node whose victims do the least damage wins: the
-lowest highest-priority victim, then the lowest sum of priorities, then the fewest
-victims, then the latest-started victims. Volcano starts the scan at a random node;
+victim set is found (evict in victim order until the task fits, then reprieve, the
+last evicted first, every victim that is not needed), and the node whose victims do
+the least damage wins: the lowest highest-priority victim, then the lowest sum of
+priorities, then the fewest victims, then the latest-started victims. Volcano starts the scan at a random node;
 pumice starts at the first.
 
 pumice extension: ``evictBrokenGangsWhole: true`` evicts the rest of a gang that a
