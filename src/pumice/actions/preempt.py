@@ -45,8 +45,8 @@ the queue's share, or a predicate that eviction does not clear.
 victim set is found (evict in victim order until the task fits, then reprieve, the
 last evicted first, every victim that is not needed), and the node whose victims do
 the least damage wins: the lowest highest-priority victim, then the lowest sum of
-priorities, then the fewest victims, then the latest-started victims. Volcano starts the scan at a random node;
-pumice starts at the first.
+priorities, then the fewest victims, then the latest-started victims. Volcano starts
+the scan at a random node; pumice starts at the first.
 
 pumice extension: ``evictBrokenGangsWhole: true`` evicts the rest of a gang that a
 victim set would take below its minMember (the gang cannot run anyway); by default, as
