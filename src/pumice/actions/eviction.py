@@ -380,10 +380,7 @@ def notes_of(ssn: Session) -> dict[str, list[str]]:
     """The session's ``eviction_notes``: job uid -> why preempt or reclaim, run for the
     job this cycle, could not help it (one sentence per action). The pending explanation
     (:func:`pumice.framework.status.pending_reason`) ends with them."""
-    notes = getattr(ssn, "eviction_notes", None)
-    if notes is None:
-        notes = ssn.eviction_notes = {}  # type: ignore[attr-defined]
-    return notes
+    return ssn.eviction_notes
 
 
 def could_not_help(

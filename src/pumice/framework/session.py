@@ -97,6 +97,9 @@ class Session:
         self.not_enqueued: dict[str, str] = {}
         #: Queues allocate skipped because they had used their share.
         self.overused_queues: set[str] = set()
+        #: Why preempt or reclaim, run for a job this cycle, could not help it: job uid ->
+        #: one sentence per action (the pending explanation ends with them).
+        self.eviction_notes: dict[str, list[str]] = {}
 
     # -- registration -------------------------------------------------------------------
 
