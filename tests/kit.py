@@ -188,7 +188,8 @@ def conf(actions: str, *tiers: list[str | dict]) -> str:
     return yaml.safe_dump(doc)
 
 
-_COULD = re.compile(r"^gang short: needs (\d+) tasks, (at most )?(\d+) could be placed")
+# (after a "can never fit" clause, when there is one)
+_COULD = re.compile(r"(?:^|; )gang short: needs (\d+) tasks, (at most )?(\d+) could be placed")
 
 
 def assert_same_but_bounded(proven: dict, tried: dict) -> None:
@@ -203,7 +204,7 @@ def assert_same_but_bounded(proven: dict, tried: dict) -> None:
     for uid, reason in says.items():
         if reason == said[uid]:
             continue
-        bound, count = _COULD.match(reason), _COULD.match(said[uid])
+        bound, count = _COULD.search(reason), _COULD.search(said[uid])
         assert bound is not None and count is not None, (reason, said[uid])
         assert bound[2] and not count[2], (reason, said[uid])
         assert bound[1] == count[1]  # the same gang minimum

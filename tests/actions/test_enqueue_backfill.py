@@ -14,8 +14,9 @@ def test_enqueue_refuses_a_job_beyond_overcommit_and_names_the_gate() -> None:
     ]
     d = run(objs)
     assert d.podgroups["default/big"].phase == "Pending"
-    assert d.pending["default/big"].startswith("not enqueued: overcommit")
-    assert "cpu" in d.pending["default/big"]
+    # The pod is larger than the node: that comes first, then the gate that said no.
+    assert d.pending["default/big"].startswith("task big-0 can never fit: asks cpu 10")
+    assert "; not enqueued: overcommit" in d.pending["default/big"]
 
 
 def test_enqueue_admits_within_overcommit_factor_and_allocate_binds() -> None:

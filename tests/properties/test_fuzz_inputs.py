@@ -98,16 +98,15 @@ OTHERS = st.sampled_from(
 )
 DELETE = object()
 #: Fields pumice reads (most of an object's fields are not: managedFields, uids...).
-READ = frozenset(
-    """kind metadata name namespace labels annotations creationTimestamp deletionTimestamp
+_READ = """kind metadata name namespace labels annotations creationTimestamp deletionTimestamp
     spec status containers initContainers resources requests limits overhead cpu memory
     pods nvidia.com/gpu ephemeral-storage allocatable capacity conditions type phase
     nodeName schedulerName priority priorityClassName value globalDefault nodeSelector
     affinity tolerations taints effect key operator values unschedulable minMember
     minTaskMember minResources queue weight capability deserved guarantee parent state
     reclaimable minAvailable maxUnavailable selector matchLabels disruptionsAllowed
-    hostPort ports restartPolicy preemptionPolicy""".split()
-)
+    hostPort ports restartPolicy preemptionPolicy"""
+READ = frozenset(_READ.split())
 
 
 def _places(value, out: list) -> list:

@@ -210,7 +210,7 @@ class AllocateAction:
             else:
                 hold(ssn, job, stmt)
         elif not ssn.job_pipelined(job):
-            job.tentative = max(job.tentative, len(stmt))
+            job.keep_tentative([op.task for op in stmt.operations])
             explain_best_effort(ssn, job)  # (before the discard: the try's nodes)
             stmt.discard()
 
@@ -289,7 +289,7 @@ def conclude_held(ssn: Session) -> None:
         if ssn.job_ready(job) and whole(ssn, job):
             release(ssn, job, commit=True)
         elif not ssn.job_pipelined(job):
-            job.tentative = max(job.tentative, len(kept[uid]))
+            job.keep_tentative([op.task for op in kept[uid].operations])
             explain_best_effort(ssn, job)
             release(ssn, job, commit=False)
     del ssn._held  # type: ignore[attr-defined]  (a statement refers to its session)

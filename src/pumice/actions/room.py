@@ -93,13 +93,14 @@ def hopeless_turn(
     if view.total >= takes:
         # The try places ``takes`` tasks; the queue refuses the next and, its share
         # unchanged, every one after: the note names the last.
-        job.note = queue_refusal(queue, _in_order(ssn, job, todo, key)[-1], ssn.nodes)
-        job.tentative = max(job.tentative, takes)
+        order = _in_order(ssn, job, todo, key)
+        job.note = queue_refusal(queue, order[-1], ssn.nodes)
+        job.keep_tentative(order[:takes])
         return True
     room = int(view.total)  # fewer than the queue would take: a task finds no node
-    failing = _in_order(ssn, job, todo, key)[room]
-    job.fit_errors[failing.uid] = view.fit_error(len(ssn.nodes))
-    job.tentative = max(job.tentative, room)
+    order = _in_order(ssn, job, todo, key)
+    job.fit_errors[order[room].uid] = view.fit_error(len(ssn.nodes))
+    job.keep_tentative(order[:room])
     return True
 
 
@@ -153,6 +154,13 @@ def _mixed_turn(
     # Which task to name: the first, in task order, that the bounds leave without a
     # node (or the last the queue refuses).
     shape_of = job._shape_memo[1][1]
+    # What the bounds let through, shape by shape in task order (their roles are told).
+    left = {shape: min(room[shape], allowed[shape]) for shape, _count, _first in groups}
+    through = []
+    for task in _in_order(ssn, job, todo, key):
+        if left[shape_of[task.uid]]:
+            left[shape_of[task.uid]] -= 1
+            through.append(task)
     for task in _in_order(ssn, job, todo, key):
         shape = shape_of[task.uid]
         if not allowed[shape]:
@@ -163,8 +171,7 @@ def _mixed_turn(
         else:
             job.fit_errors[task.uid] = views[shape].fit_error(len(ssn.nodes))
             break
-    if bound > job.tentative:
-        job.tentative, job.tentative_at_most = bound, True
+    job.keep_tentative(through, at_most=True)
     return True
 
 

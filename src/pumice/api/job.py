@@ -6,7 +6,7 @@ here as small pure methods because several plugins and actions ask the same ques
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -78,6 +78,10 @@ class JobInfo:
     #: ``tentative`` is an upper bound from a proof, not a count from a try (a gang of
     #: several task shapes: see ``pumice.actions.room``).
     tentative_at_most: bool = False
+    #: The roles of those ``tentative`` tasks (role -> count), for a job with per-role
+    #: minimums: set with ``tentative`` by :meth:`keep_tentative`, read only while
+    #: ``tentative`` is not 0 (so a stale one from an earlier session is never read).
+    tentative_roles: dict[str, int] = field(default_factory=dict)
     #: Bumped by every change through :meth:`add_task` / :meth:`update_status`; keys the
     #: memo of :meth:`is_ready`, which job order asks on every comparison.
     _version: int = field(default=0, init=False, repr=False, compare=False)
@@ -251,6 +255,26 @@ class JobInfo:
             return True
         counts = self._role_counts(statuses, best_effort_pending)
         return all(counts.get(role, 0) >= n for role, n in self.min_task_member.items())
+
+    def keep_tentative(self, tasks: Sequence[TaskInfo], at_most: bool = False) -> None:
+        """A turn placed ``tasks`` (or a proof bounds what a turn would place by them)
+        and gave them back: keep the largest such count of the session, with the
+        roles of its tasks, so that the explanation's total and per-role counts tell
+        one story. ``at_most``: a bound, not a count."""
+        if len(tasks) <= self.tentative:
+            return
+        self.tentative = len(tasks)
+        if at_most:
+            self.tentative_at_most = True
+        if self.min_task_member:
+            roles: dict[str, int] = {}
+            for t in tasks:
+                roles[t.role] = roles.get(t.role, 0) + 1
+            self.tentative_roles = roles
+
+    def role_counts(self, statuses: frozenset[TaskStatus]) -> dict[str, int]:
+        """Tasks in ``statuses``, by role."""
+        return self._role_counts(statuses, False)
 
     def roles_short(self, statuses: frozenset[TaskStatus] = READY_STATUSES) -> dict[str, tuple]:
         """Roles below their minimum: role -> (have, need). (The answer for ready

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from pumice.api.job import COMPLETED, INQUEUE, PENDING, RUNNING, UNKNOWN, JobInfo
-from pumice.api.task import TaskStatus
+from pumice.api.quantity import plural
+from pumice.api.queue import QueueInfo
+from pumice.api.task import READY_STATUSES, TaskStatus
 from pumice.framework.decisions import PodGroupUpdate
+from pumice.framework.never import Limits, never_fits
 from pumice.framework.session import Session
 
 SCHEDULED_STATUSES = frozenset(
@@ -62,8 +65,84 @@ def _waiting_tasks(job: JobInfo) -> int:
     return len(job.by_status.get(TaskStatus.PENDING, ()))
 
 
-def pending_reason(ssn: Session, job: JobInfo) -> str:
-    """Why ``job`` still has tasks waiting, naming the stage that stopped it."""
+_PLACED = READY_STATUSES | {TaskStatus.PIPELINED}
+
+
+def gang_short(job: JobInfo) -> str:
+    """How the gang falls short, one story in its numbers: the tasks placed and those a
+    turn placed and gave back (``tentative``) count in the total and, for a job with
+    per-role minimums that Volcano checks, role by role (``master: 1/1, worker: 0/4``
+    adds up to 1 that could be placed). "" when the gang is not short."""
+    placed = job.ready_num() + job.waiting_num()
+    minimums = job.min_task_member
+    # Volcano skips the per-role check when the roles ask for more than minMember.
+    if minimums and job.min_available < sum(minimums.values()):
+        minimums = {}
+    short_total = placed < job.min_available and job.min_available > 1
+    if not short_total and not minimums:
+        return ""
+    could = placed + job.tentative
+    at_most = "at most " if job.tentative_at_most else ""
+    breakdown = ""
+    if minimums:
+        counts = job.role_counts(_PLACED)
+        if job.tentative:
+            for role, n in job.tentative_roles.items():
+                counts[role] = counts.get(role, 0) + n
+        if all(counts.get(r, 0) >= n for r, n in minimums.items()):
+            if not short_total:
+                return ""
+        else:
+            breakdown = " (" + ", ".join(
+                f"{r}: {counts.get(r, 0)}/{n}" for r, n in sorted(minimums.items())
+            ) + ")"
+            if could >= job.min_available:
+                return (
+                    f"gang short: needs {plural(job.min_available, 'task')}, {at_most}{could} "
+                    f"could be placed, but not of the roles it needs{breakdown}"
+                )
+    return (
+        f"gang short: needs {plural(job.min_available, 'task')}, {at_most}{could} could be "
+        f"placed{breakdown}"
+    )
+
+
+#: What a queue refusal of ``pumice.actions.room.queue_refusal`` calls the limit.
+_GENERIC_LIMIT = "the queue's deserved share"
+
+
+def _named_refusal(ssn: Session, queue: QueueInfo, note: str) -> str:
+    """``note``, with a queue refusal's limit named for what it is (the plugin that
+    decides ``allocatable`` says: its deserved share, its capability, the cluster's
+    total). Left as it is when several plugins decide, or none can say."""
+    if _GENERIC_LIMIT not in note:
+        return note
+    deciding = {name for tier in ssn.hooks.chain("allocatable") for name, _fn in tier}
+    named = []
+    for plugin in ssn.plugins:
+        limit = getattr(plugin, "refusal_limit", None)
+        if limit is not None and plugin.name in deciding:
+            named.append(limit(queue.name, ssn.space))
+    if len(named) != 1 or not named[0]:
+        return note
+    return note.replace(_GENERIC_LIMIT, named[0], 1)
+
+
+def pending_reason(ssn: Session, job: JobInfo, limits: Limits | None = None) -> str:
+    """Why ``job`` still has tasks waiting: first what it asks that can never be had
+    (see :mod:`pumice.framework.never`; ``limits`` keeps its answers for a cycle's
+    explanations), the real cause whatever stage stopped it this cycle; then that
+    stage, and why."""
+    never = never_fits(ssn, job, limits if limits is not None else Limits(ssn))
+    stage = _stage_reason(ssn, job)
+    reason = f"{never}; {stage}" if never else stage
+    # Why preempt or reclaim, run for the job, could not help it (actions/eviction.py).
+    notes = getattr(ssn, "eviction_notes", {}).get(job.uid)
+    return "; ".join([reason, *notes]) if notes else reason
+
+
+def _stage_reason(ssn: Session, job: JobInfo) -> str:
+    """The stage that stopped ``job`` this cycle, and why."""
     queue = ssn.queues[job.queue]
     if job.uid in ssn.not_enqueued:
         return f"not enqueued: {ssn.not_enqueued[job.uid]}"
@@ -74,21 +153,14 @@ def pending_reason(ssn: Session, job: JobInfo) -> str:
     if not queue.is_open():
         return f"queue {queue.name} is {queue.state}: it accepts no new work"
     placed = job.ready_num() + job.waiting_num()
-    gang = ""
-    if placed < job.min_available and job.min_available > 1:
-        could = placed + job.tentative
-        at_most = "at most " if job.tentative_at_most else ""
-        gang = f"gang short: needs {job.min_available} tasks, {at_most}{could} could be placed"
-        short = job.roles_short()
-        if short:
-            gang += " (" + ", ".join(f"{r}: {h}/{n}" for r, (h, n) in short.items()) + ")"
+    gang = gang_short(job)
     detail = ""
     if job.fit_errors:
         uid, err = next(iter(job.fit_errors.items()))
         name = job.tasks[uid].name if uid in job.tasks else uid
         detail = f"task {name}: {err.render()}"
     elif job.note:
-        detail = job.note
+        detail = _named_refusal(ssn, queue, job.note)
     elif job.queue in ssn.overused_queues:
         detail = f"queue {job.queue} has used its deserved share this cycle"
         for plugin in ssn.plugins:
@@ -97,10 +169,7 @@ def pending_reason(ssn: Session, job: JobInfo) -> str:
                 detail = explain(queue, ssn.space)
     elif not detail and placed >= job.min_available:
         detail = "more tasks than the gang minimum; they wait for free resources"
-    reason = f"{gang}; {detail}" if gang and detail else gang or detail or "waiting for resources"
-    # Why preempt or reclaim, run for the job, could not help it (actions/eviction.py).
-    notes = getattr(ssn, "eviction_notes", {}).get(job.uid)
-    return "; ".join([reason, *notes]) if notes else reason
+    return f"{gang}; {detail}" if gang and detail else gang or detail or "waiting for resources"
 
 
 def explain_pending(ssn: Session) -> None:
@@ -118,9 +187,10 @@ def explain_pending(ssn: Session) -> None:
             )
         else:
             d.pending[uid] = f"not schedulable: {reason}"
+    limits = Limits(ssn)
     for job in ssn.active.values():
         if job.uid in ssn.invalid:
             continue
         if _waiting_tasks(job) == 0 and not job.is_pending():
             continue
-        d.pending[job.uid] = pending_reason(ssn, job)
+        d.pending[job.uid] = pending_reason(ssn, job, limits)

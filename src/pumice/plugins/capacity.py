@@ -34,6 +34,7 @@ from pumice.api.queue import QueueInfo
 from pumice.api.task import ALLOCATED_STATUSES, TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
 from pumice.errors import InputError
+from pumice.framework.limits import CAPABILITY, amounts, cluster_total, describe, finite_dims
 from pumice.framework.pqueue import PriorityQueue
 from pumice.framework.session import EventHandler, Session
 
@@ -95,6 +96,7 @@ class CapacityPlugin:
         #: (hierarchy only; 0, the default, looks at the leaf queues alone).
         self.ancestor_level = max(arguments.get_int("ancestorReclaimLevel", 0), 0)
         self._space = None  # the session's ResourceSpace, for messages
+        self._queues: dict[str, QueueInfo] = {}  # the session's queues, for messages
 
     # -- building the queue attributes --------------------------------------------------
 
@@ -248,6 +250,7 @@ class CapacityPlugin:
     def on_session_open(self, ssn: Session) -> None:
         total = self._clip(ssn, ssn.total)
         self._space = ssn.space
+        self._queues = ssn.queues
         self.hierarchy = hierarchy_enabled(ssn, self.name)
         if self.hierarchy:
             self._build_tree(ssn, total)
@@ -462,6 +465,72 @@ class CapacityPlugin:
 
     # -- explanations -------------------------------------------------------------------
 
+    def _chain(self, queue: str) -> list[QueueAttr]:
+        """The queue and its ancestors (hierarchy), leaf first."""
+        a = self.attrs[queue]
+        return [a, *(self.attrs[x] for x in reversed(a.ancestors))]
+
+    def _sources(self, attr: QueueAttr) -> list[str]:
+        """Per resource, what the queue's real capability is: its own
+        ``spec.capability``, an ancestor's (inherited, in a tree), or derived from the
+        cluster (its total less the queues' guarantees; a parent's real capability less
+        its children's guarantees, in a tree)."""
+        queues = self._queues
+        own = queues.get(attr.name)
+        above = [queues[a] for a in reversed(attr.ancestors) if a in queues]
+        guarantees = any(bool(np.any(q.guarantee > 0)) for q in queues.values())
+        parent = attr.ancestors[-1] if attr.ancestors else None
+        if parent is None:
+            derived = cluster_total(guarantees)
+        else:
+            derived = f"what queue {parent} has left beyond its children's guarantees"
+        out = []
+        for d, real in enumerate(attr.real_capability.tolist()):
+            source = derived
+            for q in [own, *above]:
+                if q is None or not q.has_capability or not np.isfinite(q.capability[d]):
+                    continue
+                if real >= q.capability[d]:
+                    source = CAPABILITY if q is own else f"queue {q.name}'s capability"
+                break  # the nearest capability set is the one inherited
+            out.append(source)
+        return out
+
+    def capability_exceeded(self, queue: str, request: Vector) -> tuple[str, int] | None:
+        """The nearest queue (the queue itself, then its ancestors in a tree) whose own
+        ``spec.capability`` ``request`` alone exceeds, and the first such resource:
+        its real capability can never hold it. None when within every one."""
+        if queue not in self.attrs or self._space is None:
+            return None
+        share = self._space.share
+        names = [queue, *(a for a in reversed(self.attrs[queue].ancestors) if self.hierarchy)]
+        for name in names:
+            q = self._queues.get(name)
+            if q is None or not q.has_capability:
+                continue
+            over = np.flatnonzero(share & (request > q.capability))
+            if over.size:
+                return name, int(over[0])
+        return None
+
+    def refusal_limit(self, queue: str, space) -> str | None:
+        """What ``allocatable`` held the queue's tasks to: its real capability, named
+        by source (``its capability (cpu 8)``, ``the cluster's total (cpu 16)``), and in
+        a tree the ancestors that have reached theirs."""
+        if not self.ready or queue not in self.attrs:
+            return None
+        chain = self._chain(queue)
+        leaf = chain[0]
+        dims = finite_dims(leaf.real_capability, space.share)
+        parts = [describe(space, leaf.real_capability, self._sources(leaf), dims)] if dims else []
+        for a in chain[1:]:
+            full = finite_dims(a.real_capability, space.share & (a.allocated >= a.real_capability))
+            if full:
+                limit = describe(space, a.real_capability, self._sources(a), full)
+                theirs = limit.replace("its ", f"queue {a.name}'s ")
+                parts.append(theirs if theirs != limit else f"{limit} for queue {a.name}")
+        return " or ".join(parts) if parts else None
+
     def explain_enqueue(self, ssn: Session, job: JobInfo) -> str:
         if not self.ready:
             return f"the queue tree is not usable: {self.not_ready_reason}"
@@ -469,16 +538,26 @@ class CapacityPlugin:
         if not q.is_open():
             return f"queue {q.name} is {q.state}"
         attr = self.attrs.get(job.queue)
-        if attr is None:
+        if attr is None or job.min_resources is None:
             return f"queue {job.queue} refused the job"
         if attr.children:
             return f"queue {job.queue} has child queues; only leaf queues hold jobs"
-        r = ssn.space.render
-        return (
-            f"queue {job.queue} capability would be exceeded: real capability "
-            f"{r(attr.real_capability)}, allocated {r(attr.allocated)}, admitted "
-            f"{r(attr.inqueue)}"
-        )
+        space = ssn.space
+        minreq = self._clip(ssn, job.min_resources)
+        for a in self._chain(job.queue):  # the first that refuses, as enqueueable asks
+            need = minreq + a.allocated + a.inqueue - a.elastic
+            over = (minreq > 0) & ~(need <= a.real_capability)
+            if not over.any():
+                continue
+            dims = np.flatnonzero(over).tolist()
+            limit = describe(space, a.real_capability, self._sources(a), dims)
+            where = f"queue {a.name}" if a is attr else f"queue {a.name} (above {job.queue})"
+            return (
+                f"admitting it would take {where} past {limit}: "
+                f"minResources {amounts(space, minreq, dims)}, already allocated "
+                f"{amounts(space, a.allocated, dims)}, admitted {amounts(space, a.inqueue, dims)}"
+            )
+        return f"queue {job.queue} refused the job"
 
 
 def _common_level(a: QueueAttr, b: QueueAttr) -> int:

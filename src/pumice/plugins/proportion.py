@@ -21,6 +21,14 @@ from pumice.api.job import JobInfo
 from pumice.api.queue import QueueInfo
 from pumice.api.task import TaskInfo
 from pumice.conf.arguments import Arguments
+from pumice.framework.limits import (
+    CAPABILITY,
+    DESERVED,
+    amounts,
+    cluster_total,
+    describe,
+    finite_dims,
+)
 from pumice.framework.session import EventHandler, Session
 
 Vector = np.ndarray
@@ -133,6 +141,10 @@ class ProportionPlugin:
         self.attrs: dict[str, QueueAttr] = {}
         #: queue -> (the figures quoted, the sentence): see :meth:`explain_enqueue`.
         self._refusals: dict[str, tuple[bytes, str]] = {}
+        #: The session's queues and shared dimensions, for explanations.
+        self._queues: dict[str, QueueInfo] = {}
+        self._mask = np.zeros(0, dtype=bool)
+        self._guarantees = False  # does any queue have a guarantee (the derived limit)
 
     def on_session_open(self, ssn: Session) -> None:
         mask = ssn.space.share
@@ -155,6 +167,8 @@ class ProportionPlugin:
         for row in guarantees:
             total_guarantee += row
         free = np.maximum(total - total_guarantee, 0.0)
+        self._queues, self._mask = ssn.queues, mask
+        self._guarantees = bool(np.any(total_guarantee > 0))
 
         # The same values as clip(t.resreq), once per request vector.
         clip_req = _per_request(clip)
@@ -448,30 +462,86 @@ class ProportionPlugin:
                 break
         return deserved
 
+    # -- explanations -------------------------------------------------------------------
+
+    def _deserved_sources(self, q: QueueInfo, attr: QueueAttr) -> list[str]:
+        """Per resource, what bounds the queue's deserved share: its capability where
+        water-filling stopped there, else the share itself."""
+        capped = q.has_capability & np.isfinite(q.capability) & (attr.deserved >= q.capability)
+        return [CAPABILITY if c else DESERVED for c in capped.tolist()]
+
+    def _real_sources(self, q: QueueInfo, attr: QueueAttr) -> list[str]:
+        """Per resource, what the queue's real capability is: its ``spec.capability``
+        where set and binding, else what is derived from the cluster."""
+        derived = cluster_total(self._guarantees)
+        own = q.has_capability & np.isfinite(q.capability) & (attr.real_capability >= q.capability)
+        return [CAPABILITY if c else derived for c in own.tolist()]
+
+    def capability_exceeded(self, queue: str, request: Vector) -> tuple[str, int] | None:
+        """The queue and the first resource in which ``request`` alone asks for more than
+        the queue's ``spec.capability``: no deserved share (capped by it) and no
+        admission can ever hold it. None when within (or no capability)."""
+        q = self._queues.get(queue)
+        if q is None or not q.has_capability:
+            return None
+        over = np.flatnonzero(self._mask & (request > q.capability))
+        return (queue, int(over[0])) if over.size else None
+
+    def refusal_limit(self, queue: str, space) -> str | None:
+        """What ``allocatable`` held the queue's tasks to, named by source: ``its
+        deserved share (cpu 4)``, ``its capability (cpu 8)``."""
+        attr, q = self.attrs.get(queue), self._queues.get(queue)
+        if attr is None or q is None:
+            return None
+        dims = finite_dims(attr.deserved, self._mask)
+        if not dims:
+            return "its deserved share (nothing)"
+        return describe(space, attr.deserved, self._deserved_sources(q, attr), dims)
+
     def explain_overused(self, q: QueueInfo, space) -> str:
         attr = self.attrs.get(q.name)
         if attr is None:
             return f"queue {q.name} is overused"
+        dims = finite_dims(attr.deserved, self._mask)
+        sources = self._deserved_sources(q, attr)
+        if not dims:
+            return f"queue {q.name} has a deserved share of nothing (it requests nothing)"
+        if all(sources[d] == DESERVED for d in dims):
+            return (
+                f"queue {q.name} has used its deserved share (deserved "
+                f"{space.render(attr.deserved)}; allocated {space.render(attr.allocated)})"
+            )
         return (
-            f"queue {q.name} has used its deserved share (deserved {space.render(attr.deserved)}; "
-            f"allocated {space.render(attr.allocated)})"
+            f"queue {q.name} has used {describe(space, attr.deserved, sources, dims)}; "
+            f"allocated {space.render(attr.allocated)}"
         )
 
     def explain_enqueue(self, ssn: Session, job: JobInfo) -> str:
-        """Why the queue's capability refuses ``job``: the same sentence for every job
-        the queue refuses until one is admitted, so it is kept by the figures it quotes
-        (a backlog asks for each refused job in every cycle)."""
+        """Why the queue's real capability refuses ``job``, naming each resource's limit
+        by its source (``spec.capability``, or the cluster's total where none is set)
+        and quoting the resources that do not fit. The same sentence for every job the
+        queue refuses with the same minimum until one is admitted, so it is kept by the
+        figures it quotes (a backlog asks for each refused job in every cycle)."""
         attr = self.attrs.get(job.queue)
-        if attr is None:
+        if attr is None or job.min_resources is None:
             return f"queue {job.queue} refused the job"
-        figures = attr.real_capability.tobytes() + attr.allocated.tobytes() + attr.inqueue.tobytes()
+        minreq = np.where(self._mask, job.min_resources, 0.0)
+        figures = b"".join(
+            v.tobytes() for v in (attr.real_capability, attr.allocated, attr.inqueue, minreq)
+        )
         got = self._refusals.get(job.queue)
         if got is not None and got[0] == figures:
             return got[1]
+        need = minreq + attr.allocated + attr.inqueue - attr.elastic
+        over = ((need > 0) | (minreq > 0)) & ~(need <= attr.real_capability)
+        dims = np.flatnonzero(over).tolist() or finite_dims(attr.real_capability, self._mask)
+        q = ssn.queues[job.queue]
+        space = ssn.space
+        limit = describe(space, attr.real_capability, self._real_sources(q, attr), dims)
         text = (
-            f"queue {job.queue} capability would be exceeded: capability "
-            f"{ssn.space.render(attr.real_capability)}, already allocated "
-            f"{ssn.space.render(attr.allocated)}, admitted {ssn.space.render(attr.inqueue)}"
+            f"admitting it would take queue {job.queue} past {limit}: minResources "
+            f"{amounts(space, minreq, dims)}, already allocated "
+            f"{amounts(space, attr.allocated, dims)}, admitted {amounts(space, attr.inqueue, dims)}"
         )
         self._refusals[job.queue] = (figures, text)
         return text

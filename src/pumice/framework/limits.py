@@ -1,0 +1,54 @@
+"""Naming a queue's limit for what it is, in explanations.
+
+A queue's limit in one resource may be the ``spec.capability`` its owner set, the
+deserved share proportion computed (or capacity's ``spec.deserved``), or, when no
+capability is set, what pumice derives from the cluster: its total, less the other
+queues' guarantees. Each is a different thing to change, so a message names each
+resource's limit by its source: ``its capability (cpu 8) and its deserved share (memory
+4Gi)``. The queue plugins say which source each resource's limit has; this module only
+words it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from pumice.api.quantity import format_amount
+from pumice.api.resources import ResourceSpace, Vector
+
+CAPABILITY = "its capability"
+DESERVED = "its deserved share"
+
+
+def cluster_total(guarantees: bool) -> str:
+    """The limit pumice derives for a queue without a capability."""
+    if guarantees:
+        return "the cluster's total less the other queues' guarantees"
+    return "the cluster's total"
+
+
+def amounts(space: ResourceSpace, v: Vector, dims: Iterable[int]) -> str:
+    """``cpu 8, memory 16Gi``: ``v`` in the resources ``dims``."""
+    names = space.names
+    return ", ".join(f"{names[d]} {format_amount(names[d], float(v[d]))}" for d in dims)
+
+
+def describe(
+    space: ResourceSpace, limit: Vector, sources: Sequence[str], dims: Iterable[int]
+) -> str:
+    """``its capability (cpu 8) and its deserved share (memory 4Gi)``: ``limit`` in the
+    resources ``dims``, grouped by each resource's source (in ``sources``)."""
+    groups: dict[str, list[int]] = {}
+    for d in dims:
+        groups.setdefault(sources[d], []).append(d)
+    return " and ".join(f"{src} ({amounts(space, limit, ds)})" for src, ds in groups.items())
+
+
+def finite_dims(limit: Vector, mask: np.ndarray) -> list[int]:
+    """The resources of ``mask`` where ``limit`` is a number (not unlimited) above 0."""
+    return np.flatnonzero(mask & np.isfinite(limit) & (limit > 0)).tolist()
+
+
+__all__ = ["CAPABILITY", "DESERVED", "amounts", "cluster_total", "describe", "finite_dims"]

@@ -1,0 +1,156 @@
+"""Requests no node and no queue could ever hold, for explanations.
+
+A task that asks for more than the largest node offers, in some resource, or for more
+than its queue's capability (or an ancestor's, in a queue tree) waits for ever, whatever
+else runs or ends. Its job's explanation says so ("task big-0 can never fit: asks cpu
+100, the largest node has 8") instead of the fit error or queue refusal of the moment,
+which reads as a shortage that time will cure. Likewise a Pending job whose
+minResources exceed its queue's capability can never be admitted.
+
+Nothing here changes a decision: it is asked only when a cycle explains waiting jobs.
+The node side looks at the session's nodes, among those whose labels match the task's
+``nodeSelector`` (other placement rules are left to the fit error); when the session
+leaves nodes out (not ready, out of sync), a node that comes back might hold the task,
+so nothing is said. The queue side asks the plugins that decide ``allocatable`` (for
+tasks) or ``job_enqueueable`` (for minResources) and offer ``capability_exceeded(queue,
+request)``: the queue whose own ``spec.capability`` the request alone exceeds, and in
+which resource. Those plugins hold a queue without a capability to the cluster's
+total, so minResources beyond the cluster's total are never admitted either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from pumice.api.job import JobInfo
+from pumice.api.quantity import format_amount
+from pumice.api.resources import Vector
+from pumice.api.task import TaskInfo, TaskStatus
+from pumice.framework.session import Session
+
+#: ``capability_exceeded(queue name, request)`` -> (queue whose capability, dimension)
+CapabilityCheck = Callable[[str, Vector], "tuple[str, int] | None"]
+
+
+class Limits:
+    """One session's answers to "could this ever fit?", kept while it explains: the
+    replicas of a gang share a request vector and a placement, so each distinct pair is
+    looked at once."""
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        nodes = ssn.nodes
+        #: None when the session's nodes cannot say "never": none at all, or some left out.
+        self._allocatable = (
+            nodes.allocatable if len(nodes) and not getattr(nodes, "left_out", None) else None
+        )
+        self._largest: dict[tuple, Vector | None] = {}
+        self._tasks: dict[tuple, str] = {}
+        self._for_tasks = _checks(ssn, "allocatable")
+        self._for_admission = _checks(ssn, "job_enqueueable")
+
+    def largest(self, selector: tuple[tuple[str, str], ...]) -> Vector | None:
+        """Per resource, the most any node matching ``selector`` offers (None when no
+        node matches, or the nodes cannot say)."""
+        if self._allocatable is None:
+            return None
+        if selector not in self._largest:
+            alloc = self._allocatable
+            if selector:
+                alloc = alloc[self.ssn.nodes.labels.selector(selector)]
+            self._largest[selector] = alloc.max(axis=0) if len(alloc) else None
+        return self._largest[selector]
+
+    def task(self, queue: str, task: TaskInfo) -> str:
+        """Why ``task`` can never fit ("asks cpu 100, the largest node has 8"), or ""."""
+        selector = task.placement.node_selector
+        key = (id(task.init_resreq), id(task.resreq), selector, queue)
+        got = self._tasks.get(key)
+        if got is None:
+            got = self._tasks[key] = self._task(queue, task, selector)
+        return got
+
+    def _task(self, queue: str, task: TaskInfo, selector: tuple) -> str:
+        names = self.ssn.space.names
+        req = task.init_resreq
+        largest = self.largest(selector)
+        if largest is not None:
+            over = np.flatnonzero(req > largest)
+            if over.size:
+                d = int(over[0])
+                name = names[d]
+                which = "node matching its nodeSelector" if selector else "node"
+                if largest[d] <= 0:
+                    return f"asks {name} {format_amount(name, float(req[d]))}, no {which} has any"
+                return (
+                    f"asks {name} {format_amount(name, float(req[d]))}, the largest {which} "
+                    f"has {format_amount(name, float(largest[d]))}"
+                )
+        return self._capability(queue, task.resreq, self._for_tasks, "asks")
+
+    def admission(self, job: JobInfo) -> str:
+        """Why ``job``'s minResources can never be admitted to its queue, or ""."""
+        if job.min_resources is None:
+            return ""
+        why = self._capability(job.queue, job.min_resources, self._for_admission, "ask for")
+        if why or not self._for_admission or self._allocatable is None:
+            return why
+        # Those plugins also hold a queue to the cluster's total where no capability is
+        # set: minResources beyond it are never admitted while the cluster stays.
+        total = self.ssn.total
+        over = np.flatnonzero(self.ssn.space.share & (job.min_resources > total))
+        if not over.size:
+            return ""
+        d = int(over[0])
+        name = self.ssn.space.names[d]
+        asks = format_amount(name, float(job.min_resources[d]))
+        has = format_amount(name, float(total[d]))
+        return f"ask for {name} {asks}, the cluster's total is {name} {has}"
+
+    def _capability(self, queue: str, req: Vector, checks: list[CapabilityCheck], verb: str) -> str:
+        for check in checks:
+            got = check(queue, req)
+            if got is None:
+                continue
+            limiter, d = got
+            name = self.ssn.space.names[d]
+            cap = format_amount(name, float(self.ssn.queues[limiter].capability[d]))
+            asks = f"{verb} {name} {format_amount(name, float(req[d]))}"
+            if limiter == queue:
+                return f"{asks}, its queue {queue}'s capability is {name} {cap}"
+            return f"{asks}, the capability of {limiter} (above its queue {queue}) is {name} {cap}"
+        return ""
+
+
+def _checks(ssn: Session, hook: str) -> list[CapabilityCheck]:
+    """The ``capability_exceeded`` of the plugins whose ``hook`` function is enabled."""
+    deciding = {name for tier in ssn.hooks.chain(hook) for name, _fn in tier}
+    out = []
+    for plugin in ssn.plugins:
+        check = getattr(plugin, "capability_exceeded", None)
+        if check is not None and plugin.name in deciding:
+            out.append(check)
+    return out
+
+
+def never_fits(ssn: Session, job: JobInfo, limits: Limits) -> str:
+    """Why ``job`` can never run as it stands: a pending task no node or queue could
+    ever hold (the first by name), or, for a job not yet admitted, minResources beyond
+    its queue's capability. "" when nothing is known to be impossible."""
+    worst = None
+    for t in job.by_status.get(TaskStatus.PENDING, {}).values():
+        why = limits.task(job.queue, t)
+        if why and (worst is None or t.name < worst[0]):
+            worst = (t.name, why)
+    if worst is not None:
+        return f"task {worst[0]} can never fit: {worst[1]}"
+    if job.is_pending():
+        why = limits.admission(job)
+        if why:
+            return f"can never be admitted: its minResources {why}"
+    return ""
+
+
+__all__ = ["Limits", "never_fits"]
