@@ -105,20 +105,26 @@ def evicted_keys(ssn: Session, stmt: Statement) -> set[str]:
     return gone
 
 
-def refusals_after_eviction(ssn: Session, task: TaskInfo, i: int, stmt: Statement) -> list[str]:
+def refusals_after_eviction(
+    ssn: Session, task: TaskInfo, i: int, stmt: Statement, inter_pod: bool = True
+) -> list[str]:
     """Why the predicates still refuse ``task`` on node ``i`` with the evictions made so
     far (Volcano's preempt asks ``PredicateFn`` again after each eviction): a host port
-    or an inter-pod anti-affinity term about a pod that stays. A predicate function may
-    answer for one node (``after_eviction(task, i, gone)``, as the predicates plugin's
-    does); any other is asked for all nodes and read at ``i``."""
+    or, with ``inter_pod``, an inter-pod anti-affinity term about a pod that stays (a
+    caller whose nodes no anti-affinity refused to begin with passes False: evictions
+    only clear such refusals). A predicate function may answer for one node
+    (``after_eviction(task, i, gone, inter_pod)``, as the predicates plugin's does); any
+    other is asked for all nodes and read at ``i``."""
     out: list[str] = []
     gone: set[str] | None = None
     for fn in ssn.hooks.flat("predicate"):
         after = getattr(fn, "after_eviction", None)
         if after is not None:
+            if not inter_pod and not task.host_ports:
+                continue  # (nothing it could still refuse)
             if gone is None:
                 gone = evicted_keys(ssn, stmt)
-            out.extend(after(task, i, gone))
+            out.extend(after(task, i, gone, inter_pod))
             continue
         b, reasons = fn(task)
         if b is not None and b[i]:

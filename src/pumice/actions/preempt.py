@@ -205,10 +205,12 @@ class PreemptAction:
             return False
 
         def fits(i: int) -> bool:
+            # The candidates passed anti-affinity with every pod present: evictions can
+            # only have freed a host port.
             return (
                 ssn.allocatable(queue, preemptor)
                 and ev.fits_future(ssn, preemptor, i)
-                and not ev.refusals_after_eviction(ssn, preemptor, i, stmt)
+                and not ev.refusals_after_eviction(ssn, preemptor, i, stmt, inter_pod=False)
             )
 
         for i in ev.scored_nodes(ssn, preemptor, nodes):

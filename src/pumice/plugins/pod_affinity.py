@@ -47,6 +47,11 @@ def _domains(nodes: NodeTable, key: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _pods(nodes: NodeTable, gone: Container[str]):
+    if not gone:  # (the common case: no key to make per pod)
+        for i, tasks in enumerate(nodes.tasks):
+            for t in tasks.values():
+                yield i, t
+        return
     for i, tasks in enumerate(nodes.tasks):
         for t in tasks.values():
             if t.key not in gone:
@@ -127,23 +132,26 @@ def resolvable_on_node(
             domain = _domain_of(nodes, term.topology_key, i)
             if any(
                 t is not task
-                and t.key not in gone
                 and term.matches(task.namespace, t.namespace, t.labels)
+                and t.key not in gone
                 for j in domain
                 for t in nodes.tasks[j].values()
             ):
                 out.append(ANTI_AFFINITY)
                 break
     if holders_exist:
-        for j, t in _pods(nodes, gone):
-            if t is task or t.pod_affinity is None:
-                continue
-            for term in t.pod_affinity.anti:
-                if term.matches(t.namespace, task.namespace, task.labels) and _same_domain(
-                    nodes, term.topology_key, i, j
-                ):
-                    out.append(EXISTING_ANTI_AFFINITY)
-                    return out
+        for j, tasks in enumerate(nodes.tasks):
+            for t in tasks.values():
+                if t.pod_affinity is None or t is task or not t.pod_affinity.anti:
+                    continue
+                for term in t.pod_affinity.anti:
+                    if (
+                        term.matches(t.namespace, task.namespace, task.labels)
+                        and _same_domain(nodes, term.topology_key, i, j)
+                        and t.key not in gone
+                    ):
+                        out.append(EXISTING_ANTI_AFFINITY)
+                        return out
     return out
 
 

@@ -105,10 +105,13 @@ class PredicatesPlugin:
         # then reuse it for every task of the same shape.
         predicate.by_placement = not holders  # type: ignore[attr-defined]
 
-        def after_eviction(task: TaskInfo, i: int, gone: set[str]) -> list[str]:
+        def after_eviction(
+            task: TaskInfo, i: int, gone: set[str], inter_pod: bool = True
+        ) -> list[str]:
             """What eviction could clear but still refuses ``task`` on node ``i`` once the
-            tasks whose keys are in ``gone`` have left (for preempt)."""
-            reasons = resolvable_on_node(nodes, task, i, holders, gone)
+            tasks whose keys are in ``gone`` have left (for preempt); ``inter_pod``: the
+            anti-affinity refusals too (else only host ports)."""
+            reasons = resolvable_on_node(nodes, task, i, holders, gone) if inter_pod else []
             ports = set(task.host_ports)
             if ports and any(
                 t.key not in gone and ports.intersection(t.host_ports)
