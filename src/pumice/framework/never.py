@@ -64,12 +64,13 @@ class Limits:
         return self._largest[selector]
 
     def task(self, queue: str, task: TaskInfo) -> str:
-        """Why ``task`` can never fit ("asks cpu 100, the largest node has 8"), or ""."""
-        selector = task.placement.node_selector
-        key = (id(task.init_resreq), id(task.resreq), selector, queue)
+        """Why ``task`` can never fit ("asks cpu 100, the largest node has 8"), or "".
+        Kept by the identity of the task's (shared, read-only) request vectors and
+        placement, which the tasks keep alive through the session."""
+        key = (id(task.init_resreq), id(task.resreq), id(task.placement), queue)
         got = self._tasks.get(key)
         if got is None:
-            got = self._tasks[key] = self._task(queue, task, selector)
+            got = self._tasks[key] = self._task(queue, task, task.placement.node_selector)
         return got
 
     def _task(self, queue: str, task: TaskInfo, selector: tuple) -> str:
@@ -140,10 +141,25 @@ def never_fits(ssn: Session, job: JobInfo, limits: Limits) -> str:
     ever hold (the first by name), or, for a job not yet admitted, minResources beyond
     its queue's capability. "" when nothing is known to be impossible."""
     worst = None
-    for t in job.by_status.get(TaskStatus.PENDING, {}).values():
-        why = limits.task(job.queue, t)
-        if why and (worst is None or t.name < worst[0]):
-            worst = (t.name, why)
+    task, queue = limits.task, job.queue
+    pending = job.by_status.get(TaskStatus.PENDING, {})
+    version, shapes, _config, _order = job._shape_memo
+    if version == job._version and shapes is not None and pending:
+        # allocate grouped the pending tasks by shape (placement and requests) for this
+        # very task index: one task per shape answers for all (a backlog of gangs is
+        # explained every cycle). Best-effort tasks, left out there, ask for nothing.
+        groups, shape_of = shapes
+        never = {shape: why for shape, _n, first in groups if (why := task(queue, first))}
+        if never:
+            for t in pending.values():
+                why = never.get(shape_of.get(t.uid))
+                if why and (worst is None or t.name < worst[0]):
+                    worst = (t.name, why)
+    else:
+        for t in pending.values():
+            why = task(queue, t)
+            if why and (worst is None or t.name < worst[0]):
+                worst = (t.name, why)
     if worst is not None:
         return f"task {worst[0]} can never fit: {worst[1]}"
     if job.is_pending():
