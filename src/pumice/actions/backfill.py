@@ -72,7 +72,7 @@ class BackfillAction:
             elif not ssn.job_pipelined(job):
                 kept = held(ssn).get(job.uid)
                 if kept is not None:
-                    job.tentative = max(job.tentative, len(kept) + len(stmt))
+                    job.keep_tentative([op.task for op in (*kept.operations, *stmt.operations)])
                 stmt.discard()
                 release(ssn, job, commit=False)
         conclude_held(ssn)  # jobs held without a best-effort task left to place
