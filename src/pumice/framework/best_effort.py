@@ -28,7 +28,9 @@ bound either way.
 **Why an upper bound is the right answer.** It says no only where backfill cannot
 complete the gang this cycle: a cycle only takes node resources after the question is
 asked (other jobs' tries give back what they took), and backfill allocates a task only
-where it fits now. So where backfill would complete the gang, allocate and backfill
+where it fits now. While allocate is still placing the job's own requesting tasks (a
+ready job yields its turn after each), those count as placed too, for they might be.
+So where backfill would complete the gang, allocate and backfill
 decide exactly as with Volcano's arithmetic. Where the bound is too generous (other
 jobs took the slots meanwhile, or backfill's choice of nodes left a task without one),
 allocate has kept the gang's statement uncommitted and backfill gives it back (see
@@ -40,7 +42,13 @@ The groups, their slots on every node and the lumps' sizes are kept per job unti
 job's pending best-effort tasks change, and brought up to date in the node rows that
 changed since they were last looked at (a placement changes one), in plain floats with
 the same operations as the vector pass; the flow then runs on a graph of a few
-vertices.
+vertices. When every task asks for a pod slot and nothing else, a placement found
+stands, one task less per node change since, until it no longer covers the need (a job
+that yields its turn asks again after the other jobs' turns). On 1,000 nodes, 200 gangs
+of a master and 50 best-effort workers cost 10% more than under Volcano's arithmetic;
+50 gangs of 100 requesting and 100 best-effort tasks with ``minMember`` 150, whose
+readiness is asked after each of the last 50 placements, 15% (46% with the workers in
+two placements).
 """
 
 from __future__ import annotations
