@@ -48,7 +48,7 @@ def test_kubectl_list_and_directory_inputs(tmp_path, capsys) -> None:
     assert main(["cycle", str(d)]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["binds"] == {"default/p": "n1"}
-    assert "skipped 1 object(s) of kind Service" in captured.err
+    assert "skipped 1 object of kind Service" in captured.err
 
 
 @pytest.mark.parametrize(

@@ -74,6 +74,6 @@ def test_a_podgroup_without_pods_yet_is_admitted_but_not_placed() -> None:
     d = run(objs)
     assert d.podgroups["default/vc"].phase == "Inqueue"
     assert d.binds == {}
-    assert d.pending["default/vc"].startswith("admitted; waiting for its 2 pod(s)")
+    assert d.pending["default/vc"].startswith("admitted; waiting for its 2 pods")
     assert d.podgroups["default/big"].phase == "Pending"
     assert d.pending["default/big"].startswith("not enqueued: overcommit")

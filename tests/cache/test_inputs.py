@@ -83,3 +83,20 @@ def test_a_quantity_too_large_names_object_and_field(where: str, value: object) 
         build_snapshot([SourcedObject(o, "snap.yaml") for o in [queue(), n]])
     text = str(err.value)
     assert "Node n1" in text and f"status.allocatable.{where}" in text and "too large" in text
+
+
+def test_pumice_cycle_exits_2_on_nothing_and_on_a_huge_quantity(tmp_path: Path, capsys) -> None:
+    """As a user meets it: one line naming the file (and object and field), exit 2."""
+    from pumice.cli import main
+
+    empty = tmp_path / "snapshot.yaml"
+    empty.write_text("# kubectl output goes here\n")
+    assert main(["cycle", str(empty)]) == 2
+    assert "snapshot.yaml: holds no objects" in capsys.readouterr().err
+    n = node("n1")
+    n["status"]["allocatable"]["memory"] = "1e400"
+    huge = tmp_path / "huge.yaml"
+    huge.write_text(yaml.safe_dump_all([queue(), n]))
+    assert main(["cycle", str(huge)]) == 2
+    err = capsys.readouterr().err
+    assert "Node n1" in err and "status.allocatable.memory" in err and "Traceback" not in err

@@ -131,7 +131,7 @@ def test_nodes_left_out_are_noted_and_counted_in_the_reason() -> None:
     d = one(pod("p", group="pg", cpu="6"), _not_ready(node("a", cpu="8")), node("b", cpu="4"))
     assert d.binds == {}
     reason = d.pending["default/pg"]
-    assert "0/2 nodes are available: 1 insufficient cpu, 1 were not ready" in reason
+    assert "0/2 nodes are available: 1 insufficient cpu, 1 was not ready" in reason
     assert any("left out 1 node not ready" in n and ": a" in n for n in d.notes)
 
 

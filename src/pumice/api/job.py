@@ -43,7 +43,11 @@ class FitError:
             return self.message
         if not self._text:
             ranked = sorted(self.reasons.items(), key=lambda kv: (-kv[1], kv[0]))
-            detail = ", ".join(f"{n} {r}" for r, n in ranked)
+            # Reasons are worded for several nodes ("were not ready"): one node "was".
+            detail = ", ".join(
+                f"{n} {'was ' + r[5:] if n == 1 and r.startswith('were ') else r}"
+                for r, n in ranked
+            )
             self._text = f"0/{self.total_nodes} nodes are available: {detail}"
         return self._text
 

@@ -83,7 +83,7 @@ def parse_objects(
         seen[(str(kind), ident)] = item.source
         records[str(kind)].append(rec)
     for kind, n in sorted(skipped.items()):
-        notes.append(f"skipped {n} object(s) of kind {kind}")
+        notes.append(f"skipped {plural(n, 'object')} of kind {kind}")
     return records, notes, seen
 
 
@@ -208,7 +208,8 @@ def build_snapshot(
             else:
                 nodes.add_task(i, task)
     if unknown_nodes:
-        notes.append(f"{unknown_nodes} pod(s) are on nodes not in the snapshot; ignored them")
+        are = "is on a node" if unknown_nodes == 1 else "are on nodes"
+        notes.append(f"{plural(unknown_nodes, 'pod')} {are} not in the snapshot; ignored")
     # The session's table: without the nodes Volcano leaves out (not ready, out of sync).
     nodes = nodes.copy()
     notes.extend(nodes.left_out_notes())

@@ -182,7 +182,7 @@ def explain_pending(ssn: Session) -> None:
         elif not job.tasks and not job.is_pending():
             # Admitted before its pods exist, as a vcjob is: its controller creates them.
             d.pending[uid] = (
-                f"admitted; waiting for its {job.min_available} pod(s) to be created by "
+                f"admitted; waiting for its {plural(job.min_available, 'pod')} to be created by "
                 f"the job's controller"
             )
         else:
