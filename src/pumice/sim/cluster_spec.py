@@ -131,7 +131,7 @@ def load_cluster(path: str | None, notes: list[str] | None = None) -> list[dict[
                 file=path,
             )
     if skipped and notes is not None:
-        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(skipped.items()))
+        kinds = ", ".join(plural(n, kind) for kind, n in sorted(skipped.items()))
         notes.append(f"{path}: took its {plural(len(nodes), 'Node')}, left out {kinds}")
     seen: set[str] = set()
     for node in nodes:
