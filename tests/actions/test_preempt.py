@@ -308,7 +308,7 @@ def test_a_gang_preempt_places_only_in_part_says_how_far_it_got() -> None:
     objs = cluster(*running_job("low", 2), *running_job("mid", 2, cls="high"))
     objs += pending_job("high", 3)
     reason = run(objs, PREEMPT).pending["default/high"]
-    assert "preempt could not help: 1 task(s) could be placed, too few for the gang" in reason
+    assert "preempt could not help: 1 task(s) could be placed, but the job would" in reason
     assert "task high-1: 1 node: no candidate is allowed by all of priority, gang" in reason
 
 

@@ -1,7 +1,9 @@
-"""What preempt and reclaim share: candidate nodes, victim order, audit records.
+"""What preempt and reclaim share: candidate nodes, victim order, audit records, and
+how they say they could not help a job.
 
 Kept apart from the two actions so that each reads as the Volcano loop it follows and
-nothing more. Nothing here decides; these are the questions both actions ask.
+nothing more. Nothing here decides; these are the questions both actions ask, and the
+sentences their answers make (:class:`Misses`, :func:`could_not_help`).
 """
 
 from __future__ import annotations
@@ -305,8 +307,8 @@ _RULES = {
     "drf": "the victim's job must keep a dominant share at least the preemptor's",
     "proportion": "no other queue there is over its deserved share without going below its "
     "guarantee",
-    "capacity": "no other queue there is over its deserved share, in what the task asks for, "
-    "without going below its guarantee",
+    "capacity": "no task there sharing a resource with this one is of a queue over its "
+    "deserved share in what that task uses, without going below its guarantee",
     "pdb": "their PodDisruptionBudgets allow no disruption",
     "cdp": "they are still cooling down",
 }
@@ -418,8 +420,8 @@ def unplaced_text(job: JobInfo, placed: int, misses: Misses | None) -> str:
     why = misses.render() if misses is not None else ""
     if placed:
         head = (
-            f"{placed} task(s) could be placed, too few for the gang minimum of "
-            f"{job.min_available}, so nothing is evicted"
+            f"{placed} task(s) could be placed, but the job would still not be pipelined "
+            f"(gang minimum {job.min_available}), so nothing is evicted"
         )
         return f"{head}; {why}" if why else head
     return why or "no task of the job could be placed"
