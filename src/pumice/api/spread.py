@@ -4,19 +4,33 @@ A constraint asks that the pods its label selector matches (in the pod's namespa
 spread over the domains of a node label (``topologyKey``): hard ones
 (``whenUnsatisfiable: DoNotSchedule``) filter nodes, soft ones (``ScheduleAnyway``) are
 scored by nodeorder, as Kubernetes' PodTopologySpread plugin does inside Volcano's
-nodeorder. The fields Volcano 1.7 leaves to disabled feature gates (``minDomains``,
-``matchLabelKeys``, ``nodeAffinityPolicy``, ``nodeTaintsPolicy``) are checked for shape
-and otherwise not read.
+predicates and nodeorder plugins. The fields Volcano 1.7 (Kubernetes 1.25) leaves to
+feature gates that are off by default (``minDomains``: MinDomainsInPodTopologySpread,
+beta but off; ``matchLabelKeys``; ``nodeAffinityPolicy`` and ``nodeTaintsPolicy``:
+NodeInclusionPolicyInPodTopologySpread, alpha) are checked for shape and otherwise not
+read: node affinity is always honoured, taints always ignored, the global minimum is
+the least count over the domains that exist.
+
+:class:`SpreadCounts` is what both halves count with: the domains of a topology key and
+the matching pods per node, kept current with the node table's change log.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from pumice.api.pdb import LabelSelector, parse_label_selector
+from pumice.api.task import TaskStatus
 from pumice.errors import InputError
+
+if TYPE_CHECKING:
+    from pumice.api.node import NodeTable
+    from pumice.api.task import Placement, TaskInfo
 
 DO_NOT_SCHEDULE = "DoNotSchedule"
 SCHEDULE_ANYWAY = "ScheduleAnyway"
@@ -103,4 +117,115 @@ def parse_spread(spec: Mapping[str, Any]) -> tuple[SpreadConstraint, ...]:
     return tuple(out)
 
 
-__all__ = ["DO_NOT_SCHEDULE", "SCHEDULE_ANYWAY", "SpreadConstraint", "parse_spread"]
+@lru_cache(maxsize=1024)
+def hard(constraints: tuple[SpreadConstraint, ...]) -> tuple[SpreadConstraint, ...]:
+    """The ``DoNotSchedule`` constraints of a pod (the predicates' half), in pod order.
+    Constraint tuples are frozen and shared by the replicas of a gang: memoized."""
+    return tuple(c for c in constraints if not c.soft)
+
+
+def hard_key(task: TaskInfo) -> Hashable | None:
+    """What the predicates' answer for ``task`` takes from its hard constraints, besides
+    its placement and the pods on the nodes: the namespace counted in, the constraints,
+    and whether the task matches each one's selector itself (Kubernetes' self-match).
+    None when the task has no hard constraint. Two tasks with equal keys, equal
+    placements and the same nodes get the same answer."""
+    if not task.spread:
+        return None
+    cs = hard(task.spread)
+    if not cs:
+        return None
+    labels = task.labels
+    own = tuple(c.selector is not None and c.selector.matches(labels) for c in cs)
+    return (task.namespace, cs, own)
+
+
+class SpreadCounts:
+    """Topology domains and matching pods over the nodes of one session.
+
+    ``domains(key)`` numbers the values of a node label (-1 for a node without it);
+    ``pods(namespace, selector)`` counts, per node, the pods the selector matches in
+    the namespace, leaving terminating ones out (Kubernetes' ``countPodsMatchSelector``;
+    every other pod on the node counts, pipelined ones and those placed earlier in the
+    cycle too, as Volcano's event handlers add them to the plugins' node view). Counts
+    are refreshed from the node table's change log, a placement costing a recount of
+    its node only; ``eligible(placement)`` is the nodes a pod's nodeSelector and
+    required node affinity allow (the nodes spreading is counted over, Kubernetes'
+    ``nodeAffinityPolicy: Honor``)."""
+
+    __slots__ = ("_codes", "_counts", "_eligible", "nodes")
+
+    def __init__(self, nodes: NodeTable) -> None:
+        self.nodes = nodes
+        self._codes: dict[str, tuple[np.ndarray, int]] = {}
+        #: (namespace, selector) -> [matching pods per node, position in nodes.changes]
+        self._counts: dict[tuple, list] = {}
+        self._eligible: dict[Placement, np.ndarray] = {}
+
+    def domains(self, key: str) -> tuple[np.ndarray, int]:
+        """(value code per node, -1 without the label; number of values)."""
+        got = self._codes.get(key)
+        if got is None:
+            values, present = self.nodes.labels.column(key)
+            codes = np.full(len(values), -1, dtype=np.intp)
+            k = 0
+            if present.any():
+                uniq, inverse = np.unique(values[present].astype(str), return_inverse=True)
+                codes[present] = inverse
+                k = len(uniq)
+            got = self._codes[key] = (codes, k)
+        return got
+
+    def eligible(self, placement: Placement) -> np.ndarray:
+        got = self._eligible.get(placement)
+        if got is None:
+            index = self.nodes.labels
+            got = np.ones(index.n, dtype=bool)
+            if placement.node_selector:
+                got &= index.selector(placement.node_selector)
+            if placement.required_terms is not None:
+                terms = np.zeros(index.n, dtype=bool)
+                for term in placement.required_terms:
+                    terms |= index.term(term)
+                got &= terms
+            self._eligible[placement] = got
+        return got
+
+    def pods(self, namespace: str, selector: LabelSelector | None) -> np.ndarray:
+        """Per node, the pods ``selector`` matches in ``namespace`` (read-only)."""
+        nodes = self.nodes
+        key = (namespace, selector)
+        entry = self._counts.get(key)
+        changes = nodes.changes
+        if entry is not None and entry[1] == len(changes):
+            return entry[0]
+        if entry is None or len(changes) - entry[1] > len(nodes) // 4:
+            rows: Any = range(len(nodes))
+            counts = np.zeros(len(nodes), dtype=np.int64)
+        else:
+            rows, counts = set(changes[entry[1] :]), entry[0]
+        if selector is not None:
+            releasing = TaskStatus.RELEASING
+            for i in rows:
+                k = 0
+                for t in nodes.tasks[i].values():
+                    if (
+                        t.namespace == namespace
+                        and t.status != releasing
+                        and selector.matches(t.labels)
+                    ):
+                        k += 1
+                counts[i] = k
+        self._counts[key] = [counts, len(changes)]
+        return counts
+
+
+__all__ = [
+    "DO_NOT_SCHEDULE",
+    "SCHEDULE_ANYWAY",
+    "SpreadConstraint",
+    "SpreadCounts",
+    "hard",
+    "hard_key",
+    "parse_spread",
+]

@@ -9,7 +9,8 @@ the task fits the idle resources of some candidate, pipeline otherwise). The pro
 test ``tests/properties/test_fast_path_equivalence.py`` runs whole cycles with the
 reference in place of the fast path and compares the decisions.
 
-It covers the default predicates, nodeorder and binpack plugins; a session with other
+It covers the default predicates (hard pod topology spread constraints included),
+nodeorder and binpack plugins; a session with other
 ``predicate`` or ``node_order`` functions is outside its scope (:func:`supported`).
 """
 
@@ -103,6 +104,63 @@ def allowed(nodes: NodeTable, i: int, task: TaskInfo) -> bool:
     ):
         return False
     return all(nodes.ports.get(port, {}).get(i, 0) <= 0 for port in task.host_ports)
+
+
+def spread_allowed(nodes: NodeTable, task: TaskInfo) -> list[bool]:
+    """Kubernetes' PodTopologySpread PreFilter and Filter for the task's hard
+    (``DoNotSchedule``) constraints, node by node (Volcano 1.7's feature gates: node
+    affinity honoured, taints ignored, no ``minDomains``)."""
+    hard = [c for c in task.spread if not c.soft]
+    n = len(nodes)
+    if not hard:
+        return [True] * n
+    p = task.placement
+    labels = [nodes.specs[i].labels for i in range(n)]
+
+    def matching(i: int, c) -> int:
+        return sum(
+            1
+            for t in nodes.tasks[i].values()
+            if t.status != TaskStatus.RELEASING
+            and t.namespace == task.namespace
+            and c.selector is not None
+            and c.selector.matches(t.labels)
+        )
+
+    # PreFilter: TpPairToMatchNum over the nodes passing node affinity with every key.
+    pairs: dict[tuple[str, str], int] = {}
+    for i in range(n):
+        spec = nodes.specs[i]
+        if any(spec.labels.get(key) != value for key, value in p.node_selector):
+            continue
+        if p.required_terms is not None and not any(
+            _term_matches(t, spec.name, spec.labels) for t in p.required_terms
+        ):
+            continue
+        if any(c.topology_key not in labels[i] for c in hard):
+            continue
+        for c in hard:
+            pair = (c.topology_key, labels[i][c.topology_key])
+            pairs[pair] = pairs.get(pair, 0) + matching(i, c)
+    lowest = {c.topology_key: 2**31 - 1 for c in hard}
+    for (key, _value), num in pairs.items():
+        lowest[key] = min(lowest[key], num)
+    # Filter, node by node.
+    out = []
+    for i in range(n):
+        ok = True
+        for c in hard:
+            value = labels[i].get(c.topology_key)
+            if value is None:
+                ok = False
+                break
+            own = 1 if c.selector is not None and c.selector.matches(task.labels) else 0
+            num = pairs.get((c.topology_key, value), 0)
+            if num + own - lowest[c.topology_key] > c.max_skew:
+                ok = False
+                break
+        out.append(ok)
+    return out
 
 
 # -- fit -----------------------------------------------------------------------------
@@ -303,8 +361,9 @@ def choose(ssn: Session, task: TaskInfo) -> tuple[int, bool] | None:
     take it."""
     nodes = ssn.nodes
     feasible, now = [], []
+    spread = spread_allowed(nodes, task)
     for i in range(len(nodes)):
-        if not allowed(nodes, i, task):
+        if not allowed(nodes, i, task) or not spread[i]:
             continue
         idle = nodes.idle[i].tolist()
         future = [

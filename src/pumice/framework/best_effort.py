@@ -61,6 +61,7 @@ import numpy as np
 
 from pumice.api.job import FitError, JobInfo
 from pumice.api.quantity import PODS
+from pumice.api.spread import hard
 from pumice.api.task import READY_STATUSES, TaskInfo, TaskStatus
 from pumice.framework.fit import predicate_filter
 from pumice.framework.session import Session
@@ -270,9 +271,10 @@ class BestEffortRoom:
             if not t.best_effort:
                 continue
             key: Hashable = (t.role, t.placement, t.init_resreq.tobytes(), t.resreq.tobytes())
-            if not static or t.host_ports or t.pod_affinity is not None:
+            if not static or t.host_ports or t.pod_affinity is not None or hard(t.spread):
                 static = False  # (the predicates' answer moves with the nodes' pods)
-                key = (key, t.host_ports, t.pod_affinity, t.namespace, tuple(t.labels.items()))
+                key = (key, t.host_ports, t.pod_affinity, t.spread, t.namespace,
+                       tuple(t.labels.items()))  # fmt: skip
             part = found.get(key)
             if part is None:
                 found[key] = _Part(t.role, t)

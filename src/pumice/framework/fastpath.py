@@ -31,8 +31,9 @@ placement alone; the task has no host ports) and every node_order function offer
 separable form ``context(task, cand)``, ``rows(task, rows, ctx)``, ``one(task, i, ctx)``
 (see :class:`pumice.plugins.nodeorder.NodeOrderScore`), and to tasks without topology
 spread constraints (a node's spread score depends on its domain's pods and on every
-candidate). Otherwise, and when no node fits (to explain why), the caller takes the long
-way.
+candidate; the hard constraints' filter on the pods placed so far, this cycle's too, so
+such a task gets no slot view either). Otherwise, and when no node fits (to explain
+why), the caller takes the long way.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from collections.abc import Callable, Hashable
 import numpy as np
 
 from pumice.api.quantity import PODS
+from pumice.api.spread import hard, hard_key
 from pumice.api.task import TaskInfo
 from pumice.framework.fit import fits, predicate_filter
 from pumice.framework.session import Session
@@ -52,13 +54,19 @@ SCALAR_ROWS = 24
 
 
 def shape_key(task: TaskInfo) -> Hashable:
-    """What fit, predicates and scores may look at in a task."""
-    return (
+    """What fit, predicates and scores may look at in a task. A task with hard topology
+    spread constraints also carries what the spread filter reads of it (namespace,
+    constraints, self-match: :func:`pumice.api.spread.hard_key`), so that tasks sharing
+    a key get the same predicate answer on the same nodes (allocate's memo of fit
+    failures relies on it); such tasks never take the fast path itself."""
+    key = (
         task.placement,
         task.init_resreq.tobytes(),
         task.resreq.tobytes(),
         None if task.nonzero is None else task.nonzero.tobytes(),
     )
+    spread = hard_key(task) if task.spread else None
+    return key if spread is None else (*key, spread)
 
 
 class _Shape:
@@ -211,6 +219,8 @@ class FastPath:
         predicates must depend on placement alone)."""
         if not self.enabled or task.host_ports or task.nonzero is None:
             return None
+        if task.spread and hard(task.spread):
+            return None  # (the spread filter's answer moves with every placement)
         version = self.nodes.version
         got = self._views.get(key)
         if got is not None and got[0] == version:

@@ -3,9 +3,12 @@
 Checks, in kube-scheduler's order: node ready, unschedulable (cordoned) nodes, taints
 with NoSchedule/NoExecute effect the pod does not tolerate, nodeSelector and required
 node affinity, host ports already in use, required inter-pod affinity and anti-affinity
-(:mod:`pumice.plugins.pod_affinity`). The result for a pod's *placement* (selector,
-affinity, tolerations) is computed once per session for all nodes and shared by every
-task with the same placement: the replicas of a gang cost one evaluation.
+(:mod:`pumice.plugins.pod_affinity`), hard pod topology spread constraints
+(:func:`spread_reasons`). The result for a pod's *placement* (selector, affinity,
+tolerations) is computed once per session for all nodes and shared by every task with
+the same placement: the replicas of a gang cost one evaluation. Host ports, inter-pod
+affinity and hard spread constraints depend on the pods already placed, this cycle's
+included, and are asked afresh each time.
 
 Hook contract (``predicate``): ``fn(task) -> (blocked, reasons)`` where ``blocked`` is a
 boolean mask of the nodes refused (or None when none are) and ``reasons`` lists
@@ -16,12 +19,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from pumice.api.spread import SpreadConstraint, SpreadCounts, hard
 from pumice.api.task import Placement, TaskInfo, Toleration
 from pumice.conf.arguments import Arguments
 from pumice.framework.session import Session
 from pumice.plugins.pod_affinity import RESOLVABLE, affinity_reasons, resolvable_on_node
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+#: Kubernetes' PodTopologySpread refusals (``ErrReasonConstraintsNotMatch`` and
+#: ``ErrReasonNodeLabelNotMatch``, without the "node(s)" the count stands for).
+SPREAD = "didn't match pod topology spread constraints"
+SPREAD_LABEL = f"{SPREAD} (missing required label)"
 
 Reasons = list[tuple[str, np.ndarray]]
 
@@ -55,6 +63,58 @@ def placement_filter(index, placement: Placement) -> Reasons:
     return reasons
 
 
+def spread_reasons(
+    counts: SpreadCounts, task: TaskInfo, constraints: tuple[SpreadConstraint, ...]
+) -> Reasons:
+    """The nodes ``task``'s hard topology spread ``constraints`` refuse, as Kubernetes'
+    PodTopologySpread PreFilter and Filter decide (1.25, the gates of Volcano 1.7).
+
+    Spreading is counted over the nodes that match the pod's nodeSelector and required
+    node affinity and carry every constraint's topology key. Per constraint, a domain
+    (a value of the key among those nodes) counts the pods its selector matches in the
+    pod's namespace, and the global minimum is the least of those counts (a domain
+    without pods counts 0; ``minDomains`` is left to its gate, off). A node passes when
+    ``count(its domain) + 1 if the pod matches the selector itself - minimum <=
+    maxSkew``. Constraints are asked in order and a node is refused by the first that
+    fails it: one without the constraint's key is refused for the missing label (which
+    evicting pods cannot cure), one over the skew for the constraints. A constraint
+    whose nodes count no domain at all refuses nothing but the missing labels
+    (Kubernetes' minimum is then MaxInt32)."""
+    n = len(counts.nodes)
+    eligible = counts.eligible(task.placement).copy()
+    for c in constraints:
+        eligible &= counts.domains(c.topology_key)[0] >= 0
+    decided = np.zeros(n, dtype=bool)
+    missing = np.zeros(n, dtype=bool)
+    skewed = np.zeros(n, dtype=bool)
+    for c in constraints:
+        codes, k = counts.domains(c.topology_key)
+        has = codes >= 0
+        lacking = ~has & ~decided
+        missing |= lacking
+        decided |= lacking
+        if c.selector is None:
+            continue  # (matches no pod, the pod itself neither: every skew is 0)
+        inside = codes[eligible]
+        if inside.size == 0:
+            continue
+        pods = counts.pods(task.namespace, c.selector)
+        per_domain = np.bincount(inside, weights=pods[eligible], minlength=k)
+        seen = np.zeros(k, dtype=bool)
+        seen[inside] = True
+        low = per_domain[seen].min()
+        own = 1.0 if c.selector.matches(task.labels) else 0.0
+        over = has & ~decided & (per_domain[np.maximum(codes, 0)] + own - low > c.max_skew)
+        skewed |= over
+        decided |= over
+    reasons: Reasons = []
+    if skewed.any():
+        reasons.append((SPREAD, skewed))
+    if missing.any():
+        reasons.append((SPREAD_LABEL, missing))
+    return reasons
+
+
 def _combine(reasons: Reasons) -> np.ndarray | None:
     if not reasons:
         return None
@@ -77,6 +137,7 @@ class PredicatesPlugin:
         index = nodes.labels
 
         holders = ssn.snapshot.affinity_about()
+        spread = SpreadCounts(nodes)
 
         def predicate(task: TaskInfo) -> tuple[np.ndarray | None, Reasons]:
             cached = self._static.get(task.placement)
@@ -89,7 +150,8 @@ class PredicatesPlugin:
                 if holders or task.pod_affinity is not None
                 else []
             )
-            if not task.host_ports and not dynamic:
+            constraints = hard(task.spread) if task.spread else ()
+            if not task.host_ports and not dynamic and not constraints:
                 return cached
             reasons = list(cached[1]) + dynamic
             for port in task.host_ports:
@@ -98,11 +160,15 @@ class PredicatesPlugin:
                     mask = np.zeros(len(nodes), dtype=bool)
                     mask[list(users)] = True
                     reasons.append((f"didn't have free host port {port[0]}/{port[1]}", mask))
+            if constraints:
+                reasons += spread_reasons(spread, task, constraints)
             return _combine(reasons), reasons
 
         # Unless some pod of the session has pod (anti-)affinity, the answer for a task
-        # without host ports depends on its placement alone: the allocate fast path may
-        # then reuse it for every task of the same shape.
+        # without host ports or hard spread constraints depends on its placement alone:
+        # the allocate fast path may then reuse it for every task of the same shape.
+        # (Such tasks are left to the long way: see pumice.framework.fastpath. Spread
+        # constraints bind only their own pod, so other tasks keep the shared answer.)
         predicate.by_placement = not holders  # type: ignore[attr-defined]
 
         def after_eviction(
@@ -127,5 +193,12 @@ class PredicatesPlugin:
 
 def _resolvable(reason: str) -> bool:
     """A refusal that evicting pods of the node can clear (kube-scheduler's
-    *Unschedulable*, not *UnschedulableAndUnresolvable*)."""
+    *Unschedulable*, not *UnschedulableAndUnresolvable*).
+
+    A topology spread refusal is *Unschedulable* in kube-scheduler, but Volcano's
+    preempt asks the filter after evicting with the counts its PreFilter made before
+    (its removal simulation covers inter-pod affinity only), so evicting never makes
+    such a node pass: pumice does not offer it to preempt or reclaim, in either mode.
+    (Volcano's topology-aware dry run does not ask the spread filter at all; placing
+    the preemptor against its own hard constraint is not copied.)"""
     return reason in RESOLVABLE or reason.startswith("didn't have free host port")
