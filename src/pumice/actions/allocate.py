@@ -242,20 +242,10 @@ def explain_best_effort(ssn: Session, job: JobInfo) -> None:
             return
 
 
-def held(ssn: Session) -> dict[str, Statement]:
-    """The held statements of the session (job uid -> statement), see the module's
-    docstring."""
-    got = getattr(ssn, "_held", None)
-    if got is None:
-        got = {}
-        ssn._held = got  # type: ignore[attr-defined]
-    return got
-
-
 def hold(ssn: Session, job: JobInfo, stmt: Statement) -> None:
     """Keep ``stmt`` uncommitted with the job's held statement (a later turn of a job
     that yielded adds to it)."""
-    kept = held(ssn)
+    kept = ssn.held
     earlier = kept.get(job.uid)
     if earlier is None:
         kept[job.uid] = stmt
@@ -267,7 +257,7 @@ def hold(ssn: Session, job: JobInfo, stmt: Statement) -> None:
 def release(ssn: Session, job: JobInfo, commit: bool) -> int:
     """Commit (or discard) ``job``'s held statement, if any; how many operations it
     had."""
-    stmt = held(ssn).pop(job.uid, None)
+    stmt = ssn.held.pop(job.uid, None)
     if stmt is None:
         return 0
     n = len(stmt)
@@ -281,9 +271,7 @@ def release(ssn: Session, job: JobInfo, commit: bool) -> int:
 def conclude_held(ssn: Session) -> None:
     """Conclude every held statement left: commit where the job is now whole, give it
     back unless the job is pipelined (then it is kept, as a pipelined turn is)."""
-    kept = getattr(ssn, "_held", None)
-    if kept is None:
-        return
+    kept = ssn.held
     for uid in list(kept):
         job = ssn.jobs[uid]
         if ssn.job_ready(job) and whole(ssn, job):
@@ -292,4 +280,4 @@ def conclude_held(ssn: Session) -> None:
             job.keep_tentative([op.task for op in kept[uid].operations])
             explain_best_effort(ssn, job)
             release(ssn, job, commit=False)
-    del ssn._held  # type: ignore[attr-defined]  (a statement refers to its session)
+    kept.clear()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 
-from pumice.actions.allocate import conclude_held, held, place, release, whole
+from pumice.actions.allocate import conclude_held, place, release, whole
 from pumice.api.job import JobInfo
 from pumice.api.task import TaskStatus
 from pumice.conf.arguments import Arguments
@@ -70,7 +70,7 @@ class BackfillAction:
                 release(ssn, job, commit=True)
                 stmt.commit()
             elif not ssn.job_pipelined(job):
-                kept = held(ssn).get(job.uid)
+                kept = ssn.held.get(job.uid)
                 if kept is not None:
                     job.keep_tentative([op.task for op in (*kept.operations, *stmt.operations)])
                 stmt.discard()

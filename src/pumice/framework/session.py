@@ -11,7 +11,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from time import perf_counter
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pumice.api.job import JobInfo
 from pumice.api.queue import QueueInfo
@@ -21,6 +21,9 @@ from pumice.conf.config import SchedulerConfig
 from pumice.framework.decisions import Decisions
 from pumice.framework.hooks import HookTable
 from pumice.framework.plugin import Plugin, Registry
+
+if TYPE_CHECKING:
+    from pumice.framework.statement import Statement
 
 _session_ids = itertools.count(1)
 
@@ -100,6 +103,10 @@ class Session:
         #: Why preempt or reclaim, run for a job this cycle, could not help it: job uid ->
         #: one sentence per action (the pending explanation ends with them).
         self.eviction_notes: dict[str, list[str]] = {}
+        #: Gangs allocate placed but left uncommitted because they are ready only by
+        #: counting best-effort tasks backfill has yet to place: job uid -> statement
+        #: (see :mod:`pumice.actions.allocate`). Empty once backfill has concluded them.
+        self.held: dict[str, Statement] = {}
 
     # -- registration -------------------------------------------------------------------
 
