@@ -43,6 +43,7 @@ from pumice.api.node import NodeTable
 from pumice.api.queue import QueueInfo
 from pumice.api.task import TaskInfo
 from pumice.framework.fastpath import FastPath, for_session, shape_key
+from pumice.framework.limits import GENERIC_LIMIT
 from pumice.framework.session import Session
 from pumice.framework.slots import SlotView
 
@@ -181,8 +182,8 @@ def queue_refusal(queue: QueueInfo, task: TaskInfo, nodes: NodeTable | None = No
     if not queue.is_open():
         return f"queue {queue.name} cannot take task {task.name} now: the queue is not open"
     text = (
-        f"queue {queue.name} cannot take task {task.name} now: it would exceed the "
-        f"queue's deserved share"
+        f"queue {queue.name} cannot take task {task.name} now: it would exceed "
+        f"{GENERIC_LIMIT}"
     )
     left = nodes.left_out_summary() if nodes is not None else ""
     return f"{text} (the cluster's total leaves out {left})" if left else text

@@ -20,6 +20,9 @@ from pumice.api.resources import ResourceSpace, Vector
 
 CAPABILITY = "its capability"
 DESERVED = "its deserved share"
+#: How :func:`pumice.actions.room.queue_refusal` names the limit, which it cannot know;
+#: the pending explanation replaces it with the one the deciding plugin names.
+GENERIC_LIMIT = "the queue's deserved share"
 
 
 def cluster_total(guarantees: bool) -> str:
@@ -51,4 +54,12 @@ def finite_dims(limit: Vector, mask: np.ndarray) -> list[int]:
     return np.flatnonzero(mask & np.isfinite(limit) & (limit > 0)).tolist()
 
 
-__all__ = ["CAPABILITY", "DESERVED", "amounts", "cluster_total", "describe", "finite_dims"]
+__all__ = [
+    "CAPABILITY",
+    "DESERVED",
+    "GENERIC_LIMIT",
+    "amounts",
+    "cluster_total",
+    "describe",
+    "finite_dims",
+]

@@ -7,6 +7,7 @@ from pumice.api.quantity import plural
 from pumice.api.queue import QueueInfo
 from pumice.api.task import READY_STATUSES, TaskStatus
 from pumice.framework.decisions import PodGroupUpdate
+from pumice.framework.limits import GENERIC_LIMIT
 from pumice.framework.never import Limits, never_fits
 from pumice.framework.session import Session
 
@@ -107,15 +108,11 @@ def gang_short(job: JobInfo) -> str:
     )
 
 
-#: What a queue refusal of ``pumice.actions.room.queue_refusal`` calls the limit.
-_GENERIC_LIMIT = "the queue's deserved share"
-
-
 def _named_refusal(ssn: Session, queue: QueueInfo, note: str) -> str:
     """``note``, with a queue refusal's limit named for what it is (the plugin that
     decides ``allocatable`` says: its deserved share, its capability, the cluster's
     total). Left as it is when several plugins decide, or none can say."""
-    if _GENERIC_LIMIT not in note:
+    if GENERIC_LIMIT not in note:
         return note
     deciding = {name for tier in ssn.hooks.chain("allocatable") for name, _fn in tier}
     named = []
@@ -125,7 +122,7 @@ def _named_refusal(ssn: Session, queue: QueueInfo, note: str) -> str:
             named.append(limit(queue.name, ssn.space))
     if len(named) != 1 or not named[0]:
         return note
-    return note.replace(_GENERIC_LIMIT, named[0], 1)
+    return note.replace(GENERIC_LIMIT, named[0], 1)
 
 
 def pending_reason(ssn: Session, job: JobInfo, limits: Limits | None = None) -> str:
