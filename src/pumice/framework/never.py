@@ -4,8 +4,10 @@ A task that asks for more than the largest node offers, in some resource, or for
 than its queue's capability (or an ancestor's, in a queue tree) waits for ever, whatever
 else runs or ends. Its job's explanation says so ("task big-0 can never fit: asks cpu
 100, the largest node has 8") instead of the fit error or queue refusal of the moment,
-which reads as a shortage that time will cure. Likewise a Pending job whose
-minResources exceed its queue's capability can never be admitted.
+which reads as a shortage that time will cure. Likewise a gang whose minimum of tasks
+asks, in some resource, more than all nodes together or than its queue's capability
+(counting its smallest tasks), and a Pending job whose minResources exceed its queue's
+capability, can never run.
 
 Nothing here changes a decision: it is asked only when a cycle explains waiting jobs.
 The node side looks at the session's nodes, among those whose labels match the task's
@@ -91,6 +93,30 @@ class Limits:
                 )
         return self._capability(queue, task.resreq, self._for_tasks, "asks")
 
+    def gang(self, job: JobInfo) -> str:
+        """Why ``job``'s gang can never run whole ("its 8 tasks ask nvidia.com/gpu 64 at
+        least, the cluster has 32"), or "": in some resource, the ``min_available``
+        smallest requests of its tasks add up to more than every node together, or than
+        its queue's capability."""
+        k = job.min_available
+        if k <= 1 or len(job.tasks) < k:
+            return ""
+        reqs = np.stack([t.init_resreq for t in job.tasks.values()])
+        least = np.partition(reqs, k - 1, axis=0)[:k].sum(axis=0)
+        names = self.ssn.space.names
+        if self._allocatable is not None:
+            total = self._allocatable.sum(axis=0)
+            over = np.flatnonzero(least > total)
+            if over.size:
+                d = int(over[0])
+                name = names[d]
+                return (
+                    f"its {k} tasks ask {name} {format_amount(name, float(least[d]))} at "
+                    f"least, all nodes together have {format_amount(name, float(total[d]))}"
+                )
+        why = self._capability(job.queue, least, self._for_tasks, "ask at least")
+        return f"its {k} tasks {why}" if why else ""
+
     def admission(self, job: JobInfo) -> str:
         """Why ``job``'s minResources can never be admitted to its queue, or ""."""
         if job.min_resources is None:
@@ -162,6 +188,9 @@ def never_fits(ssn: Session, job: JobInfo, limits: Limits) -> str:
                 worst = (t.name, why)
     if worst is not None:
         return f"task {worst[0]} can never fit: {worst[1]}"
+    why = limits.gang(job)
+    if why:
+        return f"the gang can never run whole: {why}"
     if job.is_pending():
         why = limits.admission(job)
         if why:
