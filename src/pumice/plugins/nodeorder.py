@@ -252,7 +252,9 @@ class SpreadScore:
                 seen = np.zeros(k, dtype=bool)
                 seen[codes[cand[ok]]] = True
                 domains = int(np.count_nonzero(seen))
-                sums = np.bincount(codes[counted], weights=pods[counted], minlength=k)
+                # (at least one slot: with no node carrying the key there is nothing to
+                # index, every candidate scoring 0 through ``ok``)
+                sums = np.bincount(codes[counted], weights=pods[counted], minlength=max(k, 1))
                 count = np.where(ok, sums[np.maximum(codes[cand], 0)], 0.0)
             raw = raw + (count * math.log(domains + 2) + float(c.max_skew - 1))
         floor = np.floor(raw)
