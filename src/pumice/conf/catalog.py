@@ -209,8 +209,9 @@ PLUGINS: dict[str, Entry] = _entries(
             "volumebinding.bindTimeoutSeconds": _NO_VOLUMES,
             "volumebinding.shape": _NO_VOLUMES,
             "volumebinding.weight": _NO_VOLUMES,
-            "predicate.PodTopologySpreadEnable": "pumice does not check topology spread "
-            "constraints: pods are placed as if they had none",
+            "predicate.PodTopologySpreadEnable": _ALWAYS.format(
+                what="hard pod topology spread constraints (DoNotSchedule)"
+            ),
             "predicate.DynamicResourceAllocationEnable": _NO_DRA,
             "dynamicresources.filterTimeoutSeconds": _NO_DRA,
             "predicate.CacheEnable": _ERROR_CACHE,
