@@ -19,7 +19,24 @@ DELETED: Literal["DELETED"] = "DELETED"
 
 #: The kinds the scheduler reads (Volcano's informers).
 KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "PodDisruptionBudget")
-NAMESPACED = frozenset({"Pod", "PodGroup", "PodDisruptionBudget"})
+#: Kinds keyed ``namespace/name``: the scheduler's, and those the controllers read and
+#: write (:mod:`pumice.controllers`).
+NAMESPACED = frozenset(
+    {
+        "Pod",
+        "PodGroup",
+        "PodDisruptionBudget",
+        "Job",
+        "Command",
+        "Service",
+        "Secret",
+        "ConfigMap",
+        "ReplicaSet",
+        "StatefulSet",
+        "Deployment",
+        "Event",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)

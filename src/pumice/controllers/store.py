@@ -1,0 +1,162 @@
+"""What a controller needs from a cluster, and the in-memory store that gives it.
+
+Controllers are level-based, as Kubernetes' are: a controller is told *which* object
+changed (a key from a watch event), reads the state it needs from the store's local
+view, and writes what is missing. It keeps no copy of the world, so the same code runs
+on a real API server (reads from informers, writes through the REST API; see
+:mod:`pumice.controllers.kube_store`) and in ``pumice simulate`` (an in-memory
+:class:`pumice.cluster.memory.MemoryCluster`, through :class:`MemoryStore`).
+
+Contracts of :class:`Store`:
+
+- ``get`` and ``list`` read the store's local view (``list`` sorted by key). On a real
+  cluster the view lags the writes: a controller must accept reading a state older than
+  its own last write (it writes again, and ``create`` of what exists is not an error).
+- ``create`` returns the object as created (``metadata.uid`` and ``creationTimestamp``
+  filled in), or None when an object of that kind and key already exists.
+- ``patch`` applies a JSON merge patch (RFC 7386: a ``None`` value deletes the key);
+  ``subresource="status"`` writes the status. False when the object is gone.
+- ``delete`` deletes; with ``cascade`` (the default) the objects it owns (by an
+  ``ownerReference`` to its uid) go too, as the API server's garbage collector does in
+  the background. False when the object was already gone.
+- ``now`` is the controllers' clock in seconds (wall clock on a cluster, the virtual
+  clock in a simulation); ``stamp`` the same instant as an RFC 3339 string.
+
+Keys are ``namespace/name`` for namespaced kinds and ``name`` otherwise, as everywhere
+in pumice (:func:`pumice.cluster.protocol.object_key`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from pumice.cluster.kube_client import rfc3339
+from pumice.cluster.memory import MemoryCluster
+from pumice.cluster.protocol import NAMESPACED, Watch, object_key
+
+
+def key_of(kind: str, obj: Mapping[str, Any]) -> str:
+    """The store key of ``obj`` of ``kind`` (``namespace/name`` or ``name``)."""
+    return object_key(kind, obj)
+
+
+def merge_patch(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
+    """Apply a JSON merge patch (RFC 7386) to ``target`` in place."""
+    for k, v in patch.items():
+        if v is None:
+            target.pop(k, None)
+        elif isinstance(v, Mapping):
+            cur = target.get(k)
+            if not isinstance(cur, dict):
+                cur = target[k] = {}
+            merge_patch(cur, v)
+        else:
+            target[k] = v
+
+
+def owned_by(obj: Mapping[str, Any], uid: str) -> bool:
+    """``obj`` has an ownerReference to ``uid``."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or ()
+    return any(r.get("uid") == uid for r in refs)
+
+
+def controller_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ownerReference of ``obj`` marked ``controller: true``, if any."""
+    for r in (obj.get("metadata") or {}).get("ownerReferences") or ():
+        if r.get("controller"):
+            return r
+    return None
+
+
+class Store(Protocol):
+    """A cluster as a controller sees it (see the module docstring for the contracts)."""
+
+    def get(self, kind: str, key: str) -> Mapping[str, Any] | None: ...
+
+    def list(self, kind: str) -> list[Mapping[str, Any]]: ...
+
+    def watch(self, kinds: Sequence[str]) -> Watch: ...
+
+    def create(self, obj: dict[str, Any]) -> Mapping[str, Any] | None: ...
+
+    def patch(
+        self, kind: str, key: str, patch: Mapping[str, Any], *, subresource: str = ""
+    ) -> bool: ...
+
+    def delete(self, kind: str, key: str, *, cascade: bool = True) -> bool: ...
+
+    def now(self) -> float: ...
+
+    def stamp(self) -> str: ...
+
+
+class MemoryStore:
+    """:class:`Store` over a :class:`MemoryCluster`: writes are seen at once, uids are
+    ``uid-<n>`` in creation order (deterministic), and a cascading delete removes the
+    owned objects depth first, as the garbage collector would (each with its DELETED
+    event)."""
+
+    def __init__(self, cluster: MemoryCluster) -> None:
+        self.cluster = cluster
+        self._uids = itertools.count(1)
+
+    def get(self, kind: str, key: str) -> Mapping[str, Any] | None:
+        return self.cluster.get(kind, key)
+
+    def list(self, kind: str) -> list[Mapping[str, Any]]:
+        return self.cluster.list(kind)
+
+    def watch(self, kinds: Sequence[str]) -> Watch:
+        return self.cluster.watch(kinds)
+
+    def create(self, obj: dict[str, Any]) -> Mapping[str, Any] | None:
+        kind = str(obj.get("kind"))
+        key = key_of(kind, obj)
+        if self.cluster.get(kind, key) is not None:
+            return None
+        meta = obj.setdefault("metadata", {})
+        if kind in NAMESPACED:
+            meta.setdefault("namespace", "default")
+        meta.setdefault("uid", f"uid-{next(self._uids)}")
+        meta.setdefault("creationTimestamp", self.stamp())
+        self.cluster.create(obj)
+        return obj
+
+    def patch(
+        self, kind: str, key: str, patch: Mapping[str, Any], *, subresource: str = ""
+    ) -> bool:
+        if subresource and subresource != "status":
+            raise ValueError(f"unknown subresource {subresource!r}")
+        body = {"status": patch.get("status") or {}} if subresource else patch
+        return self.cluster.modify(kind, key, lambda obj: merge_patch(obj, body))
+
+    def delete(self, kind: str, key: str, *, cascade: bool = True) -> bool:
+        obj = self.cluster.get(kind, key)
+        if obj is None:
+            return False
+        uid = (obj.get("metadata") or {}).get("uid")
+        self.cluster.delete(kind, key)
+        if cascade and uid:
+            for dep_kind, objs in list(self.cluster.objects.items()):
+                for dep_key, dep in list(objs.items()):
+                    if owned_by(dep, uid):
+                        self.delete(dep_kind, dep_key, cascade=True)
+        return True
+
+    def now(self) -> float:
+        return self.cluster.clock()
+
+    def stamp(self) -> str:
+        return rfc3339(self.now())
+
+
+__all__ = [
+    "MemoryStore",
+    "Store",
+    "controller_of",
+    "key_of",
+    "merge_patch",
+    "owned_by",
+]
