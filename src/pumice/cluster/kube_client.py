@@ -82,6 +82,17 @@ RESOURCES: dict[str, Resource] = {
         Resource("PriorityClass", "/apis/scheduling.k8s.io/v1", "priorityclasses", False),
         Resource("PodDisruptionBudget", "/apis/policy/v1", "poddisruptionbudgets", True),
         Resource("Lease", "/apis/coordination.k8s.io/v1", "leases", True),
+        # What the controllers read and write (pumice.controllers).
+        Resource("Job", "/apis/batch.volcano.sh/v1alpha1", "jobs", True),
+        Resource("Command", "/apis/bus.volcano.sh/v1alpha1", "commands", True),
+        Resource("Service", "/api/v1", "services", True),
+        Resource("Secret", "/api/v1", "secrets", True),
+        Resource("ConfigMap", "/api/v1", "configmaps", True),
+        Resource("ReplicaSet", "/apis/apps/v1", "replicasets", True),
+        Resource("StatefulSet", "/apis/apps/v1", "statefulsets", True),
+        Resource("Deployment", "/apis/apps/v1", "deployments", True),
+        # Kubernetes' own batch/v1 Job, told apart from Volcano's Job by this name.
+        Resource("BatchJob", "/apis/batch/v1", "jobs", True),
     )
 }
 
@@ -96,7 +107,19 @@ API_VERSIONS: dict[str, str] = {
     "PriorityClass": "scheduling.k8s.io/v1",
     "PodDisruptionBudget": "policy/v1",
     "Lease": "coordination.k8s.io/v1",
+    "Job": "batch.volcano.sh/v1alpha1",
+    "Command": "bus.volcano.sh/v1alpha1",
+    "Service": "v1",
+    "Secret": "v1",
+    "ConfigMap": "v1",
+    "ReplicaSet": "apps/v1",
+    "StatefulSet": "apps/v1",
+    "Deployment": "apps/v1",
+    "BatchJob": "batch/v1",
 }
+
+#: The ``kind`` field of each kind name that differs from it (the API's own kind).
+API_KINDS: dict[str, str] = {"BatchJob": "Job"}
 
 
 def _decode(data: bytes) -> Any:
@@ -269,13 +292,24 @@ def list_items(kind: str, body: Mapping[str, Any]) -> Sequence[dict[str, Any]]:
     leaves them out of list items; the cache's parsers read ``kind``)."""
     items = body.get("items") or []
     version = API_VERSIONS.get(kind, "v1")
+    api_kind = API_KINDS.get(kind, kind)
     for item in items:
         item.setdefault("apiVersion", version)
-        item.setdefault("kind", kind)
+        item.setdefault("kind", api_kind)
     return items
 
 
+def kind_name(obj: Mapping[str, Any]) -> str:
+    """The kind name (a key of :data:`RESOURCES`) of an object: its ``kind``, except
+    Kubernetes' batch/v1 Job, which is ``BatchJob`` beside Volcano's Job."""
+    kind = str(obj.get("kind") or "")
+    if kind == "Job" and str(obj.get("apiVersion") or "").startswith("batch/"):
+        return "BatchJob"
+    return kind
+
+
 __all__ = [
+    "API_KINDS",
     "API_VERSIONS",
     "MERGE_PATCH",
     "RESOURCES",
@@ -283,6 +317,7 @@ __all__ = [
     "ApiUnavailable",
     "KubeClient",
     "Resource",
+    "kind_name",
     "list_items",
     "rfc3339",
     "status_message",
