@@ -57,7 +57,10 @@ def test_rounded_up_like_kubernetes_so_sums_are_exact() -> None:
         ("memory", 512.0, "512"),
         ("ephemeral-storage", 2.0**40, "1Ti"),
         ("hugepages-2Mi", 3 * 2.0**21, "6Mi"),
-        ("cpu", 1234567.0, "1234567m"),
+        ("cpu", 1234567.0, "1234.6"),  # many cores, as a queue's share is
+        ("cpu", 236571.4, "236.6"),
+        ("cpu", 10000.4, "10000.4m"),  # never rounded to look whole
+        ("cpu", 1500.0, "1500m"),
         ("cpu", 96000.0, "96"),
         ("nvidia.com/gpu", 0.5, "0.5"),
         ("nvidia.com/gpu", 1234567.0, "1234567"),

@@ -141,7 +141,7 @@ def _in_unit(amount: float, units: tuple[tuple[str, int], ...]) -> tuple[float, 
 
 def format_amount(name: str, amount: float) -> str:
     """Render a canonical amount for people, as Kubernetes writes quantities: cpu in
-    cores (``2``) or millicores (``1500m``); bytes in the largest binary unit they reach
+    cores (``2``; ``236.6`` from ten cores up) or millicores (``1500m``); bytes in the largest binary unit they reach
     (``4Gi``, ``1.5Gi``), or the largest decimal one where that is exact (``1G``), else
     rounded (``5.1Ti``, not ``5485988160Ki``); counts as numbers (``8``, ``0.5``)."""
     amount = float(amount)
@@ -150,6 +150,9 @@ def format_amount(name: str, amount: float) -> str:
     if name == CPU:
         if amount % 1000 == 0:
             return str(int(amount // 1000))
+        cores = round(amount / 1000, 1)
+        if abs(amount) >= 10_000 and not cores.is_integer():
+            return _number(cores)  # (a share of many cores: 236.6, not 236571.4m)
         return f"{_number(amount)}m"
     if is_bytes(name):
         binary, suffix = _in_unit(amount, _BINARY_UNITS)
