@@ -141,9 +141,10 @@ def _in_unit(amount: float, units: tuple[tuple[str, int], ...]) -> tuple[float, 
 
 def format_amount(name: str, amount: float) -> str:
     """Render a canonical amount for people, as Kubernetes writes quantities: cpu in
-    cores (``2``; ``236.6`` from ten cores up) or millicores (``1500m``); bytes in the largest binary unit they reach
-    (``4Gi``, ``1.5Gi``), or the largest decimal one where that is exact (``1G``), else
-    rounded (``5.1Ti``, not ``5485988160Ki``); counts as numbers (``8``, ``0.5``)."""
+    cores (``2``; ``236.6`` from ten cores up) or millicores (``1500m``); bytes in the
+    largest binary unit they reach (``4Gi``, ``1.5Gi``), or the largest decimal one
+    where that is exact (``1G``), else rounded (``5.1Ti``, not ``5485988160Ki``); counts
+    as numbers (``8``, ``0.5``). A rounded amount never looks whole."""
     amount = float(amount)
     if not math.isfinite(amount):
         return "unlimited" if amount > 0 else str(amount)
