@@ -270,7 +270,7 @@ class KubeClient:
         with self._streams_lock:
             streams = list(self._streams)
         for resp in streams:
-            with contextlib.suppress(RuntimeError):  # (released meanwhile: nothing to end)
+            with contextlib.suppress(RuntimeError, OSError):  # (released or closed meanwhile)
                 resp.shutdown()
         self._pool.clear()
 

@@ -34,6 +34,7 @@ NAMESPACED = frozenset(
         "ReplicaSet",
         "StatefulSet",
         "Deployment",
+        "BatchJob",
         "Event",
     }
 )
