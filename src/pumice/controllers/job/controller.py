@@ -1,0 +1,592 @@
+"""The Job controller: ``batch.volcano.sh/v1alpha1`` Jobs made into PodGroups and pods.
+
+One reconcile of a Job (its key ``namespace/name``):
+
+1. A Job not yet accepted is checked as Volcano's admission webhook would
+   (:mod:`validate`); a refused Job stays ``Pending`` with reason ``Invalid`` and the
+   reasons in ``status.state.message``, and gets a Warning Event; nothing else is
+   created. It is checked again when it (or its queue) changes.
+2. One request is chosen: the oldest Command targeting the Job (deleted as it is
+   consumed, with a ``CommandIssued`` Event), else the first event that holds
+   (:mod:`observe`) whose policy calls for an action (:mod:`policy`), once its timeout
+   has passed; else ``SyncJob``.
+3. The state machine (:mod:`state`) says what to do: sync (plugins, PodGroup, the pods
+   once the PodGroup is admitted), kill (all pods but those retained, the PodGroup, the
+   plugins' objects; ``status.version`` goes up, so the next run's pods are told
+   apart) or kill a target; then the phase transition.
+4. The status is written when it changed (a merge patch of what differs), the phase's
+   ``lastTransitionTime`` and a condition added when the phase moved.
+5. A finished Job with ``ttlSecondsAfterFinished`` is deleted that long after it
+   finished (its pods and PodGroup go with it, by ownerReference).
+
+What the controller remembers between reconciles is small and can be lost: which pods
+and Commands belong to which Job (from the watch; rebuilt by ``resync``), the pods it
+deleted itself (to tell them from evictions), deletions by others not yet acted on,
+and when each timed event was first seen.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pumice.api.parse import timestamp
+from pumice.cluster.protocol import DELETED, WatchEvent
+from pumice.controllers.job import state as st
+from pumice.controllers.job.observe import (
+    Eviction,
+    observe,
+    phase_of,
+    task_of,
+    terminating,
+    version_of,
+)
+from pumice.controllers.job.plugins import JobPlugin, PluginError, build_plugins, ssh_keygen
+from pumice.controllers.job.pods import build_pod, build_podgroup, pod_index, podgroup_changes
+from pumice.controllers.job.policy import action_for
+from pumice.controllers.job.record import record
+from pumice.controllers.job.spec import (
+    API_VERSION,
+    DEFAULT_QUEUE,
+    DEFAULT_SCHEDULER,
+    KIND,
+    JobSpec,
+    format_duration,
+    parse_job,
+)
+from pumice.controllers.job.validate import problems, queue_state_from
+from pumice.controllers.store import Store, controller_of
+from pumice.errors import InputError
+
+log = logging.getLogger("pumice.controllers.job")
+
+INVALID = "Invalid"
+#: Actions a Command may ask of a Job.
+COMMAND_ACTIONS = frozenset(
+    {
+        "AbortJob",
+        "RestartJob",
+        "RestartTask",
+        "RestartPod",
+        "TerminateJob",
+        "CompleteJob",
+        "ResumeJob",
+    }
+)
+#: Seconds before a reconcile that could not finish (a plugin failed) is tried again.
+RETRY_AFTER = 5.0
+
+
+def _job_ref(obj: Mapping[str, Any]) -> str | None:
+    """``namespace/name`` of the Volcano Job controlling ``obj``, if one does."""
+    ref = controller_of(obj)
+    if (
+        ref is None
+        or ref.get("kind") != KIND
+        or not str(ref.get("apiVersion", "")).startswith("batch.volcano.sh/")
+    ):
+        return None
+    return f"{(obj.get('metadata') or {}).get('namespace') or 'default'}/{ref.get('name')}"
+
+
+def merge_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON merge patch that turns ``old`` into ``new`` (empty when equal)."""
+    out: dict[str, Any] = {}
+    for k in old:
+        if k not in new:
+            out[k] = None
+    for k, v in new.items():
+        o = old.get(k)
+        if isinstance(v, Mapping) and isinstance(o, Mapping):
+            sub = merge_diff(o, v)
+            if sub:
+                out[k] = sub
+        elif o != v:
+            out[k] = v
+    return out
+
+
+@dataclass(slots=True)
+class _Run:
+    """One reconcile's working state."""
+
+    job: Mapping[str, Any]
+    spec: JobSpec
+    pods: list[Mapping[str, Any]]
+    status: st.Status
+    version: int
+    resources: dict[str, str]
+    plugins: list[JobPlugin]
+    changed: bool = False  # the phase moved
+    killed: bool = False  # a kill deleted pods or moved the phase
+    duration: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+class JobController:
+    """Volcano's job controller over a :class:`Store` (see the module docstring).
+
+    ``default_queue`` and ``scheduler_name`` are the defaults Volcano's webhook fills in;
+    ``keygen`` makes the ssh plugin's key pairs (``ssh-keygen`` by default; a fixed pair
+    makes a simulation fast and repeatable)."""
+
+    name = "job"
+    kinds = ("Job", "Pod", "PodGroup", "Command", "Queue")
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        default_queue: str = DEFAULT_QUEUE,
+        scheduler_name: str = DEFAULT_SCHEDULER,
+        keygen: Callable[[], tuple[str, str]] = ssh_keygen,
+    ) -> None:
+        self.store = store
+        self.default_queue = default_queue
+        self.scheduler_name = scheduler_name
+        self.keygen = keygen
+        self._pods: dict[str, set[str]] = {}
+        self._commands: dict[str, set[str]] = {}
+        self._killed: set[str] = set()
+        self._evicted: dict[str, dict[str, Eviction]] = {}
+        self._since: dict[str, dict[str, float]] = {}
+        self._refused: dict[str, str] = {}
+        self._indexed = False
+
+    # -- watch ------------------------------------------------------------------------------
+
+    def _index_pod(self, type_: str, key: str, pod: Mapping[str, Any]) -> str | None:
+        job = _job_ref(pod)
+        if job is None:
+            return None
+        if type_ == DELETED:
+            self._pods.get(job, set()).discard(key)
+            uid = str((pod.get("metadata") or {}).get("uid", ""))
+            if uid in self._killed:
+                self._killed.discard(uid)
+            else:
+                name = str(pod["metadata"]["name"])
+                self._evicted.setdefault(job, {})[name] = Eviction(
+                    name, task_of(pod), version_of(pod), uid
+                )
+        else:
+            self._pods.setdefault(job, set()).add(key)
+        return job
+
+    @staticmethod
+    def _command_target(cmd: Mapping[str, Any]) -> str | None:
+        target = cmd.get("target") or {}
+        if not isinstance(target, Mapping) or target.get("kind") != KIND or not target.get("name"):
+            return None
+        return f"{(cmd.get('metadata') or {}).get('namespace') or 'default'}/{target['name']}"
+
+    def _index_command(self, type_: str, key: str, cmd: Mapping[str, Any]) -> str | None:
+        job = self._command_target(cmd)
+        if job is None:
+            return None
+        if type_ == DELETED:
+            self._commands.get(job, set()).discard(key)
+            return None
+        self._commands.setdefault(job, set()).add(key)
+        return job
+
+    def _build_index(self) -> None:
+        self._indexed = True
+        for pod in self.store.list("Pod"):
+            self._index_pod("ADDED", _key(pod), pod)
+        for cmd in self.store.list("Command"):
+            self._index_command("ADDED", _key(cmd), cmd)
+
+    def keys_for(self, event: WatchEvent) -> Iterable[str]:
+        if event.kind == "Job":
+            return (event.key,)
+        if event.kind == "Pod":
+            job = self._index_pod(event.type, event.key, event.obj)
+            return (job,) if job else ()
+        if event.kind == "PodGroup":
+            job = _job_ref(event.obj)
+            return (job,) if job else ()
+        if event.kind == "Command":
+            job = self._index_command(event.type, event.key, event.obj)
+            return (job,) if job else ()
+        if event.kind == "Queue":
+            return sorted(k for k, q in self._refused.items() if q == event.key)
+        return ()
+
+    def resync(self) -> Iterable[str]:
+        self._build_index()
+        return [_key(j) for j in self.store.list("Job")]
+
+    # -- reconcile ----------------------------------------------------------------------------
+
+    def _forget(self, key: str) -> None:
+        self._pods.pop(key, None)
+        self._evicted.pop(key, None)
+        self._since.pop(key, None)
+        self._refused.pop(key, None)
+
+    def reconcile(self, key: str) -> float | None:
+        if not self._indexed:
+            self._build_index()
+        job = self.store.get("Job", key)
+        if job is None:
+            for cmd in sorted(self._commands.pop(key, ())):
+                self.store.delete("Command", cmd)
+            self._forget(key)
+            return None
+        meta = job.get("metadata") or {}
+        if meta.get("deletionTimestamp") is not None:
+            return None
+        status = job.get("status") or {}
+        state = status.get("state") or {}
+        phase = str(state.get("phase") or "")
+        try:
+            spec = parse_job(
+                job, default_queue=self.default_queue, default_scheduler=self.scheduler_name
+            )
+        except InputError as err:
+            where = f"{err.field}: " if err.field else ""
+            return self._refuse(job, key, self.default_queue, [f"{where}{err.message}"])
+        if not phase or (phase == st.PENDING and state.get("reason") == INVALID):
+            found = problems(spec, queue_state_from(self.store.get))
+            if found:
+                return self._refuse(job, key, spec.queue, found)
+            self._refused.pop(key, None)
+        return self._drive(job, key, spec, phase)
+
+    def _refuse(self, job: Mapping[str, Any], key: str, queue: str, found: list[str]) -> None:
+        """Leave the Job Pending with why it is refused (once per message)."""
+        self._refused[key] = queue
+        message = "refused: " + "; ".join(found)
+        state = (job.get("status") or {}).get("state") or {}
+        if state.get("reason") == INVALID and state.get("message") == message:
+            return None
+        now = self.store.stamp()
+        self.store.patch(
+            KIND,
+            key,
+            {
+                "status": {
+                    "state": {
+                        "phase": st.PENDING,
+                        "reason": INVALID,
+                        "message": message,
+                        "lastTransitionTime": now,
+                    },
+                    "conditions": [{"status": st.PENDING, "lastTransitionTime": now}],
+                }
+            },
+            subresource="status",
+        )
+        record(self.store, job, "Warning", INVALID, message)
+        return None
+
+    def _pods_of(self, key: str, uid: str) -> list[Mapping[str, Any]]:
+        out = []
+        for pk in sorted(self._pods.get(key, ())):
+            pod = self.store.get("Pod", pk)
+            if pod is not None and any(
+                r.get("uid") == uid
+                for r in (pod.get("metadata") or {}).get("ownerReferences") or ()
+            ):
+                out.append(pod)
+        return out
+
+    def _priority(self, name: str) -> int:
+        pc = self.store.get("PriorityClass", name)
+        try:
+            return int((pc or {}).get("value") or 0)
+        except (TypeError, ValueError):
+            return 0
+
+    def _next_command(self, key: str) -> tuple[str, Mapping[str, Any]] | None:
+        """The oldest Command for the Job, consumed (deleted); None if none is left."""
+        cmds = [c for ck in self._commands.get(key, ()) if (c := self.store.get("Command", ck))]
+        cmds.sort(key=lambda c: (str(c["metadata"].get("creationTimestamp") or ""), _key(c)))
+        for cmd in cmds:
+            ck = _key(cmd)
+            self._commands[key].discard(ck)
+            if self.store.delete("Command", ck, cascade=False):
+                return str(cmd.get("action") or ""), cmd
+        return None
+
+    def _drive(self, job: Mapping[str, Any], key: str, spec: JobSpec, phase: str) -> float | None:
+        status = job.get("status") or {}
+        version = int(status.get("version") or 0)
+        now = self.store.now()
+        pods = self._pods_of(key, spec.uid)
+        pg = self.store.get("PodGroup", f"{spec.namespace}/{spec.podgroup_name}")
+        pg_phase = str(((pg or {}).get("status") or {}).get("phase") or "")
+        again: list[float] = []
+
+        # -- the request --
+        action, task, pod_target = st.SYNC, "", ""
+        command = self._next_command(key)
+        if command is not None:
+            action, _cmd = command
+            record(
+                self.store,
+                job,
+                "Normal",
+                "CommandIssued",
+                f"Start to execute command {action}, and clean it up to make sure executed not "
+                "more than once.",
+            )
+            if action not in COMMAND_ACTIONS:
+                record(
+                    self.store,
+                    job,
+                    "Warning",
+                    "CommandIssued",
+                    f"unknown action {action!r} ignored",
+                )
+                action = st.SYNC
+            again.append(0.0)
+        else:
+            action, task, pod_target = self._from_events(
+                key, spec, pods, version, pg_phase, now, again
+            )
+        if action != st.SYNC:
+            record(self.store, job, "Normal", "ExecuteAction", f"Start to execute action {action}")
+
+        # -- the work --
+        step = st.decide(phase or st.PENDING, action, task=task, pod=pod_target)
+        run = _Run(
+            job=job,
+            spec=spec,
+            pods=pods,
+            status=st.Status(
+                phase=phase or st.PENDING,
+                retry_count=int(status.get("retryCount") or 0),
+                min_available=spec.min_available,
+                counts=st.Counts(),
+            ),
+            version=version,
+            resources=dict(status.get("controlledResources") or {}),
+            plugins=build_plugins(spec, keygen=self.keygen),
+            changed=not phase or (status.get("state") or {}).get("reason") == INVALID,
+        )
+        try:
+            if step.work == "sync":
+                self._sync(run, pg, pg_phase)
+            elif step.work == "kill":
+                self._kill(run, step.retain, pg)
+            else:
+                self._kill_target(run, step.task, step.pod)
+        except PluginError as err:
+            record(self.store, job, "Warning", "PluginError", str(err))
+            return RETRY_AFTER
+        if step.transition is not None and step.transition(run.status, spec):
+            run.changed = True
+        if step.work == "kill" and run.changed:
+            run.killed = True
+        if run.killed:
+            run.version += 1
+        self._write(run, key)
+        after = self._ttl(run, key)
+        if after is not None:
+            again.append(after)
+        return min(again) if again else None
+
+    def _from_events(
+        self,
+        key: str,
+        spec: JobSpec,
+        pods: list[Mapping[str, Any]],
+        version: int,
+        pg_phase: str,
+        now: float,
+        again: list[float],
+    ) -> tuple[str, str, str]:
+        """The action the events that hold call for (module docstring, step 2)."""
+        evicted = self._evicted.get(key, {})
+        running = {
+            str(p["metadata"]["name"]): str(p["metadata"].get("uid"))
+            for p in pods
+            if phase_of(p) == "Running" and not terminating(p)
+        }
+        for name, e in list(evicted.items()):  # replaced and running again, or stale
+            if e.version < version or (name in running and running[name] != e.uid):
+                del evicted[name]
+        since = self._since.setdefault(key, {})
+        seen: set[str] = set()
+        chosen: tuple[str, str, str] | None = None
+        for o in observe(spec, pods, version, list(evicted.values()), pg_phase):
+            decision = action_for(spec, o.event, task=o.task, exit_code=o.exit_code)
+            seen.add(o.ident)
+            if decision.action == st.SYNC:
+                if o.event == "PodEvicted":
+                    evicted.pop(o.pod, None)
+                continue
+            if decision.delay > 0:
+                first = since.setdefault(o.ident, now)
+                if now - first < decision.delay:
+                    again.append(first + decision.delay - now)
+                    continue
+            if chosen is None:
+                chosen = (decision.action, o.task, o.pod)
+                since.pop(o.ident, None)
+                if o.event == "PodEvicted":
+                    evicted.pop(o.pod, None)
+        for ident in [i for i in since if i not in seen]:
+            del since[ident]
+        return chosen or (st.SYNC, "", "")
+
+    # -- the work --------------------------------------------------------------------------
+
+    def _plugins_add(self, run: _Run) -> None:
+        for p in run.plugins:
+            marker = f"plugin-{p.name}"
+            if run.resources.get(marker) != p.name:
+                p.on_job_add(run.spec, self.store)
+                run.resources[marker] = p.name
+
+    def _plugins_delete(self, run: _Run) -> None:
+        for p in run.plugins:
+            marker = f"plugin-{p.name}"
+            if run.resources.get(marker) == p.name:
+                p.on_job_delete(run.spec, self.store)
+                del run.resources[marker]
+
+    def _delete_pod(self, pod: Mapping[str, Any]) -> None:
+        uid = str(pod["metadata"].get("uid", ""))
+        if self.store.delete("Pod", _key(pod), cascade=False):
+            self._killed.add(uid)
+
+    def _sync(self, run: _Run, pg: Mapping[str, Any] | None, pg_phase: str) -> None:
+        spec, counts = run.spec, run.status.counts
+        if run.status.phase == st.PENDING:
+            self._plugins_add(run)
+        else:
+            for p in run.plugins:
+                p.on_job_update(spec, self.store)
+        if pg is None:
+            self.store.create(build_podgroup(spec, self._priority))
+        else:
+            patch = podgroup_changes(pg, spec, self._priority)
+            if patch:
+                self.store.patch("PodGroup", _key(pg), patch)
+        admitted = pg is not None and pg_phase not in ("", "Pending")
+        have: dict[tuple[str, int], Mapping[str, Any]] = {}
+        for pod in run.pods:
+            have[(task_of(pod), pod_index(str(pod["metadata"]["name"])) or 0)] = pod
+        wanted = set()
+        for task in spec.tasks:
+            for i in range(task.replicas):
+                wanted.add((task.name, i))
+                pod = have.get((task.name, i))
+                if (
+                    pod is not None
+                    and str(pod["metadata"]["name"]) == f"{spec.name}-{task.name}-{i}"
+                ):
+                    if terminating(pod):
+                        counts.terminating += 1
+                    else:
+                        counts.add(task.name, phase_of(pod))
+                    continue
+                if not admitted:
+                    continue
+                new = build_pod(spec, task, i, run.version, run.status.retry_count)
+                for p in run.plugins:
+                    p.on_pod_create(new, spec)
+                self.store.create(new)
+                counts.add(task.name, "Pending")
+        for (task_name, i), pod in sorted(have.items(), key=lambda kv: _key(kv[1])):
+            if (task_name, i) in wanted and str(
+                pod["metadata"]["name"]
+            ) == f"{spec.name}-{task_name}-{i}":
+                continue
+            if not terminating(pod):
+                self._delete_pod(pod)
+            counts.terminating += 1
+
+    def _kill(self, run: _Run, retain: frozenset[str], pg: Mapping[str, Any] | None) -> None:
+        spec, counts = run.spec, run.status.counts
+        if run.status.retry_count >= spec.max_retry - 1:
+            retain = st.SOFT  # the last retry keeps what finished, to be looked at
+        for pod in run.pods:
+            if terminating(pod):
+                counts.terminating += 1
+            elif phase_of(pod) in retain:
+                counts.add(task_of(pod), phase_of(pod))
+            else:
+                self._delete_pod(pod)
+                counts.terminating += 1
+                run.killed = True
+        self._plugins_delete(run)
+        if pg is not None:
+            self.store.delete("PodGroup", _key(pg), cascade=False)
+        created = timestamp(
+            (run.job.get("metadata") or {}).get("creationTimestamp"), "creationTimestamp"
+        )
+        run.duration = format_duration(self.store.now() - created) if created else None
+
+    def _kill_target(self, run: _Run, task: str, pod: str) -> None:
+        counts = run.status.counts
+        for p in run.pods:
+            hit = task_of(p) == task and (not pod or p["metadata"]["name"] == pod)
+            if terminating(p):
+                counts.terminating += 1
+            elif hit:
+                self._delete_pod(p)
+                counts.terminating += 1
+            else:
+                counts.add(task_of(p), phase_of(p))
+
+    # -- status -------------------------------------------------------------------------------
+
+    def _write(self, run: _Run, key: str) -> None:
+        old = run.job.get("status") or {}
+        c = run.status.counts
+        state = dict(old.get("state") or {})
+        conditions = list(old.get("conditions") or [])
+        if run.changed or state.get("phase") != run.status.phase:
+            now = self.store.stamp()
+            state = {"phase": run.status.phase, "lastTransitionTime": now}
+            conditions.append({"status": run.status.phase, "lastTransitionTime": now})
+        new: dict[str, Any] = {"state": state, "minAvailable": run.spec.min_available}
+        for name in ("pending", "running", "succeeded", "failed", "terminating", "unknown"):
+            if getattr(c, name):
+                new[name] = getattr(c, name)
+        if run.version:
+            new["version"] = run.version
+        if run.status.retry_count:
+            new["retryCount"] = run.status.retry_count
+        if c.tasks:
+            new["taskStatusCount"] = {
+                t: {"phase": dict(sorted(ph.items()))} for t, ph in sorted(c.tasks.items())
+            }
+        if run.resources:
+            new["controlledResources"] = dict(sorted(run.resources.items()))
+        duration = run.duration or old.get("runningDuration")
+        if duration:
+            new["runningDuration"] = duration
+        if conditions:
+            new["conditions"] = conditions
+        patch = merge_diff(old, new)
+        if patch:
+            self.store.patch(KIND, key, {"status": patch}, subresource="status")
+
+    def _ttl(self, run: _Run, key: str) -> float | None:
+        """Delete a finished Job once its TTL passed; else seconds until it does."""
+        if run.spec.ttl is None or run.status.phase not in st.FINISHED:
+            return None
+        job = self.store.get(KIND, key) or run.job
+        when = ((job.get("status") or {}).get("state") or {}).get("lastTransitionTime")
+        finished = timestamp(when, "status.state.lastTransitionTime") if when else self.store.now()
+        left = finished + run.spec.ttl - self.store.now()
+        if left > 0:
+            return left
+        self.store.delete(KIND, key)
+        self._forget(key)
+        return None
+
+
+def _key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+
+
+__all__ = ["API_VERSION", "INVALID", "JobController", "merge_diff"]

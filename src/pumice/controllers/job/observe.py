@@ -1,0 +1,156 @@
+"""The events of a Job, read off its current state.
+
+Volcano's controller turns each pod update into an event (``PodFailed`` when a pod turns
+Failed, ``TaskCompleted`` when the last pod of a task succeeds, ...) and acts on it
+once. pumice's controller is level-based: on each reconcile it reads the events that
+*hold* now, from the pods of the job's current version (``volcano.sh/job-version``; pods
+of an older run are history, as Volcano treats their events as outdated):
+
+- ``PodFailed``: a pod is Failed (with its first container's exit code);
+- ``PodEvicted``: a pod was deleted by someone else than the controller (an eviction,
+  ``kubectl delete``): the one event that cannot be read off the state, so the
+  controller notes deletions as it watches them (see the controller);
+- ``PodPending``: a pod is Pending (only a policy with a timeout acts on it);
+- ``TaskCompleted``: every replica of a task has succeeded;
+- ``TaskFailed``: the containers of a task's live pods restarted ``maxRetry`` times;
+- ``Unknown``: the PodGroup's phase is Unknown.
+
+An event that holds calls for its policy's action again on the next reconcile; the
+state machine makes that harmless (an action already taken leaves the phase it led to,
+where the same action means nothing new), and acting removes most events (the pods of a
+restart are gone, or of an older version).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pumice.controllers.job.pods import JOB_VERSION, TASK_SPEC, pod_index
+from pumice.controllers.job.spec import JobSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """An event that holds: about ``task`` (and ``pod``), ``ident`` names this one
+    occurrence (to time a policy's timeout from when it was first seen)."""
+
+    event: str
+    ident: str
+    task: str = ""
+    pod: str = ""
+    exit_code: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """A job's pod deleted by someone else (noted from the watch)."""
+
+    pod: str
+    task: str
+    version: int
+    uid: str
+
+
+def version_of(pod: Mapping[str, Any]) -> int:
+    try:
+        return int(((pod.get("metadata") or {}).get("annotations") or {}).get(JOB_VERSION, -1))
+    except ValueError:
+        return -1
+
+
+def task_of(pod: Mapping[str, Any]) -> str:
+    return str(((pod.get("metadata") or {}).get("annotations") or {}).get(TASK_SPEC) or "")
+
+
+def phase_of(pod: Mapping[str, Any]) -> str:
+    """The pod's phase; a pod without one is Pending (the API server sets it so)."""
+    return str((pod.get("status") or {}).get("phase") or "Pending")
+
+
+def terminating(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("metadata") or {}).get("deletionTimestamp") is not None
+
+
+def exit_code(pod: Mapping[str, Any]) -> int | None:
+    """The first container's exit code (Volcano reads only the first)."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or ()
+    if not statuses:
+        return None
+    term = ((statuses[0] or {}).get("state") or {}).get("terminated") or {}
+    code = term.get("exitCode")
+    return code if isinstance(code, int) else None
+
+
+def _restarts(pod: Mapping[str, Any]) -> int:
+    status = pod.get("status") or {}
+    return sum(
+        int((s or {}).get("restartCount") or 0)
+        for s in (
+            *(status.get("initContainerStatuses") or ()),
+            *(status.get("containerStatuses") or ()),
+        )
+    )
+
+
+def observe(
+    spec: JobSpec,
+    pods: Sequence[Mapping[str, Any]],
+    version: int,
+    evictions: Sequence[Eviction],
+    podgroup_phase: str,
+) -> list[Observed]:
+    """The events that hold, in a fixed order: per pod (by task, then index), then the
+    evictions, then per task, then the PodGroup's."""
+    order = {t.name: i for i, t in enumerate(spec.tasks)}
+
+    def key(p: Mapping[str, Any]) -> tuple:
+        name = str(p["metadata"]["name"])
+        return (order.get(task_of(p), len(order)), pod_index(name) or 0, name)
+
+    out: list[Observed] = []
+    by_task: dict[str, list[Mapping[str, Any]]] = {}
+    for p in sorted(pods, key=key):
+        task = task_of(p)
+        by_task.setdefault(task, []).append(p)
+        if version_of(p) != version or terminating(p):
+            continue
+        name = str(p["metadata"]["name"])
+        uid = str(p["metadata"].get("uid", ""))
+        phase = phase_of(p)
+        if phase == "Failed":
+            out.append(Observed("PodFailed", f"PodFailed/{uid}", task, name, exit_code(p)))
+        elif phase == "Pending":
+            out.append(Observed("PodPending", f"PodPending/{uid}", task, name))
+    for e in evictions:
+        if e.version == version:
+            out.append(Observed("PodEvicted", f"PodEvicted/{e.uid}", e.task, e.pod))
+    for t in spec.tasks:
+        mine = [p for p in by_task.get(t.name, ()) if not terminating(p)]
+        current = any(version_of(p) == version for p in mine)
+        if (
+            t.replicas > 0
+            and current
+            and sum(phase_of(p) == "Succeeded" for p in mine) >= t.replicas
+        ):
+            out.append(Observed("TaskCompleted", f"TaskCompleted/{t.name}/{version}", t.name))
+        if t.replicas > 0 and t.max_retry != -1:
+            live = [p for p in mine if phase_of(p) in ("Pending", "Running")]
+            if live and sum(_restarts(p) for p in live) >= t.max_retry:
+                out.append(Observed("TaskFailed", f"TaskFailed/{t.name}/{version}", t.name))
+    if podgroup_phase == "Unknown":
+        out.append(Observed("Unknown", f"Unknown/{version}"))
+    return out
+
+
+__all__ = [
+    "Eviction",
+    "Observed",
+    "exit_code",
+    "observe",
+    "phase_of",
+    "task_of",
+    "terminating",
+    "version_of",
+]

@@ -1,0 +1,291 @@
+"""A ``batch.volcano.sh/v1alpha1`` Job as typed records, with Volcano's defaults.
+
+:func:`parse_job` reads the fields the job controller uses and fills in what Volcano's
+mutating admission webhook would have (pumice has no webhook, so the controller applies
+the defaults as it reads, and never writes them back into the Job's spec):
+
+- ``queue`` ``default``, ``schedulerName`` ``volcano``, ``maxRetry`` 3 (also when 0);
+- a task without a name is ``default<index>``; a task without ``minAvailable`` needs
+  all its replicas; a task's ``maxRetry`` (container restarts before ``TaskFailed``) 3;
+- ``minAvailable`` 0 or missing is the sum of the tasks' ``minAvailable``;
+- the ``mpi``, ``pytorch`` and ``tensorflow`` plugins bring ``svc``, ``mpi`` ``ssh``.
+
+A field of the wrong shape (a string where a count goes) raises
+:class:`~pumice.errors.InputError` naming the field; rules on values (a negative count,
+an unknown policy event) are :mod:`validate`'s, which the webhook checks after the
+defaults, as here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pumice.errors import InputError
+
+API_VERSION = "batch.volcano.sh/v1alpha1"
+KIND = "Job"
+DEFAULT_QUEUE = "default"
+DEFAULT_SCHEDULER = "volcano"
+DEFAULT_MAX_RETRY = 3
+DEFAULT_TASK_MAX_RETRY = 3
+#: Plugins that need others, as the mutating webhook adds them.
+IMPLIED_PLUGINS = {"mpi": ("svc", "ssh"), "pytorch": ("svc",), "tensorflow": ("svc",)}
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """One lifecycle policy: on ``events`` (or a container's ``exit_code``), ``action``,
+    after ``timeout`` seconds when set."""
+
+    action: str
+    events: tuple[str, ...] = ()
+    exit_code: int | None = None
+    timeout: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    name: str
+    replicas: int
+    #: Pods of this task the gang needs (defaulted to ``replicas``).
+    min_available: int
+    #: ``minAvailable`` as written (None when absent), for validation.
+    min_available_given: int | None
+    #: The pod template, as written (a mapping with ``metadata`` and ``spec``).
+    template: Mapping[str, Any]
+    policies: tuple[Policy, ...]
+    max_retry: int
+    topology_policy: str = ""
+
+    @property
+    def pod_spec(self) -> Mapping[str, Any]:
+        return self.template.get("spec") or {}
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    namespace: str
+    name: str
+    uid: str
+    tasks: tuple[TaskSpec, ...]
+    min_available: int
+    min_success: int | None
+    queue: str
+    priority_class: str
+    scheduler_name: str
+    max_retry: int
+    ttl: int | None
+    policies: tuple[Policy, ...]
+    #: Plugin name -> its arguments (``["--port=23456"]``), with the implied ones.
+    plugins: Mapping[str, tuple[str, ...]]
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    #: The fields as written, for validation (the webhook sees them before defaults).
+    min_available_given: int
+    max_retry_given: int
+    plugins_given: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def total_replicas(self) -> int:
+        return sum(t.replicas for t in self.tasks)
+
+    @property
+    def podgroup_name(self) -> str:
+        """``<job>-<job uid>``, as Volcano has named a Job's PodGroup since 1.6."""
+        return f"{self.name}-{self.uid}"
+
+    def task(self, name: str) -> TaskSpec | None:
+        for t in self.tasks:
+            if t.name == name:
+                return t
+        return None
+
+
+def _map(value: Any, path: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InputError(f"expected a mapping, got {type(value).__name__}", field=path)
+    return value
+
+
+def _list(value: Any, path: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InputError(f"expected a list, got {type(value).__name__}", field=path)
+    return value
+
+
+def _str(value: Any, path: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InputError(f"expected a string, got {type(value).__name__}", field=path)
+    return value
+
+
+def _int(value: Any, path: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(f"expected an integer, got {value!r}", field=path)
+    if not -(2**31) <= value < 2**31:
+        raise InputError(f"{value} is out of range for a 32-bit integer", field=path)
+    return value
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(value: Any, path: str) -> float:
+    """A Go duration (``"90s"``, ``"1h30m"``, ``"500ms"``) in seconds."""
+    text = _str(value, path).strip()
+    sign = -1.0 if text.startswith("-") else 1.0
+    body = text.lstrip("+-")
+    if body == "0":
+        return 0.0
+    pos, total = 0, 0.0
+    for m in _DURATION_PART.finditer(body):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNIT[m.group(2)]
+        pos = m.end()
+    if not body or pos != len(body):
+        raise InputError(f"invalid duration {text!r} (expected e.g. 90s, 5m, 1h30m)", field=path)
+    return sign * total
+
+
+def format_duration(seconds: float) -> str:
+    """Seconds as Go prints a duration: ``1h2m3s``, ``1.5s``, ``0s``."""
+    if seconds <= 0:
+        return "0s"
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    out = ""
+    if h:
+        out += f"{int(h)}h"
+    if h or m:
+        out += f"{int(m)}m"
+    out += f"{round(s, 9):g}s"
+    return out
+
+
+def _policies(value: Any, path: str) -> tuple[Policy, ...]:
+    out = []
+    for i, item in enumerate(_list(value, path)):
+        p = f"{path}[{i}]"
+        m = _map(item, p)
+        events = [_str(e, f"{p}.events") for e in _list(m.get("events"), f"{p}.events")]
+        one = _str(m.get("event"), f"{p}.event")
+        if one:
+            events.append(one)
+        timeout = m.get("timeout")
+        out.append(
+            Policy(
+                action=_str(m.get("action"), f"{p}.action"),
+                events=tuple(dict.fromkeys(events)),
+                exit_code=_int(m.get("exitCode"), f"{p}.exitCode"),
+                timeout=None if timeout is None else parse_duration(timeout, f"{p}.timeout"),
+            )
+        )
+    return tuple(out)
+
+
+def _plugins(value: Any, path: str) -> dict[str, tuple[str, ...]]:
+    out: dict[str, tuple[str, ...]] = {}
+    for name, args in _map(value, path).items():
+        p = f"{path}.{name}"
+        out[str(name)] = tuple(_str(a, p) for a in _list(args, p))
+    return out
+
+
+def _labels(value: Any, path: str) -> dict[str, str]:
+    return {str(k): str(v) for k, v in _map(value, path).items()}
+
+
+def _task(item: Any, index: int) -> TaskSpec:
+    p = f"spec.tasks[{index}]"
+    m = _map(item, p)
+    replicas = _int(m.get("replicas"), f"{p}.replicas") or 0
+    given = _int(m.get("minAvailable"), f"{p}.minAvailable")
+    template = _map(m.get("template"), f"{p}.template")
+    _map(template.get("spec"), f"{p}.template.spec")
+    _map(template.get("metadata"), f"{p}.template.metadata")
+    max_retry = _int(m.get("maxRetry"), f"{p}.maxRetry") or DEFAULT_TASK_MAX_RETRY
+    return TaskSpec(
+        name=_str(m.get("name"), f"{p}.name") or f"default{index}",
+        replicas=replicas,
+        min_available=replicas if given is None else given,
+        min_available_given=given,
+        template=template,
+        policies=_policies(m.get("policies"), f"{p}.policies"),
+        max_retry=max_retry,
+        topology_policy=_str(m.get("topologyPolicy"), f"{p}.topologyPolicy"),
+    )
+
+
+def parse_job(
+    obj: Mapping[str, Any],
+    *,
+    default_queue: str = DEFAULT_QUEUE,
+    default_scheduler: str = DEFAULT_SCHEDULER,
+) -> JobSpec:
+    """The Job ``obj`` as a :class:`JobSpec` with Volcano's defaults (module docstring);
+    InputError naming the Job and the field for a field of the wrong shape."""
+    meta = _map(obj.get("metadata"), "metadata")
+    where = f"Job {meta.get('namespace') or 'default'}/{meta.get('name', '?')}"
+    try:
+        spec = _map(obj.get("spec"), "spec")
+        tasks = tuple(_task(t, i) for i, t in enumerate(_list(spec.get("tasks"), "spec.tasks")))
+        min_given = _int(spec.get("minAvailable"), "spec.minAvailable") or 0
+        retry_given = _int(spec.get("maxRetry"), "spec.maxRetry") or 0
+        ttl = _int(spec.get("ttlSecondsAfterFinished"), "spec.ttlSecondsAfterFinished")
+        plugins = _plugins(spec.get("plugins"), "spec.plugins")
+        given = tuple(plugins)
+        for name in given:
+            for extra in IMPLIED_PLUGINS.get(name, ()):
+                plugins.setdefault(extra, ())
+        return JobSpec(
+            namespace=str(meta.get("namespace") or "default"),
+            name=_str(meta.get("name"), "metadata.name"),
+            uid=_str(meta.get("uid"), "metadata.uid"),
+            tasks=tasks,
+            min_available=min_given or sum(t.min_available for t in tasks),
+            min_success=_int(spec.get("minSuccess"), "spec.minSuccess"),
+            queue=_str(spec.get("queue"), "spec.queue") or default_queue,
+            priority_class=_str(spec.get("priorityClassName"), "spec.priorityClassName"),
+            scheduler_name=_str(spec.get("schedulerName"), "spec.schedulerName")
+            or default_scheduler,
+            max_retry=retry_given or DEFAULT_MAX_RETRY,
+            ttl=ttl,
+            policies=_policies(spec.get("policies"), "spec.policies"),
+            plugins=plugins,
+            labels=_labels(meta.get("labels"), "metadata.labels"),
+            annotations=_labels(meta.get("annotations"), "metadata.annotations"),
+            min_available_given=min_given,
+            max_retry_given=retry_given,
+            plugins_given=given,
+        )
+    except InputError as err:
+        raise err.located(obj=where) from None
+
+
+__all__ = [
+    "API_VERSION",
+    "KIND",
+    "JobSpec",
+    "Policy",
+    "TaskSpec",
+    "format_duration",
+    "parse_duration",
+    "parse_job",
+]
