@@ -254,6 +254,10 @@ class PodRecord:
     containers: int = 1
     #: ``spec.topologySpreadConstraints`` (see :mod:`pumice.api.spread`).
     spread: tuple[SpreadConstraint, ...] = ()
+    #: The uid of the pod's controlling owner (the ownerReference marked
+    #: ``controller: true``), "" when it has none: unannotated pods of one owner are one
+    #: job, as Volcano's PodGroup controller groups them.
+    owner: str = ""
 
     @property
     def role(self) -> str:
@@ -333,6 +337,16 @@ def _placement(spec: Mapping[str, Any]) -> Placement:
     return Placement(selector, required, tuple(preferred), tuple(tolerations))
 
 
+def _controller_uid(meta: Mapping[str, Any]) -> str:
+    """The uid of the ownerReference marked ``controller: true`` ("" when none)."""
+    path = "metadata.ownerReferences"
+    for i, ref in enumerate(_list(meta.get("ownerReferences"), path)):
+        ref = _map(ref, f"{path}[{i}]")
+        if ref.get("controller") in (True, "true"):
+            return _str(ref.get("uid"), f"{path}[{i}].uid")
+    return ""
+
+
 def parse_pod(obj: Mapping[str, Any]) -> PodRecord:
     meta = _map(obj.get("metadata"), "metadata")
     name = _str(meta.get("name"), "metadata.name", required=True)
@@ -406,6 +420,7 @@ def parse_pod(obj: Mapping[str, Any]) -> PodRecord:
         pod_affinity=_pod_affinity(spec),
         spread=parse_spread(spec),
         containers=len(containers),
+        owner=_controller_uid(meta),
     )
 
 

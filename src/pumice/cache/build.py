@@ -195,9 +195,7 @@ def build_snapshot(
                     )
                     job_uid = None
             else:
-                job = model.bare_job(p, status)
-                job_uid = job.uid
-                jobs[job_uid] = job
+                job_uid = model.bare_job_for(jobs, p, status).uid
         task = model.task(p, job_uid, status, p.node_name or None)
         if job_uid is not None:
             jobs[job_uid].add_task(task)

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pumice.api import parse
-from pumice.api.job import PENDING, RUNNING, JobInfo
+from pumice.api.job import PENDING, JobInfo
 from pumice.api.ledger import Ledger
 from pumice.api.node import NodeSpec, NodeTable
 from pumice.api.pdb import PdbRecord, parse_pdb
@@ -43,7 +43,7 @@ from pumice.api.selectors import NodeIndex
 from pumice.api.snapshot import Snapshot
 from pumice.api.task import TaskInfo, TaskStatus, status_of_pod
 from pumice.cache.build import DEFAULT_SCHEDULER, _check_queue_tree
-from pumice.cache.model import ModelBuilder, resource_space
+from pumice.cache.model import ModelBuilder, bare_phase, resource_space
 from pumice.cluster.protocol import (
     DELETED,
     KINDS,
@@ -332,7 +332,7 @@ class SchedulerCache:
         if job is not None:
             job.update_status(task, status)
             if job.bare:
-                job.phase = PENDING if status == TaskStatus.PENDING else RUNNING
+                job.phase = bare_phase(job)
             self._touch(job)
         else:
             task.status = status
@@ -437,8 +437,14 @@ class SchedulerCache:
     def _add_job(self, g: parse.PodGroupRecord) -> JobInfo:
         job = self.model.job(g)
         uid = job.uid
+        implicit = self.jobs.get(uid)
         self.jobs[uid] = job
-        for task in self.orphans.pop(uid, {}).values():
+        tasks = list(self.orphans.pop(uid, {}).values())
+        if implicit is not None and implicit.bare:
+            # The PodGroup the controller made for pods held as an implicit job of the
+            # same name: they are its tasks now.
+            tasks.extend(implicit.tasks.values())
+        for task in tasks:
             task.job = uid
             job.add_task(task)
         self._touch(job)
@@ -451,9 +457,7 @@ class SchedulerCache:
         if ours and p.group:
             job_uid = f"{p.namespace}/{p.group}"
         elif ours:
-            job = self.model.bare_job(p, status)
-            job_uid = job.uid
-            self.jobs[job_uid] = job
+            job_uid = self.model.bare_job_for(self.jobs, p, status).uid
         task = self.model.task(p, job_uid, status, None)
         if job_uid is None:
             self.others[key] = task
@@ -503,6 +507,8 @@ class SchedulerCache:
             del self.jobs[job.uid]
             self._forget(job.uid)
         else:
+            if job.bare:
+                job.phase = bare_phase(job)
             self._touch(job)
 
     def _touch(self, job: JobInfo) -> None:

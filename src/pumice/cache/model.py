@@ -57,8 +57,20 @@ def name_index(name: str) -> int | None:
 
 
 def bare_job_name(p: parse.PodRecord) -> str:
-    """The PodGroup Volcano creates for a pod without one: ``podgroup-<uid>``."""
+    """The PodGroup Volcano's controller (and :mod:`pumice.controllers.podgroup`) makes
+    for a pod without one: ``podgroup-<uid>``, the uid of the pod's controlling owner
+    (a ReplicaSet, StatefulSet, Job...) when it has one, so that an owner's pods share
+    one group, else the pod's own (its name when it has no uid)."""
+    if p.owner:
+        return f"podgroup-{p.owner}"
     return f"podgroup-{p.uid}" if p.uid != f"{p.namespace}/{p.name}" else f"podgroup-{p.name}"
+
+
+def bare_phase(job: JobInfo) -> str:
+    """The phase of an implicit group: Pending while all its pods are, else Running (it
+    has minMember 1, so one pod placed is enough)."""
+    pending = job.by_status.get(TaskStatus.PENDING, {})
+    return PENDING if len(pending) == len(job.tasks) else RUNNING
 
 
 class ModelBuilder:
@@ -146,9 +158,25 @@ class ModelBuilder:
             annotations=g.annotations,
         )
 
+    def bare_job_for(
+        self, jobs: dict[str, JobInfo], p: parse.PodRecord, status: TaskStatus
+    ) -> JobInfo:
+        """The implicit job of ``p`` in ``jobs``, made on first use: the pods of one
+        owner join one job. A PodGroup of that name, if ``jobs`` has one (made by the
+        controller before the pod was annotated), is that job."""
+        uid = f"{p.namespace}/{bare_job_name(p)}"
+        job = jobs.get(uid)
+        if job is None:
+            job = jobs[uid] = self.bare_job(p, status)
+        elif job.bare and status != TaskStatus.PENDING:
+            job.phase = RUNNING
+        return job
+
     def bare_job(self, p: parse.PodRecord, status: TaskStatus) -> JobInfo:
-        """The job of one for a pod of ours without a PodGroup, as Volcano's podgroup
-        controller makes it: minMember 1, minResources the pod's requests."""
+        """The implicit job for a pod of ours without a PodGroup, as Volcano's podgroup
+        controller makes it from the owner's first pod: minMember 1, minResources the
+        pod's requests (the larger of the containers' sum and each init container, plus
+        overhead)."""
         name = bare_job_name(p)
         return JobInfo(
             uid=f"{p.namespace}/{name}",
@@ -159,7 +187,7 @@ class ModelBuilder:
             priority_class=p.priority_class,
             min_available=1,
             min_task_member={},
-            min_resources=self.space.vector({k: v for k, v in p.resreq.items() if k != "pods"}),
+            min_resources=self.space.vector(p.init_resreq),
             phase=PENDING if status == TaskStatus.PENDING else RUNNING,
             creation=p.creation,
             allocated=self.space.zeros(),
