@@ -4,12 +4,10 @@ vcctl's), delete, and the one-line errors with their exit status."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-import yaml
 from tests.run import kube_kit as k
 from tests.run.conftest import kube, shared_plane  # noqa: F401  (the API server fixtures)
 
@@ -19,7 +17,6 @@ from pumice.controllers import cli
 
 pytestmark = pytest.mark.k8s
 
-CRDS = Path(__file__).resolve().parents[1] / "data" / "crds"
 JOB, COMMAND, NAMESPACE = cli.JOB, cli.COMMAND, RESOURCES["Namespace"]
 
 
@@ -29,17 +26,10 @@ def _served(client: KubeClient) -> bool:
 
 @pytest.fixture
 def api(kube: tuple[KubeClient, str]) -> tuple[KubeClient, str]:  # noqa: F811
-    """The `kube` cluster serving Jobs and Commands (deploy/'s CRDs or, until those
-    exist, the tests' own), with none of either left from another test."""
+    """The `kube` cluster serving Jobs and Commands (deploy/'s CRDs), with none of
+    either left from another test."""
     client, kubeconfig = kube
-    if not _served(client):
-        for path in sorted(CRDS.glob("*.yaml")):
-            crd = yaml.safe_load(path.read_text())
-            status, body = client.request(
-                "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=crd
-            )
-            assert status in (201, 409), body
-        k.wait_for("the Job and Command CRDs to be served", lambda: _served(client))
+    k.wait_for("the Job and Command CRDs to be served", lambda: _served(client))
     for ns in ("default", "team-a"):
         for res in (JOB, COMMAND):
             status, body = client.request("DELETE", res.path(ns))

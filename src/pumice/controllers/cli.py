@@ -50,10 +50,8 @@ from pumice.errors import InputError
 
 EXIT_UNAVAILABLE = 1
 
-JOB = RESOURCES.get("Job") or Resource("Job", "/apis/batch.volcano.sh/v1alpha1", "jobs", True)
-COMMAND = RESOURCES.get("Command") or Resource(
-    "Command", "/apis/bus.volcano.sh/v1alpha1", "commands", True
-)
+JOB = RESOURCES["Job"]
+COMMAND = RESOURCES["Command"]
 QUEUE = RESOURCES["Queue"]
 PODGROUP = RESOURCES["PodGroup"]
 EVENT = RESOURCES["Event"]
