@@ -251,7 +251,7 @@ class QueueController:
                 counts[field] += 1
         stored = queue.get("status") or {}
         for field, n in counts.items():
-            if (stored.get(field) or 0) != n:
+            if stored.get(field) != n:
                 status[field] = n
         if status:
             self.store.patch("Queue", name, {"status": status}, subresource="status")
