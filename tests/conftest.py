@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 
 from pumice.sandbox import ControlPlane, missing_binaries, service_account
+from pumice.sandbox.binaries import find_binary
+from pumice.sandbox.process import Child
 
 #: The identity pumice's scheduler runs as when deployed with deploy/.
 SCHEDULER_USER, SCHEDULER_GROUPS = service_account("pumice-system", "pumice")
@@ -68,6 +70,40 @@ def rbac_control_plane(make_control_plane: Callable[..., ControlPlane]) -> Contr
     return make_control_plane(
         authorization_mode="RBAC", identities={SCHEDULER_USER: SCHEDULER_GROUPS}
     )
+
+
+@pytest.fixture(scope="session")
+def kcm_binary() -> str:
+    """kube-controller-manager's path; skip (saying where it is looked for) without it."""
+    missing = missing_binaries("kube-apiserver", "etcd", "kube-controller-manager")
+    if missing:
+        pytest.skip(f"no kube-controller-manager (needed for ownerReference cascades): {missing}")
+    return str(find_binary("kube-controller-manager"))
+
+
+@pytest.fixture
+def garbage_collector(kcm_binary: str, tmp_path: Any) -> Iterator[Callable[[ControlPlane], Child]]:
+    """A factory: ``garbage_collector(plane)`` runs kube-controller-manager with only the
+    namespace and garbage collector controllers against ``plane`` (ownerReference
+    cascades, namespace deletion); stopped after the test. Its log is in tmp_path."""
+    children: list[Child] = []
+
+    def start(plane: ControlPlane) -> Child:
+        argv = [
+            kcm_binary, f"--kubeconfig={plane.kubeconfig}",
+            f"--authentication-kubeconfig={plane.kubeconfig}",
+            f"--authorization-kubeconfig={plane.kubeconfig}",
+            "--controllers=namespace,garbagecollector", "--leader-elect=false",
+            "--secure-port=0", "--concurrent-gc-syncs=5", "--v=1",
+        ]  # fmt: skip
+        child = Child("kube-controller-manager", argv, tmp_path / f"kcm-{len(children)}.log")
+        child.start()
+        children.append(child)
+        return child
+
+    yield start
+    for child in children:
+        child.stop(kill=True)
 
 
 @pytest.fixture

@@ -170,15 +170,20 @@ def test_delete_then_gone(make_store: Any, ns: str) -> None:
 
 def test_a_kind_read_before_it_is_followed(make_store: Any, admin: KubeClient, ns: str) -> None:
     """get or list of a kind no informer follows yet starts one and reads a complete
-    view (what existed before)."""
+    view (what existed before); a Secret is read by a request of its own instead (no
+    informer over every Secret of the cluster)."""
+    k.ok(admin.request("POST", RESOURCES["ConfigMap"].path(ns), body=configmap(ns, "before")))
     k.ok(admin.request("POST", RESOURCES["Secret"].path(ns), body={
         "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": ns},
         "stringData": {"x": "y"}}))  # fmt: skip
-    store = make_store(("ConfigMap",))
-    assert "Secret" not in store.kinds
+    store = make_store(("Job",))
+    assert "ConfigMap" not in store.kinds
+    assert store.get("ConfigMap", f"{ns}/before")["kind"] == "ConfigMap"
+    assert "ConfigMap" in store.kinds
     secret = store.get("Secret", f"{ns}/s")
     assert secret is not None and secret["kind"] == "Secret"
-    assert "Secret" in store.kinds
+    assert store.get("Secret", f"{ns}/none") is None
+    assert "Secret" not in store.kinds
 
 
 def test_refusals_name_object_and_reason(make_store: Any, ns: str) -> None:

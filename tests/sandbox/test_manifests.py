@@ -64,9 +64,10 @@ def _deploy() -> dict[str, dict]:
 def test_deploy_holds_what_a_cluster_needs_in_order() -> None:
     kinds = [m.body["kind"] for m in load_manifests(DEPLOY)]
     assert kinds == [
-        "Namespace", "CustomResourceDefinition", "CustomResourceDefinition",
+        "Namespace", *["CustomResourceDefinition"] * 4,
+        "ServiceAccount", "ClusterRole", "ClusterRoleBinding",  # the controllers'
         "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment",
-        "Queue",
+        "Queue", "Deployment",
     ]  # fmt: skip
 
 

@@ -63,7 +63,9 @@ class ControllerLoop:
         self.manager: Any = None
         self.steps = 0
         # Built once to learn the kinds (the informers start before any leadership).
-        for kind in kinds_of(build(self.names, store, self.settings)):
+        from pumice.controllers.kube_store import DIRECT
+
+        for kind in kinds_of(build(self.names, store, self.settings), direct=DIRECT):
             store.follow(kind)
 
     def run(self) -> int:
@@ -159,6 +161,11 @@ def add_parser(sub: Any) -> None:
         help="pods with this schedulerName are pumice's; repeatable (default: volcano)",
     )
     c.add_argument(
+        "--default-queue",
+        default="default",
+        help="queue of Jobs and pods that name none (default: default)",
+    )
+    c.add_argument(
         "--leader-elect",
         action="store_true",
         help="run as one of several replicas: only the holder of a Lease reconciles",
@@ -193,7 +200,10 @@ def controllers_command(args: argparse.Namespace) -> int:
     for name in names:  # a missing controller stops the start (exit 2)
         controller_class(name)
     health_at = address(args.healthz_address, "--healthz-address") if args.healthz_address else None
-    settings = Settings(scheduler_names=tuple(args.scheduler_name) or ("volcano",))
+    settings = Settings(
+        scheduler_names=tuple(args.scheduler_name) or ("volcano",),
+        default_queue=args.default_queue,
+    )
     setup_logging(args.log_format, args.verbosity)
     try:
         client = KubeClient.from_config(args.kubeconfig, args.context)

@@ -29,10 +29,12 @@ controller's own write instead of its stale state. Watch events carry resource v
 one older than what the view holds (the watch catching up with an answer already
 shown) is dropped, so every watcher sees each state once, in order.
 
-``get`` or ``list`` of a kind no informer follows starts one and waits for its first
-list (up to ``sync_timeout``): a controller reading a kind it does not watch still reads
-a complete view. A kind the server does not serve (a CRD not installed) reads as empty
-and is listed again every 30 seconds, as the scheduler's informers do.
+``get`` of a Secret or an Event no informer follows is a request of its own
+(:data:`DIRECT`); ``get`` or ``list`` of any other kind no informer follows starts one
+and waits for its first list (up to ``sync_timeout``): a controller reading a kind it
+does not watch still reads a complete view. A kind the server does not serve (a CRD
+not installed) reads as empty and is listed again every 30 seconds, as the scheduler's
+informers do.
 
 ``now`` is the wall clock. :meth:`KubeStore.wait` blocks until an event arrives or a
 timeout passes, for the loop that runs the manager.
@@ -66,12 +68,23 @@ SYNC_TIMEOUT = 30.0
 GONE_KEPT = 10_000
 
 
-class WriteError(Exception):
-    """The API server refused a write (other than the 404 and 409 the contract names)."""
+#: Kinds read by a request of their own unless a controller watches them: one object
+#: at a time is wanted (a Job's SSH Secret, an Event to count again), and following
+#: every Secret or Event of a cluster would cost far more (and Volcano's controllers
+#: may only ``get`` Secrets).
+DIRECT = frozenset({"Secret", "Event"})
+
+
+class ApiError(Exception):
+    """The API server refused a request (other than the 404 and 409 the contract names)."""
 
     def __init__(self, what: str, status: int, message: str) -> None:
         super().__init__(f"{what}: HTTP {status}: {message}" if status else f"{what}: {message}")
         self.status = status
+
+
+class WriteError(ApiError):
+    """A write refused by the server, or not sent (``may_write`` is False)."""
 
 
 def _uid(obj: Mapping[str, Any]) -> str:
@@ -219,9 +232,20 @@ class KubeStore:
             log.debug("%s: followed from the start", kind)
 
     def get(self, kind: str, key: str) -> Mapping[str, Any] | None:
+        if kind in DIRECT and kind not in self._informers:
+            return self._get_direct(kind, key)
         self._ensure(kind)
         with self._lock:
             return self._view[kind].get(key)
+
+    def _get_direct(self, kind: str, key: str) -> Mapping[str, Any] | None:
+        status, body = self.client.request("GET", RESOURCES[kind].key_path(key))
+        if status == 200 and isinstance(body, dict):
+            body.setdefault("kind", kind)
+            return body
+        if status == 404:
+            return None
+        raise ApiError(f"get {kind} {key}", status, status_message(body))
 
     def list(self, kind: str) -> list[Mapping[str, Any]]:
         self._ensure(kind)
@@ -367,4 +391,4 @@ class KubeStore:
         return rfc3339(self.now())
 
 
-__all__ = ["KubeStore", "KubeStoreWatch", "WriteError"]
+__all__ = ["DIRECT", "ApiError", "KubeStore", "KubeStoreWatch", "WriteError"]

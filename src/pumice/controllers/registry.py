@@ -1,8 +1,9 @@
 """The controllers by name: what ``--controllers job,podgroup,queue`` picks from.
 
-Each entry names the module and class of one controller and how it is built from a
-store and the :class:`Settings` every mode shares (the scheduler names whose pods are
-pumice's). Modules are imported only when their controller is asked for, so a mode
+Each entry names the module and class of one controller; it is built from a store and
+the :class:`Settings` every mode shares (the scheduler names whose pods are pumice's,
+the default queue), each passed as the keyword of that name when the controller's
+constructor takes it. Modules are imported only when their controller is asked for, so a mode
 that runs one controller does not load the others, and a controller whose module is
 missing or broken is refused by name (an :class:`~pumice.errors.InputError` naming
 ``--controllers``) before anything starts.
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,8 @@ class Settings:
     #: Pods with one of these ``schedulerName`` values are pumice's (PodGroup
     #: controller); a Job that names no scheduler gets the first.
     scheduler_names: tuple[str, ...] = ("volcano",)
+    #: The queue of Jobs and pods that name none.
+    default_queue: str = "default"
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +104,10 @@ def _settings_for(cls: type, settings: Settings) -> dict[str, Any]:
         params = inspect.signature(cls).parameters
     except (TypeError, ValueError):
         return {}
-    wanted = {"scheduler_names": settings.scheduler_names}
+    wanted = {
+        "scheduler_names": settings.scheduler_names,
+        "default_queue": settings.default_queue,
+    }
     return {k: v for k, v in wanted.items() if k in params}
 
 
@@ -112,20 +118,23 @@ def build(
     settings = settings or Settings()
     wanted = set(names)
     out: list[Controller] = []
-    for name in ALL:
+    for name in CONTROLLERS:
         if name in wanted:
             cls = controller_class(name)
             out.append(cls(store, **_settings_for(cls, settings)))
     return out
 
 
-def kinds_of(controllers: Sequence[Controller]) -> tuple[str, ...]:
-    """The kinds ``controllers`` watch or read (a controller may name what it reads
-    beyond what it watches in a ``reads`` attribute), sorted."""
+def kinds_of(
+    controllers: Sequence[Controller], *, direct: Collection[str] = ()
+) -> tuple[str, ...]:
+    """The kinds ``controllers`` watch or read (a controller names what it reads beyond
+    what it watches in a ``reads`` attribute), sorted; a kind in ``direct`` only read is
+    left out (a store that reads it one object at a time needs no informer for it)."""
     kinds: set[str] = set()
     for c in controllers:
         kinds.update(c.kinds)
-        kinds.update(getattr(c, "reads", ()))
+        kinds.update(k for k in getattr(c, "reads", ()) if k not in direct)
     return tuple(sorted(kinds))
 
 

@@ -93,6 +93,9 @@ def add_parser(sub: Any) -> None:
                    help="evict through the Eviction API (PodDisruptionBudget-checked) "
                    "instead of deleting the pod")  # fmt: skip
     r.add_argument("--bind-workers", type=int, default=16, help="binds in flight at once (16)")
+    from pumice.controllers.command import add_controllers_flag
+
+    add_controllers_flag(r, optional=True)
     r.add_argument("--log-format", choices=("text", "json"), default="text")
     r.add_argument("-v", "--verbosity", type=int, default=0, help="log verbosity (0-5)")
     r.set_defaults(func=run_command)
@@ -122,6 +125,13 @@ def run_command(args: argparse.Namespace) -> int:
     if args.bind_workers < 1:
         raise InputError("must be at least 1", field="--bind-workers")
     plugins_dir = args.plugins_dir
+    controllers: tuple[str, ...] = ()
+    if args.controllers is not None:
+        from pumice.controllers.registry import controller_class, parse_names
+
+        controllers = parse_names(args.controllers)
+        for name in controllers:  # a missing controller stops the start (exit 2)
+            controller_class(name)
 
     def build(path: str | None) -> Scheduler:
         """The scheduler of a config file; also what a hot reload builds."""
@@ -177,6 +187,7 @@ def run_command(args: argparse.Namespace) -> int:
         dump_dir=args.dump_dir,
         identity=identity,
         bind_workers=args.bind_workers,
+        controllers=controllers,
     )
     runner = Runner(
         client, ConfigWatcher(args.config, build), scheduler, options,

@@ -13,6 +13,11 @@ scheduling at once) and every write is gated on the lease being held; the config
 is re-read before each cycle (a bad one is refused, the last good one stays); SIGUSR1
 writes the cache as a snapshot; SIGTERM ends the loop, lets binds in flight finish
 (bounded), releases the lease and returns 0.
+
+With ``controllers`` (``pumice run --controllers``), Volcano's controllers run on a
+thread beside the loop (:class:`~pumice.controllers.command.ControllerLoop`), over their
+own informers on the same client, reconciling and writing only while this process
+leads.
 """
 
 from __future__ import annotations
@@ -63,6 +68,9 @@ class RunOptions:
     sync_timeout: float | None = None  # None: wait for the initial lists for ever
     #: How long a stop waits for binds in flight before abandoning them.
     drain_seconds: float = DRAIN_SECONDS
+    #: Controllers to run on a thread beside the scheduler, under its lease
+    #: (:mod:`pumice.controllers.command`); none by default.
+    controllers: Sequence[str] = ()
 
 
 class Runner:
@@ -102,6 +110,8 @@ class Runner:
         self.events = EventRecorder(self.cluster.create_event, instance=options.identity)
         self.reporter = Reporter(self.cluster, self.events)
         self.cache: SchedulerCache | None = None
+        self.controllers: Any = None  # the ControllerLoop, with --controllers
+        self._controllers_thread: threading.Thread | None = None
         #: Called after each cycle with (decisions, applied): tests and the benchmark.
         self.on_cycle: Callable[[Any, Any], None] | None = None
 
@@ -141,6 +151,8 @@ class Runner:
         if self.elector is not None:
             self.elector.start()
         try:
+            if self.options.controllers:
+                self._start_controllers()
             if not self._wait_synced():
                 return 0
             self.cache = SchedulerCache(
@@ -283,7 +295,28 @@ class Runner:
             return
         log.info("cache dumped to %s", path)
 
+    def _start_controllers(self) -> None:
+        """The controllers on a thread, over a store of their own (their own informers)
+        on the same client, writing only while the scheduler leads."""
+        from pumice.controllers.command import ControllerLoop
+        from pumice.controllers.kube_store import KubeStore
+        from pumice.controllers.registry import Settings
+
+        store = KubeStore(self.client, may_write=self.may_write)
+        settings = Settings(
+            scheduler_names=tuple(self.options.scheduler_names),
+            default_queue=self.options.default_queue,
+        )
+        self.controllers = ControllerLoop(
+            store, self.options.controllers, settings, may_run=self.may_write, stop=self.stop
+        )
+        self._controllers_thread = self.controllers.start_thread()
+
     def _shutdown(self) -> None:
+        if self._controllers_thread is not None:
+            self.stop.set()
+            self._controllers_thread.join(10)
+            self.controllers.store.close(close_client=False)
         in_flight = self.cluster.binds_in_flight()
         if in_flight:
             log.info("stopping: waiting for %d binds in flight", in_flight)
