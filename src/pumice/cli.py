@@ -193,6 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     from pumice.run.command import add_parser as add_run
 
     add_run(sub)
+    from pumice.controllers.command import add_parser as add_controllers
+
+    add_controllers(sub)
     from pumice.controllers.cli import add_job_parser, add_queue_parser
 
     add_job_parser(sub)
