@@ -381,3 +381,43 @@ def test_cycle_implicit_groups_carry_the_controllers_names():
     # the controller reads the batch Job's gang of 2 from its annotation.
     assert {j.min_available for j in snap.jobs.values()} == {1}
     assert made["data/podgroup-5e5e-batch"]["spec"]["minMember"] == 2
+
+
+def test_scheduler_cache_keeps_the_pods_when_the_controllers_group_arrives():
+    """The scheduler's cache holds unannotated pods as the implicit job
+    ``podgroup-<owner uid>``; when the controller's PodGroup of that name arrives, the
+    job is the PodGroup's, with the same pods, and a cycle binds them."""
+    from pumice.cache.cache import SchedulerCache
+    from pumice.scheduler import Scheduler
+
+    cluster, store = load()
+    for q in ("default", "frontend", "research"):
+        store.create(
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": q},
+            }
+        )
+    store.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "n1"},
+            "status": {"allocatable": {"cpu": "64", "memory": "256Gi", "nvidia.com/gpu": "8"}},
+        }
+    )
+    cache = SchedulerCache(cluster)
+    cache.sync()
+    implicit = cache.jobs["shop/podgroup-3f1e0c1a-rs"]
+    assert implicit.bare and len(implicit.tasks) == 2
+    run(store)
+    cache.sync()
+    job = cache.jobs["shop/podgroup-3f1e0c1a-rs"]
+    assert not job.bare
+    assert sorted(t.name for t in job.tasks.values()) == [
+        "web-6d4cf56db6-a7k2p",
+        "web-6d4cf56db6-q9m4z",
+    ]
+    decisions = Scheduler.from_file(None).cycle(cache.snapshot())
+    assert {"shop/web-6d4cf56db6-a7k2p", "shop/web-6d4cf56db6-q9m4z"} <= set(decisions.binds)
