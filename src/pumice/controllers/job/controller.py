@@ -27,24 +27,26 @@ and when each timed event was first seen.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pumice.api.parse import timestamp
 from pumice.cluster.protocol import DELETED, WatchEvent
+from pumice.controllers.commands import JOB_ACTIONS, parse_command
 from pumice.controllers.job import state as st
 from pumice.controllers.job.observe import (
     Eviction,
+    PodView,
     observe,
-    phase_of,
+    policy_events,
     task_of,
-    terminating,
     version_of,
 )
 from pumice.controllers.job.plugins import JobPlugin, PluginError, build_plugins, ssh_keygen
-from pumice.controllers.job.pods import build_pod, build_podgroup, pod_index, podgroup_changes
+from pumice.controllers.job.pods import build_pod, build_podgroup, podgroup_changes
 from pumice.controllers.job.policy import action_for
 from pumice.controllers.job.record import record
 from pumice.controllers.job.spec import (
@@ -63,18 +65,6 @@ from pumice.errors import InputError
 log = logging.getLogger("pumice.controllers.job")
 
 INVALID = "Invalid"
-#: Actions a Command may ask of a Job.
-COMMAND_ACTIONS = frozenset(
-    {
-        "AbortJob",
-        "RestartJob",
-        "RestartTask",
-        "RestartPod",
-        "TerminateJob",
-        "CompleteJob",
-        "ResumeJob",
-    }
-)
 #: Seconds before a reconcile that could not finish (a plugin failed) is tried again.
 RETRY_AFTER = 5.0
 
@@ -114,7 +104,7 @@ class _Run:
 
     job: Mapping[str, Any]
     spec: JobSpec
-    pods: list[Mapping[str, Any]]
+    pods: list[PodView]
     status: st.Status
     version: int
     resources: dict[str, str]
@@ -128,26 +118,30 @@ class _Run:
 class JobController:
     """Volcano's job controller over a :class:`Store` (see the module docstring).
 
-    ``default_queue`` and ``scheduler_name`` are the defaults Volcano's webhook fills in;
+    ``default_queue`` and the first of ``scheduler_names`` are the defaults Volcano's
+    webhook fills in;
     ``keygen`` makes the ssh plugin's key pairs (``ssh-keygen`` by default; a fixed pair
     makes a simulation fast and repeatable)."""
 
     name = "job"
     kinds = ("Job", "Pod", "PodGroup", "Command", "Queue")
+    #: What it reads and writes beyond what it watches.
+    reads = ("PriorityClass", "Service", "ConfigMap", "Secret", "Event")
 
     def __init__(
         self,
         store: Store,
         *,
         default_queue: str = DEFAULT_QUEUE,
-        scheduler_name: str = DEFAULT_SCHEDULER,
+        scheduler_names: Sequence[str] = (DEFAULT_SCHEDULER,),
         keygen: Callable[[], tuple[str, str]] = ssh_keygen,
     ) -> None:
         self.store = store
         self.default_queue = default_queue
-        self.scheduler_name = scheduler_name
+        self.scheduler_name = scheduler_names[0] if scheduler_names else DEFAULT_SCHEDULER
         self.keygen = keygen
-        self._pods: dict[str, set[str]] = {}
+        #: Per Job, its pods as last seen on the watch (read once per event).
+        self._pods: dict[str, dict[str, PodView]] = {}
         self._commands: dict[str, set[str]] = {}
         self._killed: set[str] = set()
         self._evicted: dict[str, dict[str, Eviction]] = {}
@@ -162,7 +156,7 @@ class JobController:
         if job is None:
             return None
         if type_ == DELETED:
-            self._pods.get(job, set()).discard(key)
+            self._pods.get(job, {}).pop(key, None)
             uid = str((pod.get("metadata") or {}).get("uid", ""))
             if uid in self._killed:
                 self._killed.discard(uid)
@@ -172,15 +166,16 @@ class JobController:
                     name, task_of(pod), version_of(pod), uid
                 )
         else:
-            self._pods.setdefault(job, set()).add(key)
+            self._pods.setdefault(job, {})[key] = PodView.of(pod)
         return job
 
     @staticmethod
     def _command_target(cmd: Mapping[str, Any]) -> str | None:
-        target = cmd.get("target") or {}
-        if not isinstance(target, Mapping) or target.get("kind") != KIND or not target.get("name"):
-            return None
-        return f"{(cmd.get('metadata') or {}).get('namespace') or 'default'}/{target['name']}"
+        try:
+            c = parse_command(cmd)
+        except InputError:
+            return None  # not anyone's to apply; the Queue controller ignores it too
+        return f"{c.namespace}/{c.target_name}" if c.targets(KIND) else None
 
     def _index_command(self, type_: str, key: str, cmd: Mapping[str, Any]) -> str | None:
         job = self._command_target(cmd)
@@ -283,16 +278,10 @@ class JobController:
         record(self.store, job, "Warning", INVALID, message)
         return None
 
-    def _pods_of(self, key: str, uid: str) -> list[Mapping[str, Any]]:
-        out = []
-        for pk in sorted(self._pods.get(key, ())):
-            pod = self.store.get("Pod", pk)
-            if pod is not None and any(
-                r.get("uid") == uid
-                for r in (pod.get("metadata") or {}).get("ownerReferences") or ()
-            ):
-                out.append(pod)
-        return out
+    def _pods_of(self, key: str, uid: str) -> list[PodView]:
+        """The Job's pods (controlled by this uid: not an earlier Job's of the name), as
+        the watch last showed them."""
+        return [p for p in self._pods.get(key, {}).values() if p.owner == uid]
 
     def _priority(self, name: str) -> int:
         pc = self.store.get("PriorityClass", name)
@@ -301,15 +290,25 @@ class JobController:
         except (TypeError, ValueError):
             return 0
 
-    def _next_command(self, key: str) -> tuple[str, Mapping[str, Any]] | None:
-        """The oldest Command for the Job, consumed (deleted); None if none is left."""
-        cmds = [c for ck in self._commands.get(key, ()) if (c := self.store.get("Command", ck))]
-        cmds.sort(key=lambda c: (str(c["metadata"].get("creationTimestamp") or ""), _key(c)))
-        for cmd in cmds:
-            ck = _key(cmd)
-            self._commands[key].discard(ck)
-            if self.store.delete("Command", ck, cascade=False):
-                return str(cmd.get("action") or ""), cmd
+    def _next_command(self, key: str, uid: str) -> str | None:
+        """The action of the oldest Command for the Job, consumed (deleted); None if
+        none is left. A Command naming another uid (for an earlier Job of the same
+        name) is consumed and ignored."""
+        cmds = []
+        for ck in list(self._commands.get(key, ())):
+            obj = self.store.get("Command", ck)
+            if obj is None:
+                self._commands[key].discard(ck)
+                continue
+            with contextlib.suppress(InputError):
+                cmds.append(parse_command(obj))
+        for cmd in sorted(cmds, key=lambda c: c.order()):
+            self._commands[key].discard(cmd.key)
+            if not self.store.delete("Command", cmd.key, cascade=False):
+                continue
+            if cmd.target_uid and uid and cmd.target_uid != uid:
+                continue
+            return cmd.action
         return None
 
     def _drive(self, job: Mapping[str, Any], key: str, spec: JobSpec, phase: str) -> float | None:
@@ -323,9 +322,9 @@ class JobController:
 
         # -- the request --
         action, task, pod_target = st.SYNC, "", ""
-        command = self._next_command(key)
+        command = self._next_command(key, spec.uid)
         if command is not None:
-            action, _cmd = command
+            action = command
             record(
                 self.store,
                 job,
@@ -334,7 +333,7 @@ class JobController:
                 f"Start to execute command {action}, and clean it up to make sure executed not "
                 "more than once.",
             )
-            if action not in COMMAND_ACTIONS:
+            if action not in JOB_ACTIONS:
                 record(
                     self.store,
                     job,
@@ -394,7 +393,7 @@ class JobController:
         self,
         key: str,
         spec: JobSpec,
-        pods: list[Mapping[str, Any]],
+        pods: list[PodView],
         version: int,
         pg_phase: str,
         now: float,
@@ -402,18 +401,15 @@ class JobController:
     ) -> tuple[str, str, str]:
         """The action the events that hold call for (module docstring, step 2)."""
         evicted = self._evicted.get(key, {})
-        running = {
-            str(p["metadata"]["name"]): str(p["metadata"].get("uid"))
-            for p in pods
-            if phase_of(p) == "Running" and not terminating(p)
-        }
+        running = {p.name: p.uid for p in pods if p.phase == "Running" and not p.terminating}
         for name, e in list(evicted.items()):  # replaced and running again, or stale
             if e.version < version or (name in running and running[name] != e.uid):
                 del evicted[name]
         since = self._since.setdefault(key, {})
         seen: set[str] = set()
         chosen: tuple[str, str, str] | None = None
-        for o in observe(spec, pods, version, list(evicted.values()), pg_phase):
+        wanted = policy_events(spec)
+        for o in observe(spec, pods, version, list(evicted.values()), pg_phase, wanted):
             decision = action_for(spec, o.event, task=o.task, exit_code=o.exit_code)
             seen.add(o.ident)
             if decision.action == st.SYNC:
@@ -450,10 +446,9 @@ class JobController:
                 p.on_job_delete(run.spec, self.store)
                 del run.resources[marker]
 
-    def _delete_pod(self, pod: Mapping[str, Any]) -> None:
-        uid = str(pod["metadata"].get("uid", ""))
-        if self.store.delete("Pod", _key(pod), cascade=False):
-            self._killed.add(uid)
+    def _delete_pod(self, pod: PodView) -> None:
+        if self.store.delete("Pod", pod.key, cascade=False):
+            self._killed.add(pod.uid)
 
     def _sync(self, run: _Run, pg: Mapping[str, Any] | None, pg_phase: str) -> None:
         spec, counts = run.spec, run.status.counts
@@ -469,22 +464,17 @@ class JobController:
             if patch:
                 self.store.patch("PodGroup", _key(pg), patch)
         admitted = pg is not None and pg_phase not in ("", "Pending")
-        have: dict[tuple[str, int], Mapping[str, Any]] = {}
-        for pod in run.pods:
-            have[(task_of(pod), pod_index(str(pod["metadata"]["name"])) or 0)] = pod
+        have = {(p.task, p.index): p for p in run.pods}
         wanted = set()
         for task in spec.tasks:
             for i in range(task.replicas):
                 wanted.add((task.name, i))
                 pod = have.get((task.name, i))
-                if (
-                    pod is not None
-                    and str(pod["metadata"]["name"]) == f"{spec.name}-{task.name}-{i}"
-                ):
-                    if terminating(pod):
+                if pod is not None and pod.name == f"{spec.name}-{task.name}-{i}":
+                    if pod.terminating:
                         counts.terminating += 1
                     else:
-                        counts.add(task.name, phase_of(pod))
+                        counts.add(task.name, pod.phase)
                     continue
                 if not admitted:
                     continue
@@ -493,12 +483,11 @@ class JobController:
                     p.on_pod_create(new, spec)
                 self.store.create(new)
                 counts.add(task.name, "Pending")
-        for (task_name, i), pod in sorted(have.items(), key=lambda kv: _key(kv[1])):
-            if (task_name, i) in wanted and str(
-                pod["metadata"]["name"]
-            ) == f"{spec.name}-{task_name}-{i}":
+        for pod in run.pods:  # beyond the spec (scaled down, a task gone)
+            mine = pod.name == f"{spec.name}-{pod.task}-{pod.index}"
+            if (pod.task, pod.index) in wanted and mine:
                 continue
-            if not terminating(pod):
+            if not pod.terminating:
                 self._delete_pod(pod)
             counts.terminating += 1
 
@@ -507,10 +496,10 @@ class JobController:
         if run.status.retry_count >= spec.max_retry - 1:
             retain = st.SOFT  # the last retry keeps what finished, to be looked at
         for pod in run.pods:
-            if terminating(pod):
+            if pod.terminating:
                 counts.terminating += 1
-            elif phase_of(pod) in retain:
-                counts.add(task_of(pod), phase_of(pod))
+            elif pod.phase in retain:
+                counts.add(pod.task, pod.phase)
             else:
                 self._delete_pod(pod)
                 counts.terminating += 1
@@ -526,14 +515,13 @@ class JobController:
     def _kill_target(self, run: _Run, task: str, pod: str) -> None:
         counts = run.status.counts
         for p in run.pods:
-            hit = task_of(p) == task and (not pod or p["metadata"]["name"] == pod)
-            if terminating(p):
+            if p.terminating:
                 counts.terminating += 1
-            elif hit:
+            elif p.task == task and (not pod or p.name == pod):
                 self._delete_pod(p)
                 counts.terminating += 1
             else:
-                counts.add(task_of(p), phase_of(p))
+                counts.add(p.task, p.phase)
 
     # -- status -------------------------------------------------------------------------------
 

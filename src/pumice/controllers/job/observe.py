@@ -44,6 +44,47 @@ class Observed:
 
 
 @dataclass(frozen=True, slots=True)
+class PodView:
+    """What the controller reads of one pod, read once per reconcile."""
+
+    obj: Mapping[str, Any]
+    key: str
+    name: str
+    uid: str
+    task: str
+    index: int
+    phase: str
+    version: int
+    terminating: bool
+    #: The uid of the controlling owner.
+    owner: str
+
+    @classmethod
+    def of(cls, pod: Mapping[str, Any]) -> PodView:
+        meta = pod.get("metadata") or {}
+        name = str(meta.get("name", ""))
+        return cls(
+            obj=pod,
+            key=f"{meta.get('namespace') or 'default'}/{name}",
+            name=name,
+            uid=str(meta.get("uid", "")),
+            task=task_of(pod),
+            index=pod_index(name) or 0,
+            phase=phase_of(pod),
+            version=version_of(pod),
+            terminating=terminating(pod),
+            owner=next(
+                (
+                    str(r.get("uid", ""))
+                    for r in meta.get("ownerReferences") or ()
+                    if r.get("controller")
+                ),
+                "",
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Eviction:
     """A job's pod deleted by someone else (noted from the watch)."""
 
@@ -96,60 +137,75 @@ def _restarts(pod: Mapping[str, Any]) -> int:
 
 def observe(
     spec: JobSpec,
-    pods: Sequence[Mapping[str, Any]],
+    pods: Sequence[PodView],
     version: int,
     evictions: Sequence[Eviction],
     podgroup_phase: str,
+    wanted: frozenset[str] | None = None,
 ) -> list[Observed]:
     """The events that hold, in a fixed order: per pod (by task, then index), then the
-    evictions, then per task, then the PodGroup's."""
+    evictions, then per task, then the PodGroup's. ``wanted`` (when given) limits the
+    work to the events some policy names (``*`` for all; ``PodFailed`` stands for
+    exit-code policies too)."""
+
+    def want(event: str) -> bool:
+        return wanted is None or "*" in wanted or event in wanted
+
     order = {t.name: i for i, t in enumerate(spec.tasks)}
-
-    def key(p: Mapping[str, Any]) -> tuple:
-        name = str(p["metadata"]["name"])
-        return (order.get(task_of(p), len(order)), pod_index(name) or 0, name)
-
     out: list[Observed] = []
-    by_task: dict[str, list[Mapping[str, Any]]] = {}
-    for p in sorted(pods, key=key):
-        task = task_of(p)
-        by_task.setdefault(task, []).append(p)
-        if version_of(p) != version or terminating(p):
-            continue
-        name = str(p["metadata"]["name"])
-        uid = str(p["metadata"].get("uid", ""))
-        phase = phase_of(p)
-        if phase == "Failed":
-            out.append(Observed("PodFailed", f"PodFailed/{uid}", task, name, exit_code(p)))
-        elif phase == "Pending":
-            out.append(Observed("PodPending", f"PodPending/{uid}", task, name))
+    if want("PodFailed") or want("PodPending"):
+        for p in sorted(pods, key=lambda p: (order.get(p.task, len(order)), p.index, p.name)):
+            if p.version != version or p.terminating:
+                continue
+            if p.phase == "Failed" and want("PodFailed"):
+                code = exit_code(p.obj)
+                out.append(Observed("PodFailed", f"PodFailed/{p.uid}", p.task, p.name, code))
+            elif p.phase == "Pending" and want("PodPending"):
+                out.append(Observed("PodPending", f"PodPending/{p.uid}", p.task, p.name))
     for e in evictions:
         if e.version == version:
             out.append(Observed("PodEvicted", f"PodEvicted/{e.uid}", e.task, e.pod))
-    for t in spec.tasks:
-        mine = [p for p in by_task.get(t.name, ()) if not terminating(p)]
-        current = any(version_of(p) == version for p in mine)
-        if (
-            t.replicas > 0
-            and current
-            and sum(phase_of(p) == "Succeeded" for p in mine) >= t.replicas
-        ):
-            out.append(Observed("TaskCompleted", f"TaskCompleted/{t.name}/{version}", t.name))
-        if t.replicas > 0 and t.max_retry != -1:
-            live = [p for p in mine if phase_of(p) in ("Pending", "Running")]
-            if live and sum(_restarts(p) for p in live) >= t.max_retry:
-                out.append(Observed("TaskFailed", f"TaskFailed/{t.name}/{version}", t.name))
+    if want("TaskCompleted") or want("TaskFailed"):
+        by_task: dict[str, list[PodView]] = {}
+        for p in pods:
+            if not p.terminating:
+                by_task.setdefault(p.task, []).append(p)
+        for t in spec.tasks:
+            mine = by_task.get(t.name, [])
+            if not mine or t.replicas <= 0:
+                continue
+            current = any(p.version == version for p in mine)
+            done = sum(p.phase == "Succeeded" for p in mine)
+            if want("TaskCompleted") and current and done >= t.replicas:
+                out.append(Observed("TaskCompleted", f"TaskCompleted/{t.name}/{version}", t.name))
+            if want("TaskFailed") and t.max_retry != -1:
+                live = [p for p in mine if p.phase in ("Pending", "Running")]
+                if live and sum(_restarts(p.obj) for p in live) >= t.max_retry:
+                    out.append(Observed("TaskFailed", f"TaskFailed/{t.name}/{version}", t.name))
     if podgroup_phase == "Unknown":
         out.append(Observed("Unknown", f"Unknown/{version}"))
     return out
 
 
+def policy_events(spec: JobSpec) -> frozenset[str]:
+    """The events the job's policies name (an exit-code policy counts as PodFailed)."""
+    out: set[str] = set()
+    for policies in (spec.policies, *(t.policies for t in spec.tasks)):
+        for p in policies:
+            out.update(p.events)
+            if p.exit_code is not None:
+                out.add("PodFailed")
+    return frozenset(out)
+
+
 __all__ = [
     "Eviction",
     "Observed",
+    "PodView",
     "exit_code",
     "observe",
     "phase_of",
+    "policy_events",
     "task_of",
     "terminating",
     "version_of",
