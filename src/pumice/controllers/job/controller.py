@@ -533,6 +533,8 @@ class JobController:
         if run.changed or state.get("phase") != run.status.phase:
             now = self.store.stamp()
             state = {"phase": run.status.phase, "lastTransitionTime": now}
+            # one condition per phase, the latest (Volcano's appendJobCondition)
+            conditions = [c for c in conditions if c.get("status") != run.status.phase]
             conditions.append({"status": run.status.phase, "lastTransitionTime": now})
         new: dict[str, Any] = {"state": state, "minAvailable": run.spec.min_available}
         for name in ("pending", "running", "succeeded", "failed", "terminating", "unknown"):
