@@ -404,3 +404,23 @@ def test_a_quiet_job_writes_nothing_more():
     watch = w.cluster.watch(["Job", "Pod", "PodGroup", "Event"])
     assert w.ctl.reconcile(key) is None
     assert watch.drain() == []
+
+
+def test_a_job_made_again_under_the_same_name_ignores_the_old_ones_pods():
+    """Pods of an earlier Job of the same name (not yet collected) are neither counted
+    nor taken for evictions of the new one when they go."""
+    w = World()
+    job = job_yaml(RESTARTING)
+    job["spec"]["policies"] = [{"event": "PodEvicted", "action": "RestartJob"}]
+    key = w.submit(copy.deepcopy(job))
+    w.admit(key)
+    old_pods = [copy.deepcopy(p) for p in w.pods(key)]
+    w.store.delete("Job", key, cascade=False)  # the garbage collector has not run yet
+    w.step()
+    key = w.submit(copy.deepcopy(job))
+    assert w.status(key).get("pending", 0) == 0
+    for p in old_pods:
+        w.store.delete("Pod", f"default/{p['metadata']['name']}")
+    w.step()
+    w.admit(key)
+    assert w.status(key).get("retryCount", 0) == 0 and len(w.pods(key)) == 2

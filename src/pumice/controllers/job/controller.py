@@ -48,7 +48,7 @@ from pumice.controllers.job.observe import (
 from pumice.controllers.job.plugins import JobPlugin, PluginError, build_plugins, ssh_keygen
 from pumice.controllers.job.pods import build_pod, build_podgroup, podgroup_changes
 from pumice.controllers.job.policy import action_for
-from pumice.controllers.job.record import record
+from pumice.controllers.job.record import record as record_event
 from pumice.controllers.job.spec import (
     API_VERSION,
     DEFAULT_QUEUE,
@@ -126,7 +126,7 @@ class JobController:
     name = "job"
     kinds = ("Job", "Pod", "PodGroup", "Command", "Queue")
     #: What it reads and writes beyond what it watches.
-    reads = ("PriorityClass", "Service", "ConfigMap", "Secret", "Event")
+    reads = ("PriorityClass", "Service", "ConfigMap", "Secret")
 
     def __init__(
         self,
@@ -147,6 +147,7 @@ class JobController:
         self._evicted: dict[str, dict[str, Eviction]] = {}
         self._since: dict[str, dict[str, float]] = {}
         self._refused: dict[str, str] = {}
+        self._event_counts: dict[str, int] = {}
         self._indexed = False
 
     # -- watch ------------------------------------------------------------------------------
@@ -163,7 +164,7 @@ class JobController:
             else:
                 name = str(pod["metadata"]["name"])
                 self._evicted.setdefault(job, {})[name] = Eviction(
-                    name, task_of(pod), version_of(pod), uid
+                    name, task_of(pod), version_of(pod), uid, PodView.of(pod).owner
                 )
         else:
             self._pods.setdefault(job, {})[key] = PodView.of(pod)
@@ -275,8 +276,11 @@ class JobController:
             },
             subresource="status",
         )
-        record(self.store, job, "Warning", INVALID, message)
+        self._record(job, "Warning", INVALID, message)
         return None
+
+    def _record(self, job: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        record_event(self.store, job, type_, reason, message, self._event_counts)
 
     def _pods_of(self, key: str, uid: str) -> list[PodView]:
         """The Job's pods (controlled by this uid: not an earlier Job's of the name), as
@@ -325,8 +329,7 @@ class JobController:
         command = self._next_command(key, spec.uid)
         if command is not None:
             action = command
-            record(
-                self.store,
+            self._record(
                 job,
                 "Normal",
                 "CommandIssued",
@@ -334,8 +337,7 @@ class JobController:
                 "more than once.",
             )
             if action not in JOB_ACTIONS:
-                record(
-                    self.store,
+                self._record(
                     job,
                     "Warning",
                     "CommandIssued",
@@ -348,7 +350,7 @@ class JobController:
                 key, spec, pods, version, pg_phase, now, again
             )
         if action != st.SYNC:
-            record(self.store, job, "Normal", "ExecuteAction", f"Start to execute action {action}")
+            self._record(job, "Normal", "ExecuteAction", f"Start to execute action {action}")
 
         # -- the work --
         step = st.decide(phase or st.PENDING, action, task=task, pod=pod_target)
@@ -375,7 +377,7 @@ class JobController:
             else:
                 self._kill_target(run, step.task, step.pod)
         except PluginError as err:
-            record(self.store, job, "Warning", "PluginError", str(err))
+            self._record(job, "Warning", "PluginError", str(err))
             return RETRY_AFTER
         if step.transition is not None and step.transition(run.status, spec):
             run.changed = True
@@ -403,7 +405,8 @@ class JobController:
         evicted = self._evicted.get(key, {})
         running = {p.name: p.uid for p in pods if p.phase == "Running" and not p.terminating}
         for name, e in list(evicted.items()):  # replaced and running again, or stale
-            if e.version < version or (name in running and running[name] != e.uid):
+            stale = e.version < version or e.owner != spec.uid
+            if stale or (name in running and running[name] != e.uid):
                 del evicted[name]
         since = self._since.setdefault(key, {})
         seen: set[str] = set()

@@ -92,6 +92,8 @@ class Eviction:
     task: str
     version: int
     uid: str
+    #: The uid of the Job that owned it.
+    owner: str = ""
 
 
 def version_of(pod: Mapping[str, Any]) -> int:

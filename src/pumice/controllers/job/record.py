@@ -16,8 +16,16 @@ from pumice.controllers.store import Store
 COMPONENT = "pumice-job-controller"
 
 
-def record(store: Store, job: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
-    """Record an Event (``type_`` Normal or Warning) about ``job``."""
+def record(
+    store: Store,
+    job: Mapping[str, Any],
+    type_: str,
+    reason: str,
+    message: str,
+    counts: dict[str, int] | None = None,
+) -> None:
+    """Record an Event (``type_`` Normal or Warning) about ``job``. ``counts`` keeps
+    how often each Event was recorded, so a repeat is one write (no read of Events)."""
     meta = job.get("metadata") or {}
     ns, name, uid = meta.get("namespace") or "default", meta.get("name", ""), meta.get("uid", "")
     digest = hashlib.sha1(f"{uid}\0{type_}\0{reason}\0{message}".encode()).hexdigest()[:16]
@@ -45,13 +53,14 @@ def record(store: Store, job: Mapping[str, Any], type_: str, reason: str, messag
             "count": 1,
         }
     )
+    key = f"{ns}/{ev_name}"
+    if counts is None:
+        counts = {}
     if made is None:
-        old = store.get("Event", f"{ns}/{ev_name}") or {}
-        store.patch(
-            "Event",
-            f"{ns}/{ev_name}",
-            {"count": int(old.get("count") or 1) + 1, "lastTimestamp": now},
-        )
+        counts[key] = counts.get(key, 1) + 1
+        store.patch("Event", key, {"count": counts[key], "lastTimestamp": now})
+    else:
+        counts[key] = 1
 
 
 __all__ = ["COMPONENT", "record"]
