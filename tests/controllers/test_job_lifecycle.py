@@ -424,3 +424,26 @@ def test_a_job_made_again_under_the_same_name_ignores_the_old_ones_pods():
     w.step()
     w.admit(key)
     assert w.status(key).get("retryCount", 0) == 0 and len(w.pods(key)) == 2
+
+
+def test_graceful_eviction_restarts_once_and_the_scheduler_places_the_new_run():
+    """An eviction as the scheduler makes one (terminating, then gone after its grace
+    period): counted as terminating, PodEvicted -> RestartJob once it is gone; the new
+    run's PodGroup is admitted and its pods bound by pumice's scheduler."""
+    w = World()
+    key = w.submit(manifest("nginx-job"))
+    w.schedule(2)
+    assert all(p["spec"].get("nodeName") for p in w.pods(key)) and len(w.pods(key)) == 6
+    w.run_all(key)
+    assert w.cluster.evict("default/test-job-default-nginx-2", "preempted")
+    w.step()
+    assert w.status(key)["terminating"] == 1 and w.phase(key) == "Running"
+    w.store.delete("Pod", "default/test-job-default-nginx-2")  # the kubelet, after grace
+    w.step()
+    assert w.status(key)["retryCount"] == 1 and w.pods(key) == []
+    w.schedule(2)
+    pods = w.pods(key)
+    assert len(pods) == 6 and all(p["spec"].get("nodeName") for p in pods)
+    assert {p["metadata"]["annotations"]["volcano.sh/job-version"] for p in pods} == {"1"}
+    w.run_all(key)
+    assert w.phase(key) == "Running" and w.status(key)["retryCount"] == 1
