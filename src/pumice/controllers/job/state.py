@@ -7,7 +7,8 @@ state of the Job's phase. Every state does one of three things:
   those beyond the spec, count;
 - **kill**: delete the job's pods but those in ``retain`` (Succeeded and Failed for a
   "soft" kill; none for a restart; soft anyway on the last retry), delete the PodGroup,
-  count, bump ``status.version``;
+  count, bump ``status.version`` (when the kill deleted pods or moved the phase: unlike
+  Volcano, a kill that changes nothing writes nothing, so a finished job stays quiet);
 - **kill a target**: delete the pods of one task (``RestartTask``) or one pod
   (``RestartPod``), keeping the PodGroup;
 
