@@ -234,3 +234,43 @@ def test_command_crd_serves_volcano_commands(make_store: Any, ns: str) -> None:
     })  # fmt: skip
     assert made is not None and made["action"] == "AbortJob"
     assert store.get("Command", f"{ns}/j1-abortjob-x")["target"]["name"] == "j1"
+
+
+def owned(ns: str, name: str, owner: dict) -> dict:
+    body = configmap(ns, name)
+    body["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "ConfigMap",
+                                            "name": owner["metadata"]["name"],
+                                            "uid": owner["metadata"]["uid"]}]  # fmt: skip
+    return body
+
+
+def test_delete_without_cascade_keeps_what_the_object_owns(
+    make_store: Any, admin: KubeClient, ns: str, plane: ControlPlane, garbage_collector: Any
+) -> None:
+    """cascade=False orphans the dependents (the garbage collector lets the owner go
+    and leaves them); the default cascade removes them."""
+    garbage_collector(plane)
+    store = make_store()
+    keep_owner = store.create(configmap(ns, "keep-owner"))
+    store.create(owned(ns, "kept", keep_owner))
+    gone_owner = store.create(configmap(ns, "gone-owner"))
+    store.create(owned(ns, "collected", gone_owner))
+    assert store.delete("ConfigMap", f"{ns}/keep-owner", cascade=False)
+    assert store.delete("ConfigMap", f"{ns}/gone-owner")
+    k.wait_for("both owners gone", lambda: k.get(admin, "ConfigMap", f"{ns}/keep-owner") is None
+               and k.get(admin, "ConfigMap", f"{ns}/gone-owner") is None, timeout=60)
+    k.wait_for("the dependent collected",
+               lambda: k.get(admin, "ConfigMap", f"{ns}/collected") is None, timeout=60)
+    kept = k.get(admin, "ConfigMap", f"{ns}/kept")
+    assert kept is not None and not kept["metadata"].get("ownerReferences")
+
+
+def test_delete_without_cascade_of_a_leaf_needs_no_garbage_collector(
+    make_store: Any, admin: KubeClient, ns: str
+) -> None:
+    """An object that owns nothing goes at once without cascade, garbage collector or
+    not (no orphan finalizer holds it)."""
+    store = make_store()
+    store.create(configmap(ns, "leaf"))
+    assert store.delete("ConfigMap", f"{ns}/leaf", cascade=False)
+    assert k.get(admin, "ConfigMap", f"{ns}/leaf") is None

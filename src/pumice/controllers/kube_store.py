@@ -13,9 +13,12 @@ What a write does, against the :class:`Store` contract:
   ``subresource="status"``; where the CRD has no status subresource (Volcano 1.7's
   PodGroup), the object itself is patched with the status. ``404`` returns False.
 - ``delete`` deletes with ``propagationPolicy: Background`` (the API server's garbage
-  collector removes what the object owns) or ``Orphan`` without ``cascade``; ``404``
-  returns False. A pod is deleted with its own grace period, as Volcano's controller
-  deletes it.
+  collector removes what the object owns). Without ``cascade``, an object that owns
+  something the view holds is deleted with ``Orphan`` (its dependents stay); one that
+  owns nothing known (a pod, a Command) with the server's default, since ``Orphan``
+  holds the object back with a finalizer until the garbage collector lets it go, for
+  nothing. ``404`` returns False. A pod is deleted with its own grace period, as
+  Volcano's controller deletes it.
 - Any other refusal raises :class:`WriteError` (naming the object, the HTTP status and
   the server's message), and no answer at all raises
   :class:`~pumice.cluster.kube_client.ApiUnavailable`: the manager logs the reconcile
@@ -91,6 +94,13 @@ def _uid(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("uid") or "")
 
 
+def _owner_uids(obj: Mapping[str, Any] | None) -> frozenset[str]:
+    if obj is None:
+        return frozenset()
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or ()
+    return frozenset(str(r.get("uid")) for r in refs if r.get("uid"))
+
+
 def _version(obj: Mapping[str, Any]) -> int | None:
     rv = resource_version(dict(obj))
     return int(rv) if rv.isdigit() else None
@@ -145,6 +155,8 @@ class KubeStore:
         self._view: dict[str, dict[str, dict[str, Any]]] = {}
         self._versions: dict[tuple[str, str], int] = {}
         self._gone: OrderedDict[str, None] = OrderedDict()
+        #: owner uid -> (kind, key) of the followed objects whose ownerReferences name it.
+        self._owned: dict[str, set[tuple[str, str]]] = {}
         self._watches: list[KubeStoreWatch] = []
         self._informers: dict[str, Informer] = {}
         self._wakeup = threading.Event()
@@ -272,6 +284,7 @@ class KubeStore:
         """An informer's event or a write's answer: drop what is older than shown."""
         with self._lock:
             view = self._view[kind]
+            self._index_owners(kind, key, view.get(key), None if type_ == DELETED else obj)
             if type_ == DELETED:
                 self._versions.pop((kind, key), None)
                 self._gone[_uid(obj)] = None
@@ -289,6 +302,22 @@ class KubeStore:
             type_ = MODIFIED if key in view else ADDED
             view[key] = obj
             self._deliver(WatchEvent(type_, kind, key, obj))
+
+    def _index_owners(
+        self, kind: str, key: str, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None
+    ) -> None:
+        """Keep :attr:`_owned` (owner uid -> the objects that name it) up to date."""
+        before, after = _owner_uids(old), _owner_uids(new)
+        if before == after:
+            return
+        for uid in before - after:
+            deps = self._owned.get(uid)
+            if deps is not None:
+                deps.discard((kind, key))
+                if not deps:
+                    del self._owned[uid]
+        for uid in after - before:
+            self._owned.setdefault(uid, set()).add((kind, key))
 
     def _deliver(self, event: WatchEvent) -> None:
         for w in self._watches:
@@ -369,11 +398,11 @@ class KubeStore:
         res = RESOURCES[kind]
         what = f"delete {kind} {key}"
         self._gate(what)
-        options = {
-            "apiVersion": "v1",
-            "kind": "DeleteOptions",
-            "propagationPolicy": "Background" if cascade else "Orphan",
-        }
+        options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if cascade:
+            options["propagationPolicy"] = "Background"
+        elif self._owns_something(kind, key):
+            options["propagationPolicy"] = "Orphan"
         status, answer = self.client.request("DELETE", res.key_path(key), body=options)
         self._count(kind, "delete", status)
         if status in (200, 202):
@@ -381,6 +410,11 @@ class KubeStore:
         if status == 404:
             return False
         raise WriteError(what, status, status_message(answer))
+
+    def _owns_something(self, kind: str, key: str) -> bool:
+        with self._lock:
+            obj = self._view.get(kind, {}).get(key)
+            return obj is not None and bool(self._owned.get(_uid(obj)))
 
     # -- the clock ----------------------------------------------------------------------
 

@@ -147,6 +147,8 @@ class JobController:
         self._evicted: dict[str, dict[str, Eviction]] = {}
         self._since: dict[str, dict[str, float]] = {}
         self._refused: dict[str, str] = {}
+        #: Job key -> (generation, phase) of its last watch event (real API servers).
+        self._generations: dict[str, tuple[Any, Any]] = {}
         self._event_counts: dict[str, int] = {}
         self._indexed = False
 
@@ -197,7 +199,7 @@ class JobController:
 
     def keys_for(self, event: WatchEvent) -> Iterable[str]:
         if event.kind == "Job":
-            return (event.key,)
+            return () if self._status_only(event) else (event.key,)
         if event.kind == "Pod":
             job = self._index_pod(event.type, event.key, event.obj)
             return (job,) if job else ()
@@ -210,6 +212,21 @@ class JobController:
         if event.kind == "Queue":
             return sorted(k for k, q in self._refused.items() if q == event.key)
         return ()
+
+    def _status_only(self, event: WatchEvent) -> bool:
+        """A Job update that changed neither its spec (the API server's ``generation``)
+        nor its phase: its own status write coming back, ignored as Volcano's
+        ``updateJob`` ignores it (or a status that moves with the clock, such as
+        ``runningDuration``, would reconcile the Job again and again). Without a
+        generation (the in-memory store) every event counts."""
+        meta = event.obj.get("metadata") or {}
+        seen = (meta.get("generation"), ((event.obj.get("status") or {}).get("state") or {})
+                .get("phase"))  # fmt: skip
+        if event.type == DELETED or seen[0] is None:
+            self._generations.pop(event.key, None)
+            return False
+        last, self._generations[event.key] = self._generations.get(event.key), seen
+        return event.type != "ADDED" and last == seen
 
     def resync(self) -> Iterable[str]:
         self._build_index()
