@@ -4,7 +4,8 @@ vcctl's), delete, and the one-line errors with their exit status."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import pytest
@@ -14,6 +15,9 @@ from tests.run.conftest import kube, shared_plane  # noqa: F401  (the API server
 from pumice.cli import main
 from pumice.cluster.kube_client import MERGE_PATCH, RESOURCES, KubeClient, Resource
 from pumice.controllers import cli
+
+if TYPE_CHECKING:
+    from pumice.controllers.command import ControllerLoop
 
 pytestmark = pytest.mark.k8s
 
@@ -394,3 +398,73 @@ def test_a_cluster_without_the_job_crd_is_exit_1_saying_so(api, capsys, monkeypa
             "(batch.example.invalid/v1alpha1): install the CRDs (deploy/)"
         ), argv
         assert out == ""
+
+
+@pytest.fixture
+def controllers(api: tuple[KubeClient, str]) -> Iterator[ControllerLoop]:
+    """pumice's Job and Queue controllers on a thread, on the `api` cluster."""
+    from pumice.controllers.command import ControllerLoop
+    from pumice.controllers.kube_store import KubeStore
+
+    _, kubeconfig = api
+    loop = ControllerLoop(KubeStore(KubeClient.from_config(kubeconfig)), ("job", "queue"), idle=0.1)
+    thread = loop.start_thread()
+    try:
+        yield loop
+    finally:
+        loop.stop.set()
+        thread.join(10)
+        assert not thread.is_alive(), "the controller loop did not stop"
+        loop.store.close()
+
+
+def consumed(client: KubeClient) -> bool:
+    """No Command waits: each is gone or being deleted (a controller deletes what it
+    carried out orphaning its dependents, which waits for a garbage collector this
+    cluster does not run)."""
+    return all(c["metadata"].get("deletionTimestamp") for c in commands(client))
+
+
+def _job_phase(client: KubeClient, name: str) -> str:
+    body = k.get(client, "Job", f"default/{name}") or {}
+    return ((body.get("status") or {}).get("state") or {}).get("phase") or ""
+
+
+def _queue_state(client: KubeClient, name: str) -> str:
+    return ((k.get(client, "Queue", name) or {}).get("status") or {}).get("state") or ""
+
+
+def test_the_controllers_carry_out_suspend_resume_close_and_open(api, controllers, capsys):
+    """With pumice's controllers running: suspend makes the job Aborted, resume brings it
+    back (a retry), each Command consumed and said in `job view`; close and open move
+    the queue. No scheduler runs, so the job never gets past Pending."""
+    client, kubeconfig = api
+    job(client, "train", task("worker", 2))
+    k.wait_for("the job Pending", lambda: _job_phase(client, "train") == "Pending")
+
+    assert run(capsys, "job", "suspend", "train", "-k", kubeconfig)[0] == 0
+    k.wait_for("the job Aborted", lambda: _job_phase(client, "train") == "Aborted")
+    k.wait_for("the Command consumed", lambda: consumed(client))
+
+    assert run(capsys, "job", "resume", "train", "-k", kubeconfig)[0] == 0
+    k.wait_for("the job back to Pending",
+               lambda: _job_phase(client, "train") in ("Restarting", "Pending"))  # fmt: skip
+    k.wait_for("the Command consumed", lambda: consumed(client))
+    code, out, err = run(capsys, "job", "view", "train", "-k", kubeconfig, "--format", "json")
+    assert code == 0, err
+    view = orjson.loads(out)
+    assert view["retryCount"] == 1
+    issued = [e["message"] for e in view["events"] if e["reason"] == "CommandIssued"]
+    assert any("AbortJob" in m for m in issued) and any("ResumeJob" in m for m in issued)
+
+    # A queue with PodGroups stays Closing while they last (Volcano's rule): an empty one.
+    k.queue(client, "research")
+    k.wait_for("the queue Open", lambda: _queue_state(client, "research") == "Open")
+    assert run(capsys, "queue", "close", "research", "-k", kubeconfig)[0] == 0
+    k.wait_for("the queue Closed", lambda: _queue_state(client, "research") == "Closed")
+    code, out, err = run(capsys, "queue", "list", "-k", kubeconfig)
+    assert code == 0, err
+    assert rows(out)["research"][2] == "Closed"
+    assert run(capsys, "queue", "open", "research", "-k", kubeconfig)[0] == 0
+    k.wait_for("the queue Open again", lambda: _queue_state(client, "research") == "Open")
+    k.wait_for("the Commands consumed", lambda: consumed(client))
