@@ -1,8 +1,8 @@
 """``pumice sandbox``: a living cluster on a laptop, to run ``pumice run`` against.
 
 It starts a real etcd and kube-apiserver (:class:`~pumice.sandbox.ControlPlane`), applies
-pumice's CRDs and the ``default`` Queue, creates fake Ready nodes
-(:mod:`pumice.sandbox.nodes`) and runs the fake kubelet
+pumice's CRDs (PodGroup, Queue, and Volcano's Job and Command) and the ``default``
+Queue, creates fake Ready nodes (:mod:`pumice.sandbox.nodes`) and runs the fake kubelet
 (:mod:`pumice.sandbox.kubelet`) that makes bound pods run, finish and leave, then waits
 for Ctrl-C or SIGTERM and stops everything (exit 0).
 
@@ -214,7 +214,8 @@ class Sandbox:
         if shutil.which("kubectl") is None:
             _say(f"note: kubectl is not on PATH; get it from {KUBECTL_HOW_TO}")
         print("next, in other terminals:", flush=True)
-        print(f"  pumice run --kubeconfig {kubeconfig}", flush=True)
+        print(f"  pumice run --kubeconfig {kubeconfig}   # add --controllers for Volcano Jobs",
+              flush=True)  # fmt: skip
         print(f"  export KUBECONFIG={kubeconfig}; kubectl get pods -w", flush=True)
         if EXAMPLES.is_dir():
             print(f"  kubectl apply -f {EXAMPLES / 'gang.yaml'}", flush=True)
