@@ -255,3 +255,84 @@ def test_pumice_controllers_as_a_process(plane: ControlPlane, admin: KubeClient,
         _out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert "caches synced" in err and "stopped" in err
+
+
+def fail(client: KubeClient, pod: dict) -> None:
+    """What a kubelet reports when a pod's container exits 1."""
+    name = pod["spec"]["containers"][0]["name"]
+    status = {"status": {"phase": "Failed", "containerStatuses": [{
+        "name": name, "image": "busybox", "imageID": "", "ready": False, "restartCount": 0,
+        "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}}  # fmt: skip
+    k.ok(client.request("PATCH", RESOURCES["Pod"].key_path(
+        f"{pod['metadata']['namespace']}/{pod['metadata']['name']}", "status"),
+        body=status, content_type="application/merge-patch+json"))  # fmt: skip
+
+
+def running_pods(client: KubeClient, ns: str, n: int, seen: set[str]) -> list[dict]:
+    """``n`` pods Running, not terminating, none of them one already failed."""
+    pods = [p for p in listed(client, "Pod", ns) if p["status"].get("phase") == "Running"
+            and not p["metadata"].get("deletionTimestamp") and p["metadata"]["uid"] not in seen]
+    return pods if len(pods) == n else []
+
+
+def test_restart_job_counts_retries_until_max_retry_then_failed(
+    pumice: Any, admin: KubeClient, ns: str
+) -> None:
+    """Under PodFailed -> RestartJob, each failure restarts the whole job with new pods
+    and one more retry; the failure that reaches maxRetry leaves it Failed."""
+    job = vcjob(ns, "flaky", duration=None, maxRetry=2,
+                policies=[{"event": "PodFailed", "action": "RestartJob"}])  # fmt: skip
+    submit(admin, job)
+    key = f"{ns}/flaky"
+    failed: set[str] = set()
+    retries = []
+    for _ in range(4):
+        pods = k.wait_for("the job's pods running", lambda: phase(admin, key) == "Failed" or
+                          running_pods(admin, ns, 3, failed), timeout=60)  # fmt: skip
+        if pods is True:
+            break
+        retries.append(k.get(admin, "Job", key)["status"].get("retryCount", 0))
+        failed.update(p["metadata"]["uid"] for p in pods)
+        fail(admin, pods[0])
+        k.wait_for("the restart", lambda: phase(admin, key) in ("Restarting", "Failed")
+                   or k.get(admin, "Job", key)["status"].get("retryCount", 0) > retries[-1],
+                   timeout=60)  # fmt: skip
+    k.wait_for("the job Failed", lambda: phase(admin, key) == "Failed", timeout=60)
+    assert retries == [0, 1]
+    assert k.get(admin, "Job", key)["status"]["retryCount"] == 2
+
+
+def test_task_completed_completes_the_job(pumice: Any, admin: KubeClient, ns: str) -> None:
+    """Volcano's MPI pattern: the master finishes, TaskCompleted -> CompleteJob, and the
+    workers (which would run on) are stopped: the job is Completed."""
+    job = vcjob(ns, "mpi", duration=None)
+    master = job["spec"]["tasks"][0]
+    master["template"]["metadata"] = {"annotations": {DURATION_ANNOTATION: "2s"}}
+    master["policies"] = [{"event": "TaskCompleted", "action": "CompleteJob"}]
+    submit(admin, job)
+    key = f"{ns}/mpi"
+    k.wait_for("the job Completed", lambda: phase(admin, key) == "Completed", timeout=60)
+    pods = {p["metadata"]["name"]: p for p in listed(admin, "Pod", ns)}
+    assert pods["mpi-master-0"]["status"]["phase"] == "Succeeded"
+    k.wait_for("the workers stopped", lambda: all(
+        p["metadata"]["name"] == "mpi-master-0" for p in listed(admin, "Pod", ns)), timeout=60)
+
+
+def test_suspend_and_resume(pumice: Any, plane: ControlPlane, admin: KubeClient, ns: str,
+                            capsys: Any) -> None:  # fmt: skip
+    """`pumice job suspend` aborts the job (its pods go, the Job stays); `pumice job
+    resume` brings it back to Running with new pods."""
+    submit(admin, vcjob(ns, "long", duration=None))
+    key = f"{ns}/long"
+    k.wait_for("the job Running", lambda: phase(admin, key) == "Running", timeout=60)
+    first = {p["metadata"]["uid"] for p in listed(admin, "Pod", ns)}
+    cli = ["--kubeconfig", plane.kubeconfig, "-n", ns]
+    assert main(["job", "suspend", "long", *cli]) == 0
+    k.wait_for("the job Aborted", lambda: phase(admin, key) == "Aborted", timeout=60)
+    k.wait_for("its pods gone", lambda: not listed(admin, "Pod", ns), timeout=60)
+    assert main(["job", "resume", "long", *cli]) == 0
+    k.wait_for("the job Running again", lambda: phase(admin, key) == "Running", timeout=60)
+    again = {p["metadata"]["uid"] for p in listed(admin, "Pod", ns)}
+    assert len(again) == 3 and not again & first
+    assert listed(admin, "Command", ns) == []  # (consumed)
+    capsys.readouterr()
