@@ -14,7 +14,7 @@ import itertools
 from typing import Any
 
 #: Priorities of the simulator's events at equal times (lower runs first).
-RELEASE, ARRIVAL, START, CYCLE, SAMPLE = 0, 1, 2, 5, 9
+RELEASE, ARRIVAL, START, CONTROLLERS, CYCLE, SAMPLE = 0, 1, 2, 3, 5, 9
 
 
 class Clock:

@@ -29,6 +29,15 @@ a decision happened since the last cycle, and when no job has pending work.
   pending tasks or a job not admitted yet; without one, a cycle can only rewrite
   podgroup status, so the tick is skipped (and counted in ``skipped_ticks``).
 
+**Controllers.** When the workload holds ``batch.volcano.sh`` Jobs, pumice's job
+controller (:class:`~pumice.controllers.job.JobController`, the code ``pumice
+controllers`` runs on a cluster) runs under a :class:`~pumice.controllers.manager.Manager`
+over the same store (a :class:`~pumice.sim.apiserver.SimStore`), on the virtual clock:
+the manager steps at the end of every instant that had events and before each cycle,
+and the clock gets a wake-up when a requeue (a policy timeout, a TTL) falls due. The
+PodGroups and pods it creates are work for the next cycle (a period after the cycle
+that admitted the job, as for the PodGroup model's pods).
+
 ``SimOptions(skip_idle=False)`` runs a cycle at every period boundary instead;
 ``tests/sim/test_engine.py`` checks that both give the same metrics.
 """
@@ -44,9 +53,12 @@ from typing import Any
 from pumice.api import parse
 from pumice.cache.cache import SchedulerCache
 from pumice.cluster.memory import MemoryCluster
+from pumice.controllers.job import JobController
+from pumice.controllers.manager import Manager
 from pumice.errors import InputError
 from pumice.scheduler import Scheduler
-from pumice.sim.clock import ARRIVAL, CYCLE, SAMPLE, Clock
+from pumice.sim.apiserver import SimStore, sim_keygen
+from pumice.sim.clock import ARRIVAL, CONTROLLERS, CYCLE, SAMPLE, Clock
 from pumice.sim.kubelet import DEFAULT_GRACE, DEFAULT_STARTUP_DELAY, Kubelet
 from pumice.sim.metrics import Metrics
 from pumice.sim.objects import (
@@ -62,6 +74,9 @@ TARGET_SAMPLES = 600
 
 #: Clock events that do not by themselves keep a simulation going.
 _HOUSEKEEPING = frozenset({"tick", "sample"})
+#: Steps of the controllers within one instant before the simulation gives up on
+#: them settling (a controller fighting itself).
+_SETTLE = 50
 
 Progress = Callable[[int, int, float], None]  # (jobs ended, jobs total, simulated time)
 
@@ -171,6 +186,14 @@ class Simulation:
         self.store.create_all(copy.deepcopy(list(nodes)))
         self.store.create_all(priority_class_objects(workload.priority_classes))
         self.store.create_all(queue_objects(workload.queues))
+        self.api: SimStore | None = None
+        self.manager: Manager | None = None
+        if any(j.manifest is not None for j in workload.jobs):
+            self.api = SimStore(self.store, grace=options.grace)
+            controller = JobController(
+                self.api, scheduler_names=(options.scheduler_name,), keygen=sim_keygen
+            )
+            self.manager = Manager(self.api, [controller])
         self.cache = SchedulerCache(
             self.store, scheduler_name=options.scheduler_name, clock=lambda: self.clock.now
         )
@@ -184,8 +207,12 @@ class Simulation:
             priority_classes=workload.priority_classes,
             scheduler_name=options.scheduler_name,
             pods_on_admission=options.pods_on_admission,
+            api=self.api,
+            on_work=self._work,
         )
         self._next_tick: float | None = None
+        self._last_cycle = -math.inf  # when the last tick ran
+        self._wakes: set[float] = set()  # controller wake-ups on the clock
         self._arrivals = iter(workload.jobs)
         self.events = 0
 
@@ -199,6 +226,33 @@ class Simulation:
             self._next_tick = t
             self.clock.at(t, CYCLE, ("tick", t))
 
+    def _work(self) -> None:
+        """New work from the controllers: for the next cycle (never one more at an
+        instant whose cycle already ran)."""
+        period = self.options.period
+        t = math.ceil(self.clock.now / period - 1e-9) * period
+        if t <= self._last_cycle:
+            t = self._last_cycle + period
+        if self._next_tick is None or t < self._next_tick:
+            self._next_tick = t
+            self.clock.at(t, CYCLE, ("tick", t))
+
+    def _controllers(self) -> None:
+        """Let the controllers catch up with the store, the kubelet with them; then
+        wake up for their next requeue."""
+        manager = self.manager
+        if manager is None:
+            return
+        for _ in range(_SETTLE):
+            ran = manager.step()
+            self.kubelet.sync()
+            if not ran:
+                break
+        due = manager.next_due()
+        if due is not None and due not in self._wakes:
+            self._wakes.add(due)
+            self.clock.at(due, CONTROLLERS, ("controllers", due))
+
     def _changed_after(self, t: float) -> None:
         """The cycle at ``t`` changed the cluster: the next cycle sees a new state."""
         nxt = t + self.options.period
@@ -210,6 +264,7 @@ class Simulation:
         if self._next_tick != t:
             return  # superseded by an earlier tick
         self._next_tick = None
+        self._last_cycle = t
         cache, m = self.cache, self.metrics
         cache.sync()
         if not self.options.skip_idle and self.clock.busy(_HOUSEKEEPING):
@@ -223,7 +278,11 @@ class Simulation:
         if applied.changed():
             self._changed_after(t)
         self.kubelet.sync()
-        m.cycle(decisions.pending)
+        pending = decisions.pending
+        if self.kubelet.groups:  # a Volcano Job's PodGroup is named for its uid
+            groups = self.kubelet.groups
+            pending = {groups.get(k, k): v for k, v in pending.items()}
+        m.cycle(pending)
         bound_jobs: dict[str, None] = {}
         for pod, _node in applied.bound:
             st = self.kubelet.pods.get(pod)
@@ -262,7 +321,10 @@ class Simulation:
             events += 1
             kind = event[0]
             if kind == "tick":
+                self._controllers()
                 self._tick(event[1])
+            elif kind == "controllers":
+                self._wakes.discard(event[1])
             elif kind == "arrival":
                 kubelet.arrive(event[1])
                 self._next_arrival()
@@ -277,6 +339,10 @@ class Simulation:
                     clock.after(interval, SAMPLE, ("sample", None))
             else:
                 kubelet.handle(event)
+            if self.manager is not None:
+                nxt = clock.peek()
+                if nxt is None or nxt > clock.now:
+                    self._controllers()
             if progress is not None and events % 512 == 0:
                 progress(total - len(kubelet.jobs) - _unarrived(self), total, clock.now)
         if not m.series.time or m.series.time[-1] < clock.now:

@@ -21,6 +21,17 @@ modelled here, as a client of the same object store the scheduler's cache watche
   pods that never got a node are then deleted with the job, as are the PodGroup and the
   finished pods (a job controller's clean-up).
 
+A job read from a ``batch.volcano.sh`` Job manifest (``JobSpec.manifest``) takes the
+other path: at arrival the Job itself is created, and pumice's job controller
+(:mod:`pumice.controllers.job`, run by the engine over the same store) makes its
+PodGroup and pods and applies its lifecycle policies, exactly as on a cluster. The
+kubelet then only runs those pods (start, run for the task's duration, succeed or fail
+with exit code 0 or 1, end a terminating pod after its grace period) and watches the
+Job's status for what to measure: a rising ``retryCount`` is a restart, the actions the
+controller executes (its ``ExecuteAction`` Events) are counted by name, and the job
+ends when its phase is Completed, Failed, Aborted or Terminated and no pod of it holds
+a node (the simulator then deletes the Job, its PodGroup and pods going with it).
+
 The kubelet learns about binds and evictions the way a real one does: from the store's
 watch events (:meth:`Kubelet.sync`). Every step it takes is reported to ``observer``
 (:class:`~pumice.sim.metrics.Metrics`) and, when it can change what the scheduler would
@@ -29,12 +40,14 @@ decide (work arrived, resources freed), to ``on_change``.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pumice.cluster.memory import DISRUPTION_TARGET, MemoryCluster
-from pumice.cluster.protocol import MODIFIED
+from pumice.cluster.protocol import ADDED, DELETED, MODIFIED
+from pumice.controllers.store import Store
 from pumice.sim.clock import ARRIVAL, RELEASE, START, Clock
 from pumice.sim.metrics import Metrics
 from pumice.sim.objects import job_objects
@@ -57,6 +70,20 @@ class PodState:
     started_at: float | None = None
     ended: bool = False
     terminating: bool = False
+    uid: str = ""  # the pod's metadata.uid (controller-made pods)
+    ended_at: float | None = None
+    #: Why a controller-made pod is being deleted: the action being executed, or
+    #: "Evicted" (the scheduler's eviction).
+    cause: str = ""
+
+
+#: A Job's phases after which the simulation counts it as ended (nothing resumes an
+#: Aborted job in a simulation), and the outcome each stands for.
+FINAL_PHASES = {"Completed": "succeed", "Failed": "fail", "Aborted": "cancel",
+                "Terminated": "cancel"}  # fmt: skip
+#: The actions that throw away the work of the pods they delete (a soft kill keeps
+#: finished pods; pods still running when a job completes or is aborted count too).
+EXECUTE_PREFIX = "Start to execute action "
 
 
 @dataclass(slots=True)
@@ -69,6 +96,12 @@ class JobState:
     restarting: bool = False
     ended: bool = False
     awaiting_admission: bool = False  # pods are created when the PodGroup is admitted
+    #: Driven by the job controller (a Volcano Job manifest), not by this model.
+    controlled: bool = False
+    retries: int = 0  # the Job's status.retryCount as last seen
+    phase: str = ""  # the Job's status.state.phase as last seen
+    action: str = ""  # the last action the controller executed
+    roles: dict[str, int] = field(default_factory=dict)  # task name -> index
 
 
 class Kubelet:
@@ -86,6 +119,8 @@ class Kubelet:
         priority_classes: Mapping[str, int] | None = None,
         scheduler_name: str = "volcano",
         pods_on_admission: bool = True,
+        api: Store | None = None,
+        on_work: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -98,7 +133,15 @@ class Kubelet:
         self.pods_on_admission = pods_on_admission
         self.jobs: dict[str, JobState] = {}
         self.pods: dict[str, PodState] = {}
-        self.watch = store.watch(("Pod", "PodGroup"))
+        #: The controllers' store (a :class:`~pumice.sim.apiserver.SimStore`), needed
+        #: for Volcano Job manifests; ``on_work`` is told when their pods or PodGroup
+        #: appear (work for the next cycle, not the one that may have just run).
+        self.api = api
+        self.on_work = on_work or on_change
+        #: PodGroup key -> job uid, for controller-made PodGroups (named by the Job's uid).
+        self.groups: dict[str, str] = {}
+        kinds = ("Pod", "PodGroup") if api is None else ("Pod", "PodGroup", "Job", "Event")
+        self.watch = store.watch(kinds)
 
     # -- events from the clock ----------------------------------------------------------
 
@@ -123,6 +166,14 @@ class Kubelet:
         job = JobState(uid, spec)
         self.jobs[uid] = job
         self.observer.job_submitted(self.clock.now, uid, spec)
+        if spec.manifest is not None:
+            if self.api is None:
+                raise RuntimeError("a Volcano Job needs the controllers' store (api)")
+            job.controlled = True
+            job.roles = {t.name: r for r, t in enumerate(spec.tasks)}
+            self.api.create(copy.deepcopy(dict(spec.manifest)))
+            self.on_change()
+            return
         objects = self._objects(spec)
         self.store.create(objects[0])
         if self.pods_on_admission:
@@ -160,6 +211,8 @@ class Kubelet:
         Pods created for an admitted job need no extra cycle: the cycle that admitted the
         job changed the cluster, so the engine runs the next one a period later anyway."""
         for ev in self.watch.drain():
+            if self.api is not None and self._controlled_event(ev):
+                continue
             if ev.type != MODIFIED:
                 continue
             if ev.kind == "PodGroup":
@@ -185,6 +238,138 @@ class Kubelet:
             if node and st.bound_at is None and not st.terminating:
                 self._bound(st, node)
 
+    # -- jobs driven by the job controller ----------------------------------------------
+
+    def _controlled_event(self, ev: Any) -> bool:
+        """Handle a watch event of the controller-driven path; False when it is the
+        PodGroup model's to handle."""
+        kind, obj = ev.kind, ev.obj
+        if kind == "Job":
+            job = self.jobs.get(ev.key)
+            if job is not None and job.controlled and ev.type != DELETED:
+                self._job_status(job, obj)
+            return True
+        if kind == "Event":
+            if ev.type != DELETED and obj.get("reason") == "ExecuteAction":
+                ref = obj.get("involvedObject") or {}
+                job = self.jobs.get(f"{ref.get('namespace') or 'default'}/{ref.get('name')}")
+                msg = str(obj.get("message") or "")
+                if job is not None and job.controlled and msg.startswith(EXECUTE_PREFIX):
+                    job.action = msg[len(EXECUTE_PREFIX) :]
+                    self.observer.job_action(job.uid, job.action)
+            return True
+        owner = _volcano_job(obj)
+        if owner is None:
+            return False
+        job = self.jobs.get(owner)
+        if kind == "PodGroup":
+            if ev.type == ADDED and job is not None and job.controlled:
+                self.groups[ev.key] = job.uid
+                self.on_work()
+            elif ev.type == DELETED:
+                self.groups.pop(ev.key, None)
+            return True
+        st = self.pods.get(ev.key)
+        uid = str((obj.get("metadata") or {}).get("uid", ""))
+        if st is not None and st.uid != uid:
+            st = None
+        if ev.type == ADDED:
+            if st is None and job is not None and job.controlled:
+                self._pod_added(job, ev.key, obj, uid)
+            return True
+        if st is None:
+            return True
+        if ev.type == DELETED:
+            self._pod_gone(st)
+            return True
+        meta = obj.get("metadata") or {}
+        if meta.get("deletionTimestamp") is not None and not st.terminating:
+            evicted = any(
+                c.get("type") == DISRUPTION_TARGET
+                for c in (obj.get("status") or {}).get("conditions") or ()
+            )
+            self._pod_terminating(st, obj, evicted)
+            return True
+        node = (obj.get("spec") or {}).get("nodeName")
+        if node and st.bound_at is None and not st.terminating:
+            self._bound(st, node)
+        return True
+
+    def _pod_added(self, job: JobState, key: str, obj: Mapping[str, Any], uid: str) -> None:
+        task = str(((obj.get("metadata") or {}).get("annotations") or {}).get(TASK_SPEC) or "")
+        role = job.roles.get(task, 0)
+        st = PodState(key, job, role, job.retries, uid=uid)
+        job.pods[key] = st
+        self.pods[key] = st
+        self.observer.pod_created(job.uid, job.spec.tasks[role].requests)
+        self.on_work()
+
+    def _pod_terminating(self, pod: PodState, obj: Mapping[str, Any], evicted: bool) -> None:
+        """A controller-made pod is being deleted (by the controller or an eviction):
+        its work so far is lost; it keeps its node for its grace period."""
+        job = pod.job
+        now = self.clock.now
+        pod.terminating = True
+        pod.cause = "Evicted" if evicted else (job.action or "deleted")
+        if evicted:
+            self.observer.pod_evicted(now, job.uid)
+        if pod.started_at is not None and not pod.ended:
+            self.observer.work_lost(job.uid, pod.cause, now - pod.started_at)
+        if pod.bound_at is None:
+            self.store.delete("Pod", pod.key)
+            return
+        self.clock.after(deletion_grace(obj, self.grace), RELEASE, ("release", pod))
+
+    def _pod_gone(self, pod: PodState) -> None:
+        """A controller-made pod left the store."""
+        job = pod.job
+        now = self.clock.now
+        if not pod.ended:
+            if pod.bound_at is None:
+                self.observer.pod_dropped(job.uid, job.spec.tasks[pod.role].requests)
+            else:  # deleted without grace: it leaves its node now
+                job.active -= 1
+                self.observer.pod_released(now, job.uid, job.spec.tasks[pod.role].requests)
+                if pod.started_at is not None and not pod.terminating:
+                    self.observer.work_lost(job.uid, job.action or "deleted", now - pod.started_at)
+            pod.ended = True
+            self.on_work()
+        elif (
+            not job.ended
+            and pod.started_at is not None
+            and pod.ended_at is not None
+            and job.action in RESTARTS
+            and job.phase not in FINAL_PHASES
+        ):  # a finished pod thrown away by a restart: its whole run is lost
+            self.observer.work_lost(job.uid, job.action, pod.ended_at - pod.started_at)
+        job.pods.pop(pod.key, None)
+        self.pods.pop(pod.key, None)
+        self._maybe_finish(job)
+
+    def _job_status(self, job: JobState, obj: Mapping[str, Any]) -> None:
+        status = obj.get("status") or {}
+        retries = int(status.get("retryCount") or 0)
+        job.phase = str((status.get("state") or {}).get("phase") or "")
+        if retries > job.retries:
+            for _ in range(retries - job.retries):
+                self.observer.job_restarted(self.clock.now, job.uid, 0.0, job.action)
+            job.retries = retries
+        self._maybe_finish(job)
+
+    def _maybe_finish(self, job: JobState) -> None:
+        """A controller-driven job ends when its Job reached a final phase and none of
+        its pods holds a node; the simulator then deletes it (as a TTL of 0 would)."""
+        if job.ended or not job.controlled or job.phase not in FINAL_PHASES or job.active:
+            return
+        job.ended = True
+        self.jobs.pop(job.uid, None)
+        self.observer.job_ended(
+            self.clock.now, job.uid, FINAL_PHASES[job.phase], phase=job.phase,
+            retries=job.retries,
+        )  # fmt: skip
+        if self.api is not None:
+            self.api.delete("Job", job.uid)
+
     def _bound(self, pod: PodState, node: str) -> None:
         now = self.clock.now
         pod.node, pod.bound_at = node, now
@@ -199,20 +384,26 @@ class Kubelet:
         now = self.clock.now
         pod.started_at = now
         self.store.set_pod_phase(pod.key, "Running")
-        spec = pod.job.spec
         self.observer.pod_started(now, pod.job.uid)
-        runtime = spec.duration if spec.outcome == "succeed" else spec.duration * spec.end_fraction
-        self.clock.after(runtime, RELEASE, ("end", pod))
+        self.clock.after(_runtime(pod), RELEASE, ("end", pod))
 
     def _end(self, pod: PodState) -> None:
         if pod.terminating or pod.ended:
             return
         job = pod.job
-        ok = job.spec.outcome == "succeed"
+        ok = _outcome(pod) == "succeed"
         pod.ended = True
-        self.store.set_pod_phase(pod.key, "Succeeded" if ok else "Failed")
+        pod.ended_at = self.clock.now
+        if job.controlled:
+            self.store.modify("Pod", pod.key, _terminated(ok))
+        else:
+            self.store.set_pod_phase(pod.key, "Succeeded" if ok else "Failed")
         job.active -= 1
         self.observer.pod_released(self.clock.now, job.uid, job.spec.tasks[pod.role].requests)
+        if job.controlled:
+            self.on_work()
+            self._maybe_finish(job)
+            return
         self.on_change()
         if job.active == 0 and not job.restarting:
             self._finish(job)
@@ -245,7 +436,8 @@ class Kubelet:
                 for p in job.pods.values()
                 if p.started_at is not None and not p.ended
             )
-            self.observer.job_restarted(now, job.uid, lost)
+            self.observer.job_action(job.uid, "RestartJob")
+            self.observer.job_restarted(now, job.uid, lost, "RestartJob")
             for other in list(job.pods.values()):
                 if other is pod or other.terminating:
                     continue
@@ -275,6 +467,10 @@ class Kubelet:
             job.active -= 1
             pod.ended = True
             self.observer.pod_released(self.clock.now, job.uid, job.spec.tasks[pod.role].requests)
+        if job.controlled:  # the kubelet confirms the deletion: the pod leaves the store
+            self.store.delete("Pod", pod.key)
+            self.on_work()
+            return
         self._delete(pod)
 
     def _delete(self, pod: PodState) -> None:
@@ -310,6 +506,64 @@ class Kubelet:
 
     def schedule_arrival(self, spec: JobSpec) -> None:
         self.clock.at(spec.arrival, ARRIVAL, ("arrive", spec))
+
+
+#: Actions whose kill throws finished pods away too (they retain nothing).
+RESTARTS = frozenset({"RestartJob", "RestartTask", "RestartPod"})
+TASK_SPEC = "volcano.sh/task-spec"
+
+
+def _volcano_job(obj: Mapping[str, Any]) -> str | None:
+    """``namespace/name`` of the Volcano Job controlling ``obj``, if one does."""
+    meta = obj.get("metadata") or {}
+    for r in meta.get("ownerReferences") or ():
+        if r.get("controller") and r.get("kind") == "Job" and str(
+            r.get("apiVersion", "")
+        ).startswith("batch.volcano.sh/"):
+            return f"{meta.get('namespace') or 'default'}/{r.get('name')}"
+    return None
+
+
+def _outcome(pod: PodState) -> str:
+    task = pod.job.spec.tasks[pod.role]
+    return task.outcome or pod.job.spec.outcome
+
+
+def _runtime(pod: PodState) -> float:
+    """How long the pod runs once started: its task's duration (or the job's), the
+    end fraction of it when it fails or is cancelled."""
+    spec = pod.job.spec
+    task = spec.tasks[pod.role]
+    duration = spec.duration if task.duration is None else task.duration
+    if _outcome(pod) == "succeed":
+        return duration
+    fraction = spec.end_fraction if task.end_fraction is None else task.end_fraction
+    return duration * fraction
+
+
+def _terminated(ok: bool) -> Callable[[dict[str, Any]], None]:
+    """The pod ended (Succeeded, or Failed with exit code 1), as a kubelet reports it."""
+
+    def change(obj: dict[str, Any]) -> None:
+        status = obj.setdefault("status", {})
+        status["phase"] = "Succeeded" if ok else "Failed"
+        names = [c.get("name", "") for c in (obj.get("spec") or {}).get("containers") or ()]
+        status["containerStatuses"] = [
+            {
+                "name": n,
+                "ready": False,
+                "restartCount": 0,
+                "state": {
+                    "terminated": {
+                        "exitCode": 0 if ok else 1,
+                        "reason": "Completed" if ok else "Error",
+                    }
+                },
+            }
+            for n in names or ["main"]
+        ]
+
+    return change
 
 
 def deletion_grace(pod: Mapping[str, Any], default: float) -> float:

@@ -11,6 +11,7 @@ a workload are skipped, counted and reported as warnings.
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -181,6 +182,8 @@ class _Builder:
             self.podgroups.append((file, obj))
         elif kind == "Pod":
             self.add_pod(obj, file)
+        elif kind == "Job" and str(obj.get("apiVersion", "")).startswith("batch.volcano.sh/"):
+            self.add_volcano_job(obj, file)
         elif kind == "Queue":
             self.add_queue_object(obj, file)
         elif kind == "PriorityClass":
@@ -364,6 +367,17 @@ class _Builder:
                 raise exc.located(file=pod.file, obj=where) from None
             queue_field = f"metadata.annotations[{ANNOTATION_QUEUE_NAME}]"
             self.add_job(job, _Origin(pod.file, where, "", queue_field, "spec.priorityClassName"))
+
+    def add_volcano_job(self, obj: Mapping[str, Any], file: str) -> None:
+        meta = _metadata(obj, file, "Job")
+        name = require_str(meta.get("name"), field="metadata.name")
+        namespace = meta.get("namespace") or DEFAULT_NAMESPACE
+        where = f"Job {namespace}/{name}"
+        try:
+            job = _volcano_job(obj, name, str(namespace))
+        except InputError as exc:
+            raise exc.located(file=file, obj=where) from None
+        self.add_job(job, _Origin(file, where, "", "spec.queue", "spec.priorityClassName"))
 
     # ---- the end
 
@@ -739,6 +753,83 @@ def _podgroup_job(
         priority_class=_optional_str(spec.get("priorityClassName"), field="spec.priorityClassName"),
         outcome=outcome,
         end_fraction=end_fraction,
+    )
+
+
+def _volcano_job(obj: Mapping[str, Any], name: str, namespace: str) -> JobSpec:
+    """A ``batch.volcano.sh`` Job as the simulator replays it: the manifest is kept for
+    the job controller; the tasks' requests and the ``pumice.sim/*`` annotations (on the
+    Job, or per task on its pod template, which wins) say what its pods ask for and how
+    long they run. Refused here, as on a cluster by Volcano's webhook, when the webhook
+    would refuse it (the queue is checked with the others, when the workload is built)."""
+    from pumice.controllers.job.spec import parse_job
+    from pumice.controllers.job.validate import problems
+
+    manifest = copy.deepcopy(dict(obj))
+    manifest.pop("status", None)
+    meta = manifest.setdefault("metadata", {})
+    meta["namespace"] = namespace
+    for k in ("uid", "resourceVersion", "creationTimestamp", "generation"):
+        meta.pop(k, None)
+    parsed = parse_job(manifest, default_queue=DEFAULT_QUEUE)
+    found = problems(parsed, lambda _queue: "Open")
+    if found:
+        raise InputError("Volcano would refuse this Job: " + "; ".join(found), field="spec")
+    annotations = meta.get("annotations") or {}
+    if not isinstance(annotations, Mapping):
+        raise InputError("expected a map", field="metadata.annotations")
+    tasks: list[TaskSpec] = []
+    durations: list[float] = []
+    for i, t in enumerate(parsed.tasks):
+        f = f"spec.tasks[{i}].template"
+        tmeta = t.template.get("metadata") or {}
+        tann = tmeta.get("annotations") or {}
+        if not isinstance(tann, Mapping):
+            raise InputError("expected a map", field=f"{f}.metadata.annotations")
+        try:
+            requests = _pod_requests(t.template.get("spec") or {})
+        except InputError as exc:
+            raise InputError(exc.message, field=f"{f}.{exc.field}" if exc.field else f) from None
+        duration = outcome = end_fraction = None
+        if ANNOTATION_DURATION in tann:
+            duration = parse_seconds(
+                tann[ANNOTATION_DURATION], field=f"{f}.metadata.annotations[{ANNOTATION_DURATION}]"
+            )
+            durations.append(duration)
+        if ANNOTATION_OUTCOME in tann:
+            outcome = _outcome(
+                tann[ANNOTATION_OUTCOME], field=f"{f}.metadata.annotations[{ANNOTATION_OUTCOME}]"
+            )
+        if ANNOTATION_END_FRACTION in tann:
+            end_fraction = _end_fraction(
+                tann[ANNOTATION_END_FRACTION],
+                outcome or "fail",
+                field=f"{f}.metadata.annotations[{ANNOTATION_END_FRACTION}]",
+            )
+        given = t.min_available_given
+        tasks.append(
+            TaskSpec(t.name, t.replicas, requests, given, duration, outcome, end_fraction)
+        )
+    facts = dict(annotations)
+    if ANNOTATION_DURATION not in facts and len(durations) == len(tasks) and tasks:
+        facts[ANNOTATION_DURATION] = str(max(durations))  # every task says its own
+    arrival, duration, outcome, end_fraction = _sim_facts(
+        facts, (), prefix="metadata.annotations"
+    )
+    if not tasks or parsed.total_replicas < 1:
+        raise InputError("the Job has no pods", field="spec.tasks")
+    return JobSpec(
+        name=name,
+        namespace=namespace,
+        queue=parsed.queue,
+        arrival=arrival,
+        duration=duration,
+        tasks=tuple(tasks),
+        min_available=max(1, min(parsed.min_available, parsed.total_replicas)),
+        priority_class=parsed.priority_class or None,
+        outcome=outcome,
+        end_fraction=end_fraction,
+        manifest=manifest,
     )
 
 

@@ -6,8 +6,18 @@ Per job (:class:`JobRecord`):
   last incarnation, so a restarted job starts again); ``end``: when its last pod ended;
 - ``wait = start - submit`` (first start), ``completion = end - submit`` (job completion
   time, JCT);
-- ``restarts`` (the job was restarted after an eviction), ``evictions`` (its pods the
-  scheduler evicted), ``lost`` (pod-seconds of work thrown away by restarts);
+- ``restarts`` (the job was restarted: its Job's ``retryCount`` rose, or the PodGroup
+  model restarted it after an eviction), ``evictions`` (its pods the scheduler
+  evicted), ``lost`` (pod-seconds of work thrown away: by restarts, and for a Volcano
+  Job by any pod deleted before it ended on its own);
+- ``phase``: a Volcano Job's final phase (Completed, Failed, Aborted, Terminated) and
+  ``retries`` its final ``retryCount``.
+
+Per action, over the run: ``actions`` (how often the job controller executed each
+lifecycle action, e.g. RestartJob, RestartTask, AbortJob, CompleteJob, from its
+``ExecuteAction`` Events; the PodGroup model's restarts count as RestartJob) and
+``lost_by_cause`` (the pod-seconds thrown away, by the action that deleted the pods, or
+``Evicted`` for the pods the scheduler evicted from a Volcano Job).
 - ``pending_reason``: for a job that never started, the core's last explanation
   (``Decisions.pending``).
 
@@ -62,6 +72,8 @@ class JobRecord:
     evictions: int = 0
     lost: float = 0.0
     pending_reason: str = ""
+    phase: str = ""
+    retries: int = 0
 
     @property
     def wait(self) -> float | None:
@@ -152,6 +164,8 @@ class Metrics:
         self.evictions = 0
         self.restarts = 0
         self.lost_work = 0.0
+        self.actions: dict[str, int] = {}
+        self.lost_by_cause: dict[str, float] = {}
         self.pending_jobs = 0
         self.running_jobs = 0
         self.first_submit: float | None = None
@@ -238,20 +252,38 @@ class Metrics:
         self.jobs[uid].evictions += 1
         self.evictions += 1
 
-    def job_restarted(self, now: float, uid: str, lost: float) -> None:
+    def job_action(self, uid: str, action: str) -> None:
+        """The job controller executed ``action`` on job ``uid``."""
+        self.actions[action] = self.actions.get(action, 0) + 1
+
+    def work_lost(self, uid: str, cause: str, seconds: float) -> None:
+        """``seconds`` pod-seconds of job ``uid``'s work were thrown away by ``cause``."""
+        rec = self.jobs[uid]
+        rec.lost += seconds
+        self.lost_work += seconds
+        self.lost_by_cause[cause] = self.lost_by_cause.get(cause, 0.0) + seconds
+
+    def job_restarted(self, now: float, uid: str, lost: float, action: str = "") -> None:
+        """Job ``uid`` starts over; ``lost`` pod-seconds go with it (0 when the lost work
+        is reported pod by pod, :meth:`work_lost`), charged to ``action``."""
         rec = self.jobs[uid]
         rec.restarts += 1
-        rec.lost += lost
         self.restarts += 1
-        self.lost_work += lost
+        if lost:
+            self.work_lost(uid, action or "RestartJob", lost)
         if rec.restart_start is not None:
             rec.restart_start = None
             self.pending_jobs += 1
             self.running_jobs -= 1
 
-    def job_ended(self, now: float, uid: str, outcome: str) -> None:
+    def job_ended(
+        self, now: float, uid: str, outcome: str, *, phase: str = "", retries: int = 0
+    ) -> None:
         rec = self.jobs[uid]
         rec.end = now
+        rec.outcome = outcome
+        rec.phase = phase
+        rec.retries = retries
         self.last_end = max(self.last_end, now)
         if rec.restart_start is None:
             self.pending_jobs -= 1
@@ -313,6 +345,15 @@ def _stats(values: Sequence[float]) -> dict[str, float | None]:
     }
 
 
+def _phases(ended: Sequence[JobRecord]) -> dict[str, int]:
+    """Final phases of the Volcano Jobs that ended (empty when none was one)."""
+    out: dict[str, int] = {}
+    for j in ended:
+        if j.phase:
+            out[j.phase] = out.get(j.phase, 0) + 1
+    return dict(sorted(out.items()))
+
+
 def summarize(m: Metrics) -> dict[str, Any]:
     jobs = list(m.jobs.values())
     started = [j for j in jobs if j.start is not None]
@@ -357,6 +398,9 @@ def summarize(m: Metrics) -> dict[str, Any]:
         "evictions": m.evictions,
         "restarts": m.restarts,
         "lost_work_pod_seconds": round(m.lost_work, 3),
+        "actions": dict(sorted(m.actions.items())),
+        "lost_by_cause": {k: round(v, 3) for k, v in sorted(m.lost_by_cause.items())},
+        "jobs_by_phase": _phases(ended),
         "gang_violations": m.gang_violations,
         "gang_checks": m.gang_checks,
         "binds": m.binds,

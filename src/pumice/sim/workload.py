@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 GPU = "nvidia.com/gpu"
 
@@ -40,6 +40,8 @@ ANNOTATION_GROUP_NAME = "scheduling.k8s.io/group-name"
 ANNOTATION_TASK_SPEC = "volcano.sh/task-spec"
 ANNOTATION_TASK_NAME = "volcano.sh/task-name"  # also accepted, as pumice.api.parse does
 ANNOTATION_QUEUE_NAME = "scheduling.volcano.sh/queue-name"
+
+VOLCANO_JOB_API = "batch.volcano.sh/v1alpha1"
 
 PODGROUP_API = "scheduling.volcano.sh/v1beta1"
 QUEUE_API = "scheduling.volcano.sh/v1beta1"
@@ -70,6 +72,11 @@ class TaskSpec:
     replicas: int
     requests: Mapping[str, float]
     min_available: int | None = None
+    #: The role's own run time and outcome (a Volcano Job's task template annotations),
+    #: overriding the job's; None: the job's.
+    duration: float | None = None
+    outcome: Outcome | None = None
+    end_fraction: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +87,11 @@ class JobSpec:
     is ``fail`` or ``cancel`` ends after ``end_fraction * duration`` instead.
     ``min_available`` is the PodGroup's ``minMember``: 1 <= min_available <= total
     replicas (loaders guarantee it).
+
+    ``manifest`` is set for a ``batch.volcano.sh/v1alpha1`` Job read from a file: the
+    simulator submits that Job at ``arrival`` and the job controller makes its PodGroup
+    and pods and applies its policies; the other fields then only describe it (for the
+    checks and the metrics). ``None``: the simulator submits a PodGroup and its pods.
     """
 
     name: str
@@ -92,6 +104,7 @@ class JobSpec:
     priority_class: str | None = None
     outcome: Outcome = "succeed"
     end_fraction: float = 1.0
+    manifest: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @property
     def replicas(self) -> int:
