@@ -325,6 +325,8 @@ class Simulation:
                 self._tick(event[1])
             elif kind == "controllers":
                 self._wakes.discard(event[1])
+            elif kind == "call":  # something from outside at a set time (tests, what-ifs)
+                event[1](self)
             elif kind == "arrival":
                 kubelet.arrive(event[1])
                 self._next_arrival()

@@ -81,8 +81,7 @@ class PodState:
 #: Aborted job in a simulation), and the outcome each stands for.
 FINAL_PHASES = {"Completed": "succeed", "Failed": "fail", "Aborted": "cancel",
                 "Terminated": "cancel"}  # fmt: skip
-#: The actions that throw away the work of the pods they delete (a soft kill keeps
-#: finished pods; pods still running when a job completes or is aborted count too).
+#: How the job controller's ExecuteAction Events begin.
 EXECUTE_PREFIX = "Start to execute action "
 
 
@@ -313,7 +312,7 @@ class Kubelet:
         pod.cause = "Evicted" if evicted else (job.action or "deleted")
         if evicted:
             self.observer.pod_evicted(now, job.uid)
-        if pod.started_at is not None and not pod.ended:
+        if pod.started_at is not None and not pod.ended and pod.cause not in KEEPS_WORK:
             self.observer.work_lost(job.uid, pod.cause, now - pod.started_at)
         if pod.bound_at is None:
             self.store.delete("Pod", pod.key)
@@ -508,6 +507,8 @@ class Kubelet:
         self.clock.at(spec.arrival, ARRIVAL, ("arrive", spec))
 
 
+#: Actions that end a job with its work done: the pods they stop lose nothing.
+KEEPS_WORK = frozenset({"CompleteJob"})
 #: Actions whose kill throws finished pods away too (they retain nothing).
 RESTARTS = frozenset({"RestartJob", "RestartTask", "RestartPod"})
 TASK_SPEC = "volcano.sh/task-spec"
