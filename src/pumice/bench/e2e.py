@@ -28,7 +28,9 @@ one); ``gangs``, ``gangs`` PodGroups of minMember
 ``gang_size`` with that many pods each, checked on the watch for partly bound gangs
 (:mod:`pumice.bench.e2e_watch` says exactly what is checked). kube-scheduler has no
 gangs and is skipped there. ``churn`` rewrites node statuses and labels during the run
-(:mod:`pumice.bench.e2e_churn`).
+(:mod:`pumice.bench.e2e_churn`). ``vcjob``, not run unless asked for: one
+``batch.volcano.sh`` Job of ``job_pods`` pods through each peer's own controllers
+(:mod:`pumice.bench.e2e_vcjob`); kube-scheduler has no Job controller and is skipped.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ from pumice.sandbox.apply import apply
 from pumice.sandbox.binaries import find_binary
 from pumice.sandbox.controlplane import ControlPlane
 
-WORKLOADS = ("basic", "gangs")
+WORKLOADS = ("basic", "gangs", "vcjob")
 #: Where the shared binaries and Volcano's files are looked for when not given.
 DEFAULT_K8S = Path(os.environ.get("PUMICE_K8S_DIR", "/work/shared/k8s"))
 REPO = Path(__file__).resolve().parents[3]
@@ -69,7 +71,10 @@ class E2EOptions:
     gangs: int = 20
     gang_size: int = 500
     schedulers: tuple[str, ...] = ("pumice", "kube-scheduler", "volcano")
-    workloads: tuple[str, ...] = WORKLOADS
+    workloads: tuple[str, ...] = ("basic", "gangs")
+    job_pods: int = 1000  # replicas of the vcjob workload's one task
+    job_min_available: int | None = None  # the Job's minAvailable; None: all its pods
+    inline_controllers: bool = False  # pumice's controllers inside `pumice run --controllers`
     churn: bool = False
     churn_period: float = 10.0
     clients: int = 16
@@ -85,6 +90,8 @@ class E2EOptions:
         return self.k8s_dir / "volcano-1.7"
 
     def pod_count(self, workload: str) -> int:
+        if workload == "vcjob":
+            return self.job_pods
         return self.pods if workload == "basic" else self.gangs * self.gang_size
 
     def run_timeout(self, workload: str) -> float:
@@ -127,6 +134,20 @@ class E2EResult:
     gang_check: dict[str, Any] | None = None
     churn_writes: dict[str, int] | None = None
     create_retries: int = 0
+    # vcjob: the Job's minAvailable, what ran the controllers, and the milestones
+    # (seconds from the Job's create; see pumice.bench.e2e_vcjob)
+    job_min_available: int = 0
+    controllers: str = ""
+    podgroup_created_s: float | None = None
+    podgroup_inqueue_s: float | None = None
+    first_pod_created_s: float | None = None
+    last_pod_created_s: float | None = None
+    first_bind_s: float | None = None
+    last_bind_s: float | None = None
+    controller_pods_per_s: float | None = None
+    bind_pods_per_s: float | None = None
+    controller_cpu_s: float | None = None
+    controller_rss_mb: float | None = None
     problems: list[str] = field(default_factory=list)
     logs: str = ""
 
@@ -249,6 +270,8 @@ def run_one(peer: peers.Peer, workload: str, options: E2EOptions, index: int,
         gang_size=options.gang_size if workload == "gangs" else 0,
         logs=str(workdir),
     )  # fmt: skip
+    if workload == "vcjob":
+        result.job_min_available = options.job_min_available or options.job_pods
     workdir.mkdir(parents=True, exist_ok=True)
     if options.quiet is not None:
         cores = wait_quiet(options.quiet)
@@ -268,6 +291,11 @@ def _run_on(plane: ControlPlane, client: KubeClient, kubeconfig: Path, peer: pee
             say: Callable[[str], None]) -> None:  # fmt: skip
     from pumice.sandbox.nodes import create_nodes
 
+    if workload == "vcjob":
+        from pumice.bench import e2e_vcjob
+
+        e2e_vcjob.run_on(plane, client, kubeconfig, peer, options, result, workdir, say)
+        return
     crds = crd_files(peer, options.k8s_dir)
     if crds:
         apply(kubeconfig, crds)
@@ -393,12 +421,15 @@ def _figures(
 
 
 def runs(options: E2EOptions) -> list[tuple[str, peers.Peer]]:
-    """(workload, scheduler) pairs in the order they run; kube-scheduler skips gangs."""
+    """(workload, scheduler) pairs in the order they run; kube-scheduler skips gangs and
+    the Volcano Job (it has neither)."""
     out = []
     for workload in options.workloads:
         for name in options.schedulers:
             peer = peers.PEERS[name]
             if workload == "gangs" and not peer.gangs:
+                continue
+            if workload == "vcjob" and not peer.jobs:
                 continue
             out.append((workload, peer))
     return out

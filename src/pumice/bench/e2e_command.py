@@ -41,7 +41,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--e2e-workloads",
         default="basic,gangs",
-        help="comma-separated: basic, gangs (default both)",
+        help="comma-separated: basic, gangs, vcjob (default basic,gangs)",
+    )
+    g.add_argument(
+        "--e2e-job-pods",
+        type=int,
+        default=1000,
+        metavar="P",
+        help="vcjob: replicas of the Volcano Job's one task (1000)",
+    )
+    g.add_argument(
+        "--e2e-job-min-available",
+        type=int,
+        default=None,
+        metavar="M",
+        help="vcjob: the Job's minAvailable (default: all its pods, a gang)",
+    )
+    g.add_argument(
+        "--e2e-inline-controllers",
+        action="store_true",
+        help="vcjob: run pumice's controllers inside `pumice run --controllers` instead of "
+        "a `pumice controllers` process of their own",
     )
     g.add_argument(
         "--schedulers",
@@ -112,19 +132,28 @@ def options_from(args: argparse.Namespace):  # -> E2EOptions
     from pumice.bench.e2e import DEFAULT_K8S, WORKLOADS, E2EOptions
     from pumice.bench.e2e_peers import PEERS
 
-    for flag in ("e2e_nodes", "e2e_pods", "e2e_gangs", "e2e_gang_size", "e2e_runs", "e2e_clients"):
+    for flag in ("e2e_nodes", "e2e_pods", "e2e_gangs", "e2e_gang_size", "e2e_runs",
+                 "e2e_clients", "e2e_job_pods"):  # fmt: skip
         if getattr(args, flag) < 1:
             raise InputError("must be at least 1", field="--" + flag.replace("_", "-"))
+    minimum = args.e2e_job_min_available
+    if minimum is not None and not 1 <= minimum <= args.e2e_job_pods:
+        raise InputError(f"must be between 1 and --e2e-job-pods ({args.e2e_job_pods})",
+                         field="--e2e-job-min-available")  # fmt: skip
     k8s_dir = Path(args.k8s_dir) if args.k8s_dir else DEFAULT_K8S
     schedulers = _names(args.schedulers, tuple(PEERS), "--schedulers")
-    _check_binaries(k8s_dir, schedulers)
+    workloads = _names(args.e2e_workloads, WORKLOADS, "--e2e-workloads")
+    _check_binaries(k8s_dir, schedulers, controllers="vcjob" in workloads)
     return E2EOptions(
         nodes=args.e2e_nodes,
         pods=args.e2e_pods,
         gangs=args.e2e_gangs,
         gang_size=args.e2e_gang_size,
         schedulers=schedulers,
-        workloads=_names(args.e2e_workloads, WORKLOADS, "--e2e-workloads"),
+        workloads=workloads,
+        job_pods=args.e2e_job_pods,
+        job_min_available=minimum,
+        inline_controllers=args.e2e_inline_controllers,
         churn=args.churn,
         churn_period=args.e2e_churn_period,
         clients=args.e2e_clients,
@@ -137,9 +166,11 @@ def options_from(args: argparse.Namespace):  # -> E2EOptions
     )
 
 
-def _check_binaries(k8s_dir: Path, schedulers: tuple[str, ...]) -> None:
+def _check_binaries(k8s_dir: Path, schedulers: tuple[str, ...], *, controllers: bool = False
+                    ) -> None:  # fmt: skip
     """Every binary the runs need can be found (``k8s_dir/bin`` is searched when
-    ``$PUMICE_K8S_BIN`` is not set), and Volcano's configuration file exists."""
+    ``$PUMICE_K8S_BIN`` is not set; with ``controllers``, the peers' controllers too), and
+    Volcano's configuration file exists."""
     import os
 
     from pumice.bench.e2e_peers import PEERS
@@ -148,6 +179,8 @@ def _check_binaries(k8s_dir: Path, schedulers: tuple[str, ...]) -> None:
     if (k8s_dir / "bin").is_dir() and not os.environ.get("PUMICE_K8S_BIN"):
         os.environ["PUMICE_K8S_BIN"] = str(k8s_dir / "bin")
     names = ["kube-apiserver", "etcd"] + [b for s in schedulers if (b := PEERS[s].binary)]
+    if controllers:
+        names += [b for s in schedulers if (b := PEERS[s].controller_binary)]
     why = missing_binaries(*names)
     if why is not None:
         raise InputError(why, field="--k8s-dir")

@@ -48,12 +48,14 @@ class Peer:
     gangs: bool
     group_per_pod: bool
     binary: str | None = None  # the executable to find, None for pumice (this Python)
+    jobs: bool = False  # has a controller for batch.volcano.sh Jobs (the vcjob workload)
+    controller_binary: str | None = None  # that controller's executable (None: pumice's)
 
 
 PEERS: dict[str, Peer] = {
     p.name: p
     for p in (
-        Peer("pumice", "pumice", "pumice", gangs=True, group_per_pod=False),
+        Peer("pumice", "pumice", "pumice", gangs=True, group_per_pod=False, jobs=True),
         Peer(
             "kube-scheduler",
             "default-scheduler",
@@ -63,13 +65,20 @@ PEERS: dict[str, Peer] = {
             binary="kube-scheduler",
         ),
         Peer(
-            "volcano", "volcano", "volcano", gangs=True, group_per_pod=True, binary="vc-scheduler"
+            "volcano",
+            "volcano",
+            "volcano",
+            gangs=True,
+            group_per_pod=True,
+            binary="vc-scheduler",
+            jobs=True,
+            controller_binary="vc-controller-manager",
         ),
     )
 }
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -103,8 +112,8 @@ def command(
                 f"--scheduler-conf={volcano_conf}", "--schedule-period=1s",
                 f"--scheduler-name={peer.scheduler_name}", "--default-queue=default",
                 "--leader-elect=false", f"--kube-api-qps={QPS}", f"--kube-api-burst={QPS}",
-                f"--listen-address=127.0.0.1:{_free_port()}",
-                f"--healthz-address=127.0.0.1:{_free_port()}"]  # fmt: skip
+                f"--listen-address=127.0.0.1:{free_port()}",
+                f"--healthz-address=127.0.0.1:{free_port()}"]  # fmt: skip
     raise KeyError(peer.name)
 
 
@@ -129,4 +138,4 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> int | None:
     return proc.returncode
 
 
-__all__ = ["PEERS", "Peer", "command", "start", "stop"]
+__all__ = ["PEERS", "Peer", "command", "free_port", "start", "stop"]

@@ -129,6 +129,9 @@ def print_report(results: Sequence[E2EResult], out: TextIO) -> None:
     for workload in dict.fromkeys(r.workload for r in means):
         these = [r for r in means if r.workload == workload]
         first = these[0]
+        if workload == "vcjob":
+            _print_vcjob(these, out)
+            continue
         shape = (f"{first.gangs} gangs of {first.gang_size}" if workload == "gangs"
                  else f"{first.pods:,} pods")  # fmt: skip
         print(f"\n{workload}: {shape} on {first.nodes:,} nodes", file=out)
@@ -144,6 +147,27 @@ def print_report(results: Sequence[E2EResult], out: TextIO) -> None:
         for r in these:
             for p in dict.fromkeys(r.problems):
                 print(f"problem: {r.scheduler}: {p}", file=out)
+
+
+def _print_vcjob(these: Sequence[E2EResult], out: TextIO) -> None:
+    """The Volcano Job's table: its milestones and where the time went."""
+    from pumice.bench import e2e_vcjob
+
+    first = these[0]
+    print(f"\nvcjob: one Volcano Job of {first.pods:,} pods (minAvailable "
+          f"{first.job_min_available:,}) on {first.nodes:,} nodes", file=out)  # fmt: skip
+    header = e2e_vcjob.HEADER
+    print("| " + " | ".join(header) + " |", file=out)
+    print("| " + " | ".join("---" if i in (0, 1, len(header) - 1) else "---:"
+                            for i in range(len(header))) + " |", file=out)  # fmt: skip
+    for row in e2e_vcjob.table_rows(list(these)):
+        print("| " + " | ".join(row) + " |", file=out)
+    for line in ratios(these):
+        print(line, file=out)
+    for r in these:
+        print(details(r) + f"; controller peak RSS {_num(r.controller_rss_mb, 0)} MB", file=out)
+        for p in dict.fromkeys(r.problems):
+            print(f"problem: {r.scheduler}: {p}", file=out)
 
 
 def write_json(results: Sequence[E2EResult], path: str | Path) -> None:
