@@ -209,3 +209,32 @@ def test_a_job_volcano_would_refuse_is_refused_when_loaded(tmp_path: Path) -> No
     with pytest.raises(InputError) as err:
         load_workload([str(path)])
     assert "Volcano would refuse" in str(err.value) and "Job default/" in str(err.value)
+
+
+def test_the_job_controller_path_decides_as_the_podgroup_model_for_gangs() -> None:
+    """Every job of a synthetic workload as a Volcano Job (``--job-controller``): for
+    gangs that need all their pods, the same decisions and metrics as the PodGroup
+    model (only the Jobs' final phases are new)."""
+    import dataclasses
+
+    from pumice.sim.synthetic import generate
+
+    w = generate(120, seed=3, capacity_gpus=32, max_gang=8, load=1.1)
+    w = dataclasses.replace(
+        w, jobs=tuple(dataclasses.replace(j, min_available=j.replicas) for j in w.jobs)
+    )
+    nodes = [node_object(f"n{i}", {"cpu": 96000.0, "memory": 768 * GiB,
+                                   "nvidia.com/gpu": 8.0}) for i in range(4)]  # fmt: skip
+
+    def run(controller: bool) -> dict:
+        sim = Simulation(nodes, w, Scheduler.from_file(None),
+                         SimOptions(job_controller=controller))  # fmt: skip
+        return sim.run().summary
+
+    model, controlled = run(False), run(True)
+    assert model["jobs_by_phase"] == {} and model["jobs_ended"] == 120
+    phases = controlled.pop("jobs_by_phase")
+    assert sum(phases.values()) == 120 and set(phases) <= {"Completed", "Failed"}
+    assert phases.get("Failed", 0) == model["jobs_failed"] + model["jobs_cancelled"]
+    model.pop("jobs_by_phase")
+    assert controlled == model

@@ -120,6 +120,13 @@ def add_parser(sub: Any) -> None:
         "as Volcano's job controller does)",
     )
     s.add_argument(
+        "--job-controller",
+        action="store_true",
+        help="run every job as a batch.volcano.sh Job through pumice's job controller "
+        "(restart on eviction, as the default model; slower). Jobs read from Job "
+        "manifests always go through it",
+    )
+    s.add_argument(
         "--workers",
         type=int,
         metavar="N",
@@ -350,6 +357,7 @@ def run(args: argparse.Namespace) -> int:
         grace=args.grace,
         skip_idle=not args.no_skip,
         pods_on_admission=not args.pods_upfront,
+        job_controller=args.job_controller,
     )
     out = Path(args.out)
     plan = _Plan(

@@ -45,6 +45,7 @@ that admitted the job, as for the PodGroup model's pods).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -66,6 +67,7 @@ from pumice.sim.objects import (
     queue_objects,
     render_quantity,
     render_resources,
+    volcano_job,
 )
 from pumice.sim.workload import JobSpec, Workload
 
@@ -90,6 +92,9 @@ class SimOptions:
     #: Create a job's pods when its PodGroup is admitted, as Volcano's job controller
     #: does (False: with the PodGroup, at arrival).
     pods_on_admission: bool = True
+    #: Run every job through the job controller, as a Volcano Job
+    #: (:func:`~pumice.sim.objects.volcano_job`), not only those read as Jobs.
+    job_controller: bool = False
     sample_interval: float | None = None  # default: about TARGET_SAMPLES samples
     scheduler_name: str = "volcano"
 
@@ -158,6 +163,16 @@ def check_workload(workload: Workload, nodes: Sequence[Mapping[str, Any]]) -> No
                 )
 
 
+def as_volcano_jobs(workload: Workload, scheduler_name: str = "volcano") -> Workload:
+    """``workload`` with every PodGroup-shaped job made a Volcano Job."""
+    jobs = tuple(
+        j if j.manifest is not None
+        else dataclasses.replace(j, manifest=volcano_job(j, scheduler_name=scheduler_name))
+        for j in workload.jobs
+    )  # fmt: skip
+    return dataclasses.replace(workload, jobs=jobs)
+
+
 class Simulation:
     """One simulated run of ``workload`` on ``nodes`` under ``scheduler``."""
 
@@ -171,6 +186,8 @@ class Simulation:
         config_name: str = "default",
     ) -> None:
         check_workload(workload, nodes)
+        if options.job_controller:
+            workload = as_volcano_jobs(workload, options.scheduler_name)
         self.options = options
         self.workload = workload
         self.scheduler = scheduler

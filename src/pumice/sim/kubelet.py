@@ -362,10 +362,12 @@ class Kubelet:
             return
         job.ended = True
         self.jobs.pop(job.uid, None)
+        outcome = FINAL_PHASES[job.phase]
+        if outcome == "fail" and job.spec.outcome == "cancel":
+            outcome = "cancel"  # its pods were stopped, which the Job sees as failed
         self.observer.job_ended(
-            self.clock.now, job.uid, FINAL_PHASES[job.phase], phase=job.phase,
-            retries=job.retries,
-        )  # fmt: skip
+            self.clock.now, job.uid, outcome, phase=job.phase, retries=job.retries
+        )
         if self.api is not None:
             self.api.delete("Job", job.uid)
 

@@ -26,6 +26,7 @@ from pumice.sim.workload import (
     PRIORITY_CLASS_API,
     QUEUE_API,
     SIM_IMAGE,
+    VOLCANO_JOB_API,
     WORKLOAD_API,
     JobSpec,
     QueueSpec,
@@ -181,6 +182,56 @@ def job_objects(
                 }
             )
     return objects
+
+
+#: The policies a job of the PodGroup model becomes a Volcano Job with: what that
+#: model does (an eviction restarts the whole job; a failed pod is left failed and the
+#: job fails once all its pods ended).
+MODEL_POLICIES = ({"event": "PodEvicted", "action": "RestartJob"},)
+#: The model restarts a job as often as it is evicted.
+MODEL_MAX_RETRY = 2**31 - 1
+
+
+def volcano_job(job: JobSpec, *, scheduler_name: str = "volcano") -> dict[str, Any]:
+    """``job`` as a ``batch.volcano.sh/v1alpha1`` Job: one task per role with the pods
+    :func:`job_objects` renders (as templates), the same ``minAvailable`` (and per-task
+    minimums), queue and priority class, and the policies of the PodGroup model
+    (:data:`MODEL_POLICIES`), with the simulation annotations."""
+    pods = job_objects(job, scheduler_name=scheduler_name)[1:]
+    first: dict[str, dict[str, Any]] = {}
+    for pod in pods:
+        first.setdefault(pod["metadata"]["annotations"][ANNOTATION_TASK_SPEC], pod)
+    tasks = []
+    for task in job.tasks:
+        pod = first[task.name]
+        tspec: dict[str, Any] = {
+            "name": task.name,
+            "replicas": task.replicas,
+            "template": {"spec": pod["spec"]},
+        }
+        if task.min_available is not None:
+            tspec["minAvailable"] = task.min_available
+        tasks.append(tspec)
+    spec: dict[str, Any] = {
+        "minAvailable": job.min_available,
+        "schedulerName": scheduler_name,
+        "queue": job.queue,
+        "maxRetry": MODEL_MAX_RETRY,
+        "policies": [dict(p) for p in MODEL_POLICIES],
+        "tasks": tasks,
+    }
+    if job.priority_class:
+        spec["priorityClassName"] = job.priority_class
+    return {
+        "apiVersion": VOLCANO_JOB_API,
+        "kind": "Job",
+        "metadata": {
+            "name": job.name,
+            "namespace": job.namespace,
+            "annotations": _sim_annotations(job),
+        },
+        "spec": spec,
+    }
 
 
 def queue_objects(queues: Iterable[QueueSpec]) -> list[dict[str, Any]]:
