@@ -14,6 +14,7 @@ from pumice.scheduler import Scheduler
 from pumice.sim.cluster_spec import node_object
 from pumice.sim.engine import SimOptions, Simulation
 from pumice.sim.loader import load_workload
+from pumice.sim.report import job_rows, summary_rows
 
 GiB = float(2**30)
 DATA = Path(__file__).resolve().parents[1] / "data" / "jobs"
@@ -144,6 +145,10 @@ def test_an_eviction_under_restart_job_restarts_the_job(tmp_path: Path) -> None:
     assert s["lost_work_pod_seconds"] == 198.0
     # the new run started over and ran its full 300 s
     assert rec.end > 130 + 300
+    rows = dict(summary_rows(s))
+    assert rows["Volcano Jobs (final phase)"] == "1 Completed"
+    assert "RestartJob 1×" in rows["actions (times, lost work)"]
+    assert job_rows(result)[0]["phase"] == "Completed" and job_rows(result)[0]["retries"] == 1
 
 
 def test_an_eviction_without_policy_only_recreates_the_pod(tmp_path: Path) -> None:

@@ -39,8 +39,14 @@ def _r(x: float | None, nd: int = 3) -> float | None:
 
 def job_rows(result: SimResult) -> list[dict[str, Any]]:
     rows = []
-    for j in result.metrics.jobs.values():
-        rows.append(_job_row(j))
+    jobs = result.metrics.jobs.values()
+    volcano = any(j.phase for j in jobs)  # Volcano Jobs: their final phase and retries
+    for j in jobs:
+        row = _job_row(j)
+        if volcano:
+            row["phase"] = j.phase
+            row["retries"] = j.retries
+        rows.append(row)
     return rows
 
 
@@ -363,12 +369,33 @@ def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
             f"{s['evictions']:,} / {s['restarts']:,} / "
             f"{s['lost_work_pod_seconds'] / HOUR:,.1f} pod-h",
         ),
+        *_controller_rows(s),
         (
             "gang atomicity violations",
             f"{s['gang_violations']} (of {s['gang_checks']:,} gangs checked)",
         ),
         ("scheduling cycles", f"{s['cycles']:,} run, {s['skipped_ticks']:,} idle ticks skipped"),
     ]
+
+
+def _controller_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """What the job controller did, when it ran: the Jobs' final phases, and each
+    lifecycle action executed with the work lost to it (and to evictions)."""
+    rows = []
+    phases = s.get("jobs_by_phase") or {}
+    if phases:
+        rows.append(("Volcano Jobs (final phase)",
+                     ", ".join(f"{n:,} {p}" for p, n in phases.items())))  # fmt: skip
+    actions = s.get("actions") or {}
+    lost = s.get("lost_by_cause") or {}
+    causes = sorted(set(actions) | set(lost))
+    if causes and (phases or actions):
+        parts = []
+        for c in causes:
+            n = f"{actions[c]:,}× " if c in actions else ""
+            parts.append(f"{c} {n}{lost.get(c, 0.0) / HOUR:,.1f} pod-h")
+        rows.append(("actions (times, lost work)", "; ".join(parts)))
+    return rows
 
 
 def _queue_table(summary: dict[str, Any]) -> str:
