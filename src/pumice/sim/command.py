@@ -34,12 +34,13 @@ def add_parser(sub: Any) -> None:
     s = sub.add_parser(
         "simulate",
         help="run the scheduler on a simulated cluster and write a report",
-        description="Replay a workload (job manifests, a compact workload file, a public "
-        "trace, or a generated one) on a simulated cluster, with the same scheduling code "
-        "as a real cluster on a virtual clock, and write a report: metrics (JSON, CSV), "
-        "plots and an HTML page. With no arguments: the built-in scenario (a multi-tenant "
-        "GPU cluster of 56 nodes, 3,000 jobs in 12 queues). Several --config files run the "
-        "same workload under each and write a side-by-side comparison (what-if).",
+        description="Replay a workload (Volcano Jobs or PodGroup manifests, a compact "
+        "workload file, a public trace, or a generated one) on a simulated cluster, with "
+        "the same scheduling code as a real cluster on a virtual clock, and write a "
+        "report: metrics (JSON, CSV), plots and an HTML page. With no arguments: the "
+        "built-in scenario (a multi-tenant GPU cluster of 56 nodes, 3,000 jobs in 12 "
+        "queues). Several --config files run the same workload under each and write a "
+        "side-by-side comparison (what-if).",
     )
     s.add_argument(
         "workload",
