@@ -102,3 +102,89 @@ def test_gang_check_flags_a_bind_before_the_gang_exists() -> None:
     assert check.max_partial_groups == 1
     assert watch.groups["a"].created_at_first_bind == 3
     assert GROUP_ANNOTATION in _event("x", "a")["metadata"]["annotations"]
+
+
+# -- the vcjob workload: one Volcano Job through the controllers ---------------------------
+
+
+@pytest.mark.k8s
+@pytest.mark.parametrize(
+    ("inline", "minimum", "controllers"),
+    [
+        (False, None, "pumice controllers + pumice run"),
+        (True, 1, "pumice run --controllers"),
+    ],
+)
+def test_tiny_vcjob_run_creates_and_binds_every_pod(
+    k8s_dir: Path, tmp_path: Path, inline: bool, minimum: int | None, controllers: str
+) -> None:
+    """A Job of 20 pods on 10 nodes, pumice's controllers beside its scheduler (or inside
+    it): every pod created by the controller and bound, every milestone reported, the
+    Job's gang never partly bound; the report has the Job's table."""
+    options = E2EOptions(
+        nodes=10, job_pods=20, job_min_available=minimum, inline_controllers=inline,
+        schedulers=("pumice",), workloads=("vcjob",), k8s_dir=k8s_dir,
+        workdir=tmp_path / "runs",
+    )  # fmt: skip
+    (r,) = run_e2e(options)
+    assert r.problems == [], r.problems
+    assert (r.workload, r.pods, r.bound) == ("vcjob", 20, 20)
+    assert r.job_min_available == (minimum or 20)
+    assert r.controllers == controllers
+    for name in ("podgroup_created_s", "podgroup_inqueue_s", "first_pod_created_s",
+                 "last_pod_created_s", "first_bind_s", "last_bind_s",
+                 "controller_pods_per_s", "bind_pods_per_s"):  # fmt: skip
+        assert getattr(r, name) is not None, name
+    assert (r.controller_cpu_s is None) == inline  # no process of their own when inline
+    assert r.gang_check is not None and r.gang_check["groups"] == 1
+    assert r.gang_check["violations"] == 0
+    out = io.StringIO()
+    print_report([r], out)
+    assert f"one Volcano Job of 20 pods (minAvailable {minimum or 20})" in out.getvalue()
+    assert f"| {controllers} | 10 / 20 |" in out.getvalue()
+
+
+def test_vcjob_runs_only_the_peers_with_a_job_controller() -> None:
+    """kube-scheduler has no Job controller: the vcjob workload runs pumice and Volcano."""
+    options = E2EOptions(schedulers=("pumice", "kube-scheduler", "volcano"), workloads=("vcjob",))
+    assert [(w, p.name) for w, p in runs(options)] == [("vcjob", "pumice"), ("vcjob", "volcano")]
+    assert options.pod_count("vcjob") == 1000
+
+
+def test_vcjob_manifest_sets_what_volcanos_webhook_would_default() -> None:
+    """vc-controller-manager runs without its admission webhook, so the Job carries the
+    queue, minAvailable, maxRetry and the task's name and minimum itself; its pods carry
+    the bench label the bind watch selects on."""
+    from pumice.bench.e2e_load import LABEL
+    from pumice.bench.e2e_vcjob import job, podgroup_name
+
+    obj = job("j", "volcano", replicas=30, min_available=30)
+    spec = obj["spec"]
+    assert (spec["schedulerName"], spec["queue"], spec["minAvailable"], spec["maxRetry"]) == (
+        "volcano", "default", 30, 3,
+    )  # fmt: skip
+    (task,) = spec["tasks"]
+    assert (task["name"], task["replicas"], task["minAvailable"]) == ("worker", 30, 30)
+    assert task["template"]["metadata"]["labels"] == {LABEL: "vcjob"}
+    assert task["template"]["spec"]["schedulerName"] == "volcano"
+    warm = job("w", "pumice", replicas=1, min_available=1, workload=None)
+    assert warm["spec"]["tasks"][0]["template"]["metadata"] == {}
+    assert podgroup_name({"metadata": {"name": "j", "uid": "u1"}}) == "j-u1"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--e2e-job-pods", "0"],
+        ["--e2e-job-pods", "5", "--e2e-job-min-available", "6"],
+        ["--e2e-job-min-available", "0"],
+    ],
+)
+def test_vcjob_options_out_of_range_exit_2(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pumice.cli import main
+
+    assert main(["bench", "e2e", "--e2e-workloads", "vcjob", *argv]) == 2
+    err = capsys.readouterr().err
+    assert "--e2e-job-" in err
