@@ -165,7 +165,9 @@ def _print_vcjob(these: Sequence[E2EResult], out: TextIO) -> None:
     for line in ratios(these):
         print(line, file=out)
     for r in these:
-        print(details(r) + f"; controller peak RSS {_num(r.controller_rss_mb, 0)} MB", file=out)
+        rss = r.controller_rss_mb
+        extra = "" if rss is None else f"; controllers' peak RSS {_num(rss, 0)} MB"
+        print(details(r) + extra, file=out)
         for p in dict.fromkeys(r.problems):
             print(f"problem: {r.scheduler}: {p}", file=out)
 
