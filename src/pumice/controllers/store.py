@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from pumice.cluster.kube_client import rfc3339
 from pumice.cluster.memory import MemoryCluster
-from pumice.cluster.protocol import NAMESPACED, Watch, object_key
+from pumice.cluster.protocol import ADDED, DELETED, NAMESPACED, Watch, object_key
 
 
 def key_of(kind: str, obj: Mapping[str, Any]) -> str:
@@ -60,6 +60,23 @@ def owned_by(obj: Mapping[str, Any], uid: str) -> bool:
     """``obj`` has an ownerReference to ``uid``."""
     refs = (obj.get("metadata") or {}).get("ownerReferences") or ()
     return any(r.get("uid") == uid for r in refs)
+
+
+def owner_uids(obj: Mapping[str, Any]) -> tuple[str, ...]:
+    """The uids ``obj``'s ownerReferences name."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or ()
+    return tuple(str(r.get("uid")) for r in refs if r.get("uid"))
+
+
+#: Unread events after which the ownership index is brought up to date anyway.
+_CATCH_UP_AT = 4096
+
+
+class _EveryKind:
+    """A watch's ``kinds`` that holds every kind, those first created later too."""
+
+    def __contains__(self, kind: object) -> bool:
+        return True
 
 
 def controller_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -101,6 +118,60 @@ class MemoryStore:
     def __init__(self, cluster: MemoryCluster) -> None:
         self.cluster = cluster
         self._uids = itertools.count(1)
+        # Who owns what, so that a cascading delete looks at the owned objects only,
+        # not at every object in the cluster. Kept from a watch over every kind and
+        # brought up to date when a delete needs it. ``_created`` numbers the objects in
+        # the order they were created: the order a kind's objects are stored in, which
+        # is the order a cascade deletes them in.
+        self._created: dict[tuple[str, str], int] = {}
+        self._owners: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._owned: dict[str, set[tuple[str, str]]] = {}
+        self._seq = itertools.count()
+        self._all = cluster.watch(())
+        self._all.kinds = _EveryKind()  # type: ignore[assignment]
+        for kind, objs in cluster.objects.items():
+            for key, obj in objs.items():
+                self._created[(kind, key)] = next(self._seq)
+                self._index((kind, key), obj)
+
+    def _index(self, ref: tuple[str, str], obj: Mapping[str, Any] | None) -> None:
+        new = owner_uids(obj) if obj is not None else ()
+        old = self._owners.get(ref, ())
+        if new == old:
+            return
+        for uid in old:
+            if uid not in new:
+                deps = self._owned[uid]
+                deps.discard(ref)
+                if not deps:
+                    del self._owned[uid]
+        for uid in new:
+            self._owned.setdefault(uid, set()).add(ref)
+        if new:
+            self._owners[ref] = new
+        else:
+            del self._owners[ref]
+
+    def _catch_up(self) -> None:
+        for ev in self._all.drain():
+            ref = (ev.kind, ev.key)
+            if ev.type == DELETED:
+                self._created.pop(ref, None)
+                self._index(ref, None)
+                continue
+            if ev.type == ADDED:
+                self._created[ref] = next(self._seq)
+            self._index(ref, ev.obj)
+
+    def _dependents(self, uid: str) -> list[tuple[str, str]]:
+        """The objects whose ownerReferences name ``uid``: by kind in the cluster's
+        order of kinds, then in order of creation."""
+        self._catch_up()
+        refs = self._owned.get(uid)
+        if not refs:
+            return []
+        rank = {kind: i for i, kind in enumerate(self.cluster.objects)}
+        return sorted(refs, key=lambda r: (rank.get(r[0], len(rank)), self._created.get(r, -1)))
 
     def get(self, kind: str, key: str) -> Mapping[str, Any] | None:
         return self.cluster.get(kind, key)
@@ -116,6 +187,8 @@ class MemoryStore:
         key = key_of(kind, obj)
         if self.cluster.get(kind, key) is not None:
             return None
+        if self._all.pending() > _CATCH_UP_AT:
+            self._catch_up()  # keep the unread events few when nothing is deleted
         meta = obj.setdefault("metadata", {})
         if kind in NAMESPACED:
             meta.setdefault("namespace", "default")
@@ -139,10 +212,10 @@ class MemoryStore:
         uid = (obj.get("metadata") or {}).get("uid")
         self.cluster.delete(kind, key)
         if cascade and uid:
-            for dep_kind, objs in list(self.cluster.objects.items()):
-                for dep_key, dep in list(objs.items()):
-                    if owned_by(dep, uid):
-                        self.delete(dep_kind, dep_key, cascade=True)
+            for dep_kind, dep_key in self._dependents(str(uid)):
+                dep = self.cluster.get(dep_kind, dep_key)
+                if dep is not None and owned_by(dep, uid):
+                    self.delete(dep_kind, dep_key, cascade=True)
         return True
 
     def now(self) -> float:

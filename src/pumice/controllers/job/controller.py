@@ -28,6 +28,7 @@ and when each timed event was first seen.
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,7 +47,12 @@ from pumice.controllers.job.observe import (
     version_of,
 )
 from pumice.controllers.job.plugins import JobPlugin, PluginError, build_plugins, ssh_keygen
-from pumice.controllers.job.pods import build_pod, build_podgroup, podgroup_changes
+from pumice.controllers.job.pods import (
+    build_pod,
+    build_podgroup,
+    min_resources,
+    podgroup_changes,
+)
 from pumice.controllers.job.policy import action_for
 from pumice.controllers.job.record import record as record_event
 from pumice.controllers.job.spec import (
@@ -151,6 +157,11 @@ class JobController:
         self._generations: dict[str, tuple[Any, Any]] = {}
         self._event_counts: dict[str, int] = {}
         self._indexed = False
+        #: Per Job, what its spec was parsed from (a private copy) and the parse, so an
+        #: unchanged Job is not parsed again on every reconcile.
+        self._specs: dict[str, tuple[tuple[Any, ...], JobSpec]] = {}
+        #: Per Job, its PodGroup's minResources for a parse and its tasks' priorities.
+        self._min_res: dict[str, tuple[JobSpec, tuple[int, ...], dict[str, str]]] = {}
 
     # -- watch ------------------------------------------------------------------------------
 
@@ -239,6 +250,57 @@ class JobController:
         self._evicted.pop(key, None)
         self._since.pop(key, None)
         self._refused.pop(key, None)
+        self._specs.pop(key, None)
+        self._min_res.pop(key, None)
+
+    def _parse(self, key: str, job: Mapping[str, Any]) -> JobSpec:
+        """:func:`parse_job` of ``job``, or the last parse of an equal Job (the fields
+        it reads compared with a copy taken when it was parsed)."""
+        meta = job.get("metadata")
+        if not isinstance(meta, Mapping):
+            return parse_job(
+                job, default_queue=self.default_queue, default_scheduler=self.scheduler_name
+            )
+        read = (
+            meta.get("namespace"),
+            meta.get("name"),
+            meta.get("uid"),
+            meta.get("labels"),
+            meta.get("annotations"),
+            job.get("spec"),
+        )
+        hit = self._specs.get(key)
+        if hit is not None and hit[0] == read:
+            return hit[1]
+        own = copy.deepcopy(read)
+        ns, name, uid, labels, annotations, body = own
+        meta_copy = {
+            "namespace": ns,
+            "name": name,
+            "uid": uid,
+            "labels": labels,
+            "annotations": annotations,
+        }
+        spec = parse_job(
+            {"metadata": meta_copy, "spec": body},
+            default_queue=self.default_queue,
+            default_scheduler=self.scheduler_name,
+        )
+        self._specs[key] = (own, spec)
+        return spec
+
+    def _min_resources(self, spec: JobSpec) -> dict[str, str]:
+        """:func:`min_resources` of ``spec``, again only when the spec or the priority
+        of a task's class changed."""
+        prios = tuple(
+            self._priority(str(t.pod_spec.get("priorityClassName") or "")) for t in spec.tasks
+        )
+        hit = self._min_res.get(spec.key)
+        if hit is not None and hit[0] is spec and hit[1] == prios:
+            return hit[2]
+        got = min_resources(spec, self._priority)
+        self._min_res[spec.key] = (spec, prios, got)
+        return got
 
     def reconcile(self, key: str) -> float | None:
         if not self._indexed:
@@ -256,9 +318,7 @@ class JobController:
         state = status.get("state") or {}
         phase = str(state.get("phase") or "")
         try:
-            spec = parse_job(
-                job, default_queue=self.default_queue, default_scheduler=self.scheduler_name
-            )
+            spec = self._parse(key, job)
         except InputError as err:
             where = f"{err.field}: " if err.field else ""
             return self._refuse(job, key, self.default_queue, [f"{where}{err.message}"])
@@ -478,9 +538,13 @@ class JobController:
             for p in run.plugins:
                 p.on_job_update(spec, self.store)
         if pg is None:
-            self.store.create(build_podgroup(spec, self._priority))
+            self.store.create(
+                build_podgroup(spec, self._priority, min_res=self._min_resources(spec))
+            )
         else:
-            patch = podgroup_changes(pg, spec, self._priority)
+            patch = podgroup_changes(
+                pg, spec, self._priority, min_res=self._min_resources(spec)
+            )
             if patch:
                 self.store.patch("PodGroup", _key(pg), patch)
         admitted = pg is not None and pg_phase not in ("", "Pending")

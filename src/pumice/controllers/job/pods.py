@@ -192,8 +192,14 @@ def min_resources(spec: JobSpec, priority_of: Callable[[str], int]) -> dict[str,
 # -- the objects -------------------------------------------------------------------------
 
 
-def build_podgroup(spec: JobSpec, priority_of: Callable[[str], int]) -> dict[str, Any]:
-    """The Job's PodGroup (module docstring)."""
+def build_podgroup(
+    spec: JobSpec,
+    priority_of: Callable[[str], int],
+    *,
+    min_res: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The Job's PodGroup (module docstring); ``min_res``, when given, is what
+    :func:`min_resources` gives for it (a caller that keeps it saves computing it)."""
     meta: dict[str, Any] = {
         "name": spec.podgroup_name,
         "namespace": spec.namespace,
@@ -207,7 +213,7 @@ def build_podgroup(spec: JobSpec, priority_of: Callable[[str], int]) -> dict[str
         "minMember": spec.min_available,
         "minTaskMember": {t.name: t.min_available for t in spec.tasks},
         "queue": spec.queue,
-        "minResources": min_resources(spec, priority_of),
+        "minResources": dict(min_res) if min_res is not None else min_resources(spec, priority_of),
     }
     if spec.priority_class:
         pg_spec["priorityClassName"] = spec.priority_class
@@ -221,12 +227,17 @@ def build_podgroup(spec: JobSpec, priority_of: Callable[[str], int]) -> dict[str
 
 
 def podgroup_changes(
-    pg: Mapping[str, Any], spec: JobSpec, priority_of: Callable[[str], int]
+    pg: Mapping[str, Any],
+    spec: JobSpec,
+    priority_of: Callable[[str], int],
+    *,
+    min_res: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The spec fields of an existing PodGroup that the Job now says otherwise (a
-    scaled Job): a merge patch, empty when nothing changed."""
+    scaled Job): a merge patch, empty when nothing changed (``min_res`` as for
+    :func:`build_podgroup`)."""
     have = pg.get("spec") or {}
-    want = build_podgroup(spec, priority_of)["spec"]
+    want = build_podgroup(spec, priority_of, min_res=min_res)["spec"]
     patch: dict[str, Any] = {}
     for k in ("minMember", "minResources", "priorityClassName"):
         if have.get(k) != want.get(k):
