@@ -91,18 +91,21 @@ class Manager:
         cannot hang the caller)."""
         done = 0
         for _round in range(100):
+            events = self._watch.drain()
+            now = self.store.now()
+            if self._started and not events and not (self._due and self._due[0][0] <= now):
+                return done  # idle: no event, nothing due (most calls in a simulation)
             work: list[dict[str, None]] = [{} for _ in self.controllers]
             if not self._started:
                 self._started = True
                 for i, c in enumerate(self.controllers):
                     for key in c.resync():
                         work[i][key] = None
-            for event in self._watch.drain():
+            for event in events:
                 for i, c in enumerate(self.controllers):
                     if event.kind in c.kinds:
                         for key in c.keys_for(event):
                             work[i][key] = None
-            now = self.store.now()
             while self._due and self._due[0][0] <= now:
                 t, _s, i, key = heapq.heappop(self._due)
                 if self._when.get((i, key)) == t:

@@ -639,6 +639,8 @@ class JobController:
             new["runningDuration"] = duration
         if conditions:
             new["conditions"] = conditions
+        if old == new:
+            return  # nothing to write (the common case, and cheaper to tell than a diff)
         patch = merge_diff(old, new)
         if patch:
             self.store.patch(KIND, key, {"status": patch}, subresource="status")
