@@ -13,7 +13,9 @@ Contracts of :class:`Store`:
   cluster the view lags the writes: a controller must accept reading a state older than
   its own last write (it writes again, and ``create`` of what exists is not an error).
 - ``create`` returns the object as created (``metadata.uid`` and ``creationTimestamp``
-  filled in), or None when an object of that kind and key already exists.
+  filled in), or None when an object of that kind and key already exists;
+  ``create_all`` does it for several independent objects, which a store may send at
+  once (the API server's: in parallel; the in-memory one: in order).
 - ``patch`` applies a JSON merge patch (RFC 7386: a ``None`` value deletes the key);
   ``subresource="status"`` writes the status. False when the object is gone.
 - ``delete`` deletes; with ``cascade`` (the default) the objects it owns (by an
@@ -97,6 +99,11 @@ class Store(Protocol):
     def watch(self, kinds: Sequence[str]) -> Watch: ...
 
     def create(self, obj: dict[str, Any]) -> Mapping[str, Any] | None: ...
+
+    def create_all(self, objs: Sequence[dict[str, Any]]) -> list[Mapping[str, Any] | None]:
+        """``create`` of each object, answers in order; a store may send them at once (a
+        Job's pods), so none may depend on another's answer."""
+        ...
 
     def patch(
         self, kind: str, key: str, patch: Mapping[str, Any], *, subresource: str = ""
@@ -196,6 +203,9 @@ class MemoryStore:
         meta.setdefault("creationTimestamp", self.stamp())
         self.cluster.create(obj)
         return obj
+
+    def create_all(self, objs: Sequence[dict[str, Any]]) -> list[Mapping[str, Any] | None]:
+        return [self.create(o) for o in objs]  # (in order: uids stay deterministic)
 
     def patch(
         self, kind: str, key: str, patch: Mapping[str, Any], *, subresource: str = ""

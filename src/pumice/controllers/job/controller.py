@@ -550,6 +550,7 @@ class JobController:
         admitted = pg is not None and pg_phase not in ("", "Pending")
         have = {(p.task, p.index): p for p in run.pods}
         wanted = set()
+        creates: list[dict[str, Any]] = []
         for task in spec.tasks:
             for i in range(task.replicas):
                 wanted.add((task.name, i))
@@ -565,8 +566,10 @@ class JobController:
                 new = build_pod(spec, task, i, run.version, run.status.retry_count)
                 for p in run.plugins:
                     p.on_pod_create(new, spec)
-                self.store.create(new)
+                creates.append(new)
                 counts.add(task.name, "Pending")
+        if creates:
+            self.store.create_all(creates)  # (a Job's pods at once, on a cluster)
         for pod in run.pods:  # beyond the spec (scaled down, a task gone)
             mine = pod.name == f"{spec.name}-{pod.task}-{pod.index}"
             if (pod.task, pod.index) in wanted and mine:
