@@ -23,7 +23,8 @@ import math
 import numpy as np
 
 from pumice.api.node import NodeTable
-from pumice.api.task import Placement, TaskInfo, TaskStatus
+from pumice.api.spread import SpreadCounts
+from pumice.api.task import TaskInfo
 from pumice.conf.arguments import Arguments
 from pumice.framework.session import Session
 
@@ -153,16 +154,13 @@ class SpreadScore:
     :mod:`pumice.framework.fastpath`).
     """
 
-    __slots__ = ("_codes", "_counts", "_matching", "_soft", "nodes")
+    __slots__ = ("_soft", "counts", "nodes")
 
     def __init__(self, nodes: NodeTable) -> None:
         self.nodes = nodes
-        #: topology key -> (value code per node, -1 without the key; number of values)
-        self._codes: dict[str, tuple[np.ndarray, int]] = {}
-        #: (namespace, selector) -> [matching pods per node, position in nodes.changes]
-        self._counts: dict[tuple, list] = {}
-        #: placement -> nodes matching its nodeSelector and required node affinity
-        self._matching: dict[Placement, np.ndarray] = {}
+        #: Domains, eligible nodes and matching pods per node, as the hard-spread
+        #: predicate counts them.
+        self.counts = SpreadCounts(nodes)
         self._soft: dict[tuple, tuple] = {}
 
     def soft(self, task: TaskInfo) -> tuple:
@@ -171,62 +169,6 @@ class SpreadScore:
         if got is None:
             got = self._soft[task.spread] = tuple(c for c in task.spread if c.soft)
         return got
-
-    def _codes_of(self, key: str) -> tuple[np.ndarray, int]:
-        got = self._codes.get(key)
-        if got is None:
-            values, present = self.nodes.labels.column(key)
-            codes = np.full(len(values), -1, dtype=np.intp)
-            k = 0
-            if present.any():
-                uniq, inverse = np.unique(values[present].astype(str), return_inverse=True)
-                codes[present] = inverse
-                k = len(uniq)
-            got = self._codes[key] = (codes, k)
-        return got
-
-    def _affinity_match(self, placement: Placement) -> np.ndarray:
-        got = self._matching.get(placement)
-        if got is None:
-            index = self.nodes.labels
-            got = np.ones(index.n, dtype=bool)
-            if placement.node_selector:
-                got &= index.selector(placement.node_selector)
-            if placement.required_terms is not None:
-                terms = np.zeros(index.n, dtype=bool)
-                for term in placement.required_terms:
-                    terms |= index.term(term)
-                got &= terms
-            self._matching[placement] = got
-        return got
-
-    def _pods(self, namespace: str, selector) -> np.ndarray:
-        """Per node, the pods matching ``selector`` in ``namespace`` that are not
-        terminating (Kubernetes' ``countPodsMatchSelector``)."""
-        nodes = self.nodes
-        key = (namespace, selector)
-        entry = self._counts.get(key)
-        changes = nodes.changes
-        if entry is not None and entry[1] == len(changes):
-            return entry[0]
-        if entry is None or len(changes) - entry[1] > len(nodes) // 4:
-            rows: object = range(len(nodes))
-            counts = np.zeros(len(nodes), dtype=np.float64)
-        else:
-            rows, counts = set(changes[entry[1] :]), entry[0]
-        if selector is not None:
-            for i in rows:  # type: ignore[attr-defined]
-                k = 0
-                for t in nodes.tasks[i].values():
-                    if (
-                        t.namespace == namespace
-                        and t.status != TaskStatus.RELEASING
-                        and selector.matches(t.labels)
-                    ):
-                        k += 1
-                counts[i] = k
-        self._counts[key] = [counts, len(changes)]
-        return counts
 
     def __call__(self, task: TaskInfo, cand: np.ndarray) -> np.ndarray:
         """The normalized score (0-100, before the weight) of each candidate."""
@@ -240,15 +182,15 @@ class SpreadScore:
         for c in soft:
             every &= labels.column(c.topology_key)[1]
         ok = every[cand]
-        counted = every & self._affinity_match(task.placement)
+        counted = every & self.counts.eligible(task.placement)
         raw = np.zeros(cand.size, dtype=np.float64)
         for c in soft:
-            pods = self._pods(task.namespace, c.selector)
+            pods = self.counts.pods(task.namespace, c.selector)
             if c.topology_key == HOSTNAME:
                 domains = int(np.count_nonzero(ok))
                 count = pods[cand]
             else:
-                codes, k = self._codes_of(c.topology_key)
+                codes, k = self.counts.domains(c.topology_key)
                 seen = np.zeros(k, dtype=bool)
                 seen[codes[cand[ok]]] = True
                 domains = int(np.count_nonzero(seen))
