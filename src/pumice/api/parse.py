@@ -58,7 +58,8 @@ def object_name(obj: Mapping[str, Any]) -> str:
     return f"{kind} {_shown(ns)}/{name}" if ns else f"{kind} {name}"
 
 
-def _map(value: Any, path: str) -> Mapping[str, Any]:
+def as_mapping(value: Any, path: str) -> Mapping[str, Any]:
+    """``value`` as a mapping (None: an empty one), or an InputError naming ``path``."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -66,7 +67,8 @@ def _map(value: Any, path: str) -> Mapping[str, Any]:
     return value
 
 
-def _list(value: Any, path: str) -> list[Any]:
+def as_list(value: Any, path: str) -> list[Any]:
+    """``value`` as a list (None: an empty one), or an InputError naming ``path``."""
     if value is None:
         return []
     if not isinstance(value, list):
@@ -118,7 +120,7 @@ def _key(key: Any, path: str) -> str:
 
 def _labels(value: Any, path: str) -> dict[str, str]:
     out = {}
-    for k, v in _map(value, path).items():
+    for k, v in as_mapping(value, path).items():
         key = _key(k, path)
         out[key] = _str(v, f"{path}.{key}")
     return out
@@ -160,7 +162,7 @@ def resources(value: Any, path: str) -> dict[str, float]:
     """A ResourceList (``{cpu: 500m, memory: 1Gi}``) -> canonical amounts. Every
     quantity is validated; keys that are not scheduling resources are then dropped."""
     out: dict[str, float] = {}
-    for key, q in _map(value, path).items():
+    for key, q in as_mapping(value, path).items():
         name = _key(key, path)
         amount = to_canonical(name, q, field=f"{path}.{name}")
         if is_scheduling_resource(name):
@@ -183,9 +185,9 @@ def _max(into: dict[str, float], other: Mapping[str, float]) -> None:
 
 def _taints(value: Any, path: str) -> tuple[Taint, ...]:
     out = []
-    for i, t in enumerate(_list(value, path)):
+    for i, t in enumerate(as_list(value, path)):
         p = f"{path}[{i}]"
-        t = _map(t, p)
+        t = as_mapping(t, p)
         effect = _str(t.get("effect"), f"{p}.effect", required=True)
         if effect not in _EFFECTS:
             raise InputError(f"unknown taint effect {effect!r}", field=f"{p}.effect")
@@ -196,10 +198,10 @@ def _taints(value: Any, path: str) -> tuple[Taint, ...]:
 
 
 def parse_node(obj: Mapping[str, Any]) -> NodeSpec:
-    meta = _map(obj.get("metadata"), "metadata")
+    meta = as_mapping(obj.get("metadata"), "metadata")
     name = _str(meta.get("name"), "metadata.name", required=True)
-    spec = _map(obj.get("spec"), "spec")
-    status = _map(obj.get("status"), "status")
+    spec = as_mapping(obj.get("spec"), "spec")
+    status = as_mapping(obj.get("status"), "status")
     if "allocatable" in status:
         alloc = resources(status["allocatable"], "status.allocatable")
     elif "capacity" in status:
@@ -210,8 +212,8 @@ def parse_node(obj: Mapping[str, Any]) -> NodeSpec:
         )
     alloc.setdefault(PODS, 110.0)
     ready = True
-    for i, cond in enumerate(_list(status.get("conditions"), "status.conditions")):
-        cond = _map(cond, f"status.conditions[{i}]")
+    for i, cond in enumerate(as_list(status.get("conditions"), "status.conditions")):
+        cond = as_mapping(cond, f"status.conditions[{i}]")
         if cond.get("type") == "Ready":
             ready = cond.get("status") in ("True", True)  # (unquoted YAML gives a bool)
     return NodeSpec(
@@ -270,7 +272,7 @@ class PodRecord:
 
 
 def _container_requests(c: Mapping[str, Any], path: str) -> dict[str, float]:
-    res = _map(c.get("resources"), f"{path}.resources")
+    res = as_mapping(c.get("resources"), f"{path}.resources")
     req = resources(res.get("requests"), f"{path}.resources.requests")
     # The API server defaults a missing request to the limit.
     for name, amount in resources(res.get("limits"), f"{path}.resources.limits").items():
@@ -280,13 +282,13 @@ def _container_requests(c: Mapping[str, Any], path: str) -> dict[str, float]:
 
 def _requirements(value: Any, path: str, *, fields: bool) -> tuple[Requirement, ...]:
     out = []
-    for i, e in enumerate(_list(value, path)):
+    for i, e in enumerate(as_list(value, path)):
         p = f"{path}[{i}]"
-        e = _map(e, p)
+        e = as_mapping(e, p)
         op = _str(e.get("operator"), f"{p}.operator", required=True)
         if op not in _OPERATORS:
             raise InputError(f"unknown operator {op!r}", field=f"{p}.operator")
-        values = tuple(_str(v, f"{p}.values") for v in _list(e.get("values"), f"{p}.values"))
+        values = tuple(_str(v, f"{p}.values") for v in as_list(e.get("values"), f"{p}.values"))
         if op in ("In", "NotIn") and not values:
             raise InputError(f"operator {op} needs values", field=f"{p}.values")
         if op in ("Gt", "Lt") and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
@@ -297,7 +299,7 @@ def _requirements(value: Any, path: str, *, fields: bool) -> tuple[Requirement, 
 
 
 def _term(value: Any, path: str) -> SelectorTerm:
-    t = _map(value, path)
+    t = as_mapping(value, path)
     reqs = _requirements(t.get("matchExpressions"), f"{path}.matchExpressions", fields=False)
     reqs += _requirements(t.get("matchFields"), f"{path}.matchFields", fields=True)
     return SelectorTerm(reqs)
@@ -306,23 +308,23 @@ def _term(value: Any, path: str) -> SelectorTerm:
 def _placement(spec: Mapping[str, Any]) -> Placement:
     selector = tuple(sorted(_labels(spec.get("nodeSelector"), "spec.nodeSelector").items()))
     na_path = "spec.affinity.nodeAffinity"
-    na = _map(_map(spec.get("affinity"), "spec.affinity").get("nodeAffinity"), na_path)
+    na = as_mapping(as_mapping(spec.get("affinity"), "spec.affinity").get("nodeAffinity"), na_path)
     required = None
     req = na.get("requiredDuringSchedulingIgnoredDuringExecution")
     if req is not None:
         rp = f"{na_path}.requiredDuringSchedulingIgnoredDuringExecution"
-        terms = _list(_map(req, rp).get("nodeSelectorTerms"), f"{rp}.nodeSelectorTerms")
+        terms = as_list(as_mapping(req, rp).get("nodeSelectorTerms"), f"{rp}.nodeSelectorTerms")
         required = tuple(_term(t, f"{rp}.nodeSelectorTerms[{i}]") for i, t in enumerate(terms))
     preferred = []
     pp = f"{na_path}.preferredDuringSchedulingIgnoredDuringExecution"
-    for i, p in enumerate(_list(na.get("preferredDuringSchedulingIgnoredDuringExecution"), pp)):
-        p = _map(p, f"{pp}[{i}]")
+    for i, p in enumerate(as_list(na.get("preferredDuringSchedulingIgnoredDuringExecution"), pp)):
+        p = as_mapping(p, f"{pp}[{i}]")
         weight = _int(p.get("weight"), f"{pp}[{i}].weight", 1, minimum=0)
         preferred.append((weight, _term(p.get("preference"), f"{pp}[{i}].preference")))
     tolerations = []
-    for i, t in enumerate(_list(spec.get("tolerations"), "spec.tolerations")):
+    for i, t in enumerate(as_list(spec.get("tolerations"), "spec.tolerations")):
         p = f"spec.tolerations[{i}]"
-        t = _map(t, p)
+        t = as_mapping(t, p)
         op = _str(t.get("operator"), f"{p}.operator") or "Equal"
         if op not in ("Equal", "Exists"):
             raise InputError(f"unknown toleration operator {op!r}", field=f"{p}.operator")
@@ -340,39 +342,39 @@ def _placement(spec: Mapping[str, Any]) -> Placement:
 def _controller_uid(meta: Mapping[str, Any]) -> str:
     """The uid of the ownerReference marked ``controller: true`` ("" when none)."""
     path = "metadata.ownerReferences"
-    for i, ref in enumerate(_list(meta.get("ownerReferences"), path)):
-        ref = _map(ref, f"{path}[{i}]")
+    for i, ref in enumerate(as_list(meta.get("ownerReferences"), path)):
+        ref = as_mapping(ref, f"{path}[{i}]")
         if ref.get("controller") in (True, "true"):
             return _str(ref.get("uid"), f"{path}[{i}].uid")
     return ""
 
 
 def parse_pod(obj: Mapping[str, Any]) -> PodRecord:
-    meta = _map(obj.get("metadata"), "metadata")
+    meta = as_mapping(obj.get("metadata"), "metadata")
     name = _str(meta.get("name"), "metadata.name", required=True)
     namespace = _str(meta.get("namespace"), "metadata.namespace") or "default"
-    spec = _map(obj.get("spec"), "spec")
-    status = _map(obj.get("status"), "status")
+    spec = as_mapping(obj.get("spec"), "spec")
+    status = as_mapping(obj.get("status"), "status")
     annotations = _labels(meta.get("annotations"), "metadata.annotations")
 
-    containers = _list(spec.get("containers"), "spec.containers")
+    containers = as_list(spec.get("containers"), "spec.containers")
     resreq: dict[str, float] = {}
     ports: list[tuple[str, int]] = []
     for i, c in enumerate(containers):
         path = f"spec.containers[{i}]"
-        c = _map(c, path)
+        c = as_mapping(c, path)
         _add(resreq, _container_requests(c, path))
-        for j, port in enumerate(_list(c.get("ports"), f"{path}.ports")):
-            port = _map(port, f"{path}.ports[{j}]")
+        for j, port in enumerate(as_list(c.get("ports"), f"{path}.ports")):
+            port = as_mapping(port, f"{path}.ports[{j}]")
             hp = _int(port.get("hostPort"), f"{path}.ports[{j}].hostPort", 0, minimum=0)
             if hp:
                 ports.append((_str(port.get("protocol"), "protocol") or "TCP", hp))
     # Init containers: restartable ones (sidecars) run alongside; the others one by one.
     sidecars: dict[str, float] = {}
     init_peak: dict[str, float] = {}
-    for i, c in enumerate(_list(spec.get("initContainers"), "spec.initContainers")):
+    for i, c in enumerate(as_list(spec.get("initContainers"), "spec.initContainers")):
         path = f"spec.initContainers[{i}]"
-        c = _map(c, path)
+        c = as_mapping(c, path)
         req = _container_requests(c, path)
         if c.get("restartPolicy") == "Always":
             _add(sidecars, req)
@@ -426,11 +428,11 @@ def parse_pod(obj: Mapping[str, Any]) -> PodRecord:
 
 def _pod_terms(value: Any, path: str) -> tuple[PodTerm, ...]:
     out = []
-    for i, t in enumerate(_list(value, path)):
+    for i, t in enumerate(as_list(value, path)):
         p = f"{path}[{i}]"
-        t = _map(t, p)
+        t = as_mapping(t, p)
         spaces = tuple(
-            _str(n, f"{p}.namespaces") for n in _list(t.get("namespaces"), f"{p}.namespaces")
+            _str(n, f"{p}.namespaces") for n in as_list(t.get("namespaces"), f"{p}.namespaces")
         )
         out.append(
             PodTerm(
@@ -444,12 +446,12 @@ def _pod_terms(value: Any, path: str) -> tuple[PodTerm, ...]:
 
 def _pod_affinity(spec: Mapping[str, Any]) -> PodAffinity | None:
     """Required podAffinity / podAntiAffinity terms (preferred ones are scores)."""
-    affinity = _map(spec.get("affinity"), "spec.affinity")
+    affinity = as_mapping(spec.get("affinity"), "spec.affinity")
     req = "requiredDuringSchedulingIgnoredDuringExecution"
     terms = []
     for kind in ("podAffinity", "podAntiAffinity"):
         path = f"spec.affinity.{kind}"
-        terms.append(_pod_terms(_map(affinity.get(kind), path).get(req), f"{path}.{req}"))
+        terms.append(_pod_terms(as_mapping(affinity.get(kind), path).get(req), f"{path}.{req}"))
     if not terms[0] and not terms[1]:
         return None
     return PodAffinity(terms[0], terms[1])
@@ -457,8 +459,8 @@ def _pod_affinity(spec: Mapping[str, Any]) -> PodAffinity | None:
 
 def _scheduled_at(status: Mapping[str, Any]) -> float:
     """When the PodScheduled condition turned True (Volcano's cdp plugin reads it)."""
-    for i, c in enumerate(_list(status.get("conditions"), "status.conditions")):
-        c = _map(c, f"status.conditions[{i}]")
+    for i, c in enumerate(as_list(status.get("conditions"), "status.conditions")):
+        c = as_mapping(c, f"status.conditions[{i}]")
         if c.get("type") == "PodScheduled" and c.get("status") == "True":
             return timestamp(c.get("lastTransitionTime"), f"status.conditions[{i}]")
     return 0.0
@@ -490,13 +492,13 @@ _PG_PHASES = frozenset({"Pending", "Inqueue", "Running", "Unknown", "Completed"}
 def podgroup_status(obj: Mapping[str, Any]) -> tuple[str, list[dict], tuple[int, int, int]]:
     """A PodGroup's status, validated: (phase, conditions, (running, succeeded, failed)).
     Apart from :func:`parse_podgroup` for the status writes that change nothing else."""
-    status = _map(obj.get("status"), "status")
+    status = as_mapping(obj.get("status"), "status")
     phase = _str(status.get("phase"), "status.phase") or "Pending"
     if phase not in _PG_PHASES:
         raise InputError(f"unknown phase {phase!r}", field="status.phase")
     conditions = [
-        dict(_map(c, f"status.conditions[{i}]"))
-        for i, c in enumerate(_list(status.get("conditions"), "status.conditions"))
+        dict(as_mapping(c, f"status.conditions[{i}]"))
+        for i, c in enumerate(as_list(status.get("conditions"), "status.conditions"))
     ]
     counts = tuple(
         _int(status.get(k), f"status.{k}", 0, minimum=0) for k in ("running", "succeeded", "failed")
@@ -505,12 +507,12 @@ def podgroup_status(obj: Mapping[str, Any]) -> tuple[str, list[dict], tuple[int,
 
 
 def parse_podgroup(obj: Mapping[str, Any], default_queue: str = DEFAULT_QUEUE) -> PodGroupRecord:
-    meta = _map(obj.get("metadata"), "metadata")
+    meta = as_mapping(obj.get("metadata"), "metadata")
     name = _str(meta.get("name"), "metadata.name", required=True)
-    spec = _map(obj.get("spec"), "spec")
+    spec = as_mapping(obj.get("spec"), "spec")
     mtm = {
         _key(k, "spec.minTaskMember"): _int(v, f"spec.minTaskMember.{_shown(k)}", 0, minimum=0)
-        for k, v in _map(spec.get("minTaskMember"), "spec.minTaskMember").items()
+        for k, v in as_mapping(spec.get("minTaskMember"), "spec.minTaskMember").items()
     }
     phase, conditions, counts = podgroup_status(obj)
     min_res = spec.get("minResources")
@@ -549,13 +551,13 @@ class QueueRecord:
 
 
 def parse_queue(obj: Mapping[str, Any]) -> QueueRecord:
-    meta = _map(obj.get("metadata"), "metadata")
+    meta = as_mapping(obj.get("metadata"), "metadata")
     name = _str(meta.get("name"), "metadata.name", required=True)
-    spec = _map(obj.get("spec"), "spec")
-    status = _map(obj.get("status"), "status")
+    spec = as_mapping(obj.get("spec"), "spec")
+    status = as_mapping(obj.get("status"), "status")
     cap = spec.get("capability")
     des = spec.get("deserved")
-    guarantee = _map(spec.get("guarantee"), "spec.guarantee")
+    guarantee = as_mapping(spec.get("guarantee"), "spec.guarantee")
     reclaimable = spec.get("reclaimable", True)
     if not isinstance(reclaimable, bool):
         raise InputError(
@@ -590,7 +592,7 @@ class PriorityClassRecord:
 
 
 def parse_priority_class(obj: Mapping[str, Any]) -> PriorityClassRecord:
-    meta = _map(obj.get("metadata"), "metadata")
+    meta = as_mapping(obj.get("metadata"), "metadata")
     name = _str(meta.get("name"), "metadata.name", required=True)
     if obj.get("value") is None:
         raise InputError("is required", field="value")

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pumice.api.parse import as_list, as_mapping
 from pumice.errors import InputError
 
 API_VERSION = "batch.volcano.sh/v1alpha1"
@@ -108,22 +109,6 @@ class JobSpec:
         return None
 
 
-def _map(value: Any, path: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InputError(f"expected a mapping, got {type(value).__name__}", field=path)
-    return value
-
-
-def _list(value: Any, path: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InputError(f"expected a list, got {type(value).__name__}", field=path)
-    return value
-
-
 def _str(value: Any, path: str) -> str:
     if value is None:
         return ""
@@ -181,10 +166,10 @@ def format_duration(seconds: float) -> str:
 
 def _policies(value: Any, path: str) -> tuple[Policy, ...]:
     out = []
-    for i, item in enumerate(_list(value, path)):
+    for i, item in enumerate(as_list(value, path)):
         p = f"{path}[{i}]"
-        m = _map(item, p)
-        events = [_str(e, f"{p}.events") for e in _list(m.get("events"), f"{p}.events")]
+        m = as_mapping(item, p)
+        events = [_str(e, f"{p}.events") for e in as_list(m.get("events"), f"{p}.events")]
         one = _str(m.get("event"), f"{p}.event")
         if one:
             events.append(one)
@@ -202,24 +187,24 @@ def _policies(value: Any, path: str) -> tuple[Policy, ...]:
 
 def _plugins(value: Any, path: str) -> dict[str, tuple[str, ...]]:
     out: dict[str, tuple[str, ...]] = {}
-    for name, args in _map(value, path).items():
+    for name, args in as_mapping(value, path).items():
         p = f"{path}.{name}"
-        out[str(name)] = tuple(_str(a, p) for a in _list(args, p))
+        out[str(name)] = tuple(_str(a, p) for a in as_list(args, p))
     return out
 
 
 def _labels(value: Any, path: str) -> dict[str, str]:
-    return {str(k): str(v) for k, v in _map(value, path).items()}
+    return {str(k): str(v) for k, v in as_mapping(value, path).items()}
 
 
 def _task(item: Any, index: int) -> TaskSpec:
     p = f"spec.tasks[{index}]"
-    m = _map(item, p)
+    m = as_mapping(item, p)
     replicas = _int(m.get("replicas"), f"{p}.replicas") or 0
     given = _int(m.get("minAvailable"), f"{p}.minAvailable")
-    template = _map(m.get("template"), f"{p}.template")
-    _map(template.get("spec"), f"{p}.template.spec")
-    _map(template.get("metadata"), f"{p}.template.metadata")
+    template = as_mapping(m.get("template"), f"{p}.template")
+    as_mapping(template.get("spec"), f"{p}.template.spec")
+    as_mapping(template.get("metadata"), f"{p}.template.metadata")
     max_retry = _int(m.get("maxRetry"), f"{p}.maxRetry") or DEFAULT_TASK_MAX_RETRY
     return TaskSpec(
         name=_str(m.get("name"), f"{p}.name") or f"default{index}",
@@ -241,11 +226,11 @@ def parse_job(
 ) -> JobSpec:
     """The Job ``obj`` as a :class:`JobSpec` with Volcano's defaults (module docstring);
     InputError naming the Job and the field for a field of the wrong shape."""
-    meta = _map(obj.get("metadata"), "metadata")
+    meta = as_mapping(obj.get("metadata"), "metadata")
     where = f"Job {meta.get('namespace') or 'default'}/{meta.get('name', '?')}"
     try:
-        spec = _map(obj.get("spec"), "spec")
-        tasks = tuple(_task(t, i) for i, t in enumerate(_list(spec.get("tasks"), "spec.tasks")))
+        spec = as_mapping(obj.get("spec"), "spec")
+        tasks = tuple(_task(t, i) for i, t in enumerate(as_list(spec.get("tasks"), "spec.tasks")))
         min_given = _int(spec.get("minAvailable"), "spec.minAvailable") or 0
         retry_given = _int(spec.get("maxRetry"), "spec.maxRetry") or 0
         ttl = _int(spec.get("ttlSecondsAfterFinished"), "spec.ttlSecondsAfterFinished")
