@@ -36,7 +36,6 @@ gangs and is skipped there. ``churn`` rewrites node statuses and labels during t
 from __future__ import annotations
 
 import os
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -53,7 +52,7 @@ from pumice.bench.e2e_churn import NodeChurn
 from pumice.bench.e2e_machine import MachineMark, difference, request_counts, wait_quiet
 from pumice.bench.e2e_proc import CpuMark, peak_rss_mb
 from pumice.bench.e2e_watch import BindWatch, percentile
-from pumice.cluster.kube_client import RESOURCES, ApiUnavailable, KubeClient
+from pumice.cluster.kube_client import KubeClient
 from pumice.sandbox.apply import apply
 from pumice.sandbox.binaries import find_binary
 from pumice.sandbox.controlplane import ControlPlane
@@ -240,25 +239,6 @@ def _objects(
     return [load.podgroup(g, m) for g, m in groups.items()], pods, groups
 
 
-def _wait_warm(
-    client: KubeClient, name: str, proc: subprocess.Popen[bytes], timeout: float
-) -> tuple[float | None, str | None]:
-    """Seconds until the warm-up pod is bound, or (None, why not)."""
-    path = RESOURCES["Pod"].path(load.NAMESPACE, name)
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        if proc.poll() is not None:
-            return None, f"scheduler exited with code {proc.returncode} during start-up"
-        try:
-            status, body = client.request("GET", path)
-        except ApiUnavailable:
-            status, body = 0, None
-        if status == 200 and (body.get("spec") or {}).get("nodeName"):
-            return time.monotonic() - started, None
-        time.sleep(0.1)
-    return None, f"warm-up pod not bound in {timeout:.0f}s"
-
-
 def run_one(peer: peers.Peer, workload: str, options: E2EOptions, index: int,
             workdir: Path) -> E2EResult:  # fmt: skip
     """One scheduler on one workload on a fresh control plane (see the module)."""
@@ -322,7 +302,9 @@ def _run_on(plane: ControlPlane, client: KubeClient, kubeconfig: Path, peer: pee
     churn = None
     watch = None
     try:
-        result.startup_s, why = _wait_warm(client, "warmup", proc, options.startup_timeout)
+        result.startup_s, why = load.wait_bound(
+            client, "warmup", {"scheduler": proc}, options.startup_timeout
+        )
         if why is not None:
             result.problems.append(why)
             return

@@ -16,9 +16,10 @@ object is created or has failed for good.
 from __future__ import annotations
 
 import itertools
+import subprocess
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -192,3 +193,28 @@ __all__ = [
     "podgroup",
     "queue",
 ]
+
+
+def wait_bound(
+    client: KubeClient,
+    pod_name: str,
+    procs: Mapping[str, subprocess.Popen[bytes]],
+    timeout: float,
+    what: str = "warm-up pod",
+) -> tuple[float | None, str | None]:
+    """Seconds until the pod ``pod_name`` (in :data:`NAMESPACE`) is bound, or (None, why
+    not): a process of ``procs`` (by name) that exits first, or ``timeout``."""
+    path = RESOURCES["Pod"].path(NAMESPACE, pod_name)
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        for name, proc in procs.items():
+            if proc.poll() is not None:
+                return None, f"{name} exited with code {proc.returncode} during start-up"
+        try:
+            status, body = client.request("GET", path)
+        except ApiUnavailable:
+            status, body = 0, None
+        if status == 200 and (body.get("spec") or {}).get("nodeName"):
+            return time.monotonic() - started, None
+        time.sleep(0.1)
+    return None, f"{what} not bound in {timeout:.0f}s"

@@ -200,25 +200,6 @@ class Milestones:
 # -- one run ----------------------------------------------------------------------------
 
 
-def _wait_warm(client: KubeClient, procs: dict[str, subprocess.Popen[bytes]],
-               timeout: float) -> tuple[float | None, str | None]:  # fmt: skip
-    """Seconds until the warm-up Job's pod is bound, or (None, why not)."""
-    path = RESOURCES["Pod"].path(load.NAMESPACE, f"{WARM_JOB}-{TASK}-0")
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        for name, proc in procs.items():
-            if proc.poll() is not None:
-                return None, f"{name} exited with code {proc.returncode} during start-up"
-        try:
-            status, body = client.request("GET", path)
-        except ApiUnavailable:
-            status, body = 0, None
-        if status == 200 and (body.get("spec") or {}).get("nodeName"):
-            return time.monotonic() - started, None
-        time.sleep(0.1)
-    return None, f"warm-up Job's pod not bound in {timeout:.0f}s"
-
-
 def run_on(plane: Any, client: KubeClient, kubeconfig: Path, peer: peers.Peer, options: Any,
            result: Any, workdir: Path, say: Callable[[str], None]) -> None:  # fmt: skip
     """The vcjob workload on a fresh control plane (``options``: E2EOptions,
@@ -253,7 +234,9 @@ def run_on(plane: Any, client: KubeClient, kubeconfig: Path, peer: peers.Peer, o
             ctl = controller_command(peer, kubeconfig, find_binary)
             procs["controllers"] = peers.start(ctl, workdir / f"{peer.name}-controllers.log")
             procs["scheduler"] = peers.start(cmd, workdir / f"{peer.name}.log")
-        result.startup_s, why = _wait_warm(client, procs, options.startup_timeout)
+        result.startup_s, why = load.wait_bound(
+            client, f"{WARM_JOB}-{TASK}-0", procs, options.startup_timeout, "warm-up Job's pod"
+        )
         if why is not None:
             result.problems.append(why)
             return
