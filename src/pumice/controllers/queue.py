@@ -33,13 +33,13 @@ not Open, and allocates nothing to it (see ``QueueInfo.is_open``).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pumice.api import parse
 from pumice.cluster.protocol import DELETED, WatchEvent
+from pumice.controllers import events
 from pumice.controllers.commands import (
     CLOSE_QUEUE,
     OPEN_QUEUE,
@@ -353,36 +353,13 @@ class QueueController:
         """An Event about ``queue`` (in namespace ``default``, as Kubernetes records
         them for cluster-scoped objects); the same Event again is counted."""
         meta = queue.get("metadata") or {}
-        name, uid = str(meta.get("name", "")), str(meta.get("uid", ""))
-        digest = hashlib.sha1(f"{uid}\0{type_}\0{reason}\0{message}".encode()).hexdigest()[:16]
-        key = f"default/{name}.{digest}"
-        now = self.store.stamp()
-        made = self.store.create(
-            {
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {"name": f"{name}.{digest}", "namespace": "default"},
-                "involvedObject": {
-                    "apiVersion": QUEUE_API_VERSION,
-                    "kind": "Queue",
-                    "name": name,
-                    "uid": uid,
-                },
-                "type": type_,
-                "reason": reason,
-                "message": message,
-                "source": {"component": COMPONENT},
-                "reportingComponent": COMPONENT,
-                "firstTimestamp": now,
-                "lastTimestamp": now,
-                "count": 1,
-            }
-        )
-        if made is None:
-            old = self.store.get("Event", key) or {}
-            self.store.patch(
-                "Event", key, {"count": int(old.get("count") or 1) + 1, "lastTimestamp": now}
-            )
+        involved = {
+            "apiVersion": QUEUE_API_VERSION,
+            "kind": "Queue",
+            "name": str(meta.get("name", "")),
+            "uid": str(meta.get("uid", "")),
+        }
+        events.record(self.store, involved, type_, reason, message, component=COMPONENT)
 
 
 __all__ = ["QueueController", "next_state"]
