@@ -112,12 +112,14 @@ def test_preemption_deletes_victims_and_binds_the_preemptor_once_they_are_gone(
         k.wait_for("the low pods bound", lambda: len(k.bound(client)) == 2)
         k.pod(client, "high-0", cpu="3", priority_class="high")
         # Eviction is a graceful delete: the kubelet's part (none runs here) is ours.
-        terminating = k.wait_for(
-            "victims terminating",
-            lambda: [
-                n for n, p in k.pods(client).items() if p["metadata"].get("deletionTimestamp")
-            ],
-        )
+        # Both low pods must go for high-0 to fit (3 of 4 cpu), and their evictions are
+        # written one by one: wait until both are terminating.
+        def victims() -> list[str]:
+            gone = [n for n, p in k.pods(client).items() if p["metadata"].get("deletionTimestamp")]
+            return sorted(gone) if len(gone) == 2 else []
+
+        terminating = k.wait_for("both victims terminating", victims)
+        assert terminating == ["low-0", "low-1"]
         assert "high-0" not in k.bound(client)  # not bound onto resources still held
         for name in terminating:
             k.force_delete(client, f"default/{name}")
