@@ -9,7 +9,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pumice.api.quantity import to_canonical
+from pumice.api.quantity import render_quantity, to_canonical
 from pumice.errors import InputError
 from pumice.sim.fields import parse_seconds
 from pumice.sim.loader import load_workload
@@ -18,7 +18,6 @@ from pumice.sim.objects import (
     min_resources,
     priority_class_objects,
     queue_objects,
-    render_quantity,
     to_compact,
     workload_objects,
 )

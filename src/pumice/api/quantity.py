@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 
 from pumice.errors import InputError
@@ -169,3 +170,28 @@ def format_amount(name: str, amount: float) -> str:
 def plural(n: int, noun: str, nouns: str = "") -> str:
     """``1 task``, ``2 tasks`` (``nouns`` for an irregular plural)."""
     return f"{n} {noun if n == 1 else (nouns or noun + 's')}"
+
+
+def render_quantity(name: str, amount: float) -> str:
+    """Render a canonical amount as a Kubernetes quantity string.
+
+    cpu is always millicores (``"1500m"``); memory and storage are ``Gi``/``Mi`` when exact,
+    else bytes; counts are integers. Fractions below the unit are rounded up, so what is
+    rendered never asks for less than the model holds.
+    """
+    if name == CPU:
+        return f"{math.ceil(round(amount, 6))}m"
+    if name == MEMORY or name.endswith("storage"):
+        b = math.ceil(round(amount, 3))
+        for suffix, factor in (("Gi", 2**30), ("Mi", 2**20)):
+            if b >= factor and b % factor == 0:
+                return f"{b // factor}{suffix}"
+        return str(b)
+    if float(amount).is_integer():
+        return str(int(amount))
+    return repr(float(amount))
+
+
+def render_resources(resources: Mapping[str, float]) -> dict[str, str]:
+    """A canonical resource map as a Kubernetes ``ResourceList`` (names sorted)."""
+    return {name: render_quantity(name, resources[name]) for name in sorted(resources)}

@@ -41,10 +41,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pumice.api import parse
+from pumice.api.quantity import render_resources
 from pumice.cluster.protocol import DELETED, WatchEvent
 from pumice.controllers.store import Store, controller_of
 from pumice.errors import InputError
-from pumice.sim.objects import render_resources
 
 log = logging.getLogger("pumice.controllers.podgroup")
 

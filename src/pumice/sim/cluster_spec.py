@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pumice.api.quantity import plural
+from pumice.api.quantity import plural, render_resources
 from pumice.errors import InputError
 from pumice.sim.documents import iter_objects, read_documents
 from pumice.sim.fields import (
@@ -24,7 +24,6 @@ from pumice.sim.fields import (
     require_int,
     require_str,
 )
-from pumice.sim.objects import render_resources
 from pumice.sim.workload import GPU
 
 DEFAULT_PODS = 110

@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pumice.api import parse
+from pumice.api.quantity import render_quantity, render_resources
 from pumice.cache.cache import SchedulerCache
 from pumice.cluster.memory import MemoryCluster
 from pumice.controllers.job import JobController
@@ -65,8 +66,6 @@ from pumice.sim.metrics import Metrics
 from pumice.sim.objects import (
     priority_class_objects,
     queue_objects,
-    render_quantity,
-    render_resources,
     volcano_job,
 )
 from pumice.sim.workload import JobSpec, Workload

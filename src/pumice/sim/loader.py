@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pumice.api.quantity import render_resources
 from pumice.errors import InputError
 from pumice.sim.documents import iter_objects, read_documents
 from pumice.sim.fields import (
@@ -29,7 +30,6 @@ from pumice.sim.fields import (
     require_int,
     require_str,
 )
-from pumice.sim.objects import render_resources
 from pumice.sim.workload import (
     ANNOTATION_ARRIVAL,
     ANNOTATION_DURATION,

@@ -10,11 +10,10 @@ asks for less than the model holds, pods are named ``{job}-{task}-{index}``, and
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pumice.api.quantity import CPU, MEMORY
+from pumice.api.quantity import CPU, MEMORY, render_resources
 from pumice.sim.workload import (
     ANNOTATION_ARRIVAL,
     ANNOTATION_DURATION,
@@ -40,31 +39,6 @@ def format_seconds(seconds: float) -> str:
     if float(seconds).is_integer():
         return str(int(seconds))
     return repr(float(seconds))
-
-
-def render_quantity(name: str, amount: float) -> str:
-    """Render a canonical amount as a Kubernetes quantity string.
-
-    cpu is always millicores (``"1500m"``); memory and storage are ``Gi``/``Mi`` when exact,
-    else bytes; counts are integers. Fractions below the unit are rounded up, so what is
-    rendered never asks for less than the model holds.
-    """
-    if name == CPU:
-        return f"{math.ceil(round(amount, 6))}m"
-    if name == MEMORY or name.endswith("storage"):
-        b = math.ceil(round(amount, 3))
-        for suffix, factor in (("Gi", 2**30), ("Mi", 2**20)):
-            if b >= factor and b % factor == 0:
-                return f"{b // factor}{suffix}"
-        return str(b)
-    if float(amount).is_integer():
-        return str(int(amount))
-    return repr(float(amount))
-
-
-def render_resources(resources: Mapping[str, float]) -> dict[str, str]:
-    """A canonical resource map as a Kubernetes ``ResourceList`` (names sorted)."""
-    return {name: render_quantity(name, resources[name]) for name in sorted(resources)}
 
 
 def min_resources(job: JobSpec) -> dict[str, float]:
