@@ -6,7 +6,6 @@ its reason, and ``pumice controllers`` runs as a process and stops on SIGTERM.""
 
 from __future__ import annotations
 
-import itertools
 import os
 import signal
 import socket
@@ -29,7 +28,6 @@ from pumice.sandbox.kubelet import DURATION_ANNOTATION, FakeKubelet
 
 pytestmark = pytest.mark.k8s
 
-_names = itertools.count()
 GROUP = "scheduling.k8s.io/group-name"
 
 
@@ -51,21 +49,6 @@ def plane(k8s_binaries: None) -> Iterator[ControlPlane]:
         kubelet.stop()
         client.close()
         cp.stop()
-
-
-@pytest.fixture
-def admin(plane: ControlPlane) -> Iterator[KubeClient]:
-    client = KubeClient.from_config(plane.kubeconfig)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def ns(admin: KubeClient) -> str:
-    name = f"e{next(_names)}"
-    k.ok(admin.request("POST", RESOURCES["Namespace"].path(),
-                       body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}))
-    return name  # fmt: skip
 
 
 @pytest.fixture

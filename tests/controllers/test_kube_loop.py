@@ -4,7 +4,6 @@ garbage collector's cascade, and ``pumice run --controllers``."""
 
 from __future__ import annotations
 
-import itertools
 import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -22,7 +21,6 @@ from pumice.sandbox import ControlPlane
 
 pytestmark = pytest.mark.k8s
 
-_names = itertools.count()
 SOURCE = "mirror.test/source"
 TICKS = "mirror.test/ticks"
 
@@ -85,21 +83,6 @@ def plane(k8s_binaries: None) -> Iterator[ControlPlane]:
         yield cp
     finally:
         cp.stop()
-
-
-@pytest.fixture
-def admin(plane: ControlPlane) -> Iterator[KubeClient]:
-    client = KubeClient.from_config(plane.kubeconfig)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def ns(admin: KubeClient) -> str:
-    name = f"l{next(_names)}"
-    k.ok(admin.request("POST", RESOURCES["Namespace"].path(),
-                       body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}))
-    return name  # fmt: skip
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ the REST API, each state seen once on the watch, and the Store contract's answer
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,7 +17,6 @@ from pumice.sandbox import ControlPlane
 
 pytestmark = pytest.mark.k8s
 
-_names = itertools.count()
 
 
 @pytest.fixture(scope="module")
@@ -37,22 +35,6 @@ def plane(k8s_binaries: None) -> Iterator[ControlPlane]:
         yield cp
     finally:
         cp.stop()
-
-
-@pytest.fixture
-def admin(plane: ControlPlane) -> Iterator[KubeClient]:
-    client = KubeClient.from_config(plane.kubeconfig)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def ns(admin: KubeClient) -> str:
-    """A namespace of this test's own (tests share the API server)."""
-    name = f"t{next(_names)}"
-    k.ok(admin.request("POST", RESOURCES["Namespace"].path(),
-                       body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}))
-    return name  # fmt: skip
 
 
 @pytest.fixture
