@@ -274,7 +274,7 @@ def settle(ssn: Session, stmt: Statement, job: JobInfo, action: str) -> bool:
     every tentative eviction and say so in the audit. Returns whether it committed."""
     if ssn.job_pipelined(job):
         if len(stmt):
-            notes_of(ssn).pop(job.uid, None)  # helped after all
+            ssn.eviction_notes.pop(job.uid, None)  # helped after all
         stmt.commit()
         return True
     if len(stmt):
@@ -384,19 +384,12 @@ def _nodes(n: int) -> str:
     return "1 node" if n == 1 else f"{n} nodes"
 
 
-def notes_of(ssn: Session) -> dict[str, list[str]]:
-    """The session's ``eviction_notes``: job uid -> why preempt or reclaim, run for the
-    job this cycle, could not help it (one sentence per action). The pending explanation
-    (:func:`pumice.framework.status.pending_reason`) ends with them."""
-    return ssn.eviction_notes
-
-
 def could_not_help(
     ssn: Session, action: str, job: JobInfo, text: str, task: TaskInfo | None = None
 ) -> None:
     """Say that ``action``, run for ``job``, could not help it: in the job's pending
     explanation (the first sentence per action) and in the audit (kind ``failed``)."""
-    notes = notes_of(ssn).setdefault(job.uid, [])
+    notes = ssn.eviction_notes.setdefault(job.uid, [])
     prefix = f"{action} could not help"
     if any(n.startswith(prefix) for n in notes):
         return
@@ -412,6 +405,22 @@ def could_not_help(
             "reason": text,
         }
     )
+
+
+def conclude_turn(
+    ssn: Session, stmt: Statement, job: JobInfo, action: str, placed: int,
+    first_miss: Misses | None,
+) -> None:  # fmt: skip
+    """:func:`settle` a job's turn that placed ``placed`` tasks; when it kept nothing, say
+    why (the first task's misses) in the job's explanation and the audit."""
+    if not settle(ssn, stmt, job, action) or not placed:
+        could_not_help(
+            ssn,
+            action,
+            job,
+            unplaced_text(job, placed, first_miss),
+            first_miss.task if first_miss is not None else None,
+        )
 
 
 def unplaced_text(job: JobInfo, placed: int, misses: Misses | None) -> str:

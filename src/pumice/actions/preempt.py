@@ -138,14 +138,7 @@ class PreemptAction:
                     placed += 1
                 elif misses is not None:
                     first_miss = misses
-            if not ev.settle(ssn, stmt, job, ACTION) or not placed:
-                ev.could_not_help(
-                    ssn,
-                    ACTION,
-                    job,
-                    ev.unplaced_text(job, placed, first_miss),
-                    first_miss.task if first_miss is not None else None,
-                )
+            ev.conclude_turn(ssn, stmt, job, ACTION, placed, first_miss)
 
     def _within_jobs(self, ssn: Session, under_request: list[JobInfo]) -> None:
         for job in under_request:

@@ -104,14 +104,7 @@ class ReclaimAction:
                 continue
             if first_miss is None:
                 first_miss = misses
-        if not ev.settle(ssn, stmt, job, ACTION) or not placed:
-            ev.could_not_help(
-                ssn,
-                ACTION,
-                job,
-                ev.unplaced_text(job, placed, first_miss),
-                first_miss.task if first_miss is not None else None,
-            )
+        ev.conclude_turn(ssn, stmt, job, ACTION, placed, first_miss)
 
     def reclaim_for(
         self,
