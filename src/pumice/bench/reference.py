@@ -20,6 +20,7 @@ import math
 from collections.abc import Sequence
 
 from pumice.api.node import NodeTable
+from pumice.api.spread import SpreadConstraint
 from pumice.api.task import Placement, SelectorTerm, Taint, TaskInfo, TaskStatus, Toleration
 from pumice.framework.session import Session
 
@@ -106,6 +107,19 @@ def allowed(nodes: NodeTable, i: int, task: TaskInfo) -> bool:
     return all(nodes.ports.get(port, {}).get(i, 0) <= 0 for port in task.host_ports)
 
 
+def _spread_matching(nodes: NodeTable, i: int, c: SpreadConstraint, namespace: str) -> int:
+    """The pods on node ``i`` that constraint ``c``'s selector counts: in ``namespace``,
+    not terminating (Kubernetes' ``countPodsMatchSelector``)."""
+    return sum(
+        1
+        for t in nodes.tasks[i].values()
+        if t.status != TaskStatus.RELEASING
+        and t.namespace == namespace
+        and c.selector is not None
+        and c.selector.matches(t.labels)
+    )
+
+
 def spread_allowed(nodes: NodeTable, task: TaskInfo) -> list[bool]:
     """Kubernetes' PodTopologySpread PreFilter and Filter for the task's hard
     (``DoNotSchedule``) constraints, node by node (Volcano 1.7's feature gates: node
@@ -118,14 +132,7 @@ def spread_allowed(nodes: NodeTable, task: TaskInfo) -> list[bool]:
     labels = [nodes.specs[i].labels for i in range(n)]
 
     def matching(i: int, c) -> int:
-        return sum(
-            1
-            for t in nodes.tasks[i].values()
-            if t.status != TaskStatus.RELEASING
-            and t.namespace == task.namespace
-            and c.selector is not None
-            and c.selector.matches(t.labels)
-        )
+        return _spread_matching(nodes, i, c, task.namespace)
 
     # PreFilter: TpPairToMatchNum over the nodes passing node affinity with every key.
     pairs: dict[tuple[str, str], int] = {}
@@ -278,14 +285,7 @@ def _spread_scores(nodes: NodeTable, task: TaskInfo, soft: list, cand: list[int]
     ]  # fmt: skip
 
     def matching(i: int, c) -> int:
-        return sum(
-            1
-            for t in nodes.tasks[i].values()
-            if t.status != TaskStatus.RELEASING
-            and t.namespace == task.namespace
-            and c.selector is not None
-            and c.selector.matches(t.labels)
-        )
+        return _spread_matching(nodes, i, c, task.namespace)
 
     p = task.placement
     for i in range(len(nodes)):
