@@ -19,6 +19,7 @@ from pumice.api.task import (
     TaskInfo,
     TaskStatus,
 )
+from pumice.api.topology_spec import NetworkTopology, SubGroupPolicy
 
 PENDING = "Pending"
 INQUEUE = "Inqueue"
@@ -73,6 +74,10 @@ class JobInfo:
     conditions: list[dict] = field(default_factory=list)
     annotations: dict[str, str] = field(default_factory=dict)
     bare: bool = False
+    #: The PodGroup's ``spec.networkTopology`` and ``spec.subGroupPolicy`` (see
+    #: :mod:`pumice.api.topology_spec`).
+    network_topology: NetworkTopology | None = None
+    sub_groups: tuple[SubGroupPolicy, ...] = ()
     #: Per-task fit errors recorded during this session (task uid -> error).
     fit_errors: dict[str, FitError] = field(default_factory=dict)
     #: A job-level reason recorded during this session (e.g. "queue is overused").

@@ -27,6 +27,12 @@ from pumice.api.task import (
     Taint,
     Toleration,
 )
+from pumice.api.topology_spec import (
+    NetworkTopology,
+    SubGroupPolicy,
+    parse_network_topology,
+    parse_sub_group_policies,
+)
 from pumice.errors import InputError
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -484,6 +490,8 @@ class PodGroupRecord:
     annotations: dict[str, str]
     #: ``status.running`` / ``succeeded`` / ``failed`` (what the scheduler last wrote).
     counts: tuple[int, int, int] = (0, 0, 0)
+    network_topology: NetworkTopology | None = None
+    sub_groups: tuple[SubGroupPolicy, ...] = ()
 
 
 _PG_PHASES = frozenset({"Pending", "Inqueue", "Running", "Unknown", "Completed"})
@@ -529,6 +537,10 @@ def parse_podgroup(obj: Mapping[str, Any], default_queue: str = DEFAULT_QUEUE) -
         creation=timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
         annotations=_labels(meta.get("annotations"), "metadata.annotations"),
         counts=counts,
+        network_topology=parse_network_topology(
+            spec.get("networkTopology"), "spec.networkTopology"
+        ),
+        sub_groups=parse_sub_group_policies(spec.get("subGroupPolicy"), "spec.subGroupPolicy"),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pumice.api.hypernode import Topology
 from pumice.api.job import JobInfo
 from pumice.api.ledger import Ledger
 from pumice.api.node import NodeTable
@@ -52,6 +53,8 @@ class Snapshot:
     #: Per-shape node results kept from cycle to cycle by the snapshot's owner (a
     #: :class:`pumice.framework.slots.SlotMemory`); None: each session keeps its own.
     slot_memory: Any = None
+    #: The HyperNode tree (None: the cluster has no HyperNodes).
+    topology: Topology | None = None
 
     def job_ledger(self) -> Ledger:
         """Per-queue sums over ``jobs`` as they were when the cycle began."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pumice.api import parse
+from pumice.api.hypernode import NodeFacts, build_topology, parse_hypernode
 from pumice.api.job import JobInfo
 from pumice.api.node import NodeTable
 from pumice.api.pdb import parse_pdb
@@ -33,6 +34,7 @@ _KINDS = {
     "Queue": parse.parse_queue,
     "PriorityClass": parse.parse_priority_class,
     "PodDisruptionBudget": parse_pdb,
+    "HyperNode": parse_hypernode,
 }
 
 
@@ -169,6 +171,14 @@ def build_snapshot(
         name = (err.obj or "").removeprefix("Queue ")
         raise err.located(file=sources.get(("Queue", "/" + name))) from None
 
+    try:
+        topology = build_topology(
+            records["HyperNode"], [NodeFacts(n.name, n.labels) for n in nodes_r]
+        )
+    except InputError as err:
+        name = (err.obj or "").removeprefix("HyperNode ")
+        raise err.located(file=sources.get(("HyperNode", "/" + name))) from None
+
     space = resource_space(nodes_r, pods_r, pgs_r, queues_r)
     nodes = NodeTable(nodes_r, space)
     model = ModelBuilder(space, pcs_r)
@@ -211,6 +221,8 @@ def build_snapshot(
     # The session's table: without the nodes Volcano leaves out (not ready, out of sync).
     nodes = nodes.copy()
     notes.extend(nodes.left_out_notes())
+    if topology is not None:
+        notes.extend(topology.notes)
     notes.extend(_odd_objects(pods_r, pgs_r, model))
 
     for uid in list(jobs):
@@ -235,6 +247,7 @@ def build_snapshot(
         blocked=blocked,
         notes=notes,
         pdbs=records["PodDisruptionBudget"],
+        topology=topology,
     )
 
 

@@ -156,6 +156,8 @@ class ModelBuilder:
             allocated=space.zeros(),
             conditions=g.conditions,
             annotations=g.annotations,
+            network_topology=g.network_topology,
+            sub_groups=g.sub_groups,
         )
 
     def bare_job_for(
