@@ -18,6 +18,13 @@ same objects (``tests/cache/test_cache.py`` checks it); a change of nodes, queue
 priority classes rebuilds the base from the parsed records (rare: they are set-up
 objects).
 
+The HyperNode tree (``Snapshot.topology``) is built from the HyperNode records and the
+nodes' names and labels, and kept from snapshot to snapshot: it is built again only
+when a HyperNode changes or a node is added, removed or relabelled (a status write of
+a HyperNode, or a node's heartbeat, keeps it). A tree that would lie (a cycle of
+members, a HyperNode with two parents) raises, or with ``on_bad`` is reported there
+and repaired (see :func:`pumice.api.hypernode.build_topology`).
+
 :meth:`SchedulerCache.apply` carries out a cycle's decisions through the
 :class:`~pumice.cluster.protocol.Cluster` protocol: evictions, binds, podgroup status.
 Nothing here knows whether the cluster is simulated.
@@ -33,6 +40,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pumice.api import parse
+from pumice.api.hypernode import (
+    HyperNodeRecord,
+    NodeFacts,
+    Topology,
+    build_topology,
+    parse_hypernode,
+)
 from pumice.api.job import PENDING, JobInfo
 from pumice.api.ledger import Ledger
 from pumice.api.node import NodeSpec, NodeTable
@@ -71,7 +85,10 @@ _PARSERS = {
     "Queue": parse.parse_queue,
     "PriorityClass": parse.parse_priority_class,
     "PodDisruptionBudget": parse_pdb,
+    "HyperNode": parse_hypernode,
 }
+
+HYPERNODE_API_VERSION = "topology.volcano.sh/v1alpha1"
 
 
 def _pod_state(obj: Mapping[str, Any]) -> tuple[str, str, bool, float]:
@@ -154,6 +171,11 @@ class SchedulerCache:
         self.pgs_r: dict[str, parse.PodGroupRecord] = {}
         self.pods_r: dict[str, parse.PodRecord] = {}
         self.pdbs_r: dict[str, PdbRecord] = {}
+        self.hypernodes_r: dict[str, HyperNodeRecord] = {}
+        #: The HyperNode tree handed to every snapshot (None: no HyperNodes), built
+        #: again only when ``_topology_stale`` (see the module docstring).
+        self.topology: Topology | None = None
+        self._topology_stale = True
         #: Each PodGroup's spec and annotations as last parsed: a write that changes
         #: neither (a status update) only re-reads the status.
         self._pg_seen: dict[str, tuple] = {}
@@ -199,6 +221,7 @@ class SchedulerCache:
                 except InputError as err:
                     on_bad(kind, key, obj, err)
         self._rebuild()
+        self._build_topology()
 
     # -- events -------------------------------------------------------------------------
 
@@ -221,6 +244,8 @@ class SchedulerCache:
             self._relabel = False
             self.nodes.labels = NodeIndex(self.nodes.specs)
             self.nodes.changes = []  # (fit masks kept per shape depend on labels)
+        if self._topology_stale:
+            self._build_topology()
         return len(events)
 
     def _record(self, kind: str, key: str, obj: Mapping[str, Any]) -> Any:
@@ -239,6 +264,8 @@ class SchedulerCache:
             self.latest = max(self.latest, rec.creation)
         elif kind == "PodDisruptionBudget":
             self.pdbs_r[key] = rec
+        elif kind == "HyperNode":
+            self.hypernodes_r[key] = rec
         else:
             self.pods_r[key] = rec
             self.latest = max(self.latest, rec.creation)
@@ -256,9 +283,13 @@ class SchedulerCache:
                 self.pdbs_r.pop(key, None)
             else:
                 self._record(kind, key, ev.obj)
+        elif kind == "HyperNode":
+            self._handle_hypernode(ev)
         elif kind == "Node" and ev.type != DELETED and key in self.nodes_r and not self._stale:
             self._handle_node_update(key, ev.obj)
         else:  # nodes, queues, priority classes: set-up objects, rebuild the base
+            if kind == "Node":
+                self._topology_stale = True  # (a node came or went: members change)
             if ev.type == DELETED:
                 {"Node": self.nodes_r, "Queue": self.queues_r, "PriorityClass": self.pcs_r}[
                     kind
@@ -283,6 +314,8 @@ class SchedulerCache:
         if spec == old:
             self.changes -= 1  # (nothing a decision reads moved)
             return
+        if spec.labels != old.labels:
+            self._topology_stale = True  # (labelMatch members may gain or lose it)
         i = self.nodes.index.get(key)
         if i is None or not set(spec.allocatable) <= set(self.space.index):
             self._stale = True  # a new resource name: new columns
@@ -292,6 +325,36 @@ class SchedulerCache:
             old.labels, old.taints, old.unschedulable, old.ready
         ):  # fmt: skip
             self._relabel = True
+
+    def _handle_hypernode(self, ev: WatchEvent) -> None:
+        """A HyperNode's change: the tree is built again at the end of the sync, unless
+        only its status moved (Volcano's controller writes ``status.nodeCount``)."""
+        if ev.type == DELETED:
+            if self.hypernodes_r.pop(ev.key, None) is None:
+                self.changes -= 1
+                return
+        else:
+            old = self.hypernodes_r.get(ev.key)
+            if self._record("HyperNode", ev.key, ev.obj) == old:
+                self.changes -= 1  # (the same spec)
+                return
+        self._topology_stale = True
+
+    def _build_topology(self) -> None:
+        """The HyperNode tree over the nodes as they are now; with ``on_bad``, a
+        HyperNode that would make it lie is reported there and repaired around."""
+        records = [self.hypernodes_r[k] for k in sorted(self.hypernodes_r)]
+        facts = [NodeFacts(name, spec.labels) for name, spec in sorted(self.nodes_r.items())]
+        on_bad = self._bad_hypernode if self.on_bad is not None else None
+        self.topology = build_topology(records, facts, on_bad=on_bad)
+        self._topology_stale = False
+
+    def _bad_hypernode(self, what: str, message: str) -> None:
+        """build_topology's report (``what`` is "HyperNode <name>") as a bad object."""
+        assert self.on_bad is not None
+        name = what.removeprefix("HyperNode ")
+        obj = {"apiVersion": HYPERNODE_API_VERSION, "kind": "HyperNode", "metadata": {"name": name}}
+        self.on_bad("HyperNode", name, obj, InputError(message, obj=what))
 
     def _handle_pod(self, ev: WatchEvent) -> None:
         key = ev.key
@@ -593,6 +656,8 @@ class SchedulerCache:
             active=active if self.track_active else None,
             ledger=self.ledger,
             slot_memory=self.slot_memory,
+            topology=self.topology,
+            notes=list(self.topology.notes) if self.topology is not None else [],
         )
         return snap
 

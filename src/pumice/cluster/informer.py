@@ -13,9 +13,10 @@ The semantics are client-go's reflector, which every proven scheduler relies on:
   *diffed* into the store: objects that appeared are ADDED, changed ones MODIFIED, and
   vanished ones DELETED, so a consumer sees each object once in its latest state and
   none lost or doubled.
-- A kind the server does not serve (404: the PodGroup CRD not installed yet) counts as
-  synced and empty, and is listed again after a backoff: the scheduler starts and
-  schedules what it can.
+- A kind the server does not serve (404: the PodGroup CRD not installed yet, or no
+  HyperNode CRD in a cluster that does not describe its network) counts as synced and
+  empty (:attr:`Informer.served` says so), and is listed again after a backoff: the
+  scheduler starts and schedules what it can.
 
 Events go to ``sink(type, kind, key, obj)`` on the informer's thread; the sink must be
 thread-safe and quick (see :class:`pumice.cluster.kube.KubeCluster`).

@@ -202,6 +202,13 @@ class KubeCluster:
     def synced(self) -> bool:
         return all(inf.synced.is_set() for inf in self.informers.values())
 
+    def served(self, kind: str) -> bool:
+        """Whether the API server serves ``kind`` as last listed: False for a CRD that
+        is not installed (its objects count as none; it is listed again after a
+        backoff, so installing it later is seen without a restart)."""
+        inf = self.informers.get(kind)
+        return inf is not None and inf.served
+
     def binds_in_flight(self) -> int:
         return self._inflight
 

@@ -81,6 +81,7 @@ RESOURCES: dict[str, Resource] = {
         Resource("Queue", "/apis/scheduling.volcano.sh/v1beta1", "queues", False),
         Resource("PriorityClass", "/apis/scheduling.k8s.io/v1", "priorityclasses", False),
         Resource("PodDisruptionBudget", "/apis/policy/v1", "poddisruptionbudgets", True),
+        Resource("HyperNode", "/apis/topology.volcano.sh/v1alpha1", "hypernodes", False),
         Resource("Lease", "/apis/coordination.k8s.io/v1", "leases", True),
         # What the controllers read and write (pumice.controllers).
         Resource("Job", "/apis/batch.volcano.sh/v1alpha1", "jobs", True),
@@ -106,6 +107,7 @@ API_VERSIONS: dict[str, str] = {
     "Queue": "scheduling.volcano.sh/v1beta1",
     "PriorityClass": "scheduling.k8s.io/v1",
     "PodDisruptionBudget": "policy/v1",
+    "HyperNode": "topology.volcano.sh/v1alpha1",
     "Lease": "coordination.k8s.io/v1",
     "Job": "batch.volcano.sh/v1alpha1",
     "Command": "bus.volcano.sh/v1alpha1",

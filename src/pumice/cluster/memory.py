@@ -8,6 +8,10 @@ Objects are stored as given (the store takes ownership of the dict) and changed 
 place; a watch event carries a reference to the object, so a watcher reading an event
 late sees the object as it is now, which is what a level-based consumer (the cache)
 wants. Timestamps come from ``clock`` (simulated seconds in ``simulate``).
+
+It holds objects of any kind; those of :data:`~pumice.cluster.protocol.KINDS` (the
+scheduler's, HyperNodes included) have a store from the start, so listing one that
+was never created gives none.
 """
 
 from __future__ import annotations

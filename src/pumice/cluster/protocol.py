@@ -17,8 +17,18 @@ ADDED: Literal["ADDED"] = "ADDED"
 MODIFIED: Literal["MODIFIED"] = "MODIFIED"
 DELETED: Literal["DELETED"] = "DELETED"
 
-#: The kinds the scheduler reads (Volcano's informers).
-KINDS = ("Node", "Pod", "PodGroup", "Queue", "PriorityClass", "PodDisruptionBudget")
+#: The kinds the scheduler reads (Volcano's informers). HyperNodes
+#: (``topology.volcano.sh``, cluster-scoped) describe the network; a cluster without
+#: their CRD has none.
+KINDS = (
+    "Node",
+    "Pod",
+    "PodGroup",
+    "Queue",
+    "PriorityClass",
+    "PodDisruptionBudget",
+    "HyperNode",
+)
 #: Kinds keyed ``namespace/name``: the scheduler's, and those the controllers read and
 #: write (:mod:`pumice.controllers`).
 NAMESPACED = frozenset(

@@ -14,6 +14,12 @@ is re-read before each cycle (a bad one is refused, the last good one stays); SI
 writes the cache as a snapshot; SIGTERM ends the loop, lets binds in flight finish
 (bounded), releases the lease and returns 0.
 
+HyperNodes (``topology.volcano.sh``) are optional: without their CRD the start says so
+and jobs with a network-topology constraint are placed as if the cluster had none; the
+CRD installed later is picked up on the informer's next list. What the HyperNode tree
+leaves unsaid (nodes in no HyperNode, members that match nothing) is logged when the
+tree changes.
+
 With ``controllers`` (``pumice run --controllers``), Volcano's controllers run on a
 thread beside the loop (:class:`~pumice.controllers.command.ControllerLoop`), over their
 own informers on the same client, reconciling and writing only while this process
@@ -98,6 +104,10 @@ class Runner:
         self._dump = threading.Event()
         self.cycles = 0
         self._seen_counts: dict[tuple[str, str], int] = {}
+        #: The HyperNode tree whose notes were logged last, and those notes.
+        self._topology: Any = None
+        self._topology_notes: set[str] = set()
+        self._hypernodes_served: bool | None = None
         self.last_decisions: Any = None
         self.cluster = KubeCluster(
             client,
@@ -165,10 +175,12 @@ class Runner:
             if self.health is not None:
                 self.health.set_ready(True)
             log.info(
-                "caches synced: %d nodes, %d pods, %d podgroups, %d queues",
+                "caches synced: %d nodes, %d pods, %d podgroups, %d queues, %d hypernodes",
                 len(cluster.list("Node")), len(cluster.list("Pod")),
                 len(cluster.list("PodGroup")), len(cluster.list("Queue")),
+                len(cluster.list("HyperNode")),
             )  # fmt: skip
+            self._hypernodes()
             self._loop()
         finally:
             self._shutdown()
@@ -205,6 +217,7 @@ class Runner:
             if reload is not None:
                 self._reloaded(reload)
             cache.sync()
+            self._hypernodes()
             leading = self.may_write()
             if self.metrics is not None:
                 self.metrics.set_leader(leading)
@@ -223,6 +236,31 @@ class Runner:
             if delay < 0:  # a long cycle: start the next period now, do not catch up
                 next_at, delay = time.monotonic(), 0.0
             self.stop.wait(delay)
+
+    def _hypernodes(self) -> None:
+        """Say whether HyperNodes are served (at the start, and when that changes), and
+        log the new notes of a HyperNode tree the cache built again."""
+        served = self.cluster.served("HyperNode")
+        if served != self._hypernodes_served:
+            if not served:
+                log.warning(
+                    "HyperNodes are not installed (the API server does not serve "
+                    "topology.volcano.sh/v1alpha1 hypernodes): network-topology "
+                    "constraints are placed as if the cluster had no HyperNodes"
+                )
+            elif self._hypernodes_served is not None:
+                log.info("HyperNodes are served now (topology.volcano.sh/v1alpha1)")
+            self._hypernodes_served = served
+        cache = self.cache
+        topology = cache.topology if cache is not None else None
+        if topology is self._topology:
+            return
+        self._topology = topology
+        notes = list(topology.notes) if topology is not None else []
+        for note in notes:
+            if note not in self._topology_notes:
+                log.info("HyperNodes: %s", note)
+        self._topology_notes = set(notes)
 
     def _cycle(self, cache: SchedulerCache) -> None:
         start = time.perf_counter()
