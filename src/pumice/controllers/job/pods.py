@@ -5,12 +5,16 @@
   ``minTaskMember`` (each task's minAvailable), ``queue``, ``priorityClassName``, a
   controller ownerReference to the Job, and ``minResources``: the quota usage of the
   pods the gang needs, taken in task priority order (:func:`min_resources`, Volcano's
-  ``calcPGMinResources`` of current master).
+  ``calcPGMinResources`` of current master). The Job's ``networkTopology`` becomes the
+  PodGroup's (``highestTierAllowed`` or else ``highestTierName``), and each task with a
+  ``partitionPolicy`` one ``subGroupPolicy`` entry (:func:`sub_group_policies`).
 - A pod is named ``<job>-<task>-<index>``, has the template's labels, annotations and
   spec, the job's scheduler name (unless the template names one) and priority class
   (likewise), Volcano's annotations (group name, task spec and index, job name, queue,
   job version, template key, retry count) and labels (task index, job name and
-  namespace, task spec, queue), and a controller ownerReference to the Job.
+  namespace, task spec, queue; for a task with a ``partitionPolicy``, its partition,
+  ``volcano.sh/partition-id``, ``index // partitionSize``), and a controller
+  ownerReference to the Job.
 
 Quota usage is Kubernetes' ``PodUsageFunc``, as Volcano uses it: ``pods`` and
 ``count/pods`` 1, ``cpu``/``memory``/``ephemeral-storage`` with their ``requests.`` and
@@ -27,6 +31,7 @@ from decimal import Decimal
 from typing import Any
 
 from pumice.api.quantity import parse_quantity
+from pumice.api.topology_spec import NetworkTopology
 from pumice.controllers.job.spec import API_VERSION, KIND, JobSpec, TaskSpec
 
 GROUP_NAME = "scheduling.k8s.io/group-name"
@@ -39,6 +44,9 @@ JOB_VERSION = "volcano.sh/job-version"
 TEMPLATE_KEY = "volcano.sh/template-uid"
 RETRY_COUNT = "volcano.sh/job-retry-count"
 NUMA_POLICY = "volcano.sh/numa-topology-policy"
+#: A partitioned task's pods: their partition, which the task's sub-group policy
+#: groups them by (``matchLabelKeys``).
+PARTITION_ID = "volcano.sh/partition-id"
 #: Job annotations copied onto its pods (the JDB pair: the first one present).
 _COPIED_ANNOTATIONS = (
     "volcano.sh/preemptable",
@@ -192,6 +200,41 @@ def min_resources(spec: JobSpec, priority_of: Callable[[str], int]) -> dict[str,
 # -- the objects -------------------------------------------------------------------------
 
 
+def network_topology(nt: NetworkTopology) -> dict[str, Any]:
+    """A ``networkTopology`` as the PodGroup carries it: the mode and one tier limit,
+    ``highestTierAllowed`` when given, else ``highestTierName`` (Volcano's precedence)."""
+    out: dict[str, Any] = {"mode": nt.mode}
+    if nt.highest_tier is not None:
+        out["highestTierAllowed"] = nt.highest_tier
+    elif nt.highest_tier_name:
+        out["highestTierName"] = nt.highest_tier_name
+    return out
+
+
+def sub_group_policies(spec: JobSpec) -> list[dict[str, Any]]:
+    """One ``subGroupPolicy`` entry per task with a ``partitionPolicy``, in task order, as
+    Volcano's ``getSubGroupPolicy`` makes it: named for the task, sub-groups of
+    ``partitionSize`` pods of which ``minPartitions`` are needed, the task's pods
+    (``volcano.sh/task-spec``) grouped by their partition label, and the partitions'
+    network topology."""
+    out = []
+    for t in spec.tasks:
+        p = t.partition
+        if p is None:
+            continue
+        policy: dict[str, Any] = {
+            "name": t.name,
+            "subGroupSize": p.size,
+            "minSubGroups": p.min_partitions,
+            "labelSelector": {"matchLabels": {TASK_SPEC: t.name}},
+            "matchLabelKeys": [PARTITION_ID],
+        }
+        if p.topology is not None:
+            policy["networkTopology"] = network_topology(p.topology)
+        out.append(policy)
+    return out
+
+
 def build_podgroup(
     spec: JobSpec,
     priority_of: Callable[[str], int],
@@ -217,6 +260,11 @@ def build_podgroup(
     }
     if spec.priority_class:
         pg_spec["priorityClassName"] = spec.priority_class
+    if spec.network_topology is not None:
+        pg_spec["networkTopology"] = network_topology(spec.network_topology)
+    sub_groups = sub_group_policies(spec)
+    if sub_groups:
+        pg_spec["subGroupPolicy"] = sub_groups
     return {
         "apiVersion": "scheduling.volcano.sh/v1beta1",
         "kind": "PodGroup",
@@ -235,7 +283,8 @@ def podgroup_changes(
 ) -> dict[str, Any]:
     """The spec fields of an existing PodGroup that the Job now says otherwise (a
     scaled Job): a merge patch, empty when nothing changed (``min_res`` as for
-    :func:`build_podgroup`)."""
+    :func:`build_podgroup`). As Volcano's controller, it brings ``subGroupPolicy`` up
+    to date but leaves ``networkTopology`` as the PodGroup was made."""
     have = pg.get("spec") or {}
     want = build_podgroup(spec, priority_of, min_res=min_res)["spec"]
     patch: dict[str, Any] = {}
@@ -245,6 +294,8 @@ def podgroup_changes(
     tm = dict(have.get("minTaskMember") or {})
     if any(tm.get(t) != n for t, n in want["minTaskMember"].items()):
         patch["minTaskMember"] = want["minTaskMember"]
+    if (have.get("subGroupPolicy") or []) != want.get("subGroupPolicy", []):
+        patch["subGroupPolicy"] = want.get("subGroupPolicy")  # None: no policy left
     return {"spec": patch} if patch else {}
 
 
@@ -295,6 +346,9 @@ def build_pod(
     for k in _COPIED_LABELS:
         if k in spec.labels:
             labels[k] = spec.labels[k]
+    if task.partition is not None:
+        size = task.partition.size
+        labels[PARTITION_ID] = str(index // size if size > 0 else 0)
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -314,15 +368,18 @@ __all__ = [
     "GROUP_NAME",
     "JOB_NAME",
     "JOB_VERSION",
+    "PARTITION_ID",
     "TASK_INDEX",
     "TASK_SPEC",
     "build_pod",
     "build_podgroup",
     "min_resources",
+    "network_topology",
     "owner_reference",
     "pod_index",
     "pod_name",
     "podgroup_changes",
     "quota_usage",
     "render",
+    "sub_group_policies",
 ]

@@ -7,7 +7,10 @@ the defaults as it reads, and never writes them back into the Job's spec):
 - ``queue`` ``default``, ``schedulerName`` ``volcano``, ``maxRetry`` 3 (also when 0);
 - a task without a name is ``default<index>``; a task without ``minAvailable`` needs
   all its replicas; a task's ``maxRetry`` (container restarts before ``TaskFailed``) 3;
+- a task with a ``partitionPolicy`` whose ``minPartitions`` is set (above 0) and no
+  ``minAvailable`` needs ``minPartitions * partitionSize`` pods;
 - ``minAvailable`` 0 or missing is the sum of the tasks' ``minAvailable``;
+- a ``networkTopology`` without ``mode`` is ``hard`` (the CRD's default);
 - the ``mpi``, ``pytorch`` and ``tensorflow`` plugins bring ``svc``, ``mpi`` ``ssh``.
 
 A field of the wrong shape (a string where a count goes) raises
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pumice.api.parse import as_list, as_mapping
+from pumice.api.topology_spec import HARD, NetworkTopology
 from pumice.errors import InputError
 
 API_VERSION = "batch.volcano.sh/v1alpha1"
@@ -48,6 +52,20 @@ class Policy:
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionPolicy:
+    """A task's ``partitionPolicy``: its ``replicas`` pods cut into ``total`` partitions
+    of ``size`` pods each (pod ``i`` in partition ``i // size``), each placed as one
+    sub-gang within ``topology``; the job needs ``min_partitions`` of them (0: as many
+    pods as the task's minAvailable, in whatever partitions). Values as written:
+    :mod:`validate` says which are refused."""
+
+    total: int
+    size: int
+    min_partitions: int = 0
+    topology: NetworkTopology | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class TaskSpec:
     name: str
     replicas: int
@@ -60,6 +78,7 @@ class TaskSpec:
     policies: tuple[Policy, ...]
     max_retry: int
     topology_policy: str = ""
+    partition: PartitionPolicy | None = None
 
     @property
     def pod_spec(self) -> Mapping[str, Any]:
@@ -88,6 +107,8 @@ class JobSpec:
     min_available_given: int
     max_retry_given: int
     plugins_given: tuple[str, ...] = ()
+    #: ``spec.networkTopology``: how far apart (in HyperNode tiers) the gang may be.
+    network_topology: NetworkTopology | None = None
 
     @property
     def key(self) -> str:
@@ -197,11 +218,46 @@ def _labels(value: Any, path: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in as_mapping(value, path).items()}
 
 
+def _network_topology(value: Any, path: str) -> NetworkTopology | None:
+    """A ``networkTopology`` as written (both tiers kept, any mode): the shape is
+    checked here, the values by :mod:`validate`."""
+    if value is None:
+        return None
+    m = as_mapping(value, path)
+    return NetworkTopology(
+        mode=_str(m.get("mode"), f"{path}.mode") or HARD,
+        highest_tier=_int(m.get("highestTierAllowed"), f"{path}.highestTierAllowed"),
+        highest_tier_name=_str(m.get("highestTierName"), f"{path}.highestTierName"),
+    )
+
+
+def _partition(value: Any, path: str) -> PartitionPolicy | None:
+    if value is None:
+        return None
+    m = as_mapping(value, path)
+    return PartitionPolicy(
+        total=_int(m.get("totalPartitions"), f"{path}.totalPartitions") or 0,
+        size=_int(m.get("partitionSize"), f"{path}.partitionSize") or 0,
+        min_partitions=_int(m.get("minPartitions"), f"{path}.minPartitions") or 0,
+        topology=_network_topology(m.get("networkTopology"), f"{path}.networkTopology"),
+    )
+
+
+def _task_minimum(replicas: int, given: int | None, partition: PartitionPolicy | None) -> int:
+    """The pods of a task the gang needs, as the mutating webhook fills it in."""
+    if given is not None:
+        return given
+    if partition is not None and partition.min_partitions > 0:
+        return partition.min_partitions * partition.size
+    return replicas
+
+
 def _task(item: Any, index: int) -> TaskSpec:
     p = f"spec.tasks[{index}]"
     m = as_mapping(item, p)
     replicas = _int(m.get("replicas"), f"{p}.replicas") or 0
     given = _int(m.get("minAvailable"), f"{p}.minAvailable")
+    partition = _partition(m.get("partitionPolicy"), f"{p}.partitionPolicy")
     template = as_mapping(m.get("template"), f"{p}.template")
     as_mapping(template.get("spec"), f"{p}.template.spec")
     as_mapping(template.get("metadata"), f"{p}.template.metadata")
@@ -209,12 +265,13 @@ def _task(item: Any, index: int) -> TaskSpec:
     return TaskSpec(
         name=_str(m.get("name"), f"{p}.name") or f"default{index}",
         replicas=replicas,
-        min_available=replicas if given is None else given,
+        min_available=_task_minimum(replicas, given, partition),
         min_available_given=given,
         template=template,
         policies=_policies(m.get("policies"), f"{p}.policies"),
         max_retry=max_retry,
         topology_policy=_str(m.get("topologyPolicy"), f"{p}.topologyPolicy"),
+        partition=partition,
     )
 
 
@@ -259,6 +316,7 @@ def parse_job(
             min_available_given=min_given,
             max_retry_given=retry_given,
             plugins_given=given,
+            network_topology=_network_topology(spec.get("networkTopology"), "spec.networkTopology"),
         )
     except InputError as err:
         raise err.located(obj=where) from None
@@ -268,6 +326,7 @@ __all__ = [
     "API_VERSION",
     "KIND",
     "JobSpec",
+    "PartitionPolicy",
     "Policy",
     "TaskSpec",
     "format_duration",

@@ -14,7 +14,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pumice.controllers.job.spec import JobSpec, Policy
+from pumice.api.topology_spec import HARD, SOFT, NetworkTopology
+from pumice.controllers.job.spec import JobSpec, Policy, TaskSpec
 
 #: Events a policy may name (Volcano's ``policyEventMap`` entries open to users).
 EVENTS = (
@@ -75,6 +76,59 @@ def _policies(policies: tuple[Policy, ...], where: str) -> list[str]:
     return []
 
 
+def _network_topology(nt: NetworkTopology | None, where: str) -> list[str]:
+    """Volcano's ``validateNetworkTopology`` (one tier limit, not both), with what its
+    CRD refuses by type (the mode, a negative tier)."""
+    if nt is None:
+        return []
+    out = []
+    if nt.mode not in (HARD, SOFT):
+        out.append(f"{where}: mode must be {HARD} or {SOFT} (it is {nt.mode!r})")
+    if nt.highest_tier is not None and nt.highest_tier_name:
+        out.append(f"{where} sets both highestTierAllowed and highestTierName; give one of them")
+    elif nt.highest_tier is not None and nt.highest_tier < 0:
+        out.append(f"{where}: highestTierAllowed must not be negative (it is {nt.highest_tier})")
+    return out
+
+
+def _partition(task: TaskSpec) -> list[str]:
+    """Volcano's ``validatePartitionPolicy``: the first problem of the counts, then the
+    partitions' network topology. Beyond Volcano's own sentences: minPartitions above
+    totalPartitions, which Volcano refuses as the minAvailable it derives from it being
+    above the replicas."""
+    p = task.partition
+    if p is None:
+        return []
+    at = f"task {task.name!r}: partitionPolicy"
+    out = []
+    if p.total <= 0:
+        out.append(f"{at}: totalPartitions must be at least 1 (it is {p.total})")
+    elif p.size <= 0:
+        out.append(f"{at}: partitionSize must be at least 1 (it is {p.size})")
+    elif p.total * p.size != task.replicas:
+        out.append(
+            f"{at}: totalPartitions ({p.total}) times partitionSize ({p.size}) is "
+            f"{p.total * p.size}, not the task's replicas ({task.replicas})"
+        )
+    elif p.min_partitions < 0:
+        out.append(f"{at}: minPartitions must not be negative (it is {p.min_partitions})")
+    elif p.min_partitions > p.total:
+        out.append(
+            f"{at}: minPartitions ({p.min_partitions}) is greater than totalPartitions ({p.total})"
+        )
+    elif (
+        task.min_available_given is not None
+        and p.min_partitions > 0
+        and p.min_partitions * p.size != task.min_available_given
+    ):
+        out.append(
+            f"{at}: the task's minAvailable ({task.min_available_given}) must be "
+            f"minPartitions ({p.min_partitions}) times partitionSize ({p.size}), "
+            f"{p.min_partitions * p.size}"
+        )
+    return out + _network_topology(p.topology, f"{at}.networkTopology")
+
+
 def _template(spec: JobSpec, index: int) -> list[str]:
     task = spec.tasks[index]
     at = f"task {task.name!r}"
@@ -105,6 +159,7 @@ def problems(
         out.append(f"ttlSecondsAfterFinished must not be negative (it is {spec.ttl})")
     if spec.min_success is not None and spec.min_success < 1:
         out.append(f"minSuccess must be at least 1 (it is {spec.min_success})")
+    out += _network_topology(spec.network_topology, "networkTopology")
     if not spec.tasks:
         return [*out, "the job has no tasks"]
     if "mpi" in spec.plugins:
@@ -141,6 +196,7 @@ def problems(
         if len(pod_name) > 63 or not _QUALIFIED_NAME.match(pod_name):
             out.append(f"{at}: its pods' names ({pod_name}) would be longer than 63 characters")
         out += _template(spec, i)
+        out += _partition(task)
     if len(spec.name) > 63 or not _QUALIFIED_NAME.match(spec.name):
         out.append(f"the job name {spec.name!r} is not a valid name (at most 63 characters)")
     if spec.total_replicas < spec.min_available_given:
