@@ -28,96 +28,18 @@ held statements are concluded when allocate ends.
 
 from __future__ import annotations
 
-import numpy as np
-
+from pumice.actions.place import need_continue, place
 from pumice.actions.room import hopeless_turn, queue_refusal
+from pumice.actions.topology import Worksheet, allocate_for_job, worksheet
 from pumice.api.job import INQUEUE, JobInfo
 from pumice.api.queue import QueueInfo
-from pumice.api.task import READY_STATUSES, TaskInfo, TaskStatus
+from pumice.api.task import TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
-from pumice.framework.fastpath import for_session, shape_key
-from pumice.framework.fit import explain_no_fit, fits, no_nodes, predicate_filter
 from pumice.framework.orders import job_key, queue_key, task_key
 from pumice.framework.pqueue import KeyedQueue, PriorityQueue, ordered
 from pumice.framework.session import Session
 from pumice.framework.statement import Statement
-
-
-def best_node(ssn: Session, task: TaskInfo, cand: np.ndarray) -> int:
-    """The highest-scored candidate; the first (name-sorted) on ties."""
-    if cand.size == 1:
-        return int(cand[0])
-    scorers = ssn.hooks.flat("node_order")
-    if not scorers:
-        return int(cand[0])
-    scores = scorers[0](task, cand)
-    for fn in scorers[1:]:
-        scores = scores + fn(task, cand)
-    return int(cand[int(np.argmax(scores))])
-
-
-def place(ssn: Session, stmt: Statement, job: JobInfo, task: TaskInfo) -> bool:
-    """Allocate or pipeline ``task`` on the best node; record why not when none fits."""
-    nodes = ssn.nodes
-    if len(nodes) == 0:
-        job.fit_errors[task.uid] = no_nodes(nodes)
-        return False
-    fastpath = for_session(ssn)
-    fast = fastpath.choose(task)
-    if fast is not None:  # the same choice as below, from per-shape caches
-        i, now_fits = fast
-        if now_fits:
-            stmt.allocate(task, nodes.names[i])
-        else:
-            stmt.pipeline(task, nodes.names[i])
-        return True
-    # A task that found no node fails the same way, for the same reasons, as long as
-    # neither its shape nor the nodes changed: a backlog of jobs waiting for room asks
-    # this again and again in a cycle. (Not with inter-pod affinity about, where the
-    # answer also depends on the task's labels and on other pods.)
-    memo_key = None
-    if task.pod_affinity is None and not fastpath.affinity_about:
-        memo_key = (shape_key(task), task.host_ports, nodes.version)
-        err = fastpath.no_fit.get(memo_key)
-        if err is not None:
-            job.fit_errors[task.uid] = err
-            return False
-    blocked, reasons = predicate_filter(ssn, task)
-    future = nodes.future_idle()
-    feasible = fits(task.init_resreq, future)
-    if blocked is not None:
-        feasible &= ~blocked
-    if not feasible.any():
-        err = job.fit_errors[task.uid] = explain_no_fit(ssn, task, reasons, future)
-        if memo_key is not None:
-            fastpath.no_fit[memo_key] = err
-        return False
-    now = feasible & fits(task.init_resreq, nodes.idle)
-    cand = np.flatnonzero(now if now.any() else feasible)
-    i = best_node(ssn, task, cand)
-    if now[i]:
-        stmt.allocate(task, nodes.names[i])
-    else:
-        stmt.pipeline(task, nodes.names[i])
-    return True
-
-
-def need_continue(job: JobInfo, failed_roles: set[str]) -> bool:
-    """After a task found no node, may the job's other tasks still complete the gang?
-
-    Volcano's rule: never when every task is needed. When the roles' minimums add up to
-    more than minMember, only if ready tasks plus the pending tasks of roles that have
-    not failed can still reach minMember. Otherwise, unless a failed role needs more
-    tasks than it already has ready."""
-    if job.min_available >= len(job.tasks):
-        return False
-    if job.min_task_member and job.min_available < sum(job.min_task_member.values()):
-        left = sum(1 for t in job.with_status(TaskStatus.PENDING) if t.role not in failed_roles)
-        return job.ready_num() + left >= job.min_available
-    ready: dict[str, int] = {}
-    for t in job.with_status(*READY_STATUSES):
-        ready[t.role] = ready.get(t.role, 0) + 1
-    return not any(job.min_task_member.get(role, 0) > ready.get(role, 0) for role in failed_roles)
+from pumice.framework.topology import session_topology
 
 
 class AllocateAction:
@@ -152,6 +74,7 @@ class AllocateAction:
             jobs_of[job.queue].push(job)
 
         pending: dict[str, PriorityQueue[TaskInfo] | KeyedQueue[TaskInfo]] = {}
+        sheets: dict[str, Worksheet] = {}
         while not queues.empty():
             queue = queues.pop()
             if ssn.overused(queue):
@@ -161,6 +84,10 @@ class AllocateAction:
             if jobs is None or jobs.empty():
                 continue
             job = jobs.pop()
+            if job.network_topology is not None or job.sub_groups:
+                self._allocate_constrained(ssn, queue, job, jobs, sheets)
+                queues.push(queue)
+                continue
             tasks = pending.get(job.uid)
             if tasks is None:
                 todo = [t for t in job.with_status(TaskStatus.PENDING) if not t.best_effort]
@@ -177,6 +104,39 @@ class AllocateAction:
         later = actions[actions.index(self.name) + 1 :] if self.name in actions else ()
         if "backfill" not in later:
             conclude_held(ssn)  # nothing places best-effort tasks after this action
+
+    def _allocate_constrained(
+        self,
+        ssn: Session,
+        queue: QueueInfo,
+        job: JobInfo,
+        jobs: PriorityQueue[JobInfo] | KeyedQueue[JobInfo],
+        sheets: dict[str, Worksheet],
+    ) -> None:
+        """A turn of a job placed HyperNode by HyperNode (:mod:`pumice.actions.topology`):
+        committed when ready (held when ready only by best-effort tasks still to
+        place), kept when pipelined; the job takes another turn while work remains."""
+        topo = session_topology(ssn)
+        ws = sheets.get(job.uid)
+        if ws is None:
+
+            def in_order(todo: list[TaskInfo]) -> list[TaskInfo]:
+                heap = ordered(ssn.task_less, task_key(ssn, todo) if len(todo) > 1 else None, todo)
+                return [heap.pop() for _ in range(len(todo))]
+
+            ws = sheets[job.uid] = worksheet(ssn, topo, job, in_order)
+        if ws.empty():
+            return
+        stmt = allocate_for_job(ssn, queue, job, ws, topo)
+        if stmt is None or not ssn.job_ready(job):
+            return
+        if whole(ssn, job):
+            release(ssn, job, commit=True)
+            stmt.commit()
+        else:
+            hold(ssn, job, stmt)
+        if not ws.empty():
+            jobs.push(job)
 
     def _allocate_job(
         self,

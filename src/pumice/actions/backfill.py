@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import functools
 
-from pumice.actions.allocate import conclude_held, place, release, whole
+from pumice.actions.allocate import conclude_held, release, whole
+from pumice.actions.place import place
 from pumice.api.job import JobInfo
 from pumice.api.task import TaskStatus
 from pumice.conf.arguments import Arguments

@@ -70,9 +70,7 @@ class ReclaimAction:
             jobs = jobs_of.get(queue.name)
             if ssn.overused(queue):
                 while jobs is not None and not jobs.empty():
-                    ev.could_not_help(
-                        ssn, ACTION, jobs.pop(), f"queue {queue.name} is overused"
-                    )
+                    ev.could_not_help(ssn, ACTION, jobs.pop(), f"queue {queue.name} is overused")
                 continue
             if jobs is None or jobs.empty():
                 continue

@@ -181,10 +181,7 @@ def queue_refusal(queue: QueueInfo, task: TaskInfo, nodes: NodeTable | None = No
     nodes the session leaves out, which count in no share)."""
     if not queue.is_open():
         return f"queue {queue.name} cannot take task {task.name} now: the queue is not open"
-    text = (
-        f"queue {queue.name} cannot take task {task.name} now: it would exceed "
-        f"{GENERIC_LIMIT}"
-    )
+    text = f"queue {queue.name} cannot take task {task.name} now: it would exceed {GENERIC_LIMIT}"
     left = nodes.left_out_summary() if nodes is not None else ""
     return f"{text} (the cluster's total leaves out {left})" if left else text
 

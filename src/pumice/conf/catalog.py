@@ -35,8 +35,6 @@ _NO_DRA = "pumice does not model dynamic resource allocation: ResourceClaims are
 _NO_DRA += "allocated nor checked"
 _NO_VOLUMES = "pumice does not model volumes: no volume binding, zone or limit check is made"
 _ALWAYS = "pumice always checks {what}, as Volcano does with the default true"
-_HYPERNODES = "pumice has no HyperNodes (network topology): the flag gates nothing"
-_SUBJOBS = "pumice has no sub-jobs (a job's partitions): a gang is placed as a whole"
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,8 +156,6 @@ PLUGINS: dict[str, Entry] = _entries(
             "hypernode.binpack.normal-pod.fading": "",
             "hypernode.gradient.evict.max-hypernodes": "",
         },
-        "HyperNodes and a job's networkTopology constraint are ignored: a gang may be "
-        "spread over any nodes, and no HyperNode bin-packing score is added",
     ),
     Entry(
         "nodegroup",
@@ -372,11 +368,11 @@ FLAGS: dict[str, Flag] = _flags(
     Flag("enableJobStarving", ("job_starving",)),
     Flag("enabledOverused", ("overused",)),
     Flag("enabledAllocatable", ("allocatable",)),
-    Flag("enabledHyperNodeOrder", (), _HYPERNODES),
-    Flag("enabledSubJobReady", (), _SUBJOBS),
-    Flag("enabledSubJobPipelined", (), _SUBJOBS),
-    Flag("enabledSubJobOrder", (), _SUBJOBS),
-    Flag("enabledHyperNodeGradient", (), _HYPERNODES),
+    Flag("enabledHyperNodeOrder", ("hypernode_order",)),
+    Flag("enabledSubJobReady", ("subjob_ready",)),
+    Flag("enabledSubJobPipelined", ("subjob_pipelined",)),
+    Flag("enabledSubJobOrder", ("subjob_order",)),
+    Flag("enabledHyperNodeGradient", ("hypernode_gradient",)),
 )
 
 #: Spellings earlier pumice releases accepted that are not Volcano's -> Volcano's key.

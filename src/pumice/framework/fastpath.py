@@ -23,7 +23,7 @@ and the next session adopts it, refreshing the rows that may differ: those the
 scheduler cache logged since (``NodeTable.origin``), those the last session had changed,
 and this session's own (see :meth:`FastPath._adopt`).
 
-The choice is exactly the one :func:`pumice.actions.allocate.place` makes the long way
+The choice is exactly the one :func:`pumice.actions.place.place` makes the long way
 (same candidates, same float arithmetic per node, the first best node in name order),
 which a property test checks against a per-node reference. It applies only when
 every predicate function declares ``by_placement`` (its answer depends on the task's

@@ -48,12 +48,18 @@ def no_nodes(nodes: NodeTable) -> FitError:
     return FitError(0, {}, "there are no nodes in the cluster")
 
 
-def explain_no_fit(ssn: Session, task: TaskInfo, reasons, avail: np.ndarray) -> FitError:
+def explain_no_fit(
+    ssn: Session, task: TaskInfo, reasons, avail: np.ndarray, rows: np.ndarray | None = None
+) -> FitError:
     """Each node counted under the first predicate that refused it, or else under every
     resource it is short of (in ``avail``, per requested dimension); the nodes left out
-    of the session under their reason."""
+    of the session under their reason. With ``rows``, only those nodes (one HyperNode's)
+    are counted, and none left out."""
     hist: dict[str, int] = {}
     claimed = None
+    if rows is not None:
+        reasons = [(reason, mask[rows]) for reason, mask in reasons]
+        avail = avail[rows]
     for reason, mask in reasons:
         new = mask if claimed is None else mask & ~claimed
         k = int(np.count_nonzero(new))
@@ -71,4 +77,6 @@ def explain_no_fit(ssn: Session, task: TaskInfo, reasons, avail: np.ndarray) -> 
             if k:
                 reason = "too many pods" if names[d] == PODS else f"insufficient {names[d]}"
                 hist[reason] = hist.get(reason, 0) + k
+    if rows is not None:
+        return FitError(int(rows.size), hist)
     return with_left_out(ssn.nodes, hist)

@@ -26,6 +26,8 @@ Combination rules (Volcano's):
     Scores add up (node order).
 ``each``
     Call every function for its side effect (job enqueued).
+``first``
+    The first function that answers (not None) decides (HyperNode gradients).
 """
 
 from __future__ import annotations
@@ -65,6 +67,16 @@ HOOKS: dict[str, Hook] = {
         Hook("reclaimable", "victims", "(reclaimer, candidates) -> allowed | None"),
         Hook("preemptive", "all", "(queue, task) -> bool: the queue may reclaim for task"),
         Hook("victim_tasks", "each", "() -> tasks to evict regardless of preemptors"),
+        Hook(
+            "hypernode_gradient",
+            "first",
+            "(limit, allocated, min request, start, purpose) -> HyperNode names by tier, "
+            "or None to abstain: where a constrained gang is tried, nearest tier first",
+        ),
+        Hook("hypernode_order", "sum", "(sub-job, HyperNode names) -> {name: score}"),
+        Hook("subjob_ready", "all", "(sub-job) -> bool: enough of its tasks are placed"),
+        Hook("subjob_pipelined", "vote", "(sub-job) -> -1/0/1"),
+        Hook("subjob_order", "order", "(s1, s2) -> int: which sub-job of a job goes first"),
         Hook(
             "victim_queue_order",
             "order",
@@ -208,6 +220,13 @@ class HookTable:
             if deciders:
                 refused = deciders
         return [], refused
+
+    def first(self, hook: str, *args: Any) -> Any:
+        for fn in self.flat(hook):
+            r = fn(*args)
+            if r is not None:
+                return r
+        return None
 
     def each(self, hook: str, *args: Any) -> None:
         for fn in self.flat(hook):

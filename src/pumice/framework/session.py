@@ -24,6 +24,7 @@ from pumice.framework.plugin import Plugin, Registry
 
 if TYPE_CHECKING:
     from pumice.framework.statement import Statement
+    from pumice.framework.topology import SessionTopology
 
 _session_ids = itertools.count(1)
 
@@ -107,6 +108,9 @@ class Session:
         #: counting best-effort tasks backfill has yet to place: job uid -> statement
         #: (see :mod:`pumice.actions.allocate`). Empty once backfill has concluded them.
         self.held: dict[str, Statement] = {}
+        #: The network as this session sees it (HyperNode rows, sub-jobs), made when
+        #: first asked (:func:`pumice.framework.topology.session_topology`).
+        self.topology: SessionTopology | None = None
 
     # -- registration -------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ def default_registry() -> Registry:
     from pumice.plugins.conformance import ConformancePlugin
     from pumice.plugins.drf import DrfPlugin
     from pumice.plugins.gang import GangPlugin
+    from pumice.plugins.network_topology import NetworkTopologyPlugin
     from pumice.plugins.nodeorder import NodeOrderPlugin
     from pumice.plugins.overcommit import OvercommitPlugin
     from pumice.plugins.pdb import PdbPlugin
@@ -37,5 +38,6 @@ def default_registry() -> Registry:
             PdbPlugin,
             CdpPlugin,
             SlaPlugin,
+            NetworkTopologyPlugin,
         ],
     )

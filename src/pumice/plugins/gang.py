@@ -118,6 +118,43 @@ def _placeable_ready(room: BestEffortRoom) -> Callable[[JobInfo], bool]:
     return ready
 
 
+def _with_sub_groups(
+    ssn: Session,
+    valid: Callable[[JobInfo], str | None],
+    ready: Callable[[JobInfo], bool],
+    pipelined: Callable[[JobInfo], int],
+) -> tuple[Callable, Callable, Callable]:
+    """The gang functions for a session with sub-group policies: a job is also only
+    valid when its pods make ``minSubGroups`` sub-groups of each policy, and only ready
+    (pipelined) when that many of them are (Volcano's ``CheckSubJobValid``,
+    ``CheckSubJobReady``, ``CheckSubJobPipelined``). The functions' extra answers
+    (``short``, ``whole``, ``why_not``) are kept: sub-groups only add conditions."""
+    from pumice.framework.topology import session_topology
+
+    topo = session_topology(ssn)
+
+    def valid_(job: JobInfo) -> str | None:
+        reason = valid(job)
+        if reason is None and job.sub_groups:
+            reason = topo.subgroups_exist(job)
+        return reason
+
+    def ready_(job: JobInfo) -> bool:
+        return ready(job) and (not job.sub_groups or topo.subgroups_met(job, False))
+
+    def pipelined_(job: JobInfo) -> int:
+        vote = pipelined(job)
+        if vote > 0 and job.sub_groups and not topo.subgroups_met(job, True):
+            return -1
+        return vote
+
+    for fn, new in ((ready, ready_), (pipelined, pipelined_)):
+        for attr in ("short", "whole", "why_not"):
+            if hasattr(fn, attr):
+                setattr(new, attr, getattr(fn, attr))
+    return valid_, ready_, pipelined_
+
+
 class GangPlugin:
     name = "gang"
     argument_keys = (BEST_EFFORT_READY,)
@@ -163,9 +200,15 @@ class GangPlugin:
             return out
 
         job_order.key = lambda j: int(j.is_ready())  # type: ignore[attr-defined]
-        ssn.on("job_valid", self.name, _valid)
+        valid, pipelined = _valid, _pipelined
+        if any(j.sub_groups for j in ssn.jobs.values()):
+            valid, ready, pipelined = _with_sub_groups(ssn, valid, ready, pipelined)
+        ssn.on("job_valid", self.name, valid)
         ssn.on("job_ready", self.name, ready)
-        ssn.on("job_pipelined", self.name, _pipelined)
+        ssn.on("job_pipelined", self.name, pipelined)
+        ssn.on("subjob_ready", self.name, lambda sj: sj.is_ready())
+        ssn.on("subjob_pipelined", self.name, lambda sj: 1 if sj.is_pipelined() else -1)
+        ssn.on("subjob_order", self.name, lambda a, b: int(a.is_ready()) - int(b.is_ready()))
         ssn.on("job_order", self.name, job_order)
         ssn.on("preemptable", self.name, evictable)
         ssn.on("reclaimable", self.name, evictable)

@@ -44,5 +44,10 @@ class PriorityPlugin:
         job_order.key = lambda j: -j.priority  # type: ignore[attr-defined]
         ssn.on("task_order", self.name, task_order)
         ssn.on("job_order", self.name, job_order)
+        ssn.on(
+            "subjob_order",
+            self.name,
+            lambda a, b: (a.priority < b.priority) - (a.priority > b.priority),
+        )
         ssn.on("preemptable", self.name, preemptable)
         ssn.on("job_starving", self.name, JobInfo.is_starving)

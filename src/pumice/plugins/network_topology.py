@@ -1,0 +1,333 @@
+"""network-topology-aware: where a gang goes in the network, and how HyperNodes fill up.
+
+Registers:
+
+``hypernode_gradient``
+    For a gang with a tier limit, the HyperNodes it may be tried in, breadth first from
+    the search root, grouped by tier (lowest first): those of tier at most the limit
+    whose idle (or future idle) resources, summed, hold the gang's ``minResources``
+    (a gang already holding a HyperNode skips that filter, and its search starts at the
+    highest ancestor of what it holds that the limit allows). A gang without a limit
+    is tried at the start alone.
+``hypernode_order``
+    HyperNode-level bin packing: per weighted resource, (used + the sub-job's requests)
+    / allocatable, the weighted mean, 0 where it would overflow; ties between the best
+    broken by the share of the sub-job's tasks already in the HyperNode. Times 100 and
+    ``weight``.
+``node_order``
+    For a task of a constrained sub-job: the lower the tier of the lowest HyperNode
+    holding both the node's switch and what the sub-job holds so far, the better
+    ((max tier - that tier) / (max tier - min tier)); ties between the best broken as
+    above. For other tasks (``hypernode.binpack.normal-pod.enable``, on by default):
+    each tier's HyperNode of the node bin-packed for the task, weighted ``fading^(tier
+    - 1)``, a tier where the node is in no HyperNode counting full. Times 100 and
+    ``weight``.
+
+Arguments are Volcano's: ``weight`` (1), ``hypernode.binpack.cpu`` (1),
+``hypernode.binpack.memory`` (1), ``hypernode.binpack.resources`` (names, comma
+separated) with ``hypernode.binpack.resources.<name>`` (1),
+``hypernode.binpack.normal-pod.enable`` (true), ``hypernode.binpack.normal-pod.fading``
+(0.8), ``hypernode.gradient.evict.max-hypernodes`` (8, for eviction searches). A
+negative weight falls back to 1, as in Volcano.
+
+The resource sums per HyperNode are taken when the session opens; ``used`` then follows
+every allocation and release in the session, ``idle`` does not (Volcano's cache, and
+the gradient filter reads it).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from pumice.api.resources import Vector
+from pumice.api.task import TaskInfo
+from pumice.conf.arguments import Arguments
+from pumice.framework.session import EventHandler, Session
+from pumice.framework.topology import SessionTopology, SubJob, session_topology
+
+MAX_SCORE = 100.0
+ALLOCATE_PURPOSE = "allocate"
+EVICT_PURPOSE = "evict"
+
+
+class NetworkTopologyPlugin:
+    name = "network-topology-aware"
+    argument_keys = (
+        "weight",
+        "hypernode.binpack.cpu",
+        "hypernode.binpack.memory",
+        "hypernode.binpack.resources",
+        "hypernode.binpack.resources.*",
+        "hypernode.binpack.normal-pod.enable",
+        "hypernode.binpack.normal-pod.fading",
+        "hypernode.gradient.evict.max-hypernodes",
+    )
+
+    def __init__(self, arguments: Arguments) -> None:
+        def weight(key: str) -> int:
+            w = arguments.get_int(key, 1)
+            return 1 if w < 0 else w
+
+        self.weight = weight("weight")
+        self.resource_weights: dict[str, int] = {
+            "cpu": weight("hypernode.binpack.cpu"),
+            "memory": weight("hypernode.binpack.memory"),
+        }
+        extra = arguments.get_str("hypernode.binpack.resources", "")
+        for name in (r.strip() for r in extra.split(",")):
+            if name:
+                self.resource_weights[name] = weight(f"hypernode.binpack.resources.{name}")
+        self.normal_pods = arguments.get_bool("hypernode.binpack.normal-pod.enable", True)
+        fading = arguments.get_float("hypernode.binpack.normal-pod.fading", 0.8)
+        self.fading = 0.8 if fading < 0 else fading
+        most = arguments.get_int("hypernode.gradient.evict.max-hypernodes", 8)
+        self.evict_max = 8 if most <= 0 else most
+
+    def on_session_open(self, ssn: Session) -> None:
+        state = _State(ssn, session_topology(ssn), self)
+        ssn.on("hypernode_gradient", self.name, state.gradient)
+        ssn.on("hypernode_order", self.name, state.hypernode_order)
+        ssn.on("node_order", self.name, state.node_order)
+        ssn.add_event_handler(EventHandler(allocate=state.allocated, deallocate=state.released))
+
+
+class _State:
+    """One session's sums per HyperNode and the functions that read them."""
+
+    def __init__(self, ssn: Session, topo: SessionTopology, plugin: NetworkTopologyPlugin) -> None:
+        self.ssn = ssn
+        self.topo = topo
+        self.plugin = plugin
+        self.factor = MAX_SCORE * plugin.weight
+        tree = topo.tree
+        self.names = sorted(tree.hypernodes)
+        self.pos = {n: k for k, n in enumerate(self.names)}
+        nodes = ssn.nodes
+        n, h = len(nodes), len(self.names)
+        member = np.zeros((n, h), dtype=bool)
+        for k, name in enumerate(self.names):
+            member[topo.rows_of(name), k] = True
+        self.member = member
+        #: Per node row, the HyperNodes (positions) holding it.
+        self.holders = [np.flatnonzero(member[i]) for i in range(n)]
+        m = member.T.astype(np.float64)
+        self.allocatable = m @ nodes.allocatable
+        self.used = m @ nodes.used
+        self.idle = m @ nodes.idle
+        self.future = m @ nodes.future_idle()
+        space = ssn.space
+        weights = np.zeros(space.size)
+        for name, wt in plugin.resource_weights.items():
+            if name in space.index:
+                weights[space.index[name]] = wt
+        self.weights = weights
+        tiers = tree.tiers
+        self.min_tier, self.max_tier = (tiers[0], tiers[-1]) if tiers else (1, 1)
+        #: Per tier, each row's HyperNode position at that tier (-1: none), the first
+        #: by name where a node is in several.
+        self.at_tier: dict[int, np.ndarray] = {}
+        for tier in range(self.min_tier, self.max_tier + 1):
+            col = np.full(n, -1, dtype=np.intp)
+            for name in reversed(tree.by_tier.get(tier, [])):
+                col[topo.rows_of(name)] = self.pos[name]
+            self.at_tier[tier] = col
+
+    # -- keeping the sums ---------------------------------------------------------------
+
+    def allocated(self, task: TaskInfo) -> None:
+        i = self.ssn.nodes.index.get(task.node or "")
+        if i is not None:
+            self.used[self.holders[i]] += task.resreq
+
+    def released(self, task: TaskInfo) -> None:
+        i = self.ssn.nodes.index.get(task.node or "")
+        if i is not None:
+            self.used[self.holders[i]] -= task.resreq
+
+    # -- where a gang may go ------------------------------------------------------------
+
+    def gradient(
+        self,
+        limit: int | None,
+        allocated: str,
+        min_request: Vector | None,
+        start: str,
+        purpose: str,
+    ) -> list[list[str]] | None:
+        if limit is None:
+            return [[start]]
+        tree = self.topo.tree
+        root = self._search_root(start, limit, allocated)
+        if root is None:
+            return []
+        by_tier: dict[int, list[str]] = {}
+        for hn in tree.subtree(root):
+            if hn.tier > limit:
+                continue
+            if (
+                not allocated
+                and min_request is not None
+                and not self._holds(hn.name, min_request, purpose)
+            ):
+                continue
+            by_tier.setdefault(hn.tier, []).append(hn.name)
+        out = [by_tier[t] for t in sorted(by_tier)]
+        if purpose == EVICT_PURPOSE:
+            out = self._widest_first(out)
+        return out
+
+    def _holds(self, name: str, request: Vector, purpose: str) -> bool:
+        k = self.pos[name]
+        if purpose == EVICT_PURPOSE:
+            return bool(np.all(request <= self.allocatable[k]))
+        return bool(np.all(request <= self.idle[k]) or np.all(request <= self.future[k]))
+
+    def _search_root(self, start: str, limit: int, allocated: str) -> str | None:
+        """``start``, narrowed to the highest ancestor of ``allocated`` the limit allows
+        (None when the two do not overlap or no ancestor is allowed)."""
+        if not allocated:
+            return start
+        tree = self.topo.tree
+        highest = ""
+        for name in tree.ancestors(allocated):
+            if tree.tier_of(name) > limit:
+                break
+            highest = name
+        if not highest:
+            return None
+        lca = tree.lca(start, highest)
+        if lca == highest:
+            return start
+        if lca == start:
+            return highest
+        return None
+
+    def _widest_first(self, gradients: list[list[str]]) -> list[list[str]]:
+        left = self.plugin.evict_max
+        out: list[list[str]] = []
+        for names in reversed(gradients):
+            if left == 0:
+                break
+            take = names if len(names) <= left else names[len(names) - left :]
+            out.append(take)
+            left -= len(take)
+        return out
+
+    # -- HyperNode scores ---------------------------------------------------------------
+
+    def _pack(self, k: int, request: np.ndarray) -> float:
+        """The weighted bin-packing score of HyperNode position ``k`` for ``request``."""
+        dims = np.flatnonzero((request > 0) & (self.weights > 0))
+        if dims.size == 0:
+            return 0.0
+        alloc = self.allocatable[k, dims]
+        final = self.used[k, dims] + request[dims]
+        if np.any(final > alloc):
+            return 0.0
+        wt = self.weights[dims]
+        return float((wt * final / alloc).sum() / wt.sum())
+
+    def _task_share(self, name: str, sj: SubJob) -> float:
+        if not sj.tasks:
+            return 1.0
+        rows = self.topo.rows_of(name)
+        nodes = self.ssn.nodes.index
+        inside = set(rows.tolist())
+        n = sum(1 for t in sj.tasks if t.node and nodes.get(t.node, -1) in inside)
+        return n / len(sj.tasks)
+
+    def hypernode_order(self, sj: SubJob, names: list[str]) -> dict[str, float]:
+        request = np.zeros(self.ssn.space.size)
+        for t in sj.tasks:
+            request += t.resreq
+        scores = {name: self._pack(self.pos[name], request) for name in names}
+        best = max(scores.values(), default=0.0)
+        tied = [n for n, s in scores.items() if s == best]
+        if len(tied) > 1:
+            for name in tied:
+                scores[name] += self._task_share(name, sj)
+        return {n: s * self.factor for n, s in scores.items()}
+
+    # -- node scores --------------------------------------------------------------------
+
+    def node_order(self, task: TaskInfo, cand: np.ndarray) -> np.ndarray:
+        job = self.ssn.jobs.get(task.job or "")
+        sj = self.topo.subjob_of(job, task) if job is not None else None
+        if sj is not None and sj.topology is not None:
+            return self._aware(task, sj, cand) * self.factor
+        if not self.plugin.normal_pods:
+            return np.zeros(cand.size)
+        return self._normal(task, cand) * self.factor
+
+    def _tier_score(self, tier: int) -> float:
+        lo, hi = self.min_tier, self.max_tier
+        if lo == hi:
+            return 1.0
+        if lo <= tier <= hi:
+            return (hi - tier) / (hi - lo)
+        return 0.0
+
+    def _aware(self, task: TaskInfo, sj: SubJob, cand: np.ndarray) -> np.ndarray:
+        held = self.topo.domain_of_task.get(task.uid, "")
+        if not held:
+            return np.zeros(cand.size)
+        tree = self.topo.tree
+        homes = [self.topo.node_home(int(i)) for i in cand]
+        memo: dict[str, float] = {}
+        scores = np.zeros(cand.size)
+        for j, home in enumerate(homes):
+            got = memo.get(home)
+            if got is None:
+                if not home:
+                    got = 0.0
+                elif home == held:
+                    got = 1.0
+                else:
+                    lca = tree.lca(home, held)
+                    got = self._tier_score(tree.tier_of(lca)) if lca in tree.hypernodes else 0.0
+                memo[home] = got
+            scores[j] = got
+        best = scores.max() if scores.size else 0.0
+        tied = np.flatnonzero(scores == best)
+        if tied.size > 1:
+            share: dict[str, float] = {}
+            for j in tied.tolist():
+                home = homes[j]
+                if home not in share:
+                    share[home] = self._task_share(home, sj) if home else 0.0
+                scores[j] += share[home]
+        return scores
+
+    def _normal(self, task: TaskInfo, cand: np.ndarray) -> np.ndarray:
+        fading = self.plugin.fading
+        total_weight = 0.0
+        out = np.zeros(cand.size)
+        req = task.resreq
+        dims = np.flatnonzero((req > 0) & (self.weights > 0))
+        for tier in range(self.min_tier, self.max_tier + 1):
+            w = math.pow(fading, tier - 1) if fading or tier >= 1 else math.inf
+            total_weight += w
+            col = self.at_tier[tier][cand]
+            tier_scores = np.ones(cand.size)
+            present = col >= 0
+            if present.any() and dims.size:
+                ks = np.unique(col[present])
+                alloc = self.allocatable[ks][:, dims]
+                final = self.used[ks][:, dims] + req[dims]
+                wt = self.weights[dims]
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    per = (wt * final / alloc).sum(axis=1) / wt.sum()
+                per = np.where(np.any(final > alloc, axis=1), 0.0, per)
+                lookup = dict(zip(ks.tolist(), per.tolist(), strict=True))
+                tier_scores[present] = [lookup[k] for k in col[present].tolist()]
+            elif present.any():
+                tier_scores[present] = 0.0
+            out += w * tier_scores
+        if total_weight <= 0:
+            return np.zeros(cand.size)
+        return out / total_weight
+
+
+__all__ = ["ALLOCATE_PURPOSE", "EVICT_PURPOSE", "NetworkTopologyPlugin"]
