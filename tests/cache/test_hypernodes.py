@@ -14,8 +14,10 @@ from tests.kit import node, pod, podgroup, queue
 from pumice.api.hypernode import CLUSTER
 from pumice.cache.build import SourcedObject, build_snapshot
 from pumice.cache.cache import SchedulerCache
+from pumice.cache.load import load_objects
 from pumice.cluster.memory import MemoryCluster
 from pumice.errors import InputError
+from pumice.run.dump import write_dump
 
 #: Two racks, by label, under one spine; gpu nodes by name.
 TOPOLOGY = """
@@ -239,3 +241,15 @@ def test_without_a_reporter_a_tree_that_lies_is_an_error():
         SchedulerCache(store)
     assert err.value.obj == "HyperNode spine-2"
     assert err.value.field == "spec.members[0].selector.exactMatch.name"
+
+
+def test_a_cache_dump_holds_the_hypernodes_and_replays_to_the_same_tree(tmp_path):
+    """``pumice run``'s SIGUSR1 dump (every kind the cache follows) read back by
+    ``pumice cycle``'s loader gives the tree the cache has."""
+    store = cluster()
+    store.create_all(hypernodes())
+    cache = SchedulerCache(store)
+    path = write_dump(store, str(tmp_path), clock=lambda: 0.0)
+    replayed = build_snapshot(load_objects([str(path)]))
+    assert members(replayed) == members(cache.snapshot())
+    assert len(members(replayed)) == 4
