@@ -343,11 +343,18 @@ class SchedulerCache:
     def _build_topology(self) -> None:
         """The HyperNode tree over the nodes as they are now; with ``on_bad``, a
         HyperNode that would make it lie is reported there and repaired around."""
+        self._topology_stale = False
+        if not self.hypernodes_r:  # (most clusters: no need to look at the nodes)
+            self.topology = None
+            return
         records = [self.hypernodes_r[k] for k in sorted(self.hypernodes_r)]
         facts = [NodeFacts(name, spec.labels) for name, spec in sorted(self.nodes_r.items())]
         on_bad = self._bad_hypernode if self.on_bad is not None else None
-        self.topology = build_topology(records, facts, on_bad=on_bad)
-        self._topology_stale = False
+        try:
+            self.topology = build_topology(records, facts, on_bad=on_bad)
+        except InputError:
+            self._topology_stale = True  # (raised again by the next sync until fixed)
+            raise
 
     def _bad_hypernode(self, what: str, message: str) -> None:
         """build_topology's report (``what`` is "HyperNode <name>") as a bad object."""
