@@ -33,6 +33,7 @@ RULES = {
     "the next tier decides",
     "sum": "scores add up",
     "each": "every plugin is called",
+    "first": "the first plugin that answers decides",
 }
 
 #: Plugins of pumice's that read ``enableHierarchy`` (it gates no hook of its own).

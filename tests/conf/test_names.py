@@ -168,8 +168,8 @@ def test_the_built_in_default_loads_without_warnings() -> None:
         (BASE.replace("name: predicates", "name: predicates\n  - name: usage"), "plugin usage"),
         (BASE.replace("backfill", "backfill, shuffle"), "action shuffle"),
         (
-            BASE.replace("name: gang", "name: gang\n    enabledHyperNodeOrder: true"),
-            "flag enabledHyperNodeOrder",
+            BASE.replace("name: gang", "name: gang\n    enableTargetJob: true"),
+            "flag enableTargetJob",
         ),
         (
             BASE.replace(
@@ -345,7 +345,11 @@ def test_yaml_of_every_supported_plugin_with_all_volcano_keys_loads(tmp_path) ->
     plugins = []
     for name in sorted(default_plugins().names()):
         keys = catalog.PLUGINS[name].keys or {}
-        args = {k: "1s" if k == "sla-waiting-time" else 1 for k in keys if "*" not in k}
+        args = {
+            k: "1s" if k == "sla-waiting-time" else True if k.endswith(".enable") else 1
+            for k in keys
+            if "*" not in k
+        }
         plugins.append({"name": name, "arguments": args})
     text = yaml.safe_dump({"actions": "allocate", "tiers": [{"plugins": plugins}]})
     warned = {w.split(" (", 1)[0] for w in load(tmp_path, text).warnings}

@@ -20,7 +20,6 @@ CONFIGS = Path(__file__).parent.parent / "data/configs/volcano"
 UNSUPPORTED = {
     "helm-volcano-scheduler.conf": [],
     "helm-volcano-scheduler-ci.conf": [
-        "plugin network-topology-aware",
         "argument predicate.DynamicResourceAllocationEnable of plugin predicates",
     ],
     "benchmark-gang-configmap.yaml": [],
@@ -38,7 +37,7 @@ UNSUPPORTED = {
     "predicates-gpu-sharing-older.yaml": [
         "argument predicate.GPUSharingEnable of plugin predicates"
     ],
-    "network-topology-aware.yaml": ["plugin network-topology-aware"],
+    "network-topology-aware.yaml": [],
     "numa-aware.yaml": ["plugin numa-aware"],
     "resource-strategy-fit.yaml": ["plugin resource-strategy-fit"],
     "extender.yaml": ["plugin extender"],
