@@ -6,11 +6,17 @@ compact description (``nodes: [{count: 32, allocatable: {...}}]``) that saves wr
 hundreds of identical nodes, or from :func:`default_cluster`. Whatever the source, the
 result is a list of v1 Node dicts with ``status.allocatable`` and ``status.capacity`` set
 and quantities already checked, so the cluster side never sees a malformed node.
+
+The network, when there is one, comes with the nodes (:func:`load_cluster_spec`): the
+file's ``topology.volcano.sh`` HyperNode manifests, or a compact ``topology:`` block
+(``{nodesPerLeaf, leavesPerSpine, tiers}``, :class:`~pumice.sim.topology.TreeShape`)
+that generates a leaf-spine tree over the file's nodes in the order they are listed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +30,7 @@ from pumice.sim.fields import (
     require_int,
     require_str,
 )
+from pumice.sim.topology import TreeShape, cluster_topology, hypernode_objects
 from pumice.sim.workload import GPU
 
 DEFAULT_PODS = 110
@@ -32,7 +39,7 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 _GROUP_KEYS = ("count", "namePrefix", "allocatable", "labels", "taints")
-_CLUSTER_KEYS = ("apiVersion", "kind", "nodes")
+_CLUSTER_KEYS = ("apiVersion", "kind", "nodes", "topology")
 
 
 def node_object(
@@ -98,22 +105,45 @@ def default_cluster() -> list[dict[str, Any]]:
     return _compact_nodes(spec, "<default cluster>")
 
 
+@dataclass(slots=True)
+class ClusterSpec:
+    """A cluster file's Node objects and the HyperNodes of its network (none: no
+    network-topology information)."""
+
+    nodes: list[dict[str, Any]]
+    hypernodes: list[dict[str, Any]] = field(default_factory=list)
+
+
 def load_cluster(path: str | None, notes: list[str] | None = None) -> list[dict[str, Any]]:
-    """Nodes from ``path`` (a YAML or JSON file), or :func:`default_cluster` when ``None``.
+    """The nodes of :func:`load_cluster_spec` (HyperNodes are said to be left out)."""
+    spec = load_cluster_spec(path, notes, network=False)
+    return spec.nodes
+
+
+def load_cluster_spec(
+    path: str | None, notes: list[str] | None = None, *, network: bool = True
+) -> ClusterSpec:
+    """Nodes (and HyperNodes) from ``path`` (a YAML or JSON file), or
+    :func:`default_cluster` when ``None``.
 
     The file holds Node objects (several documents, or a ``kind: List``) or one compact
     document ``{nodes: [{count, namePrefix, allocatable, labels, taints}, ...]}``; node
     names are ``{namePrefix}-{i:03d}``, numbered per prefix across groups and padded so
-    that they sort. Objects of other kinds are left out, as ``pumice cycle`` takes what
-    it needs from a whole dump (``kubectl get nodes,pods -A -o yaml``): the workload
-    comes from elsewhere. How many were left out is said in ``notes``, when given. Bad
-    input raises :class:`InputError` naming the file, node and field.
+    that they sort. With ``network``, ``topology.volcano.sh`` HyperNode objects are kept,
+    or a compact document's ``topology: {nodesPerLeaf, leavesPerSpine, tiers}`` block
+    generates a tree over all the file's nodes, in file order (not both). Objects of other
+    kinds are left out, as ``pumice cycle`` takes what it needs from a whole dump
+    (``kubectl get nodes,pods -A -o yaml``): the workload comes from elsewhere. How many
+    were left out is said in ``notes``, when given. Bad input raises
+    :class:`InputError` naming the file, node and field.
     """
     if path is None:
-        return default_cluster()
+        return ClusterSpec(default_cluster())
     if not Path(path).is_file():
         raise InputError("no such file", file=path)
     nodes: list[dict[str, Any]] = []
+    hypernodes: list[dict[str, Any]] = []
+    shape: TreeShape | None = None
     skipped: dict[str, int] = {}
     for obj in iter_objects(read_documents(path), file=path):
         kind = obj.get("kind")
@@ -121,6 +151,17 @@ def load_cluster(path: str | None, notes: list[str] | None = None) -> list[dict[
             nodes.append(_node_manifest(obj, path))
         elif "nodes" in obj and kind in (None, "Cluster"):
             nodes.extend(_compact_nodes(obj, path))
+            if "topology" in obj and network:
+                if shape is not None:
+                    raise InputError(
+                        "a second topology block", file=path, obj="cluster", field="topology"
+                    )
+                try:
+                    shape = TreeShape.parse(obj.get("topology") or {}, "topology")
+                except InputError as exc:
+                    raise exc.located(file=path, obj="cluster") from None
+        elif kind == "HyperNode" and network:
+            hypernodes.append(dict(obj))
         elif isinstance(kind, str) and kind:
             skipped[kind] = skipped.get(kind, 0) + 1
         else:
@@ -140,7 +181,20 @@ def load_cluster(path: str | None, notes: list[str] | None = None) -> list[dict[
         seen.add(name)
     if not nodes:
         raise InputError("no nodes", file=path)
-    return nodes
+    if shape is not None:
+        if hypernodes:
+            raise InputError(
+                "give HyperNode objects or a topology block, not both",
+                file=path,
+                obj="cluster",
+                field="topology",
+            )
+        hypernodes = hypernode_objects([n["metadata"]["name"] for n in nodes], shape)
+    try:
+        cluster_topology(nodes, hypernodes)  # a tree that lies is refused here
+    except InputError as exc:
+        raise exc.located(file=path) from None
+    return ClusterSpec(nodes, hypernodes)
 
 
 def _node_manifest(obj: Mapping[str, Any], file: str) -> dict[str, Any]:
@@ -261,7 +315,9 @@ def _taints(value: object, field: str) -> list[dict[str, str]]:
 __all__ = [
     "DEFAULT_PODS",
     "GPU_PRODUCT_LABEL",
+    "ClusterSpec",
     "default_cluster",
     "load_cluster",
+    "load_cluster_spec",
     "node_object",
 ]

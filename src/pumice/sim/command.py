@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from rich.progress import TaskID
 
     from pumice.scheduler import Scheduler
+    from pumice.sim.cluster_spec import ClusterSpec
     from pumice.sim.engine import Progress, SimOptions, SimResult
 
 TRACE_FORMATS = ("alibaba2020", "alibaba2023", "philly")
@@ -134,12 +135,53 @@ def add_parser(sub: Any) -> None:
         help="what-if: run the configurations in N processes at once (default: one per "
         "configuration, up to the number of CPUs; 1 runs them one after the other)",
     )
+    net = s.add_argument_group("network topology (HyperNodes)")
+    net.add_argument(
+        "--topology",
+        nargs="?",
+        const="",
+        metavar="SHAPE",
+        help="give the cluster a leaf-spine HyperNode tree over its nodes, in order: "
+        "nodesPerLeaf=4,leavesPerSpine=4,tiers=2 (the defaults; any subset). A --cluster "
+        "file may carry its own (HyperNode objects or a topology: block)",
+    )
+    net.add_argument(
+        "--topology-slowdown",
+        metavar="FACTORS",
+        help="run-time factor by the tier a gang spans when it starts, e.g. "
+        "1=1.0,2=1.15,3=1.4 (the whole cluster is the highest tier; default: none)",
+    )
+    net.add_argument(
+        "--network-topology",
+        metavar="MODES",
+        help="set the large gangs' PodGroup networkTopology to each of these modes, "
+        "hard, soft or none (comma-separated; several: a what-if, one run per mode)",
+    )
+    net.add_argument(
+        "--topology-tier",
+        type=int,
+        default=2,
+        metavar="T",
+        help="with --network-topology: highestTierAllowed of hard and soft (default 2)",
+    )
+    net.add_argument(
+        "--topology-min-pods",
+        type=int,
+        default=4,
+        metavar="N",
+        help="with --network-topology: the gangs of at least N pods are the large ones (default 4)",
+    )
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.set_defaults(func=run)
 
 
-def _cluster(args: argparse.Namespace) -> list[dict[str, Any]]:
-    from pumice.sim.cluster_spec import default_cluster, load_cluster, node_object
+def _cluster(args: argparse.Namespace) -> ClusterSpec:
+    from pumice.sim.cluster_spec import (
+        ClusterSpec,
+        default_cluster,
+        load_cluster_spec,
+        node_object,
+    )
 
     if args.nodes is not None:
         if args.nodes < 1:
@@ -147,25 +189,38 @@ def _cluster(args: argparse.Namespace) -> list[dict[str, Any]]:
         if args.cluster:
             raise InputError("give --cluster or --nodes, not both")
         width = max(4, len(str(args.nodes - 1)))
-        return [
-            node_object(
-                f"gpu-{i:0{width}d}",
-                {"cpu": 96000.0, "memory": 768.0 * 2**30, GPU: 8.0},
-                labels={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
-            )
-            for i in range(args.nodes)
-        ]
-    if args.cluster and args.trace_format == "alibaba2023" and args.cluster.endswith(".csv"):
+        spec = ClusterSpec(
+            [
+                node_object(
+                    f"gpu-{i:0{width}d}",
+                    {"cpu": 96000.0, "memory": 768.0 * 2**30, GPU: 8.0},
+                    labels={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
+                )
+                for i in range(args.nodes)
+            ]
+        )
+    elif args.cluster and args.trace_format == "alibaba2023" and args.cluster.endswith(".csv"):
         from pumice.sim.traces import alibaba2023
 
-        return alibaba2023.load_nodes(args.cluster)
-    if args.cluster:
+        spec = ClusterSpec(alibaba2023.load_nodes(args.cluster))
+    elif args.cluster:
         notes: list[str] = []
-        nodes = load_cluster(args.cluster, notes)
+        spec = load_cluster_spec(args.cluster, notes)
         for note in notes:
             print(f"pumice: note: {note}", file=sys.stderr)
-        return nodes
-    return default_cluster()
+    else:
+        spec = ClusterSpec(default_cluster())
+    if args.topology is not None:
+        from pumice.sim.topology import TreeShape, hypernode_objects
+
+        if spec.hypernodes:
+            raise InputError(
+                f"{args.cluster} has its own HyperNodes; --topology would replace them",
+                field="--topology",
+            )
+        shape = TreeShape.from_text(args.topology)
+        spec.hypernodes = hypernode_objects([n["metadata"]["name"] for n in spec.nodes], shape)
+    return spec
 
 
 def _gpus(nodes: list[dict[str, Any]]) -> int:
@@ -263,11 +318,12 @@ class _Plan:
     (inherited, not pickled, with ``fork``)."""
 
     nodes: list[dict[str, Any]]
-    workload: Workload
+    workloads: tuple[Workload, ...]  # of each run (a topology what-if varies it)
     options: SimOptions
     schedulers: tuple[Scheduler, ...]
     names: tuple[str, ...]
-    targets: tuple[Path, ...]  # report directory of each configuration
+    targets: tuple[Path, ...]  # report directory of each run
+    hypernodes: tuple[dict[str, Any], ...] = ()
 
 
 #: What a worker sends back instead of the workload, which the parent already holds.
@@ -283,8 +339,15 @@ def _run_config(
     from pumice.sim.report import write_report
 
     name = plan.names[index]
-    workload = plan.workload
-    sim = Simulation(plan.nodes, workload, plan.schedulers[index], plan.options, config_name=name)
+    workload = plan.workloads[index]
+    sim = Simulation(
+        plan.nodes,
+        workload,
+        plan.schedulers[index],
+        plan.options,
+        config_name=name,
+        hypernodes=plan.hypernodes,
+    )
     t0 = time.perf_counter()
     result = sim.run(progress)
     wall = time.perf_counter() - t0
@@ -321,6 +384,93 @@ def _cpus() -> int:
     return os.cpu_count() or 1
 
 
+def _modes(args: argparse.Namespace) -> list[str]:
+    """The ``--network-topology`` modes, checked (none: the workload as it is)."""
+    from pumice.sim.topology import MODES
+
+    if args.network_topology is None:
+        return []
+    modes = [m.strip() for m in args.network_topology.split(",") if m.strip()]
+    if not modes:
+        raise InputError(f"expected modes among {', '.join(MODES)}", field="--network-topology")
+    for m in modes:
+        if m not in MODES:
+            raise InputError(
+                f"expected one of {', '.join(MODES)}, got {m!r}", field="--network-topology"
+            )
+    if len(set(modes)) != len(modes):
+        raise InputError("a mode is given twice", field="--network-topology")
+    if args.topology_tier < 1:
+        raise InputError("must be >= 1", field="--topology-tier")
+    if args.topology_min_pods < 2:
+        raise InputError("must be >= 2 (a gang)", field="--topology-min-pods")
+    return modes
+
+
+def _slowdown(args: argparse.Namespace, cluster: ClusterSpec):
+    from pumice.sim.topology import Slowdown
+
+    slowdown = Slowdown.parse(args.topology_slowdown, "--topology-slowdown")
+    if slowdown and not cluster.hypernodes:
+        raise InputError(
+            "needs a cluster with HyperNodes (--topology, or HyperNodes in --cluster)",
+            field="--topology-slowdown",
+        )
+    return slowdown
+
+
+def _variants(
+    args: argparse.Namespace, modes: list[str], workload: Workload, cluster: ClusterSpec
+) -> list[tuple[str | None, Workload]]:
+    """The workload of each run: as given, or with the large gangs' networkTopology set
+    to each mode; notes on constraints the cluster cannot honour."""
+    from pumice.sim.engine import node_allocatable
+    from pumice.sim.topology import cluster_topology, unplaceable_hard_gangs, with_network_topology
+
+    if modes and not cluster.hypernodes:
+        raise InputError(
+            "needs a cluster with HyperNodes (--topology, or HyperNodes in --cluster)",
+            field="--network-topology",
+        )
+    variants: list[tuple[str | None, Workload]] = [(None, workload)]
+    if modes:
+        variants = [
+            (
+                m,
+                with_network_topology(
+                    workload, m, highest_tier=args.topology_tier, min_pods=args.topology_min_pods
+                ),
+            )
+            for m in modes
+        ]
+    topology = cluster_topology(cluster.nodes, cluster.hypernodes)
+    if topology is None:
+        asking = sum(1 for j in workload.jobs if j.network_topology is not None)
+        if asking:
+            print(
+                f"pumice: note: {asking} job(s) ask for a networkTopology, but the cluster "
+                f"has no HyperNodes (see --topology)",
+                file=sys.stderr,
+            )
+        return variants
+    for note in topology.notes:
+        print(f"pumice: note: {note}", file=sys.stderr)
+    allocs = {
+        n["metadata"]["name"]: a
+        for n, a in zip(cluster.nodes, node_allocatable(cluster.nodes), strict=True)
+    }
+    for mode, variant in variants:
+        never = unplaceable_hard_gangs(variant, allocs, topology)
+        if never:
+            where = f" ({mode})" if mode else ""
+            print(
+                f"pumice: warning{where}: {len(never)} hard gang(s) are larger than every "
+                f"HyperNode of the tiers they allow and can never run; first: {never[0]}",
+                file=sys.stderr,
+            )
+    return variants
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
@@ -328,14 +478,15 @@ def run(args: argparse.Namespace) -> int:
     from pumice.scheduler import Scheduler
     from pumice.sim.engine import SimOptions
     from pumice.sim.report import summary_rows
-    from pumice.sim.whatif import config_names, write_comparison
+    from pumice.sim.whatif import config_names, has_topology, topology_rows, write_comparison
 
     if args.period <= 0:
         raise InputError("must be > 0", field="--period")
     if args.workers is not None and args.workers < 1:
         raise InputError("must be >= 1", field="--workers")
     configs: list[str | None] = list(args.config) or [None]
-    names = config_names(args.config) if args.config else ["default"]
+    config_labels = config_names(args.config) if args.config else ["default"]
+    modes = _modes(args)
     # A bad config or plugin fails first. With worker processes, each scheduler (its
     # registries included) reaches the workers in the plan: inherited with fork,
     # pickled with spawn (extension registries pickle as "load the directory again").
@@ -343,7 +494,8 @@ def run(args: argparse.Namespace) -> int:
     for scheduler in schedulers:
         for warning in scheduler.config.warnings:
             print(f"pumice: warning: {scheduler.config.source}: {warning}", file=sys.stderr)
-    nodes = _cluster(args)
+    cluster = _cluster(args)
+    nodes = cluster.nodes
     workload = _workload(args, nodes)
     if workload.skipped:
         first = workload.warnings[0] if workload.warnings else "?"
@@ -352,6 +504,7 @@ def run(args: argparse.Namespace) -> int:
             f"first: {first}",
             file=sys.stderr,
         )
+    slowdown = _slowdown(args, cluster)
     options = SimOptions(
         period=args.period,
         startup_delay=args.startup_delay,
@@ -359,15 +512,33 @@ def run(args: argparse.Namespace) -> int:
         skip_idle=not args.no_skip,
         pods_on_admission=not args.pods_upfront,
         job_controller=args.job_controller,
+        topology_slowdown=slowdown,
     )
+    # One run per configuration, or per configuration and network-topology mode.
+    run_schedulers: list[Scheduler] = []
+    run_workloads: list[Workload] = []
+    names: list[str] = []
+    variants = _variants(args, modes, workload, cluster)
+    for ci, label in enumerate(config_labels):
+        for k, (mode, variant) in enumerate(variants):
+            if mode is None:
+                names.append(label)
+            else:
+                names.append(mode if len(config_labels) == 1 else f"{label}-{mode}")
+            # each run its own scheduler: a second one for the same file is read again
+            run_schedulers.append(
+                schedulers[ci] if k == 0 else Scheduler.from_file(configs[ci], args.plugins_dir)
+            )
+            run_workloads.append(variant)
     out = Path(args.out)
     plan = _Plan(
         nodes=nodes,
-        workload=workload,
+        workloads=tuple(run_workloads),
         options=options,
-        schedulers=tuple(schedulers),
+        schedulers=tuple(run_schedulers),
         names=tuple(names),
         targets=tuple(out / n if len(names) > 1 else out for n in names),
+        hypernodes=tuple(cluster.hypernodes),
     )
     workers = min(args.workers if args.workers is not None else _cpus(), len(names))
     labels = [f"simulating {n}" if len(names) > 1 else "simulating" for n in names]
@@ -384,7 +555,8 @@ def run(args: argparse.Namespace) -> int:
             _run_config_detached, plan, len(names), workers, bars if bars.enabled else None
         )
         results = [
-            (dataclasses.replace(r, workload=workload), info, page) for r, info, page in done
+            (dataclasses.replace(r, workload=run_workloads[i]), info, page)
+            for i, (r, info, page) in enumerate(done)
         ]
 
     console = Console()
@@ -422,6 +594,15 @@ def run(args: argparse.Namespace) -> int:
         t.add_row("fairness gap", *(f"{s['fairness_gap']:.3f}" for s in rs))
         for key in ("evictions", "jobs_never_ran", "gang_violations"):
             t.add_row(key.replace("_", " "), *(str(s[key]) for s in rs))
+        done_results = [r for r, _i, _p in results]
+        if has_topology(done_results):
+            for label, vals in topology_rows(done_results):
+                if label.startswith(("wait", "completion", "utilization")):
+                    continue  # shown above
+                if label.endswith("(s)"):
+                    t.add_row(label.removesuffix(" (s)"), *(minutes(v) for v in vals))
+                else:
+                    t.add_row(label, *("–" if v is None else f"{v:g}" for v in vals))
         console.print(t)
         print(f"report: {page}")
     bad = sum(r.summary["gang_violations"] for r, _i, _p in results)

@@ -38,6 +38,12 @@ and the clock gets a wake-up when a requeue (a policy timeout, a TTL) falls due.
 PodGroups and pods it creates are work for the next cycle (a period after the cycle
 that admitted the job, as for the PodGroup model's pods).
 
+**Network topology.** ``hypernodes`` (``topology.volcano.sh`` HyperNode objects) go into
+the store with the nodes, where the scheduler's cache reads them as on a cluster; the
+kubelet and the metrics use the same tree (:mod:`pumice.sim.topology`) to find the tier
+each gang spans when it starts, and ``SimOptions.topology_slowdown`` lengthens its run
+accordingly (off by default).
+
 ``SimOptions(skip_idle=False)`` runs a cycle at every period boundary instead;
 ``tests/sim/test_engine.py`` checks that both give the same metrics.
 """
@@ -68,6 +74,7 @@ from pumice.sim.objects import (
     queue_objects,
     volcano_job,
 )
+from pumice.sim.topology import NO_SLOWDOWN, Slowdown, Spans, cluster_topology
 from pumice.sim.workload import JobSpec, Workload
 
 #: How many sample points a run aims for (the time series of the report).
@@ -96,6 +103,9 @@ class SimOptions:
     job_controller: bool = False
     sample_interval: float | None = None  # default: about TARGET_SAMPLES samples
     scheduler_name: str = "volcano"
+    #: Run-time factor by the tier a gang spans when it starts (needs HyperNodes;
+    #: empty: none is slowed).
+    topology_slowdown: Slowdown = NO_SLOWDOWN
 
 
 @dataclass(slots=True)
@@ -183,8 +193,11 @@ class Simulation:
         options: SimOptions = SimOptions(),
         *,
         config_name: str = "default",
+        hypernodes: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         check_workload(workload, nodes)
+        topology = cluster_topology(nodes, hypernodes)
+        self.spans = Spans(topology) if topology is not None else None
         if options.job_controller:
             workload = as_volcano_jobs(workload, options.scheduler_name)
         self.options = options
@@ -198,8 +211,12 @@ class Simulation:
         for a in allocs:
             for k, v in a.items():
                 total[k] = total.get(k, 0.0) + v
-        self.metrics = Metrics(total, workload.queues)
+        self.metrics = Metrics(
+            total, workload.queues, spans=self.spans, slowdown=options.topology_slowdown
+        )
         self.store.create_all(copy.deepcopy(list(nodes)))
+        if hypernodes:
+            self.store.create_all(copy.deepcopy(list(hypernodes)))
         self.store.create_all(priority_class_objects(workload.priority_classes))
         self.store.create_all(queue_objects(workload.queues))
         self.api: SimStore | None = None
@@ -225,6 +242,8 @@ class Simulation:
             pods_on_admission=options.pods_on_admission,
             api=self.api,
             on_work=self._work,
+            spans=self.spans,
+            slowdown=options.topology_slowdown,
         )
         self._next_tick: float | None = None
         self._last_cycle = -math.inf  # when the last tick ran
@@ -390,9 +409,13 @@ def simulate(
     *,
     config_name: str = "default",
     progress: Progress | None = None,
+    hypernodes: Sequence[Mapping[str, Any]] = (),
 ) -> SimResult:
     """Run one simulation and return its metrics."""
-    return Simulation(nodes, workload, scheduler, options, config_name=config_name).run(progress)
+    sim = Simulation(
+        nodes, workload, scheduler, options, config_name=config_name, hypernodes=hypernodes
+    )
+    return sim.run(progress)
 
 
 __all__ = ["SimOptions", "SimResult", "Simulation", "check_workload", "simulate"]

@@ -32,6 +32,12 @@ controller executes (its ``ExecuteAction`` Events) are counted by name, and the 
 ends when its phase is Completed, Failed, Aborted or Terminated and no pod of it holds
 a node (the simulator then deletes the Job, its PodGroup and pods going with it).
 
+**Network topology.** On a cluster with HyperNodes (``spans``), when a job's gang starts
+running (the first of its pods, in each incarnation, to turn Running) the kubelet looks
+up the lowest HyperNode holding the nodes of the job's pods then on a node, and its tier.
+The tier is reported to ``observer``; with a ``slowdown`` (a factor per tier), every pod
+of that incarnation runs its duration times the factor of that tier.
+
 The kubelet learns about binds and evictions the way a real one does: from the store's
 watch events (:meth:`Kubelet.sync`). Every step it takes is reported to ``observer``
 (:class:`~pumice.sim.metrics.Metrics`) and, when it can change what the scheduler would
@@ -51,6 +57,7 @@ from pumice.controllers.store import Store
 from pumice.sim.clock import ARRIVAL, RELEASE, START, Clock
 from pumice.sim.metrics import Metrics
 from pumice.sim.objects import job_objects
+from pumice.sim.topology import NO_SLOWDOWN, Slowdown, Spans
 from pumice.sim.workload import JobSpec
 
 DEFAULT_STARTUP_DELAY = 5.0
@@ -101,6 +108,9 @@ class JobState:
     phase: str = ""  # the Job's status.state.phase as last seen
     action: str = ""  # the last action the controller executed
     roles: dict[str, int] = field(default_factory=dict)  # task name -> index
+    #: The incarnation whose gang span was looked up, and its run-time factor.
+    spanned: int = -1
+    slowdown: float = 1.0
 
 
 class Kubelet:
@@ -120,8 +130,12 @@ class Kubelet:
         pods_on_admission: bool = True,
         api: Store | None = None,
         on_work: Callable[[], None] | None = None,
+        spans: Spans | None = None,
+        slowdown: Slowdown = NO_SLOWDOWN,
     ) -> None:
         self.store = store
+        self.spans = spans
+        self.slowdown = slowdown
         self.clock = clock
         self.observer = observer
         self.on_change = on_change
@@ -384,9 +398,29 @@ class Kubelet:
             return
         now = self.clock.now
         pod.started_at = now
+        job = pod.job
+        if self.spans is not None and job.spanned != pod.incarnation:
+            self._gang_started(job, pod.incarnation)
         self.store.set_pod_phase(pod.key, "Running")
-        self.observer.pod_started(now, pod.job.uid)
-        self.clock.after(_runtime(pod), RELEASE, ("end", pod))
+        self.observer.pod_started(now, job.uid)
+        runtime = _runtime(pod)
+        if job.slowdown != 1.0:
+            runtime *= job.slowdown
+        self.clock.after(runtime, RELEASE, ("end", pod))
+
+    def _gang_started(self, job: JobState, incarnation: int) -> None:
+        """The gang of ``incarnation`` starts running: the tier its pods on nodes span
+        sets its run-time factor."""
+        spans = self.spans
+        assert spans is not None
+        nodes = sorted(
+            {p.node for p in job.pods.values() if p.node and not p.terminating and not p.ended}
+        )
+        hypernode = spans.span(nodes)
+        tier = spans.tier(hypernode) if hypernode else 0
+        job.spanned = incarnation
+        job.slowdown = self.slowdown.factor(tier) if self.slowdown else 1.0
+        self.observer.job_spanned(job.uid, hypernode, tier, len(nodes), job.slowdown)
 
     def _end(self, pod: PodState) -> None:
         if pod.terminating or pod.ended:
@@ -520,9 +554,11 @@ def _volcano_job(obj: Mapping[str, Any]) -> str | None:
     """``namespace/name`` of the Volcano Job controlling ``obj``, if one does."""
     meta = obj.get("metadata") or {}
     for r in meta.get("ownerReferences") or ():
-        if r.get("controller") and r.get("kind") == "Job" and str(
-            r.get("apiVersion", "")
-        ).startswith("batch.volcano.sh/"):
+        if (
+            r.get("controller")
+            and r.get("kind") == "Job"
+            and str(r.get("apiVersion", "")).startswith("batch.volcano.sh/")
+        ):
             return f"{meta.get('namespace') or 'default'}/{r.get('name')}"
     return None
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pumice.api.quantity import render_resources
+from pumice.api.topology_spec import parse_network_topology
 from pumice.errors import InputError
 from pumice.sim.documents import iter_objects, read_documents
 from pumice.sim.fields import (
@@ -87,6 +88,7 @@ _JOB_KEYS = (
     "requests",
     "outcome",
     "endFraction",
+    "networkTopology",
 )
 _TASK_KEYS = ("name", "replicas", "requests", "minAvailable")
 _QUEUE_KEYS = ("name", "weight", "capability", "guarantee", "deserved", "reclaimable", "parent")
@@ -611,6 +613,7 @@ def _compact_job(j: object, f: str, namespace: str) -> JobSpec:
         priority_class=_optional_str(j.get("priorityClass"), field=f"{f}.priorityClass"),
         outcome=outcome,
         end_fraction=_end_fraction(j.get("endFraction"), outcome, field=f"{f}.endFraction"),
+        network_topology=parse_network_topology(j.get("networkTopology"), f"{f}.networkTopology"),
     )
 
 
@@ -753,6 +756,9 @@ def _podgroup_job(
         priority_class=_optional_str(spec.get("priorityClassName"), field="spec.priorityClassName"),
         outcome=outcome,
         end_fraction=end_fraction,
+        network_topology=parse_network_topology(
+            spec.get("networkTopology"), "spec.networkTopology"
+        ),
     )
 
 
@@ -807,15 +813,11 @@ def _volcano_job(obj: Mapping[str, Any], name: str, namespace: str) -> JobSpec:
                 field=f"{f}.metadata.annotations[{ANNOTATION_END_FRACTION}]",
             )
         given = t.min_available_given
-        tasks.append(
-            TaskSpec(t.name, t.replicas, requests, given, duration, outcome, end_fraction)
-        )
+        tasks.append(TaskSpec(t.name, t.replicas, requests, given, duration, outcome, end_fraction))
     facts = dict(annotations)
     if ANNOTATION_DURATION not in facts and len(durations) == len(tasks) and tasks:
         facts[ANNOTATION_DURATION] = str(max(durations))  # every task says its own
-    arrival, duration, outcome, end_fraction = _sim_facts(
-        facts, (), prefix="metadata.annotations"
-    )
+    arrival, duration, outcome, end_fraction = _sim_facts(facts, (), prefix="metadata.annotations")
     if not tasks or parsed.total_replicas < 1:
         raise InputError("the Job has no pods", field="spec.tasks")
     return JobSpec(
@@ -830,6 +832,9 @@ def _volcano_job(obj: Mapping[str, Any], name: str, namespace: str) -> JobSpec:
         outcome=outcome,
         end_fraction=end_fraction,
         manifest=manifest,
+        network_topology=parse_network_topology(
+            (manifest.get("spec") or {}).get("networkTopology"), "spec.networkTopology"
+        ),
     )
 
 

@@ -33,6 +33,14 @@ Over time (samples every ``interval`` seconds of simulated time):
   runs of different configurations are measured against the same yardstick;
 - pending jobs (submitted, not started or restarting) and running jobs.
 
+Network topology (a cluster with HyperNodes): per job, the lowest HyperNode holding the
+nodes its pods were on when its gang started running (its last incarnation), the tier of
+that HyperNode (``tier``; the virtual root, the whole cluster, is one above the highest
+real tier), how many nodes those were, and the run-time factor applied; per run, the
+gangs (jobs of more than one pod) by the tier they spanned, and for the jobs with a
+``networkTopology`` the same by mode, with the hard gangs found above their limit (which
+must be none).
+
 Gang atomicity: after every cycle's binds, every job that received binds must hold at
 least ``minMember`` pods (bound, running or finished); each job found short is counted
 as a violation. The count must be 0; it is measured, not assumed.
@@ -49,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from pumice.sim.topology import NO_SLOWDOWN, Slowdown, Spans
 from pumice.sim.workload import GPU, JobSpec, QueueSpec
 
 #: Resources that never count for utilization or shares.
@@ -74,6 +83,14 @@ class JobRecord:
     pending_reason: str = ""
     phase: str = ""
     retries: int = 0
+    #: With a network topology: the span of its gang at its (last) start, its tier, the
+    #: nodes it covered, the run-time factor; its networkTopology's mode and tier limit.
+    hypernode: str = ""
+    tier: int | None = None
+    nodes_spanned: int = 0
+    slowdown: float = 1.0
+    nt_mode: str = ""
+    nt_limit: int | None = None
 
     @property
     def wait(self) -> float | None:
@@ -132,7 +149,12 @@ class Metrics:
         self,
         allocatable: Mapping[str, float],
         queues: Sequence[QueueSpec],
+        *,
+        spans: Spans | None = None,
+        slowdown: Slowdown = NO_SLOWDOWN,
     ) -> None:
+        self.spans = spans
+        self.slowdown = slowdown
         self.resources = [r for r in sorted(allocatable) if r not in NOT_SHARED]
         # cpu and memory first, as everywhere in pumice
         self.resources.sort(key=lambda r: ({"cpu": 0, "memory": 1}.get(r, 2), r))
@@ -204,6 +226,11 @@ class Metrics:
             gpus=spec.total(GPU),
             outcome=spec.outcome,
         )
+        nt = spec.network_topology
+        if nt is not None and self.spans is not None:
+            rec = self.jobs[uid]
+            rec.nt_mode = nt.mode
+            rec.nt_limit = self.spans.limit(nt)
         self._job_queue[uid] = self.queue_index.get(spec.queue, -1)
         self.pending_jobs += 1
 
@@ -238,6 +265,12 @@ class Metrics:
         rec = self.jobs[uid]
         if rec.running_at is None:
             rec.running_at = now
+
+    def job_spanned(self, uid: str, hypernode: str, tier: int, nodes: int, slowdown: float) -> None:
+        """Job ``uid``'s gang started running on ``nodes`` nodes, all under
+        ``hypernode`` (of ``tier``); it runs ``slowdown`` times its duration."""
+        rec = self.jobs[uid]
+        rec.hypernode, rec.tier, rec.nodes_spanned, rec.slowdown = hypernode, tier, nodes, slowdown
 
     def pod_released(self, now: float, uid: str, requests: Mapping[str, float]) -> None:
         self._advance(now)
@@ -333,6 +366,11 @@ class Metrics:
         return summarize(self)
 
 
+def stats(values: Sequence[float]) -> dict[str, float | None]:
+    """Mean, p50, p95 and max of ``values`` (rounded; None for none)."""
+    return _stats(values)
+
+
 def _stats(values: Sequence[float]) -> dict[str, float | None]:
     if not values:
         return {"mean": None, "p50": None, "p95": None, "max": None}
@@ -382,7 +420,7 @@ def summarize(m: Metrics) -> dict[str, Any]:
             "evictions": sum(j.evictions for j in qjobs),
         }
     gaps = [v["fairness_gap"] for v in per_queue.values() if v["jobs"]]
-    return {
+    out = {
         "jobs": len(jobs),
         "jobs_started": len(started),
         "jobs_ended": len(ended),
@@ -408,6 +446,59 @@ def summarize(m: Metrics) -> dict[str, Any]:
         "skipped_ticks": m.skipped_ticks,
         "queues": per_queue,
     }
+    if m.spans is not None:
+        out["topology"] = topology_summary(m, jobs)
+    return out
 
 
-__all__ = ["JobRecord", "Metrics", "Series", "summarize", "water_fill"]
+def _by_tier(jobs: Sequence[JobRecord], tiers: Sequence[int]) -> dict[str, int]:
+    counts = {str(t): 0 for t in tiers}
+    for j in jobs:
+        if j.tier is not None:
+            counts[str(j.tier)] = counts.get(str(j.tier), 0) + 1
+    return counts
+
+
+def topology_summary(m: Metrics, jobs: Sequence[JobRecord]) -> dict[str, Any]:
+    """The network side of a run: tiers, gangs by the tier they spanned, and the jobs
+    with a networkTopology by mode (hard gangs above their limit must be none)."""
+    assert m.spans is not None
+    tiers = list(m.spans.topology.tiers)
+    gangs = [j for j in jobs if j.pods > 1 and j.start is not None]
+    constrained: dict[str, Any] = {}
+    for mode in ("hard", "soft"):
+        mine = [j for j in jobs if j.nt_mode == mode]
+        if not mine:
+            continue
+        started = [j for j in mine if j.start is not None]
+        constrained[mode] = {
+            "jobs": len(mine),
+            "started": len(started),
+            "by_tier": _by_tier(started, tiers),
+            "above_limit": sum(
+                1
+                for j in started
+                if j.tier is not None and j.nt_limit is not None and j.tier > j.nt_limit
+            ),
+            "wait": _stats([j.wait for j in started if j.wait is not None]),
+        }
+    return {
+        "tiers": tiers,
+        "root_tier": m.spans.root_tier,
+        "slowdown": m.slowdown.as_dict(),
+        "gangs_started": len(gangs),
+        "gangs_by_tier": _by_tier(gangs, tiers),
+        "slowed_gangs": sum(1 for j in gangs if j.slowdown != 1.0),
+        "constrained": constrained,
+    }
+
+
+__all__ = [
+    "JobRecord",
+    "Metrics",
+    "Series",
+    "stats",
+    "summarize",
+    "topology_summary",
+    "water_fill",
+]

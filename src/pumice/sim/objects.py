@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pumice.api.quantity import CPU, MEMORY, render_resources
+from pumice.api.topology_spec import NetworkTopology
 from pumice.sim.workload import (
     ANNOTATION_ARRIVAL,
     ANNOTATION_DURATION,
@@ -70,6 +71,16 @@ def _sim_annotations(job: JobSpec) -> dict[str, str]:
     return out
 
 
+def render_network_topology(nt: NetworkTopology) -> dict[str, Any]:
+    """``spec.networkTopology`` of a PodGroup (or of a Volcano Job) for ``nt``."""
+    out: dict[str, Any] = {"mode": nt.mode}
+    if nt.highest_tier is not None:
+        out["highestTierAllowed"] = nt.highest_tier
+    elif nt.highest_tier_name:
+        out["highestTierName"] = nt.highest_tier_name
+    return out
+
+
 def pod_name(job: JobSpec, task: TaskSpec, index: int) -> str:
     """The name of pod ``index`` of ``task``: ``{job}-{task}-{index}``."""
     return f"{job.name}-{task.name}-{index}"
@@ -100,6 +111,8 @@ def job_objects(
         pg_spec["minTaskMember"] = task_min
     if job.priority_class:
         pg_spec["priorityClassName"] = job.priority_class
+    if job.network_topology is not None:
+        pg_spec["networkTopology"] = render_network_topology(job.network_topology)
     objects: list[dict[str, Any]] = [
         {
             "apiVersion": PODGROUP_API,
@@ -196,6 +209,8 @@ def volcano_job(job: JobSpec, *, scheduler_name: str = "volcano") -> dict[str, A
     }
     if job.priority_class:
         spec["priorityClassName"] = job.priority_class
+    if job.network_topology is not None:
+        spec["networkTopology"] = render_network_topology(job.network_topology)
     return {
         "apiVersion": VOLCANO_JOB_API,
         "kind": "Job",
@@ -307,6 +322,8 @@ def to_compact(workload: Workload) -> dict[str, Any]:
         if j.outcome != "succeed":
             jd["outcome"] = j.outcome
             jd["endFraction"] = j.end_fraction
+        if j.network_topology is not None:
+            jd["networkTopology"] = render_network_topology(j.network_topology)
         jobs.append(jd)
     return {
         "apiVersion": WORKLOAD_API,

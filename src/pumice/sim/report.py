@@ -27,7 +27,7 @@ import numpy as np
 import orjson
 
 from pumice.sim.engine import SimResult
-from pumice.sim.metrics import JobRecord
+from pumice.sim.metrics import JobRecord, stats
 
 PLOTS = ("utilization", "queue_share", "wait_cdf", "completion_cdf", "pending")
 HOUR = 3600.0
@@ -41,13 +41,27 @@ def job_rows(result: SimResult) -> list[dict[str, Any]]:
     rows = []
     jobs = result.metrics.jobs.values()
     volcano = any(j.phase for j in jobs)  # Volcano Jobs: their final phase and retries
+    network = result.metrics.spans is not None  # a cluster with HyperNodes
     for j in jobs:
         row = _job_row(j)
         if volcano:
             row["phase"] = j.phase
             row["retries"] = j.retries
+        if network:
+            row["network_topology"] = _nt_text(j)
+            row["hypernode"] = j.hypernode
+            row["tier"] = j.tier
+            row["nodes_spanned"] = j.nodes_spanned
+            row["slowdown"] = j.slowdown
         rows.append(row)
     return rows
+
+
+def _nt_text(j: JobRecord) -> str:
+    """``hard<=2``, ``soft<=2``, ``soft`` or "" (no networkTopology)."""
+    if not j.nt_mode:
+        return ""
+    return j.nt_mode if j.nt_limit is None else f"{j.nt_mode}<={j.nt_limit}"
 
 
 def _job_row(j: JobRecord) -> dict[str, Any]:
@@ -299,6 +313,80 @@ def plot_report(results: Sequence[SimResult], out: Path) -> dict[str, Path]:
     return paths
 
 
+def gang_view(result: SimResult, uids: set[str] | None = None) -> dict[str, Any]:
+    """The gangs ``uids`` (default: every job of more than one pod) of a run on a cluster
+    with HyperNodes: how many, how many never ran, by the tier they spanned, their wait
+    and completion times (mean, p50, p95, max) and the highest tier any spanned."""
+    jobs = [
+        j
+        for j in result.metrics.jobs.values()
+        if (j.uid in uids if uids is not None else j.pods > 1)
+    ]
+    spans = result.metrics.spans
+    tiers = list(spans.topology.tiers) if spans is not None else []
+    by_tier = {str(t): 0 for t in tiers}
+    for j in jobs:
+        if j.start is not None and j.tier is not None:
+            by_tier[str(j.tier)] = by_tier.get(str(j.tier), 0) + 1
+    spanned = [j.tier for j in jobs if j.start is not None and j.tier is not None]
+    return {
+        "jobs": len(jobs),
+        "never_ran": sum(1 for j in jobs if j.start is None),
+        "by_tier": by_tier,
+        "highest_tier": max(spanned, default=None),
+        "mean_tier": round(float(np.mean(spanned)), 3) if spanned else None,
+        "wait": stats([j.wait for j in jobs if j.wait is not None]),
+        "completion": stats([j.completion for j in jobs if j.completion is not None]),
+        "root_tier": spans.root_tier if spans is not None else None,
+    }
+
+
+def plot_topology(results: Sequence[SimResult], out: Path, uids: set[str] | None = None) -> Path:
+    """``topology.png``: per run, the gangs (``uids``, default every gang) by the tier
+    they spanned (stacked; those that never ran on top), and their wait and completion
+    times (mean, p95, max, in hours)."""
+    plt = _pyplot()
+    views = [gang_view(r, uids) for r in results]
+    names = [r.config_name for r in results]
+    who = "constrained gangs" if uids is not None else "gangs"
+    tiers = sorted({int(t) for v in views for t in v["by_tier"]})
+    root = views[0]["root_tier"] if views else None
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    left = axes[0]
+    x = np.arange(len(results))
+    bottom = np.zeros(len(results))
+    for k, tier in enumerate(tiers):
+        counts = np.array([v["by_tier"].get(str(tier), 0) for v in views], dtype=float)
+        label = tier_label(tier, root) if root is not None else f"tier {tier}"
+        left.bar(x, counts, 0.6, bottom=bottom, label=label, color=f"C{k}")
+        bottom += counts
+    never = np.array([v["never_ran"] for v in views], dtype=float)
+    if never.any():
+        left.bar(x, never, 0.6, bottom=bottom, label="never ran", color="0.7", hatch="//")
+    left.set_xticks(x, names)
+    left.set_ylabel(who)
+    left.set_title(f"Highest tier spanned ({who})", fontsize=10)
+    left.grid(True, axis="y", alpha=0.3)
+    left.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2)
+    width = 0.26
+    for ax, key, title in (
+        (axes[1], "wait", "Wait (submit to bound)"),
+        (axes[2], "completion", "Completion time (submit to end)"),
+    ):
+        for k, stat in enumerate(("mean", "p95", "max")):
+            vals = [(v[key][stat] or 0.0) / HOUR for v in views]
+            ax.bar(x + (k - 1) * width, vals, width, label=stat, color=f"C{k + 4}")
+        ax.set_xticks(x, names)
+        ax.set_ylabel("hours")
+        ax.set_title(f"{title}, {who}", fontsize=10)
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3)
+    fig.tight_layout()
+    path = out / "topology.png"
+    _save(fig, path)
+    return path
+
+
 def _main_resource(resources: Sequence[str]) -> str:
     return "nvidia.com/gpu" if "nvidia.com/gpu" in resources else resources[0]
 
@@ -370,6 +458,7 @@ def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
             f"{s['lost_work_pod_seconds'] / HOUR:,.1f} pod-h",
         ),
         *_controller_rows(s),
+        *_topology_rows(s),
         (
             "gang atomicity violations",
             f"{s['gang_violations']} (of {s['gang_checks']:,} gangs checked)",
@@ -395,6 +484,33 @@ def _controller_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
             n = f"{actions[c]:,}× " if c in actions else ""
             parts.append(f"{c} {n}{lost.get(c, 0.0) / HOUR:,.1f} pod-h")
         rows.append(("actions (times, lost work)", "; ".join(parts)))
+    return rows
+
+
+def tier_label(tier: str | int, root: int) -> str:
+    return f"tier {tier} (cluster)" if int(tier) == root else f"tier {tier}"
+
+
+def _topology_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """The network side, on a cluster with HyperNodes: gangs by the tier they spanned,
+    the slowdown, and the jobs with a networkTopology."""
+    t = s.get("topology")
+    if t is None:
+        return []
+    root = t["root_tier"]
+
+    def tiers(counts: dict[str, int]) -> str:
+        return ", ".join(f"{tier_label(k, root)}: {n:,}" for k, n in counts.items()) or "–"
+
+    rows = [("gangs by tier spanned", tiers(t["gangs_by_tier"]))]
+    if t["slowdown"]:
+        factors = ", ".join(f"{tier_label(k, root)} ×{v:g}" for k, v in t["slowdown"].items())
+        rows.append(("topology slowdown", f"{factors}; {t['slowed_gangs']:,} gangs slowed"))
+    for mode, v in t["constrained"].items():
+        text = f"{v['jobs']:,} jobs, {v['started']:,} started: {tiers(v['by_tier'])}"
+        if mode == "hard":
+            text += f"; {v['above_limit']:,} above their limit"
+        rows.append((f"networkTopology {mode}", text))
     return rows
 
 
@@ -476,6 +592,14 @@ def write_html(result: SimResult, plots: dict[str, Path], out: Path, run: dict) 
         "<h2>Pending jobs</h2>",
         _img(plots["pending"], "pending jobs over time"),
     ]
+    if "topology" in plots:
+        parts += [
+            "<h2>Network topology</h2>",
+            "<p class='note'>Each gang (job of more than one pod) by the tier of the lowest "
+            "HyperNode holding the nodes its pods were on when it started running; the "
+            "highest tier is the whole cluster.</p>",
+            _img(plots["topology"], "gangs by tier spanned"),
+        ]
     if never:
         parts.append(f"<h2>Jobs that never ran ({len(never):,})</h2>")
         parts.append(
@@ -510,8 +634,18 @@ def write_report(result: SimResult, out: str | Path, run: dict | None = None) ->
     run = dict(run or {})
     write_metrics(result, out)
     plots = plot_report([result], out)
+    if result.metrics.spans is not None:
+        plots["topology"] = plot_topology([result], out)
     (out / "run.json").write_bytes(orjson.dumps(run, option=orjson.OPT_INDENT_2) + b"\n")
     return write_html(result, plots, out, run)
 
 
-__all__ = ["PLOTS", "metrics_document", "plot_report", "summary_rows", "write_report"]
+__all__ = [
+    "PLOTS",
+    "gang_view",
+    "metrics_document",
+    "plot_report",
+    "plot_topology",
+    "summary_rows",
+    "write_report",
+]

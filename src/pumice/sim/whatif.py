@@ -6,6 +6,13 @@ directory holds ``comparison.json``, ``comparison.csv``, overlay plots and an
 p95) overall and per queue, utilization, fairness (mean |allocated share - deserved
 share| per queue, the deserved share being independent of the configuration, see
 :mod:`pumice.sim.metrics`), evictions and restarts.
+
+The runs may differ in their workload too: a what-if over network-topology constraints
+(``--network-topology hard,soft,none``) runs the same jobs with the large gangs' PodGroup
+``networkTopology`` set to each mode. On a cluster with HyperNodes the comparison then
+has a network section: waits and completion times (mean, p95, max) overall and for the
+gangs whose constraint differs between the runs (every gang when none does),
+utilization, and those gangs by the highest tier they spanned, with ``topology.png``.
 """
 
 from __future__ import annotations
@@ -19,7 +26,16 @@ from typing import Any
 import orjson
 
 from pumice.sim.engine import SimResult
-from pumice.sim.report import _CSS, _img, _table, minutes, plot_report
+from pumice.sim.report import (
+    _CSS,
+    _img,
+    _table,
+    gang_view,
+    minutes,
+    plot_report,
+    plot_topology,
+    tier_label,
+)
 
 
 def config_names(paths: Sequence[str]) -> list[str]:
@@ -32,6 +48,61 @@ def config_names(paths: Sequence[str]) -> list[str]:
             name, k = f"{base}-{k}", k + 1
         names.append(name)
     return names
+
+
+def focus_gangs(results: Sequence[SimResult]) -> set[str] | None:
+    """The jobs whose ``networkTopology`` differs between the runs' workloads (the
+    gangs a topology what-if constrains differently); None when none does."""
+    seen: dict[str, set[Any]] = {}
+    for r in results:
+        for j in r.workload.jobs:
+            seen.setdefault(f"{j.namespace}/{j.name}", set()).add(j.network_topology)
+    differ = {uid for uid, values in seen.items() if len(values) > 1}
+    return differ or None
+
+
+def has_topology(results: Sequence[SimResult]) -> bool:
+    return any("topology" in r.summary for r in results)
+
+
+def topology_rows(results: Sequence[SimResult]) -> list[tuple[str, list[Any]]]:
+    """The network section's (metric, [value per run]) rows, in seconds and counts."""
+    focus = focus_gangs(results)
+    views = [gang_view(r, focus) for r in results]
+    who = "constrained gangs" if focus is not None else "gangs"
+    rows: list[tuple[str, list[Any]]] = []
+    for key in ("wait", "completion"):
+        for stat in ("mean", "p95", "max"):
+            rows.append((f"{key} {stat} (s)", [r.summary[key][stat] for r in results]))
+    for res in results[0].summary["utilization"]:
+        rows.append((f"utilization {res}", [r.summary["utilization"].get(res) for r in results]))
+    rows.append((f"{who}", [v["jobs"] for v in views]))
+    rows.append((f"{who}: never ran", [v["never_ran"] for v in views]))
+    for key in ("wait", "completion"):
+        for stat in ("mean", "p95", "max"):
+            rows.append((f"{who}: {key} {stat} (s)", [v[key][stat] for v in views]))
+    tiers = sorted({int(t) for v in views for t in v["by_tier"]})
+    root = views[0]["root_tier"]
+    for t in tiers:
+        label = tier_label(t, root) if root is not None else f"tier {t}"
+        rows.append((f"{who} at {label}", [v["by_tier"].get(str(t), 0) for v in views]))
+    rows.append((f"{who}: highest tier spanned", [v["highest_tier"] for v in views]))
+    rows.append((f"{who}: mean tier spanned", [v["mean_tier"] for v in views]))
+    rows.append(
+        (
+            "hard gangs above their limit",
+            [
+                ((r.summary.get("topology") or {}).get("constrained") or {})
+                .get("hard", {})
+                .get("above_limit", 0)
+                for r in results
+            ],
+        )
+    )
+    rows.append(
+        ("gangs slowed", [(r.summary.get("topology") or {}).get("slowed_gangs") for r in results])
+    )
+    return rows
 
 
 def comparison_rows(results: Sequence[SimResult]) -> list[tuple[str, list[Any]]]:
@@ -58,6 +129,8 @@ def comparison_rows(results: Sequence[SimResult]) -> list[tuple[str, list[Any]]]
                 add(f"{q}: {key} {stat} (s)", lambda s, q=q, k=key, st=stat: s["queues"][q][k][st])
         add(f"{q}: fairness gap", lambda s, q=q: s["queues"][q]["fairness_gap"])
         add(f"{q}: evictions", lambda s, q=q: s["queues"][q]["evictions"])
+    if has_topology(results):
+        rows += [(f"network: {label}", vals) for label, vals in topology_rows(results)]
     return rows
 
 
@@ -82,6 +155,9 @@ def write_comparison(results: Sequence[SimResult], out: str | Path, run: dict) -
         for label, vals in rows:
             w.writerow([label, *("" if v is None else v for v in vals)])
     plots = plot_report(results, out)
+    network = has_topology(results)
+    if network:
+        plots["topology"] = plot_topology(results, out, focus_gangs(results))
     (out / "run.json").write_bytes(orjson.dumps(run, option=orjson.OPT_INDENT_2) + b"\n")
 
     def head_rows() -> list[list[Any]]:
@@ -120,6 +196,27 @@ def write_comparison(results: Sequence[SimResult], out: str | Path, run: dict) -
     qhead = ["queue"]
     for n in names:
         qhead += [f"{n}: wait mean", f"{n}: wait p95", f"{n}: JCT mean", f"{n}: gap"]
+    net_parts: list[str] = []
+    if network:
+        net_rows = []
+        for label, vals in topology_rows(results):
+            if label.endswith("(s)"):
+                shown = [minutes(v) for v in vals]
+                label = label.removesuffix(" (s)")
+            elif label.startswith("utilization"):
+                shown = ["–" if v is None else f"{v:.1%}" for v in vals]
+            else:
+                shown = vals
+            net_rows.append([label, *shown])
+        net_parts = [
+            "<h2>Network topology</h2>",
+            "<p class='note'>Constrained gangs: the jobs whose PodGroup networkTopology "
+            "differs between the runs (all gangs when none does). Tier spanned: the tier of "
+            "the lowest HyperNode holding the nodes a gang's pods were on when it started "
+            "running; the highest tier is the whole cluster.</p>",
+            _table(["metric", *names], net_rows),
+            _img(plots["topology"], "gangs by tier spanned, and their waits"),
+        ]
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         "<title>pumice simulate: what-if</title>",
@@ -131,6 +228,7 @@ def write_comparison(results: Sequence[SimResult], out: str | Path, run: dict) -
         + ".</p>",
         "<h2>Side by side</h2>",
         _table(["metric", *names], head_rows()),
+        *net_parts,
         "<h2>Per queue</h2>",
         _table(qhead, queue_rows),
         "<p class='note'>gap: mean |allocated share - deserved share| of the queue over "
@@ -148,4 +246,10 @@ def write_comparison(results: Sequence[SimResult], out: str | Path, run: dict) -
     return path
 
 
-__all__ = ["comparison_rows", "config_names", "write_comparison"]
+__all__ = [
+    "comparison_rows",
+    "config_names",
+    "focus_gangs",
+    "topology_rows",
+    "write_comparison",
+]

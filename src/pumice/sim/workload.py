@@ -30,6 +30,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pumice.api.topology_spec import NetworkTopology
+
 GPU = "nvidia.com/gpu"
 
 ANNOTATION_ARRIVAL = "pumice.sim/arrival"
@@ -92,6 +94,9 @@ class JobSpec:
     simulator submits that Job at ``arrival`` and the job controller makes its PodGroup
     and pods and applies its policies; the other fields then only describe it (for the
     checks and the metrics). ``None``: the simulator submits a PodGroup and its pods.
+
+    ``network_topology`` is the PodGroup's ``spec.networkTopology`` (a Volcano Job's
+    ``spec.networkTopology``): how far apart in the network its pods may be placed.
     """
 
     name: str
@@ -105,6 +110,7 @@ class JobSpec:
     outcome: Outcome = "succeed"
     end_fraction: float = 1.0
     manifest: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    network_topology: NetworkTopology | None = None
 
     @property
     def replicas(self) -> int:
