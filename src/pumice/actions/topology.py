@@ -343,10 +343,6 @@ def _explain(
     job.fit_errors.clear()
     if trace.most:
         job.keep_tentative(trace.most)
-    problem = topo.problems.get(job.uid)
-    if problem:
-        job.note = problem
-        return
     spec = job.network_topology
     what = spec.describe() if spec is not None else "its sub-group constraints"
     if trace.empty:

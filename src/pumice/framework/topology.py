@@ -14,8 +14,8 @@ plugins ask about it, computed once per session:
 - each constraint made effective as Volcano's session makes it: ``highestTierName``
   read as its tier, ``soft`` turned into a limit at the root's tier (a soft job is
   searched tier by tier like a hard one, and the whole cluster is its last domain), a
-  sub-group's soft limit bounded by the job's. A tier name the tree does not have is
-  a problem the job is told about (Volcano would place such a job with no bound).
+  sub-group's soft limit bounded by the job's. A tier name the tree does not have
+  leaves the job unbounded, as in Volcano, and the cycle says so (``problems``).
 """
 
 from __future__ import annotations
@@ -89,6 +89,7 @@ class SessionTopology:
     """The tree against one session's node table, and the jobs' sub-jobs."""
 
     __slots__ = (
+        "_notes",
         "_subjobs",
         "_task_subjob",
         "allocated",
@@ -111,8 +112,10 @@ class SessionTopology:
         #: For the node score of a task being placed: the HyperNode its sub-job holds
         #: so far in the try under way (Volcano's ``JobAllocatedHyperNode``).
         self.domain_of_task: dict[str, str] = {}
-        #: Why a job's constraint cannot be read against this tree, by job uid.
+        #: Why a job's constraint cannot be read against this tree, by job uid (each
+        #: also a note of the cycle's decisions).
         self.problems: dict[str, str] = {}
+        self._notes = ssn.decisions.notes
 
     # -- the tree ---------------------------------------------------------------------
 
@@ -148,14 +151,16 @@ class SessionTopology:
             return spec.highest_tier
         tier = self.tree.tier_names.get(spec.highest_tier_name)
         if tier is None:
-            known = ", ".join(sorted(self.tree.tier_names)) or "none"
-            self.problems.setdefault(
-                job.uid,
-                f"networkTopology.highestTierName {spec.highest_tier_name!r} is the tierName "
-                f"of no HyperNode (tier names: {known}); the job cannot be placed until a "
-                f"HyperNode has it",
-            )
-            return -1  # no HyperNode is of a tier this low: nothing is eligible
+            # Volcano places such a job with no bound at all; so does pumice, and says so.
+            if job.uid not in self.problems:
+                known = ", ".join(sorted(self.tree.tier_names)) or "none"
+                self.problems[job.uid] = text = (
+                    f"PodGroup {job.uid}: networkTopology.highestTierName "
+                    f"{spec.highest_tier_name!r} is the tierName of no HyperNode (tier "
+                    f"names: {known}); the job is placed as if it had no tier limit"
+                )
+                self._notes.append(text)
+            return None
         return tier
 
     def job_limit(self, job: JobInfo) -> int | None:
