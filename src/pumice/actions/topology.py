@@ -184,7 +184,13 @@ def allocate_for_job(
 ) -> Statement | None:
     """The job's turn: placed in the best HyperNode of the nearest gradient that holds
     it, or not at all (then its pending reason says why). ``ws`` is left with what
-    remains to place."""
+    remains to place.
+
+    Within a gradient, a job of one sub-job is tried in its HyperNodes best-promised
+    first: the promise is the best score any HyperNode inside could give the sub-job
+    (its terms need no try), a bound on what the try can score; once a try has scored
+    more than every promise left, the rest cannot win and are not tried. The choice is
+    the one trying them all makes."""
     trace = Trace()
     limit = topo.job_limit(job)
     held = topo.allocated.get(job.uid, "")
@@ -193,51 +199,124 @@ def allocate_for_job(
     subjobs = topo.subjobs(job)
     before = {sj.uid: sj.allocated for sj in subjobs}
     for gradient in gradients:
-        found: list[tuple[str, Placed, Worksheet, float, dict[str, str]]] = []
-        for hn in gradient:
-            job.fit_errors.clear()
-            job.note = ""
-            need = max(job.min_available - job.ready_num() - job.waiting_num(), 1)
-            w = ws.clone()
-            stmts: list[Statement] = []
-            score = 0.0
-            while not w.empty():
-                sj = w.pop(ssn)
-                stmt, s = _allocate_subjob(ssn, queue, job, sj, w.tasks[sj.uid], hn, topo)
-                if stmt is not None and len(stmt):
-                    stmts.append(stmt)
-                    score += s
-                    if w.tasks[sj.uid]:
-                        w.subjobs.append(sj)
-                    if ssn.job_ready(job):
-                        break
-            placed = [p for st in stmts for p in _record(st)]
-            if placed and (ssn.job_ready(job) or ssn.job_pipelined(job)):
+        promise = _promises(ssn, ws, gradient)
+        order = sorted(range(len(gradient)), key=lambda k: (-promise[k], k))
+        best: tuple[int, Placed, Worksheet, float, dict[str, str]] | None = None
+        for k in order:
+            if best is not None:
+                if promise[k] < best[3]:
+                    break
+                if promise[k] == best[3] and k > best[0]:
+                    continue
+            got = _try_job(ssn, queue, job, ws, gradient[k], topo, trace)
+            if got is not None:
                 chosen = {sj.uid: sj.allocated for sj in subjobs}
-                found.append((hn, placed, w, score, chosen))
-            else:
-                trace.failed(job, hn, placed, need)
-            for st in reversed(stmts):
-                st.discard()
+                placed, w, score, stmts = got
+                for st in reversed(stmts):
+                    st.discard()
+                if best is None or score > best[3] or (score == best[3] and k < best[0]):
+                    best = (k, placed, w, score, chosen)
             for sj in subjobs:
                 sj.allocated = before[sj.uid]
-        if not found:
+        if best is None:
             continue
-        best = found[0]
-        for item in found[1:]:
-            if item[3] > best[3]:
-                best = item
-        hn, placed, w, _score, chosen = best
+        k, placed, w, _score, chosen = best
         job.fit_errors.clear()
         job.note = ""
         stmt = _replay(ssn, placed)
         ws.subjobs, ws.tasks = w.subjobs, w.tasks
         for sj in subjobs:
             sj.allocated = chosen[sj.uid]
-        topo.allocated[job.uid] = hn
+        topo.allocated[job.uid] = gradient[k]
         return stmt
-    _explain(ssn, job, topo, trace, limit, held)
+    _explain(job, trace, limit, held)
     return None
+
+
+def _try_job(
+    ssn: Session,
+    queue: QueueInfo,
+    job: JobInfo,
+    ws: Worksheet,
+    hn: str,
+    topo: SessionTopology,
+    trace: Trace,
+) -> tuple[Placed, Worksheet, float, list[Statement]] | None:
+    """One dry run of the job in HyperNode ``hn``: its placements, what would remain
+    to place, its score and the statements that made them (for the caller to undo);
+    None (undone, noted in ``trace``) when the job ends neither ready nor pipelined."""
+    job.fit_errors.clear()
+    job.note = ""
+    need = max(job.min_available - job.ready_num() - job.waiting_num(), 1)
+    w = ws.clone()
+    stmts: list[Statement] = []
+    score = 0.0
+    while not w.empty():
+        sj = w.pop(ssn)
+        stmt, s = _allocate_subjob(ssn, queue, job, sj, w.tasks[sj.uid], hn, topo)
+        if stmt is not None and len(stmt):
+            stmts.append(stmt)
+            score += s
+            if w.tasks[sj.uid]:
+                w.subjobs.append(sj)
+            if ssn.job_ready(job):
+                break
+    placed = [p for st in stmts for p in _record(st)]
+    if placed and (ssn.job_ready(job) or ssn.job_pipelined(job)):
+        return placed, w, score, stmts
+    trace.failed(job, hn, placed, need)
+    for st in reversed(stmts):
+        st.discard()
+    return None
+
+
+def _promises(ssn: Session, ws: Worksheet, gradient: list[str]) -> list[float]:
+    """Per HyperNode of ``gradient``, the most the job's try there can score; +inf
+    when no bound is known (several sub-jobs: each placement moves the next one's
+    scores; or a scorer that cannot say)."""
+    inf = [float("inf")] * len(gradient)
+    if len(ws.subjobs) != 1:
+        return inf
+    sj = ws.subjobs[0]
+    request = _need_request(ssn, sj, ws.tasks[sj.uid])
+    out = []
+    for hn in gradient:
+        inside = [n for tier in _gradients(ssn, sj.limit, sj.allocated, request, hn) for n in tier]
+        if not inside:
+            out.append(float("-inf"))  # the sub-job has nowhere to go: it cannot win
+            continue
+        parts = _parts(ssn, sj, inside)
+        if parts is None:
+            return inf
+        packed, share = parts
+        out.append(max(packed[n] + share[n] for n in inside))
+    return out
+
+
+def _parts(
+    ssn: Session, sj: SubJob, names: list[str]
+) -> tuple[dict[str, float], dict[str, float]] | None:
+    """The ``hypernode_order`` terms of each HyperNode alone (see
+    :meth:`pumice.plugins.network_topology._State.parts`): zero without any scorer,
+    None when a scorer cannot give them."""
+    fns = ssn.hooks.flat("hypernode_order")
+    if not fns:
+        zero = dict.fromkeys(names, 0.0)
+        return zero, dict(zero)
+    if len(fns) != 1 or not hasattr(fns[0], "parts"):
+        return None
+    return fns[0].parts(sj, names)
+
+
+def _need_request(ssn: Session, sj: SubJob, tasks: list[TaskInfo]) -> np.ndarray:
+    """What the sub-job needs before it is a gang: its next pending tasks up to its
+    minimum (Volcano sums every pending task, which for an elastic gang asks more than
+    its minimum and refuses the HyperNodes its own user guide places it in)."""
+    need = sj.min_available - sj.pipelined_num()
+    request = np.zeros(ssn.space.size)
+    for t in tasks[:need] if need > 0 else tasks[:1]:
+        request += t.init_resreq
+    return request
 
 
 def _allocate_subjob(
@@ -250,38 +329,97 @@ def _allocate_subjob(
     topo: SessionTopology,
 ) -> tuple[Statement | None, float]:
     """Place ``sj`` in the best HyperNode of its nearest gradient inside ``within``;
-    ``tasks`` is left with what remains."""
+    ``tasks`` is left with what remains.
+
+    The best of those where the sub-job fits is the one with the highest bin-packing
+    score, then the highest share of its tasks already there, then the first; those
+    terms need no try, so the HyperNodes are tried in that order and the first that
+    holds the sub-job is the choice. Its score adds the share term only where another
+    that holds it ties on bin packing (``hypernode_order``'s rule over the candidates
+    that fit), so one such other is looked for."""
     if not tasks:
         return None, 0.0
-    # What the sub-job needs before it is a gang: its next pending tasks up to its
-    # minimum (Volcano sums every pending task, which for an elastic gang asks more
-    # than its minimum and refuses the HyperNodes its own user guide places it in).
-    need = sj.min_available - sj.pipelined_num()
-    request = np.zeros(ssn.space.size)
-    for t in tasks[:need] if need > 0 else tasks[:1]:
-        request += t.init_resreq
+    request = _need_request(ssn, sj, tasks)
     for gradient in _gradients(ssn, sj.limit, sj.allocated, request, within):
-        found: list[tuple[str, Placed, list[TaskInfo]]] = []
-        for hn in gradient:
-            left = list(tasks)
-            stmt = _allocate_tasks(ssn, queue, job, sj, left, hn, topo)
-            if stmt is not None and len(stmt):
-                found.append((hn, _record(stmt), left))
-                stmt.discard()
-        if not found:
+        parts = _parts(ssn, sj, gradient)
+        if parts is None:
+            got = _every_candidate(ssn, queue, job, sj, tasks, gradient, topo)
+        else:
+            got = _first_candidate(ssn, queue, job, sj, tasks, gradient, topo, parts)
+        if got is None:
             continue
-        names = [f[0] for f in found]
-        scores = dict.fromkeys(names, 0.0)
-        for fn in ssn.hooks.flat("hypernode_order"):
-            for name, s in fn(sj, names).items():
-                scores[name] += s
-        best = max(range(len(found)), key=lambda k: (scores[names[k]], -k))
-        hn, placed, left = found[best]
+        hn, placed, left, score = got
         stmt = _replay(ssn, placed)
         sj.allocated = topo.tree.lca(sj.allocated, hn)
         tasks[:] = left
-        return stmt, scores[hn]
+        return stmt, score
     return None, 0.0
+
+
+def _first_candidate(
+    ssn: Session,
+    queue: QueueInfo,
+    job: JobInfo,
+    sj: SubJob,
+    tasks: list[TaskInfo],
+    gradient: list[str],
+    topo: SessionTopology,
+    parts: tuple[dict[str, float], dict[str, float]],
+) -> tuple[str, Placed, list[TaskInfo], float] | None:
+    packed, share = parts
+    order = sorted(
+        range(len(gradient)), key=lambda k: (-packed[gradient[k]], -share[gradient[k]], k)
+    )
+    winner: tuple[str, Placed, list[TaskInfo]] | None = None
+    tied = False
+    for k in order:
+        hn = gradient[k]
+        if winner is not None and packed[hn] != packed[winner[0]]:
+            break
+        left = list(tasks)
+        stmt = _allocate_tasks(ssn, queue, job, sj, left, hn, topo)
+        if stmt is None or not len(stmt):
+            continue
+        placed = _record(stmt)
+        stmt.discard()
+        if winner is not None:
+            tied = True
+            break
+        winner = (hn, placed, left)
+        if share[hn] == 0:
+            break
+    if winner is None:
+        return None
+    hn = winner[0]
+    return hn, winner[1], winner[2], packed[hn] + (share[hn] if tied else 0.0)
+
+
+def _every_candidate(
+    ssn: Session,
+    queue: QueueInfo,
+    job: JobInfo,
+    sj: SubJob,
+    tasks: list[TaskInfo],
+    gradient: list[str],
+    topo: SessionTopology,
+) -> tuple[str, Placed, list[TaskInfo], float] | None:
+    found: list[tuple[str, Placed, list[TaskInfo]]] = []
+    for hn in gradient:
+        left = list(tasks)
+        stmt = _allocate_tasks(ssn, queue, job, sj, left, hn, topo)
+        if stmt is not None and len(stmt):
+            found.append((hn, _record(stmt), left))
+            stmt.discard()
+    if not found:
+        return None
+    names = [f[0] for f in found]
+    scores = dict.fromkeys(names, 0.0)
+    for fn in ssn.hooks.flat("hypernode_order"):
+        for name, sc in fn(sj, names).items():
+            scores[name] += sc
+    best = max(range(len(found)), key=lambda k: (scores[names[k]], -k))
+    hn, placed, left = found[best]
+    return hn, placed, left, scores[hn]
 
 
 def _allocate_tasks(
@@ -331,14 +469,7 @@ def _allocate_tasks(
     return None
 
 
-def _explain(
-    ssn: Session,
-    job: JobInfo,
-    topo: SessionTopology,
-    trace: Trace,
-    limit: int | None,
-    held: str,
-) -> None:
+def _explain(job: JobInfo, trace: Trace, limit: int | None, held: str) -> None:
     """The job's note when no HyperNode held it; its fit errors are folded in."""
     job.fit_errors.clear()
     if trace.most:

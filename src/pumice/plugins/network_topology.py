@@ -88,9 +88,22 @@ class NetworkTopologyPlugin:
     def on_session_open(self, ssn: Session) -> None:
         state = _State(ssn, session_topology(ssn), self)
         ssn.on("hypernode_gradient", self.name, state.gradient)
-        ssn.on("hypernode_order", self.name, state.hypernode_order)
+        ssn.on("hypernode_order", self.name, _Order(state))
         ssn.on("node_order", self.name, state.node_order)
         ssn.add_event_handler(EventHandler(allocate=state.allocated, deallocate=state.released))
+
+
+class _Order:
+    """The ``hypernode_order`` function, with its terms apart (``parts``)."""
+
+    __slots__ = ("parts", "score")
+
+    def __init__(self, state: _State) -> None:
+        self.score = state.hypernode_order
+        self.parts = state.parts
+
+    def __call__(self, sj: SubJob, names: list[str]) -> dict[str, float]:
+        return self.score(sj, names)
 
 
 class _State:
@@ -239,16 +252,25 @@ class _State:
         return n / len(sj.tasks)
 
     def hypernode_order(self, sj: SubJob, names: list[str]) -> dict[str, float]:
+        packed, share = self.parts(sj, names)
+        best = max(packed.values(), default=0.0)
+        tied = [n for n, s in packed.items() if s == best]
+        if len(tied) > 1:
+            return {n: s + share[n] if s == best else s for n, s in packed.items()}
+        return packed
+
+    def parts(self, sj: SubJob, names: list[str]) -> tuple[dict[str, float], dict[str, float]]:
+        """The two terms of :meth:`hypernode_order`, scaled, for each HyperNode alone:
+        its bin-packing score, and the share of the sub-job's tasks in it (added only
+        where the bin-packing scores of the best tie). The search reads them to try the
+        most promising HyperNodes first (see :mod:`pumice.actions.topology`)."""
         request = np.zeros(self.ssn.space.size)
         for t in sj.tasks:
             request += t.resreq
-        scores = {name: self._pack(self.pos[name], request) for name in names}
-        best = max(scores.values(), default=0.0)
-        tied = [n for n, s in scores.items() if s == best]
-        if len(tied) > 1:
-            for name in tied:
-                scores[name] += self._task_share(name, sj)
-        return {n: s * self.factor for n, s in scores.items()}
+        factor = self.factor
+        packed = {name: self._pack(self.pos[name], request) * factor for name in names}
+        share = {name: self._task_share(name, sj) * factor for name in names}
+        return packed, share
 
     # -- node scores --------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from pumice.sim.engine import Progress, SimOptions, SimResult
 
 TRACE_FORMATS = ("alibaba2020", "alibaba2023", "philly")
+TOPOLOGY_PLUGIN = "network-topology-aware"
 GPU = "nvidia.com/gpu"
 
 
@@ -494,6 +495,13 @@ def run(args: argparse.Namespace) -> int:
     for scheduler in schedulers:
         for warning in scheduler.config.warnings:
             print(f"pumice: warning: {scheduler.config.source}: {warning}", file=sys.stderr)
+        if set(modes) - {"none"} and TOPOLOGY_PLUGIN not in scheduler.config.plugin_names():
+            print(
+                f"pumice: warning: {scheduler.config.source} has no {TOPOLOGY_PLUGIN} "
+                f"plugin: as in Volcano, a gang's networkTopology is then not enforced "
+                f"(see src/pumice/examples/configs/network-topology.yaml)",
+                file=sys.stderr,
+            )
     cluster = _cluster(args)
     nodes = cluster.nodes
     workload = _workload(args, nodes)
