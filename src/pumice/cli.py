@@ -41,6 +41,16 @@ def _cmd_cycle(args: argparse.Namespace) -> int:
     return 0
 
 
+def _scheduler_from_text(text: str):
+    """A scheduler for a configuration given as YAML text (a benchmark's own)."""
+    import yaml
+
+    from pumice.conf.config import parse_config
+    from pumice.scheduler import Scheduler
+
+    return Scheduler.create(parse_config(yaml.safe_load(text), source="<scenario>"))
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     from pumice.bench.report import print_results, write_json
     from pumice.bench.runner import Result, run_isolated, run_one
@@ -66,7 +76,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     results = []
     for s in scenarios:
         print(f"pumice: bench: {s.name}: {s.description}", file=sys.stderr)
-        results.append(run(s, scheduler, args.repeat, not args.no_check))
+        own = getattr(s, "config", None)
+        chosen = scheduler if args.config or own is None else _scheduler_from_text(own)
+        results.append(run(s, chosen, args.repeat, not args.no_check))
     print_results(results)
     if args.json:
         write_json(results, args.json)

@@ -49,10 +49,16 @@ class Worksheet:
     subjobs: list[SubJob]
     tasks: dict[str, list[TaskInfo]]
     required: set[str] = field(default_factory=set)
+    #: What each sub-job needs before it is a gang, for the gradients' filter: asked
+    #: for every HyperNode of a turn, the same all turn long (see ``_need_request``).
+    requests: dict[str, np.ndarray] = field(default_factory=dict)
 
     def clone(self) -> Worksheet:
         return Worksheet(
-            list(self.subjobs), {k: list(v) for k, v in self.tasks.items()}, self.required
+            list(self.subjobs),
+            {k: list(v) for k, v in self.tasks.items()},
+            self.required,
+            self.requests,
         )
 
     def empty(self) -> bool:
@@ -166,6 +172,9 @@ class Trace:
     most: list[TaskInfo] = field(default_factory=list)  # the tasks of the fullest try
     empty: bool = False  # no HyperNode was eligible at all
 
+    def nowhere(self, hypernode: str) -> None:
+        self.tried.append((hypernode, "too few idle resources for the gang"))
+
     def failed(self, job: JobInfo, hypernode: str, placed: Placed, need: int) -> None:
         if len(placed) > len(self.most):
             self.most = [p[1] for p in placed]
@@ -203,6 +212,9 @@ def allocate_for_job(
         order = sorted(range(len(gradient)), key=lambda k: (-promise[k], k))
         best: tuple[int, Placed, Worksheet, float, dict[str, str]] | None = None
         for k in order:
+            if promise[k] == float("-inf"):
+                trace.nowhere(gradient[k])
+                continue
             if best is not None:
                 if promise[k] < best[3]:
                     break
@@ -278,7 +290,9 @@ def _promises(ssn: Session, ws: Worksheet, gradient: list[str]) -> list[float]:
     if len(ws.subjobs) != 1:
         return inf
     sj = ws.subjobs[0]
-    request = _need_request(ssn, sj, ws.tasks[sj.uid])
+    request = ws.requests.get(sj.uid)
+    if request is None:
+        request = ws.requests[sj.uid] = _need_request(ssn, sj, ws.tasks[sj.uid])
     out = []
     for hn in gradient:
         inside = [n for tier in _gradients(ssn, sj.limit, sj.allocated, request, hn) for n in tier]

@@ -156,6 +156,84 @@ def gang(n_jobs: int = 20, size: int = 500, n_nodes: int = 1000) -> list[Obj]:
     return objs
 
 
+#: The scheduler configuration of :func:`topology` (Volcano's default with the
+#: network-topology-aware plugin, as its user guide sets it up).
+TOPOLOGY_CONFIG = """
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+  - name: network-topology-aware
+"""
+
+
+def hypernode(name: str, tier: int, kind: str, members: list[str]) -> Obj:
+    return {
+        "apiVersion": "topology.volcano.sh/v1alpha1",
+        "kind": "HyperNode",
+        "metadata": {"name": name},
+        "spec": {
+            "tier": tier,
+            "members": [{"type": kind, "selector": {"exactMatch": {"name": m}}} for m in members],
+        },
+    }
+
+
+def topology(
+    n_nodes: int = 5000,
+    per_leaf: int = 17,
+    leaves_per_spine: int = 10,
+    n_jobs: int = 20,
+    size: int = 256,
+    tier: int = 2,
+) -> list[Obj]:
+    """A GPU cluster under three tiers of switches: ``per_leaf`` nodes (8 GPUs) per
+    leaf switch, ``leaves_per_spine`` leaves per spine, every spine under one core;
+    ``n_jobs`` hard gangs of ``size`` one-GPU pods, each within one HyperNode of
+    ``tier`` or lower. A quarter of the nodes run a one-GPU pod already, spread
+    unevenly, so that the HyperNodes differ in how full they are."""
+    objs = [queue()]
+    names = [_node_name(i) for i in range(n_nodes)]
+    for name in names:
+        n = node(name, "64", "512Gi", 110)
+        n["status"]["allocatable"]["nvidia.com/gpu"] = "8"
+        objs.append(n)
+    leaves = []
+    for k in range(0, n_nodes, per_leaf):
+        leaf = f"leaf-{len(leaves):03d}"
+        leaves.append(leaf)
+        objs.append(hypernode(leaf, 1, "Node", names[k : k + per_leaf]))
+    spines = []
+    for k in range(0, len(leaves), leaves_per_spine):
+        spine = f"spine-{len(spines):02d}"
+        spines.append(spine)
+        objs.append(hypernode(spine, 2, "HyperNode", leaves[k : k + leaves_per_spine]))
+    objs.append(hypernode("core", 3, "HyperNode", spines))
+    gpu = {"requests": {"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": "1"}}
+    for i in range(0, n_nodes, 4):
+        busy = pod(f"busy-{i:05d}", "4", "32Gi", node_name=names[(i * 7) % n_nodes])
+        busy["spec"]["containers"][0]["resources"] = gpu
+        objs.append(busy)
+    for j in range(n_jobs):
+        g = f"gang-{j:03d}"
+        pg = podgroup(g, size, created=j)
+        pg["spec"]["networkTopology"] = {"mode": "hard", "highestTierAllowed": tier}
+        objs.append(pg)
+        for k in range(size):
+            p = pod(f"{g}-worker-{k}", "4", "32Gi", group=g, created=j)
+            p["spec"]["containers"][0]["resources"] = gpu
+            objs.append(p)
+    return objs
+
+
 #: Number of node groups in :func:`constraints`; groups divisible by 3 are tainted.
 GROUPS = 10
 
@@ -237,6 +315,9 @@ class Scenario:
     pending: int
     #: For scenarios whose pods come in gangs: (number of gangs, gang size).
     gangs: tuple[int, int] | None = None
+    #: The scheduler configuration (YAML) the scenario is meant for, used unless
+    #: ``--config`` names another (None: the built-in default).
+    config: str | None = None
 
 
 def _scale_cases() -> list[Scenario]:
@@ -284,6 +365,16 @@ SCENARIOS: dict[str, Scenario] = {
             constraints,
             5000,
             10_000,
+        ),
+        Scenario(
+            "topology",
+            "5,000 GPU nodes under 295 leaf switches, 30 spines and a core; 20 hard gangs x "
+            "256 one-GPU pods, each within one HyperNode of tier 2",
+            topology,
+            5000,
+            20 * 256,
+            gangs=(20, 256),
+            config=TOPOLOGY_CONFIG,
         ),
         Scenario(
             "memory",

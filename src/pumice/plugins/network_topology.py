@@ -138,6 +138,16 @@ class _State:
         self.weights = weights
         tiers = tree.tiers
         self.min_tier, self.max_tier = (tiers[0], tiers[-1]) if tiers else (1, 1)
+        #: Each row's lowest-tier HyperNode, as a position (-1: none).
+        self.leaf_pos = np.array(
+            [self.pos[h] if h else -1 for h in topo.leaf.tolist()], dtype=np.intp
+        )
+        #: Per HyperNode a sub-job holds, the tier score of every HyperNode's LCA with
+        #: it (by position; a gang's holding changes a few times in a cycle).
+        self._tier_tables: dict[str, np.ndarray] = {}
+        #: Per sub-job, how many of its tasks each HyperNode (position) holds, kept by
+        #: the event handlers once asked.
+        self._on: dict[str, np.ndarray] = {}
         #: Per tier, each row's HyperNode position at that tier (-1: none), the first
         #: by name where a node is in several.
         self.at_tier: dict[int, np.ndarray] = {}
@@ -153,11 +163,36 @@ class _State:
         i = self.ssn.nodes.index.get(task.node or "")
         if i is not None:
             self.used[self.holders[i]] += task.resreq
+            self._count(task, i, 1)
 
     def released(self, task: TaskInfo) -> None:
         i = self.ssn.nodes.index.get(task.node or "")
         if i is not None:
             self.used[self.holders[i]] -= task.resreq
+            self._count(task, i, -1)
+
+    def _count(self, task: TaskInfo, row: int, by: int) -> None:
+        if not self._on:
+            return
+        job = self.ssn.jobs.get(task.job or "")
+        sj = self.topo.subjob_of(job, task) if job is not None else None
+        if sj is not None:
+            on = self._on.get(sj.uid)
+            if on is not None:
+                on[self.holders[row]] += by
+
+    def _tasks_on(self, sj: SubJob) -> np.ndarray:
+        """How many of ``sj``'s tasks each HyperNode (position) holds."""
+        on = self._on.get(sj.uid)
+        if on is None:
+            on = np.zeros(len(self.names), dtype=np.int64)
+            index = self.ssn.nodes.index
+            for t in sj.tasks:
+                row = index.get(t.node) if t.node else None
+                if row is not None:
+                    on[self.holders[row]] += 1
+            self._on[sj.uid] = on
+        return on
 
     # -- where a gang may go ------------------------------------------------------------
 
@@ -245,11 +280,7 @@ class _State:
     def _task_share(self, name: str, sj: SubJob) -> float:
         if not sj.tasks:
             return 1.0
-        rows = self.topo.rows_of(name)
-        nodes = self.ssn.nodes.index
-        inside = set(rows.tolist())
-        n = sum(1 for t in sj.tasks if t.node and nodes.get(t.node, -1) in inside)
-        return n / len(sj.tasks)
+        return float(self._tasks_on(sj)[self.pos[name]]) / len(sj.tasks)
 
     def hypernode_order(self, sj: SubJob, names: list[str]) -> dict[str, float]:
         packed, share = self.parts(sj, names)
@@ -295,32 +326,30 @@ class _State:
         held = self.topo.domain_of_task.get(task.uid, "")
         if not held:
             return np.zeros(cand.size)
-        tree = self.topo.tree
-        homes = [self.topo.node_home(int(i)) for i in cand]
-        memo: dict[str, float] = {}
-        scores = np.zeros(cand.size)
-        for j, home in enumerate(homes):
-            got = memo.get(home)
-            if got is None:
-                if not home:
-                    got = 0.0
-                elif home == held:
-                    got = 1.0
-                else:
-                    lca = tree.lca(home, held)
-                    got = self._tier_score(tree.tier_of(lca)) if lca in tree.hypernodes else 0.0
-                memo[home] = got
-            scores[j] = got
+        table = self._tier_tables.get(held)
+        if table is None:
+            table = self._tier_tables[held] = self._tier_table(held)
+        homes = self.leaf_pos[cand]
+        scores = np.where(homes >= 0, table[homes], 0.0)
         best = scores.max() if scores.size else 0.0
-        tied = np.flatnonzero(scores == best)
-        if tied.size > 1:
-            share: dict[str, float] = {}
-            for j in tied.tolist():
-                home = homes[j]
-                if home not in share:
-                    share[home] = self._task_share(home, sj) if home else 0.0
-                scores[j] += share[home]
+        tied = scores == best
+        if np.count_nonzero(tied) > 1 and sj.tasks:
+            on = self._tasks_on(sj)
+            share = np.where(homes >= 0, on[homes], 0) / len(sj.tasks)
+            scores = np.where(tied & (homes >= 0), scores + share, scores)
         return scores
+
+    def _tier_table(self, held: str) -> np.ndarray:
+        """For each HyperNode (position) as a node's switch: 1 when it is ``held``,
+        else the tier score of its lowest common ancestor with ``held``."""
+        tree = self.topo.tree
+        table = np.zeros(len(self.names))
+        for k, name in enumerate(self.names):
+            if name == held:
+                table[k] = 1.0
+            else:
+                table[k] = self._tier_score(tree.tier_of(tree.lca(name, held)))
+        return table
 
     def _normal(self, task: TaskInfo, cand: np.ndarray) -> np.ndarray:
         fading = self.plugin.fading
