@@ -71,9 +71,9 @@ def test_the_example_cluster_files_carry_their_network() -> None:
     """A compact cluster's topology: block generates the tree over its nodes; a file of
     Node and HyperNode manifests keeps its HyperNodes."""
     spec = load_cluster_spec(str(EXAMPLES / "cluster.yaml"))
-    assert len(spec.nodes) == 32
+    assert len(spec.nodes) == 64
     tiers = sorted(h["spec"]["tier"] for h in spec.hypernodes)
-    assert tiers == [1] * 8 + [2] * 2
+    assert tiers == [1] * 16 + [2] * 2
     manifests = load_cluster_spec(str(EXAMPLES / "hypernodes.yaml"))
     assert len(manifests.nodes) == 4
     assert sorted(h["metadata"]["name"] for h in manifests.hypernodes) == [
