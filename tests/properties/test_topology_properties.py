@@ -218,3 +218,27 @@ def test_a_gang_no_rack_can_hold_waits_and_says_which_were_tried() -> None:
     pg["spec"]["networkTopology"] = {"mode": "soft"}
     d = CONFIG.cycle(build_snapshot([SourcedObject(o) for o in objs]))
     assert len(d.binds) == 3
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters())
+def test_placing_within_a_hypernode_from_the_shape_caches_changes_no_decision(case) -> None:
+    """The choice inside one HyperNode's nodes read from the per-shape caches
+    (``FastPath.choose_within``) is the one the long way makes, cycle after cycle."""
+    from pumice.framework import fastpath
+
+    objs, _gangs = case
+    long_objs = [dict(o) for o in yaml.safe_load(yaml.safe_dump(objs))]
+    for _ in range(2):
+        fast = CONFIG.cycle(build_snapshot([SourcedObject(o) for o in objs]))
+        saved = fastpath.FastPath.choose_within
+        fastpath.FastPath.choose_within = lambda self, task, rows: None  # type: ignore[method-assign]
+        try:
+            slow = CONFIG.cycle(build_snapshot([SourcedObject(o) for o in long_objs]))
+        finally:
+            fastpath.FastPath.choose_within = saved  # type: ignore[method-assign]
+        assert fast.binds == slow.binds
+        assert fast.pipelined == slow.pipelined
+        assert fast.pending == slow.pending
+        _apply(objs, fast.binds)
+        _apply(long_objs, slow.binds)

@@ -89,6 +89,14 @@ def _place_within(
     if rows.size == 0:
         job.fit_errors[task.uid] = FitError(0, {}, "the HyperNode has no nodes")
         return False
+    fast = for_session(ssn).choose_within(task, rows)
+    if fast is not None:  # the same choice as below, from per-shape caches
+        i, now_fits = fast
+        if now_fits:
+            stmt.allocate(task, nodes.names[i])
+        else:
+            stmt.pipeline(task, nodes.names[i])
+        return True
     blocked, reasons = predicate_filter(ssn, task)
     future = nodes.future_idle(rows)
     feasible = fits(task.init_resreq, future)

@@ -107,8 +107,8 @@ class FastPath:
 
     __slots__ = (
         "__weakref__", "_asks", "_future", "_future_version", "_peak", "_peak_version",
-        "_pods", "_views", "affinity_about", "enabled", "no_fit", "nodes", "predicates",
-        "scorers", "shapes", "ssn",
+        "_pods", "_views", "affinity_about", "enabled", "no_fit", "nodes", "others",
+        "predicates", "scorers", "separable", "shapes", "ssn", "within_ok",
     )  # fmt: skip
 
     def __init__(self, ssn: Session) -> None:
@@ -117,10 +117,19 @@ class FastPath:
         self._pods = ssn.space.index[PODS]
         self.predicates: tuple[Callable, ...] = ssn.hooks.flat("predicate")
         self.scorers: tuple = ssn.hooks.flat("node_order")
-        self.enabled = all(getattr(fn, "by_placement", False) for fn in self.predicates) and all(
+        by_placement = all(getattr(fn, "by_placement", False) for fn in self.predicates)
+        separable = [
             hasattr(fn, "rows") and hasattr(fn, "one") and hasattr(fn, "context")
             for fn in self.scorers
-        )
+        ]
+        self.enabled = by_placement and all(separable)
+        # Within one HyperNode's nodes (see ``choose_within``) the separable scorers
+        # are read from the shape caches and the others, which must come after them
+        # (the same sum, in the same order), are asked over the candidates.
+        first_other = separable.index(False) if False in separable else len(separable)
+        self.within_ok = by_placement and all(not s for s in separable[first_other:])
+        self.separable: tuple = self.scorers[:first_other]
+        self.others: tuple = self.scorers[first_other:]
         self.shapes: dict[Hashable, _Shape] = {}
         #: Why a task shape found no node, by (shape, host ports, node table version):
         #: see ``place`` in :mod:`pumice.actions.allocate`.
@@ -140,6 +149,72 @@ class FastPath:
         #: backlog of jobs of one shape asks for the same view many times between two
         #: placements.
         self._views: dict[Hashable, tuple[int, SlotView]] = {}
+
+    def choose_within(self, task: TaskInfo, rows: np.ndarray) -> tuple[int, bool] | None:
+        """:meth:`choose` among ``rows`` (one HyperNode's nodes, sorted): the choice
+        :func:`pumice.actions.place.place` makes the long way over them. The fit masks
+        and the separable scorers' sums come from the task's shape (rescored over the
+        candidates when the scorers' context over them is not the cached one); the
+        other scorers are asked over the candidates. None when the fast path does not
+        apply or no node of ``rows`` can take the task."""
+        if not self.within_ok or task.host_ports or task.nonzero is None or task.spread:
+            return None
+        shape = self._shape(task)
+        if shape is None or shape.n_future == 0:
+            return None
+        inside = shape.ok_now[rows]
+        now = bool(inside.any())
+        if not now:
+            inside = shape.ok_future[rows]
+            if not inside.any():
+                return None
+        cand = rows[inside]
+        if cand.size == 1:
+            return int(cand[0]), now
+        sep = self.separable
+        ctx = tuple([fn.context(task, cand) for fn in sep])
+        if sep:
+            if shape.ctx is None:
+                full = tuple([fn.context(task, shape.ok_future) for fn in sep])
+                self._score_all(task, shape, full)
+            if ctx == shape.ctx:
+                assert shape.total is not None
+                scores = shape.total[cand]
+            else:
+                scores = sep[0].rows(task, cand, ctx[0])
+                for fn, c in zip(sep[1:], ctx[1:], strict=True):
+                    scores = scores + fn.rows(task, cand, c)
+            for fn in self.others:
+                scores = scores + fn(task, cand)
+        elif self.others:
+            scores = self.others[0](task, cand)
+            for fn in self.others[1:]:
+                scores = scores + fn(task, cand)
+        else:
+            return int(cand[0]), now
+        return int(cand[int(np.argmax(scores))]), now
+
+    def _shape(self, task: TaskInfo) -> _Shape | None:
+        """The task's shape, made, adopted or refreshed; None when no node can ever
+        take the request (see ``_beyond_every_node``)."""
+        key = shape_key(task)
+        shape = self.shapes.get(key)
+        if shape is None:
+            if self._beyond_every_node(task):
+                return None
+            shape = self._adopt(task, key)
+            if shape is None:
+                blocked = None
+                for fn in self.predicates:
+                    b, _ = fn(task)
+                    if b is not None:
+                        blocked = b.copy() if blocked is None else (blocked | b)
+                shape = _Shape(self, task, blocked)
+                self._memory().keep_shape(key, shape)
+            self.shapes[key] = shape
+        else:
+            self._refresh(task, shape)
+        return shape
 
     def choose(self, task: TaskInfo) -> tuple[int, bool] | None:
         """(node row, fits now) for ``task``; None when the fast path does not apply or
@@ -281,7 +356,7 @@ class FastPath:
         rows = np.flatnonzero(shape.ok_future)
         total = np.zeros(len(self.nodes))
         if rows.size:
-            scores = [fn.rows(task, rows, c) for fn, c in zip(self.scorers, ctx, strict=True)]
+            scores = [fn.rows(task, rows, c) for fn, c in zip(self.separable, ctx, strict=True)]
             part = scores[0]
             for s in scores[1:]:
                 part = part + s
@@ -330,7 +405,7 @@ class FastPath:
             shape.n_now += 1 if now_ok else -1
         ctx = shape.ctx
         if ctx is not None:
-            scorers = self.scorers
+            scorers = self.separable
             if len(scorers) == 2:  # the default configuration: nodeorder and binpack
                 t = scorers[0].one(task, i, ctx[0]) + scorers[1].one(task, i, ctx[1])
             else:
@@ -355,7 +430,7 @@ class FastPath:
         if shape.ctx is not None:
             assert shape.total is not None
             part = None
-            for fn, c in zip(self.scorers, shape.ctx, strict=True):
+            for fn, c in zip(self.separable, shape.ctx, strict=True):
                 s = fn.rows(task, rows, c)
                 part = s if part is None else part + s
             shape.total[rows] = part

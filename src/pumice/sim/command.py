@@ -466,7 +466,8 @@ def _variants(
             where = f" ({mode})" if mode else ""
             print(
                 f"pumice: warning{where}: {len(never)} hard gang(s) are larger than every "
-                f"HyperNode of the tiers they allow and can never run; first: {never[0]}",
+                f"HyperNode of the tiers they allow: they never run where it is enforced; "
+                f"first: {never[0]}",
                 file=sys.stderr,
             )
     return variants
