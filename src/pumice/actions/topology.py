@@ -150,6 +150,11 @@ def _gradients(
     return [[start]] if got is None else got
 
 
+def _discard(stmts: list[Statement]) -> None:
+    for st in reversed(stmts):
+        st.discard()
+
+
 def _replay(ssn: Session, placed: Placed) -> Statement:
     stmt = Statement(ssn)
     for kind, task, node in placed:
@@ -211,6 +216,9 @@ def allocate_for_job(
         promise = _promises(ssn, ws, gradient)
         order = sorted(range(len(gradient)), key=lambda k: (-promise[k], k))
         best: tuple[int, Placed, Worksheet, float, dict[str, str]] | None = None
+        # The statements of the last successful try while they are still made: kept
+        # when that try is the choice, so that it need not be made again.
+        live: tuple[int, list[Statement]] | None = None
         for k in order:
             if promise[k] == float("-inf"):
                 trace.nowhere(gradient[k])
@@ -220,22 +228,34 @@ def allocate_for_job(
                     break
                 if promise[k] == best[3] and k > best[0]:
                     continue
+            if live is not None:
+                _discard(live[1])
+                live = None
+                for sj in subjobs:
+                    sj.allocated = before[sj.uid]
             got = _try_job(ssn, queue, job, ws, gradient[k], topo, trace)
             if got is not None:
                 chosen = {sj.uid: sj.allocated for sj in subjobs}
                 placed, w, score, stmts = got
-                for st in reversed(stmts):
-                    st.discard()
+                live = (k, stmts)
                 if best is None or score > best[3] or (score == best[3] and k < best[0]):
                     best = (k, placed, w, score, chosen)
-            for sj in subjobs:
-                sj.allocated = before[sj.uid]
+            else:
+                for sj in subjobs:
+                    sj.allocated = before[sj.uid]
         if best is None:
             continue
         k, placed, w, _score, chosen = best
         job.fit_errors.clear()
         job.note = ""
-        stmt = _replay(ssn, placed)
+        if live is not None and live[0] == k:
+            stmt = Statement(ssn)
+            for st in live[1]:
+                stmt.operations.extend(st.operations)
+        else:
+            if live is not None:
+                _discard(live[1])
+            stmt = _replay(ssn, placed)
         ws.subjobs, ws.tasks = w.subjobs, w.tasks
         for sj in subjobs:
             sj.allocated = chosen[sj.uid]
@@ -277,8 +297,7 @@ def _try_job(
     if placed and (ssn.job_ready(job) or ssn.job_pipelined(job)):
         return placed, w, score, stmts
     trace.failed(job, hn, placed, need)
-    for st in reversed(stmts):
-        st.discard()
+    _discard(stmts)
     return None
 
 
@@ -362,8 +381,8 @@ def _allocate_subjob(
             got = _first_candidate(ssn, queue, job, sj, tasks, gradient, topo, parts)
         if got is None:
             continue
-        hn, placed, left, score = got
-        stmt = _replay(ssn, placed)
+        hn, made, left, score = got
+        stmt = made if isinstance(made, Statement) else _replay(ssn, made)
         sj.allocated = topo.tree.lca(sj.allocated, hn)
         tasks[:] = left
         return stmt, score
@@ -379,12 +398,15 @@ def _first_candidate(
     gradient: list[str],
     topo: SessionTopology,
     parts: tuple[dict[str, float], dict[str, float]],
-) -> tuple[str, Placed, list[TaskInfo], float] | None:
+) -> tuple[str, Placed | Statement, list[TaskInfo], float] | None:
+    """The first HyperNode (best terms first) that holds the sub-job: its placements
+    (the statement itself, still made, when no tie needs looking for), what remains
+    and its score."""
     packed, share = parts
     order = sorted(
         range(len(gradient)), key=lambda k: (-packed[gradient[k]], -share[gradient[k]], k)
     )
-    winner: tuple[str, Placed, list[TaskInfo]] | None = None
+    winner: tuple[str, Placed | Statement, list[TaskInfo]] | None = None
     tied = False
     for k in order:
         hn = gradient[k]
@@ -394,14 +416,14 @@ def _first_candidate(
         stmt = _allocate_tasks(ssn, queue, job, sj, left, hn, topo)
         if stmt is None or not len(stmt):
             continue
-        placed = _record(stmt)
-        stmt.discard()
         if winner is not None:
+            stmt.discard()
             tied = True
             break
-        winner = (hn, placed, left)
-        if share[hn] == 0:
-            break
+        if share[hn] == 0:  # nothing to look for: the try stands, as made
+            return hn, stmt, left, packed[hn]
+        winner = (hn, _record(stmt), left)
+        stmt.discard()
     if winner is None:
         return None
     hn = winner[0]
