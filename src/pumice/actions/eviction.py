@@ -20,6 +20,7 @@ from pumice.framework.fit import explain_no_fit, fits
 from pumice.framework.pqueue import PriorityQueue
 from pumice.framework.session import Session
 from pumice.framework.statement import EVICT, Statement
+from pumice.framework.topology import session_topology
 
 #: Volcano's ``PreemptableStatus``: tasks preempt may evict.
 PREEMPTABLE_STATUSES = frozenset({TaskStatus.BOUND, TaskStatus.RUNNING})
@@ -93,9 +94,37 @@ def candidate_nodes(ssn: Session, task: TaskInfo, resolve_anti_affinity: bool = 
     (see :func:`unresolvable_blocked`), in name order."""
     n = len(ssn.nodes)
     blocked = unresolvable_blocked(ssn, task, resolve_anti_affinity)
+    domain = _domain(ssn, task)
+    if domain is not None:
+        allowed = np.zeros(n, dtype=bool)
+        allowed[domain] = True
+        blocked = ~allowed if blocked is None else blocked | ~allowed
     if blocked is None:
         return list(range(n))
     return [int(i) for i in np.flatnonzero(~blocked)]
+
+
+def _domain(ssn: Session, task: TaskInfo) -> np.ndarray | None:
+    """The rows a task of a gang with a hard network-topology constraint may take room
+    on (see :meth:`pumice.framework.topology.SessionTopology.eviction_domain`)."""
+    job = ssn.jobs.get(task.job or "")
+    if job is None or (job.network_topology is None and not job.sub_groups):
+        return None
+    return session_topology(ssn).eviction_domain(job, task)[0]
+
+
+def topology_refusal(ssn: Session, job: JobInfo) -> str:
+    """Why preempt and reclaim do not act for ``job`` at all ("" when they may): a gang
+    with a hard network-topology constraint that holds no HyperNode yet."""
+    if job.network_topology is None and not job.sub_groups:
+        return ""
+    topo = session_topology(ssn)
+    for task in pending_tasks(job):
+        _rows, why = topo.eviction_domain(job, task)
+        if not why:
+            return ""
+    tasks = pending_tasks(job)
+    return topo.eviction_domain(job, tasks[0])[1] if tasks else ""
 
 
 def evicted_keys(ssn: Session, stmt: Statement) -> set[str]:

@@ -98,6 +98,10 @@ class PreemptAction:
             if job.is_pending() or job.queue not in ssn.queues or uid in ssn.invalid:
                 continue
             if ssn.job_starving(job):
+                refusal = ev.topology_refusal(ssn, job)
+                if refusal:
+                    ev.could_not_help(ssn, ACTION, job, refusal)
+                    continue
                 preemptors.setdefault(job.queue, PriorityQueue(ssn.job_less)).push(job)
                 under_request.setdefault(job.queue, []).append(job)
                 tasks_of[job.uid] = PriorityQueue(ssn.task_less, ev.pending_tasks(job))

@@ -63,6 +63,10 @@ class ReclaimAction:
                 seen.add(job.queue)
                 queues.push(ssn.queues[job.queue])
             if ssn.job_starving(job):
+                refusal = ev.topology_refusal(ssn, job)
+                if refusal:
+                    ev.could_not_help(ssn, ACTION, job, refusal)
+                    continue
                 jobs_of.setdefault(job.queue, PriorityQueue(ssn.job_less)).push(job)
                 tasks_of[job.uid] = PriorityQueue(ssn.task_less, ev.pending_tasks(job))
         while not queues.empty():

@@ -277,6 +277,38 @@ class SessionTopology:
                 )
         return None
 
+    # -- room made by eviction ----------------------------------------------------------
+
+    def eviction_domain(self, job: JobInfo, task: TaskInfo) -> tuple[np.ndarray | None, str]:
+        """Where preempt and reclaim may make room for ``task`` without breaking its
+        hard constraints: (None, "") when anywhere; else the rows of the highest
+        HyperNode the job's (and the task's sub-job's) limit allows around what they
+        hold, or (empty rows, why) when a hard gang holds no HyperNode yet (finding
+        one for a whole gang is gang preemption's task, not these actions')."""
+        rows: np.ndarray | None = None
+        sj = self.subjob_of(job, task)
+        bounds: list[tuple[int | None, str, NetworkTopology | None]] = [
+            (self.job_limit(job), self.allocated.get(job.uid, ""), job.network_topology)
+        ]
+        if sj is not None and sj.policy:
+            bounds.append((sj.limit, sj.allocated, sj.topology))
+        for limit, held, spec in bounds:
+            if spec is None or spec.mode == SOFT or limit is None:
+                continue
+            if not held:
+                return np.zeros(0, dtype=np.intp), (
+                    f"the gang has a {spec.describe()} and holds no HyperNode yet: "
+                    f"preempt and reclaim make room only around what a gang holds"
+                )
+            top = ""
+            for name in self.tree.ancestors(held):
+                if self.tree.tier_of(name) > limit:
+                    break
+                top = name
+            inside = self.rows_of(top) if top else np.zeros(0, dtype=np.intp)
+            rows = inside if rows is None else np.intersect1d(rows, inside)
+        return rows, ""
+
     def rows_of(self, hypernode: str) -> np.ndarray:
         return self.rows.get(hypernode, np.zeros(0, dtype=np.intp))
 
