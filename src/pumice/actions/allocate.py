@@ -117,6 +117,8 @@ class AllocateAction:
         committed when ready (held when ready only by best-effort tasks still to
         place), kept when pipelined; the job takes another turn while work remains."""
         topo = session_topology(ssn)
+        if job.network_topology is not None and not ssn.hooks.flat("hypernode_gradient"):
+            topo.unenforced(job)
         ws = sheets.get(job.uid)
         if ws is None:
 

@@ -163,6 +163,17 @@ class SessionTopology:
             return None
         return tier
 
+    def unenforced(self, job: JobInfo) -> None:
+        """Note, once a cycle, that no plugin enforces networkTopology constraints."""
+        key = "<unenforced>"
+        if key not in self.problems:
+            self.problems[key] = text = (
+                f"PodGroup {job.uid} asks for a network topology, but no enabled plugin "
+                f"gives HyperNode gradients (network-topology-aware): it and any like it "
+                f"are placed as if unconstrained, as in Volcano"
+            )
+            self._notes.append(text)
+
     def job_limit(self, job: JobInfo) -> int | None:
         """The effective highest tier of the job as a whole (None: unbounded)."""
         return self._limit(job.network_topology, None, job)
