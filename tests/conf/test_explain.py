@@ -3,9 +3,8 @@ would want before trusting a configuration."""
 
 from __future__ import annotations
 
-import re
-
 import json
+import re
 
 import pytest
 
