@@ -94,11 +94,9 @@ def clusters(draw) -> tuple[list[dict], dict[str, dict]]:
         objs.append(hypernode("core", 3, "HyperNode", ["spine0", "spine1"]))
     else:
         objs.append(hypernode("spine0", 2, "HyperNode", leaves, "zone"))
-    for r in range(draw(st.integers(0, 3))):
-        objs.append(
-            pod(f"busy{r}", cpu="1", memory="1Gi", node=draw(st.sampled_from(nodes)),
-                scheduler="other")
-        )  # fmt: skip
+    busy = draw(st.lists(st.sampled_from(nodes), max_size=3, unique=True))
+    for r, on in enumerate(busy):  # another scheduler's pods, one per node
+        objs.append(pod(f"busy{r}", cpu="1", memory="1Gi", node=on, scheduler="other"))
     gangs: dict[str, dict] = {}
     for g in range(draw(st.integers(1, 4))):
         name = f"g{g}"

@@ -238,8 +238,9 @@ def build(scenario: SimScenario, scheduler: Scheduler) -> Simulation:
         workload=[],
         trace_format=None,
         limit=None,
+        topology=None,
     )
-    nodes = _cluster(args)
+    nodes = _cluster(args).nodes
     return Simulation(nodes, _workload(args, nodes), scheduler, SimOptions())
 
 
