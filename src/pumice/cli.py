@@ -30,8 +30,11 @@ def _cmd_cycle(args: argparse.Namespace) -> int:
 
     scheduler = Scheduler.from_file(args.config, args.plugins_dir)
     show_warnings(scheduler.config)
-    snapshot = build_snapshot(load_objects(args.snapshot), scheduler_name=args.scheduler_name)
+    objects, expanded = _with_jobs_expanded(load_objects(args.snapshot))
+    snapshot = build_snapshot(objects, scheduler_name=args.scheduler_name)
     decisions = scheduler.cycle(snapshot)
+    for note in expanded:
+        print(f"pumice: note: {note}", file=sys.stderr)
     for note in decisions.notes:
         print(f"pumice: note: {note}", file=sys.stderr)
     if args.format == "table":
@@ -39,6 +42,23 @@ def _cmd_cycle(args: argparse.Namespace) -> int:
     else:
         sys.stdout.buffer.write(to_json(decisions))
     return 0
+
+
+def _with_jobs_expanded(objects: list) -> tuple[list, list[str]]:
+    """The snapshot's ``batch.volcano.sh`` Jobs without a PodGroup, expanded into what
+    the job controller makes of them (see :mod:`pumice.controllers.job.expand`)."""
+    from pumice.cache.build import SourcedObject
+    from pumice.controllers.job.expand import JOB_API, expand_jobs
+
+    jobs = [o for o in objects if o.obj.get("kind") == "Job" and o.obj.get("apiVersion") == JOB_API]
+    if not jobs:
+        return objects, []
+    try:
+        _rest, made, notes = expand_jobs(o.obj for o in objects)
+    except InputError as err:
+        raise err.located(file=jobs[0].source) from None
+    kept = [o for o in objects if o not in jobs]
+    return kept + [SourcedObject(m, jobs[0].source) for m in made], notes
 
 
 def _scheduler_from_text(text: str):
