@@ -188,10 +188,6 @@ def test_the_built_in_default_loads_without_warnings() -> None:
             "configuration init-params",
         ),
         (
-            BASE + "configurations:\n- name: gangreclaim\n  arguments: {maxDomains: 2}\n",
-            "configuration gangreclaim",
-        ),
-        (
             BASE + "metrics:\n  type: prometheus\n  address: http://prometheus:9090\n",
             "the metrics section",
         ),
@@ -216,15 +212,15 @@ def test_an_unsupported_plugin_listed_in_two_tiers_warns_once_naming_both(tmp_pa
 def test_unsupported_items_are_skipped(tmp_path) -> None:
     config = load(
         tmp_path,
-        BASE.replace("backfill", "backfill, gangpreempt").replace(
-            "name: predicates", "name: predicates\n  - name: nodegroup"
+        BASE.replace("name: predicates", "name: predicates\n  - name: nodegroup").replace(
+            "name: gang", "name: gang\n  - name: usage"
         ),
     )
     assert config.actions == ("enqueue", "allocate", "backfill")
-    assert "nodegroup" not in config.plugin_names()
+    assert "nodegroup" not in config.plugin_names() and "usage" not in config.plugin_names()
     assert {(s.kind, s.name) for s in config.skipped} == {
-        ("action", "gangpreempt"),
         ("plugin", "nodegroup"),
+        ("plugin", "usage"),
     }
 
 

@@ -10,9 +10,20 @@ def default_registry() -> Registry:
     from pumice.actions.allocate import AllocateAction
     from pumice.actions.backfill import BackfillAction
     from pumice.actions.enqueue import EnqueueAction
+    from pumice.actions.gangpreempt import GangPreemptAction
+    from pumice.actions.gangreclaim import GangReclaimAction
     from pumice.actions.preempt import PreemptAction
     from pumice.actions.reclaim import ReclaimAction
 
     return Registry(
-        "action", [EnqueueAction, AllocateAction, BackfillAction, PreemptAction, ReclaimAction]
+        "action",
+        [
+            EnqueueAction,
+            AllocateAction,
+            BackfillAction,
+            PreemptAction,
+            ReclaimAction,
+            GangPreemptAction,
+            GangReclaimAction,
+        ],
     )

@@ -83,20 +83,32 @@ def place(
 def _place_within(
     ssn: Session, stmt: Statement, job: JobInfo, task: TaskInfo, rows: np.ndarray
 ) -> bool:
-    """:func:`place` over the nodes of ``rows`` alone (the long way: the node scores of
-    a constrained task move with every placement of its gang)."""
+    """:func:`place` over the nodes of ``rows`` alone."""
+    got = choose_within(ssn, job, task, rows)
+    if got is None:
+        return False
+    i, now_fits = got
+    if now_fits:
+        stmt.allocate(task, ssn.nodes.names[i])
+    else:
+        stmt.pipeline(task, ssn.nodes.names[i])
+    return True
+
+
+def choose_within(
+    ssn: Session, job: JobInfo, task: TaskInfo, rows: np.ndarray
+) -> tuple[int, bool] | None:
+    """The best node of ``rows`` (one HyperNode's nodes, sorted) for ``task`` and
+    whether it fits there now (else on its future idle resources); None, with the
+    reason recorded in the job's fit errors, when none can take it. Nodes where it
+    fits now come first, as in :func:`place`."""
     nodes = ssn.nodes
     if rows.size == 0:
         job.fit_errors[task.uid] = FitError(0, {}, "the HyperNode has no nodes")
-        return False
+        return None
     fast = for_session(ssn).choose_within(task, rows)
     if fast is not None:  # the same choice as below, from per-shape caches
-        i, now_fits = fast
-        if now_fits:
-            stmt.allocate(task, nodes.names[i])
-        else:
-            stmt.pipeline(task, nodes.names[i])
-        return True
+        return fast
     blocked, reasons = predicate_filter(ssn, task)
     future = nodes.future_idle(rows)
     feasible = fits(task.init_resreq, future)
@@ -104,15 +116,10 @@ def _place_within(
         feasible &= ~blocked[rows]
     if not feasible.any():
         job.fit_errors[task.uid] = explain_no_fit(ssn, task, reasons, nodes.future_idle(), rows)
-        return False
+        return None
     now = feasible & fits(task.init_resreq, nodes.idle[rows])
     cand = rows[now if now.any() else feasible]
-    i = best_node(ssn, task, cand)
-    if now.any():
-        stmt.allocate(task, nodes.names[i])
-    else:
-        stmt.pipeline(task, nodes.names[i])
-    return True
+    return best_node(ssn, task, cand), bool(now.any())
 
 
 def need_continue(job: JobInfo, failed_roles: set[str]) -> bool:

@@ -294,19 +294,8 @@ ACTIONS: dict[str, Entry] = _entries(
         },
     ),
     Entry("reclaim", {"predicateErrorCacheEnable": _ERROR_CACHE}),
-    Entry(
-        "gangpreempt",
-        {"maxDomains": "", "allowWholeBundle": ""},
-        "no gang-level preemption: a starving gang does not evict whole lower-priority "
-        "gangs or bundles in one network domain (the preempt action still preempts task "
-        "by task)",
-    ),
-    Entry(
-        "gangreclaim",
-        {"maxDomains": "", "allowWholeBundle": ""},
-        "no gang-level reclaim: a queue below its deserved share does not take back whole "
-        "gangs from other queues (the reclaim action still reclaims task by task)",
-    ),
+    Entry("gangpreempt", {"maxDomains": "", "allowWholeBundle": ""}),
+    Entry("gangreclaim", {"maxDomains": "", "allowWholeBundle": ""}),
     Entry(
         "shuffle",
         {},

@@ -66,6 +66,12 @@ HOOKS: dict[str, Hook] = {
         Hook("preemptable", "victims", "(preemptor, candidates) -> allowed | None"),
         Hook("reclaimable", "victims", "(reclaimer, candidates) -> allowed | None"),
         Hook("preemptive", "all", "(queue, task) -> bool: the queue may reclaim for task"),
+        Hook(
+            "gang_evictable",
+            "victims",
+            "(eviction context, candidates) -> allowed | None: what gangpreempt and "
+            "gangreclaim may evict",
+        ),
         Hook("victim_tasks", "each", "() -> tasks to evict regardless of preemptors"),
         Hook(
             "hypernode_gradient",

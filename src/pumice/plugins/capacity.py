@@ -37,6 +37,7 @@ from pumice.errors import InputError
 from pumice.framework.limits import CAPABILITY, amounts, cluster_total, describe, finite_dims
 from pumice.framework.pqueue import PriorityQueue
 from pumice.framework.session import EventHandler, Session
+from pumice.framework.victims import on_kind
 
 Vector = np.ndarray
 ROOT = "root"
@@ -452,6 +453,7 @@ class CapacityPlugin:
         ssn.on("job_enqueueable", self.name, enqueueable)
         ssn.on("job_enqueued", self.name, enqueued)
         ssn.on("reclaimable", self.name, reclaimable)
+        ssn.on("gang_evictable", self.name, on_kind("gangreclaim", reclaimable))
         ssn.on("preemptive", self.name, preemptive)
         if self.hierarchy:
             ssn.on("victim_queue_order", self.name, victim_queue_order)

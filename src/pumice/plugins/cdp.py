@@ -15,6 +15,7 @@ import re
 from pumice.api.task import TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
 from pumice.framework.session import Session
+from pumice.framework.victims import on_kind
 
 COOLDOWN_KEY = "volcano.sh/cooldown-time"
 
@@ -87,3 +88,4 @@ class CdpPlugin:
 
         ssn.on("preemptable", self.name, cooled)
         ssn.on("reclaimable", self.name, cooled)
+        ssn.on("gang_evictable", self.name, on_kind(None, cooled))

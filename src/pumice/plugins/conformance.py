@@ -5,6 +5,7 @@ from __future__ import annotations
 from pumice.api.task import TaskInfo
 from pumice.conf.arguments import Arguments
 from pumice.framework.session import Session
+from pumice.framework.victims import on_kind
 
 CRITICAL_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 SYSTEM_NAMESPACE = "kube-system"
@@ -27,3 +28,4 @@ class ConformancePlugin:
 
         ssn.on("preemptable", self.name, evictable)
         ssn.on("reclaimable", self.name, evictable)
+        ssn.on("gang_evictable", self.name, on_kind(None, evictable))

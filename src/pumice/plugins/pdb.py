@@ -22,6 +22,7 @@ from pumice.api.pdb import PdbRecord, disruptions_allowed
 from pumice.api.task import TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
 from pumice.framework.session import Session
+from pumice.framework.victims import on_kind
 
 _HEALTHY = frozenset({TaskStatus.RUNNING})
 
@@ -87,6 +88,7 @@ class PdbPlugin:
 
         ssn.on("preemptable", self.name, guard)
         ssn.on("reclaimable", self.name, guard)
+        ssn.on("gang_evictable", self.name, on_kind(None, guard))
 
     def explain(self) -> list[str]:
         return [f"{p.namespace}/{p.name}: {n} disruption(s) allowed" for p, n in self.allowed]

@@ -6,6 +6,7 @@ from pumice.api.job import JobInfo
 from pumice.api.task import TaskInfo
 from pumice.conf.arguments import Arguments
 from pumice.framework.session import Session
+from pumice.framework.victims import on_kind
 
 
 class PriorityPlugin:
@@ -50,4 +51,6 @@ class PriorityPlugin:
             lambda a, b: (a.priority < b.priority) - (a.priority > b.priority),
         )
         ssn.on("preemptable", self.name, preemptable)
+        # gangpreempt asks the same rule of a whole gang (its first pending task).
+        ssn.on("gang_evictable", self.name, on_kind("gangpreempt", preemptable))
         ssn.on("job_starving", self.name, JobInfo.is_starving)

@@ -30,6 +30,7 @@ from pumice.framework.limits import (
     finite_dims,
 )
 from pumice.framework.session import EventHandler, Session
+from pumice.framework.victims import on_kind
 
 Vector = np.ndarray
 T = TypeVar("T")
@@ -405,6 +406,7 @@ class ProportionPlugin:
         ssn.on("allocatable", self.name, allocatable)
         ssn.on("job_enqueueable", self.name, enqueueable)
         ssn.on("reclaimable", self.name, reclaimable)
+        ssn.on("gang_evictable", self.name, on_kind("gangreclaim", reclaimable))
         ssn.on("preemptive", self.name, preemptive)
         ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
 
