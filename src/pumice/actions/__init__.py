@@ -14,6 +14,7 @@ def default_registry() -> Registry:
     from pumice.actions.gangreclaim import GangReclaimAction
     from pumice.actions.preempt import PreemptAction
     from pumice.actions.reclaim import ReclaimAction
+    from pumice.actions.shuffle import ShuffleAction
 
     return Registry(
         "action",
@@ -25,5 +26,6 @@ def default_registry() -> Registry:
             ReclaimAction,
             GangPreemptAction,
             GangReclaimAction,
+            ShuffleAction,
         ],
     )

@@ -227,8 +227,12 @@ PLUGINS: dict[str, Entry] = _entries(
     Entry("proportion"),
     Entry(
         "rescheduling",
-        {"interval": "", "metricsPeriod": "", "strategies": ""},
-        "no pod is evicted to rebalance nodes (its lowNodeUtilization victims are never chosen)",
+        {
+            "interval": "",
+            "strategies": "",
+            "metricsPeriod": "pumice reads no node metrics: utilization is what the pods "
+            "request, so the metrics period changes nothing",
+        },
     ),
     Entry(
         "resource-strategy-fit",
@@ -296,12 +300,7 @@ ACTIONS: dict[str, Entry] = _entries(
     Entry("reclaim", {"predicateErrorCacheEnable": _ERROR_CACHE}),
     Entry("gangpreempt", {"maxDomains": "", "allowWholeBundle": ""}),
     Entry("gangreclaim", {"maxDomains": "", "allowWholeBundle": ""}),
-    Entry(
-        "shuffle",
-        {},
-        "running pods that plugins name as victims (victim tasks, e.g. rescheduling's or "
-        "tdm's) are not evicted",
-    ),
+    Entry("shuffle"),
 )
 
 #: ``configurations`` entries Volcano reads that name no action.

@@ -72,7 +72,12 @@ HOOKS: dict[str, Hook] = {
             "(eviction context, candidates) -> allowed | None: what gangpreempt and "
             "gangreclaim may evict",
         ),
-        Hook("victim_tasks", "each", "() -> tasks to evict regardless of preemptors"),
+        Hook(
+            "victim_tasks",
+            "each",
+            "(running tasks) -> the tasks to evict (shuffle), each a task or (task, "
+            "strategy, rule); a tier's answers are joined, the first tier naming any decides",
+        ),
         Hook(
             "hypernode_gradient",
             "first",

@@ -20,6 +20,7 @@ def default_registry() -> Registry:
     from pumice.plugins.predicates import PredicatesPlugin
     from pumice.plugins.priority import PriorityPlugin
     from pumice.plugins.proportion import ProportionPlugin
+    from pumice.plugins.rescheduling import ReschedulingPlugin
     from pumice.plugins.sla import SlaPlugin
 
     return Registry(
@@ -39,5 +40,6 @@ def default_registry() -> Registry:
             CdpPlugin,
             SlaPlugin,
             NetworkTopologyPlugin,
+            ReschedulingPlugin,
         ],
     )
