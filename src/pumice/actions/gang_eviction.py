@@ -38,7 +38,6 @@ plugin does. pumice's ``priority``, ``conformance``, ``proportion``, ``capacity`
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -90,6 +89,9 @@ class Bundle:
 
 
 def _sum(ssn: Session, tasks: list[TaskInfo]) -> np.ndarray:
+    """The tasks' requests summed (read-only: one task's is its own vector)."""
+    if len(tasks) == 1:
+        return tasks[0].resreq
     out = np.zeros(ssn.space.size)
     for t in tasks:
         out += t.resreq
@@ -163,30 +165,52 @@ def job_bundles(
     return out
 
 
-def _against(res: np.ndarray, need: np.ndarray, cap: bool) -> float:
-    score = 0.0
-    for d in np.flatnonzero(need > 0).tolist():
-        v = float(res[d])
-        n = float(need[d])
-        score += (min(v, n) if cap else v) / n
-    return score
+def rois(bundles: list[Bundle], need: np.ndarray) -> np.ndarray:
+    """Per bundle, what it frees towards ``need`` (each dimension capped at the need)
+    for what it breaks (the whole job's requests, uncapped): +inf for a safe bundle,
+    which breaks nothing."""
+    if not bundles:
+        return np.zeros(0)
+    dims = np.flatnonzero(need > 0)
+    n = need[dims]
+    local = np.array([b.local[dims] for b in bundles]).reshape(len(bundles), dims.size)
+    whole = np.array([b.whole_job[dims] for b in bundles]).reshape(len(bundles), dims.size)
+    got = (np.minimum(local, n) / n).sum(axis=1)
+    broken = (whole / n).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(broken == 0, np.inf, got / np.where(broken == 0, 1.0, broken))
 
 
 def roi(b: Bundle, need: np.ndarray) -> float:
-    """What the bundle frees towards ``need`` for what it breaks (+inf for a safe
-    bundle, which breaks nothing)."""
-    whole = _against(b.whole_job, need, False)
-    if whole == 0:
-        return math.inf
-    return _against(b.local, need, True) / whole
+    """:func:`rois` of one bundle."""
+    return float(rois([b], need)[0])
+
+
+VictimOrder = Callable[[Bundle, Bundle], bool]
 
 
 def sort_bundles(
-    bundles: list[Bundle], need: np.ndarray, victim_first: Callable[[Bundle, Bundle], bool]
+    bundles: list[Bundle],
+    need: np.ndarray,
+    victim_first: VictimOrder,
+    victim_key: Callable[[Bundle], tuple] | None = None,
 ) -> list[Bundle]:
     """Safe before whole; then ``victim_first`` (whose job or queue goes first); then
-    the higher return on what it breaks; then by job uid, first task, size."""
-    rois = {id(b): roi(b, need) for b in bundles}
+    the higher return on what it breaks; then by job uid, first task, size.
+
+    With ``victim_key`` (a sort key of the victim order, in which the *last* goes
+    first), the same order from key sorts: one stable pass per criterion, the least
+    significant first."""
+    r = rois(bundles, need)
+    at = {id(b): float(v) for b, v in zip(bundles, r, strict=True)}
+    if victim_key is not None:
+        out = sorted(
+            bundles, key=lambda b: (b.job.uid, b.tasks[0].uid if b.tasks else "", len(b.tasks))
+        )
+        out.sort(key=lambda b: -at[id(b)])
+        out.sort(key=victim_key, reverse=True)
+        out.sort(key=lambda b: b.kind)
+        return out
 
     def cmp(a: Bundle, b: Bundle) -> int:
         if a.kind != b.kind:
@@ -195,7 +219,7 @@ def sort_bundles(
             ab, ba = victim_first(a, b), victim_first(b, a)
             if ab != ba:
                 return -1 if ab else 1
-        ra, rb = rois[id(a)], rois[id(b)]
+        ra, rb = at[id(a)], at[id(b)]
         if ra != rb:
             return -1 if ra > rb else 1
         ka = (a.job.uid, a.tasks[0].uid if a.tasks else "", len(a.tasks))
@@ -258,6 +282,10 @@ class GangEvictionAction:
 
     def victim_first(self, ssn: Session, job: JobInfo) -> Callable[[Bundle, Bundle], bool]:
         raise NotImplementedError
+
+    def victim_key(self, ssn: Session, job: JobInfo) -> Callable[[Bundle], tuple] | None:
+        """A sort key of the victim order, the last going first (None: compare)."""
+        return None
 
     # -- the action ---------------------------------------------------------------------
 
@@ -363,7 +391,11 @@ class GangEvictionAction:
             if not bundles:
                 why = why or why_not
                 continue
-            room = (nodes.idle[rows] + nodes.releasing[rows]).sum(axis=0)
+            # What the domain can take once the victims go, at most: Volcano sums idle
+            # and releasing resources; what is already pipelined there cannot be had
+            # (a plan short of it would fail), so it is left out, which only skips
+            # plans bound to fail.
+            room = nodes.future_idle(rows).sum(axis=0)
             chosen: list[tuple[Bundle, TaskInfo]] = []
             freed = np.zeros(ssn.space.size)
             for b in bundles:
@@ -412,14 +444,20 @@ class GangEvictionAction:
         for uid in sorted(by_job):
             bundles.extend(job_bundles(ssn, topo, ssn.jobs[uid], by_job[uid]))
         order = self.victim_first(ssn, job)
-        bundles = sort_bundles(bundles, need, order)
+        key = self.victim_key(ssn, job)
+        bundles = sort_bundles(bundles, need, order, key)
         flat = [t for b in bundles for t in b.tasks]
         ctx = EvictionContext(self.name, job, first, domain)
         allowed, deciders = ssn.hooks.victims("gang_evictable", ctx, flat)
         rule = ev.deciders_text(ssn, "gang_evictable", deciders)
         if not allowed:
             return [], f"in {where}, {rule} allows no victim", rule
-        valid = sort_bundles(allowed_bundles(bundles, {id(t) for t in allowed}), need, order)
+        if len(allowed) == len(flat):  # all allowed: the same bundles, in the same order
+            valid = bundles
+        else:
+            valid = sort_bundles(
+                allowed_bundles(bundles, {id(t) for t in allowed}), need, order, key
+            )
         picked = [b for b in valid if b.kind == SAFE or self.whole]
         if not picked:
             why = "only whole gangs could go, and allowWholeBundle is off"

@@ -15,6 +15,7 @@ from pumice.actions import eviction as ev
 from pumice.actions.gang_eviction import Bundle, GangEvictionAction
 from pumice.api.job import JobInfo
 from pumice.api.task import TaskInfo
+from pumice.framework.orders import job_key
 from pumice.framework.session import Session
 
 
@@ -29,6 +30,10 @@ class GangPreemptAction(GangEvictionAction):
 
     def victim_first(self, ssn: Session, job: JobInfo) -> Callable[[Bundle, Bundle], bool]:
         return lambda a, b: not ssn.job_less(a.job, b.job)
+
+    def victim_key(self, ssn: Session, job: JobInfo) -> Callable[[Bundle], tuple] | None:
+        key = job_key(ssn)
+        return None if key is None else (lambda b: key(b.job))
 
 
 __all__ = ["GangPreemptAction"]

@@ -16,6 +16,7 @@ from pumice.actions.gang_eviction import Bundle, GangEvictionAction
 from pumice.api.job import JobInfo
 from pumice.api.queue import QueueInfo
 from pumice.api.task import TaskInfo, TaskStatus
+from pumice.framework.orders import queue_key
 from pumice.framework.session import Session
 
 
@@ -49,6 +50,14 @@ class GangReclaimAction(GangEvictionAction):
             return not ssn.queue_less(qa, qb)
 
         return first
+
+    def victim_key(self, ssn: Session, job: JobInfo) -> Callable[[Bundle], tuple] | None:
+        if ssn.hooks.flat("victim_queue_order"):
+            return None
+        key = queue_key(ssn)
+        if key is None:
+            return None
+        return lambda b: key(ssn.queues[b.job.queue])
 
 
 __all__ = ["GangReclaimAction"]

@@ -234,6 +234,65 @@ def topology(
     return objs
 
 
+#: The configuration of :func:`gang_preemption`: Volcano's default tiers with
+#: gangpreempt after allocate.
+GANG_PREEMPT_CONFIG = """
+actions: "enqueue, allocate, gangpreempt"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+"""
+
+
+def _priority_class(name: str, value: int) -> Obj:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+    }
+
+
+def gang_preemption(
+    n_nodes: int = 1000, per_node: int = 4, n_gangs: int = 20, size: int = 64
+) -> list[Obj]:
+    """``n_nodes`` nodes (8 CPU) full of small running jobs (``per_node`` one-pod jobs of
+    2 CPU each, low priority) and ``n_gangs`` starving high-priority gangs of ``size``
+    2-CPU pods (minMember ``size``): room for each only by evicting whole small jobs."""
+    objs = [queue(), _priority_class("low", 1), _priority_class("high", 1000)]
+    names = [_node_name(i) for i in range(n_nodes)]
+    objs += [node(n, "8", "64Gi", 110) for n in names]
+    k = 0
+    for n in names:
+        for _ in range(per_node):
+            g = f"small-{k:05d}"
+            pg = podgroup(g, 1, created=0)
+            pg["spec"]["priorityClassName"] = "low"
+            objs.append(pg)
+            p = pod(f"{g}-0", "2", "8Gi", group=g, node_name=n)
+            p["spec"]["priorityClassName"] = "low"
+            objs.append(p)
+            k += 1
+    for j in range(n_gangs):
+        g = f"gang-{j:03d}"
+        pg = podgroup(g, size, created=j + 1)
+        pg["spec"]["priorityClassName"] = "high"
+        objs.append(pg)
+        for i in range(size):
+            p = pod(f"{g}-worker-{i}", "2", "8Gi", group=g, created=j + 1)
+            p["spec"]["priorityClassName"] = "high"
+            objs.append(p)
+    return objs
+
+
 #: Number of node groups in :func:`constraints`; groups divisible by 3 are tainted.
 GROUPS = 10
 
@@ -375,6 +434,16 @@ SCENARIOS: dict[str, Scenario] = {
             20 * 256,
             gangs=(20, 256),
             config=TOPOLOGY_CONFIG,
+        ),
+        Scenario(
+            "gangpreempt",
+            "1,000 nodes (8 CPU) full of 4,000 small low-priority jobs; 20 starving "
+            "high-priority gangs x 64 pods, room made by evicting whole small jobs",
+            gang_preemption,
+            1000,
+            20 * 64,
+            gangs=(20, 64),
+            config=GANG_PREEMPT_CONFIG,
         ),
         Scenario(
             "memory",
