@@ -107,6 +107,17 @@ def test_nothing_is_named_without_an_under_and_an_over_utilized_node(objs, why) 
     assert any(why in n for n in d.notes), d.notes
 
 
+def test_an_extended_resource_threshold_counts() -> None:
+    """GPUs named in both maps: n1 uses 3 of 4 (75%, target 50%) while its cpu is low."""
+    gpus = {"thresholds": {"nvidia.com/gpu": 20}, "targetThresholds": {"nvidia.com/gpu": 50}}
+    objs = [queue(), node("n1", cpu="32", memory="64Gi", nvidia_gpu="4"),
+            node("n2", cpu="32", memory="64Gi", nvidia_gpu="4")]  # fmt: skip
+    for i in range(3):
+        objs += [podgroup(f"g{i}", phase="Running"),
+                 pod(f"g{i}", group=f"g{i}", node="n1", gpu="1", priority=i)]  # fmt: skip
+    assert run(objs, config(gpus)).evictions == ["default/g0", "default/g1"]
+
+
 def test_default_thresholds_never_evict() -> None:
     """Volcano's defaults are 100% everywhere: no node is ever over its target."""
     d = run(cluster(*busy(8, "n1")), config(params={}))
@@ -296,6 +307,8 @@ def lnu(**params) -> dict:
         (lnu(thresholds={"cpu": 60}, targetThresholds={"cpu": 50}),
          "arguments.strategies[0].params.thresholds.cpu"),
         (lnu(targetThresholds=[50]), "arguments.strategies[0].params.targetThresholds"),
+        (lnu(targetThresholds={"nvidia.com/gpu": 50}),
+         "arguments.strategies[0].params.thresholds.nvidia.com/gpu"),
         (lnu(nodeFit="yes"), "arguments.strategies[0].params.nodeFit"),
         (lnu(numberOfNodes=-1), "arguments.strategies[0].params.numberOfNodes"),
         (lnu(thresholdPriority="high"), "arguments.strategies[0].params.thresholdPriority"),

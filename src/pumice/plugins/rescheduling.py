@@ -169,10 +169,12 @@ def _low_node_utilization(params: Any, where: str) -> LowNodeUtilization:
                        f"{where}.{key}")  # fmt: skip
     low = _thresholds(params.get("thresholds"), f"{where}.thresholds")
     high = _thresholds(params.get("targetThresholds"), f"{where}.targetThresholds")
-    for name, value in low.items():
-        if value > high.get(name, 100.0):
+    for name in dict.fromkeys([*low, *high]):
+        value, target = low.get(name, 100.0), high.get(name, 100.0)
+        if value > target:
+            given = "" if name in low else " (not given: 100)"
             raise _bad(
-                f"{value:g} is above the target threshold {high.get(name, 100.0):g} of {name}",
+                f"{value:g}{given} is above the target threshold {target:g} of {name}",
                 f"{where}.thresholds.{name}",
             )
     priority = params.get("thresholdPriority")
@@ -358,9 +360,11 @@ def low_node_utilization(
     if n == 0:
         return []
     space = ssn.space
-    dims = [name for name in strategy.thresholds if name in space.index]
+    # Every resource either map names (the other map's value 100%), if the cluster has it.
+    named = dict.fromkeys([*strategy.thresholds, *strategy.targets])
+    dims = [name for name in named if name in space.index]
     cols = [space.index[name] for name in dims]
-    low_at = np.array([strategy.thresholds[d] for d in dims])
+    low_at = np.array([strategy.thresholds.get(d, 100.0) for d in dims])
     high_at = np.array([strategy.targets.get(d, 100.0) for d in dims])
     alloc = nodes.allocatable[:, cols]
     held = (nodes.used - nodes.releasing + nodes.pipelined)[:, cols]
