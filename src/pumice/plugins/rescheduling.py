@@ -3,14 +3,14 @@
 Follows Volcano's ``rescheduling`` plugin, whose victims the ``shuffle`` action evicts
 (their controllers recreate the pods, and the next cycles place them elsewhere). One
 strategy exists, as in Volcano: ``lowNodeUtilization``. A node is *under-utilized* when
-it is schedulable and every resource named in ``thresholds`` is used below its
-threshold; *over-utilized* when it is not under-utilized and some resource is used above
-its ``targetThresholds`` value. When some node, but not every node, is under-utilized and
-some node is over-utilized, pods are taken from the over-utilized nodes, the most used
-first (cpu % + memory %), each node's pods lowest priority first (best-effort first
-among equals, then the newest), while the node is still at or above a target in some
-resource and the under-utilized nodes together still have room below their targets in
-every resource named.
+it is schedulable and every resource the thresholds name is used below its
+``thresholds`` value; *over-utilized* when it is not under-utilized and some resource is
+used above its ``targetThresholds`` value (a value not given is 100%). When some node,
+but not every node, is under-utilized and some node is over-utilized, pods are taken
+from the over-utilized nodes, the most used first (cpu % + memory %), each node's pods
+lowest priority first (best-effort first among equals, then the newest), while the node
+is still at or above a target in some resource and the under-utilized nodes together
+still have room below their targets in every resource named.
 
 Utilization is what the pods on a node request (running, bound and pipelined pods;
 terminating pods not counted), as a percentage of the node's allocatable. Volcano reads
@@ -306,9 +306,8 @@ class RunLog:
             self._last.popitem(last=False)
         return True
 
-    def last(self, owner: object) -> float | None:
-        got = self._last.get(id(owner))
-        return got[1] if got is not None and got[0] is owner else None
+    def __len__(self) -> int:
+        return len(self._last)
 
 
 RUNS = RunLog()
