@@ -34,6 +34,7 @@ RULES = {
     "sum": "scores add up",
     "each": "every plugin is called",
     "first": "the first plugin that answers decides",
+    "filter": "every plugin that answers filters; none answering allows nothing",
 }
 
 #: Plugins of pumice's that read ``enableHierarchy`` (it gates no hook of its own).

@@ -16,7 +16,9 @@ and ``gangreclaim`` think in gangs, and so do these actions:
    bundle, which only makes sense if the whole job goes. Bundles are sorted safe first,
    then by the victim order of their jobs (or queues), then by how much of the
    preemptor's need they cover for what they break. The plugins' ``gang_evictable``
-   functions decide which candidates may go. A whole bundle counts only if all of its
+   functions decide which candidates may go: every plugin that answers may veto, in any
+   tier (a guard such as ``conformance`` in the first tier does not end the question,
+   as it would for ``preemptable``). A whole bundle counts only if all of its
    tasks may go, and only with ``allowWholeBundle`` (default on).
 4. **A dry run**: bundles are added in order until the domain's idle and releasing
    resources, plus what the victims free, cover the gang's need. The victims are then
@@ -448,7 +450,7 @@ class GangEvictionAction:
         bundles = sort_bundles(bundles, need, order, key)
         flat = [t for b in bundles for t in b.tasks]
         ctx = EvictionContext(self.name, job, first, domain)
-        allowed, deciders = ssn.hooks.victims("gang_evictable", ctx, flat)
+        allowed, deciders = ssn.hooks.filter("gang_evictable", ctx, flat)
         rule = ev.deciders_text(ssn, "gang_evictable", deciders)
         if not allowed:
             return [], f"in {where}, {rule} allows no victim", rule

@@ -28,6 +28,9 @@ Combination rules (Volcano's):
     Call every function for its side effect (job enqueued).
 ``first``
     The first function that answers (not None) decides (HyperNode gradients).
+``filter``
+    Every function that answers (not None) filters the candidates, whatever its tier:
+    what they all allow. None answering allows nothing.
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ HOOKS: dict[str, Hook] = {
         Hook("preemptive", "all", "(queue, task) -> bool: the queue may reclaim for task"),
         Hook(
             "gang_evictable",
-            "victims",
+            "filter",
             "(eviction context, candidates) -> allowed | None: what gangpreempt and "
             "gangreclaim may evict",
         ),
@@ -231,6 +234,23 @@ class HookTable:
             if deciders:
                 refused = deciders
         return [], refused
+
+    def filter(self, hook: str, actor: Any, candidates: list) -> tuple[list, list[str]]:
+        """What every answering function allows of ``candidates`` (in their order), and
+        the plugins that answered; nothing when none answers."""
+        chosen: list | None = None
+        deciders: list[str] = []
+        for tier in self.chain(hook):
+            for name, fn in tier:
+                allowed = fn(actor, candidates if chosen is None else chosen)
+                if allowed is None:
+                    continue
+                deciders.append(name)
+                keep = {id(t) for t in allowed}
+                chosen = [t for t in (candidates if chosen is None else chosen) if id(t) in keep]
+                if not chosen:
+                    return [], deciders
+        return chosen or [], deciders
 
     def first(self, hook: str, *args: Any) -> Any:
         for fn in self.flat(hook):
