@@ -255,6 +255,11 @@ def _missing(config: SchedulerConfig, hooks: dict[str, HookView]) -> list[Findin
         missing("preempt never evicts anything: no enabled plugin decides preemptable")
     if "reclaim" in actions and not hooks["reclaimable"].tiers:
         missing("reclaim never evicts anything: no enabled plugin decides reclaimable")
+    for action in sorted(actions & {"gangpreempt", "gangreclaim"}):
+        if not hooks["gang_evictable"].tiers:
+            missing(f"{action} never evicts anything: no enabled plugin answers gang_evictable")
+    if "shuffle" in actions and not hooks["victim_tasks"].tiers:
+        missing("shuffle never evicts anything: no enabled plugin names victim tasks")
     placing = sorted(actions & {"allocate", "backfill", "preempt", "reclaim"})
     if placing and not hooks["predicate"].tiers:
         missing(
