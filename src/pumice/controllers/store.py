@@ -18,6 +18,11 @@ Contracts of :class:`Store`:
   once (the API server's: in parallel; the in-memory one: in order).
 - ``patch`` applies a JSON merge patch (RFC 7386: a ``None`` value deletes the key);
   ``subresource="status"`` writes the status. False when the object is gone.
+- ``metadata.generation`` is the API server's: 1 on create, one more on every write
+  that changes the object's desired state (anything but ``metadata`` and ``status``),
+  never on a status write. A controller compares it to tell a change of spec from its
+  own status write coming back (an object a store holds without one, made by another
+  client of the in-memory cluster, tells nothing: every change counts).
 - ``delete`` deletes; with ``cascade`` (the default) the objects it owns (by an
   ``ownerReference`` to its uid) go too, as the API server's garbage collector does in
   the background. False when the object was already gone.
@@ -56,6 +61,30 @@ def merge_patch(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
             merge_patch(cur, v)
         else:
             target[k] = v
+
+
+def changes(target: Mapping[str, Any], patch: Mapping[str, Any]) -> bool:
+    """Whether the merge patch ``patch`` would change ``target``."""
+    for k, v in patch.items():
+        if v is None:
+            if k in target:
+                return True
+        elif isinstance(v, Mapping):
+            cur = target.get(k)
+            if not isinstance(cur, Mapping):
+                return True
+            if changes(cur, v):
+                return True
+        elif k not in target or target[k] != v:
+            return True
+    return False
+
+
+def spec_changes(target: Mapping[str, Any], patch: Mapping[str, Any]) -> bool:
+    """Whether ``patch`` changes ``target``'s desired state: anything but its
+    ``metadata`` and ``status`` (what bumps ``metadata.generation``)."""
+    rest = {k: v for k, v in patch.items() if k not in ("metadata", "status")}
+    return bool(rest) and changes(target, rest)
 
 
 def owned_by(obj: Mapping[str, Any], uid: str) -> bool:
@@ -118,9 +147,10 @@ class Store(Protocol):
 
 class MemoryStore:
     """:class:`Store` over a :class:`MemoryCluster`: writes are seen at once, uids are
-    ``uid-<n>`` in creation order (deterministic), and a cascading delete removes the
-    owned objects depth first, as the garbage collector would (each with its DELETED
-    event)."""
+    ``uid-<n>`` in creation order (deterministic), ``metadata.generation`` is kept as
+    the API server keeps it (see the module docstring), and a cascading delete removes
+    the owned objects depth first, as the garbage collector would (each with its
+    DELETED event)."""
 
     def __init__(self, cluster: MemoryCluster) -> None:
         self.cluster = cluster
@@ -201,6 +231,7 @@ class MemoryStore:
             meta.setdefault("namespace", "default")
         meta.setdefault("uid", f"uid-{next(self._uids)}")
         meta.setdefault("creationTimestamp", self.stamp())
+        meta["generation"] = 1
         self.cluster.create(obj)
         return obj
 
@@ -212,8 +243,18 @@ class MemoryStore:
     ) -> bool:
         if subresource and subresource != "status":
             raise ValueError(f"unknown subresource {subresource!r}")
-        body = {"status": patch.get("status") or {}} if subresource else patch
-        return self.cluster.modify(kind, key, lambda obj: merge_patch(obj, body))
+        if subresource:
+            body = {"status": patch.get("status") or {}}
+            return self.cluster.modify(kind, key, lambda obj: merge_patch(obj, body))
+
+        def write(obj: dict[str, Any]) -> None:
+            bump = spec_changes(obj, patch)
+            merge_patch(obj, patch)
+            meta = obj.get("metadata")
+            if bump and isinstance(meta, dict) and isinstance(meta.get("generation"), int):
+                meta["generation"] += 1
+
+        return self.cluster.modify(kind, key, write)
 
     def delete(self, kind: str, key: str, *, cascade: bool = True) -> bool:
         obj = self.cluster.get(kind, key)
@@ -238,8 +279,10 @@ class MemoryStore:
 __all__ = [
     "MemoryStore",
     "Store",
+    "changes",
     "controller_of",
     "key_of",
     "merge_patch",
     "owned_by",
+    "spec_changes",
 ]

@@ -23,6 +23,30 @@ What the controller remembers between reconciles is small and can be lost: which
 and Commands belong to which Job (from the watch; rebuilt by ``resync``), the pods it
 deleted itself (to tell them from evictions), deletions by others not yet acted on,
 and when each timed event was first seen.
+
+**Which events call for a reconcile.** Only those that change something a reconcile
+reads, so that the controller's own writes coming back do not make it run again for
+nothing (each would cost a full reconcile that writes nothing):
+
+- a Job: created or deleted; updated with another ``metadata.generation`` (its spec
+  changed; the API server leaves the generation alone on status writes) or another
+  phase. A phase the controller wrote itself after acting in that phase (no
+  transition: ``""`` to ``Pending`` on the first reconcile, a count changing) is
+  skipped too; one it moved the Job to is not, as in Volcano, since the new phase may
+  have work of its own on the same pods (``Running`` to ``Completed``, then the kill);
+- a pod: deleted, or changed in what the controller reads of it (:class:`PodView`'s
+  ``seen``: phase, deletion mark, version, exit code, restarts, ...); a bind or a
+  condition is not. The pods it creates are noted as created (Pending), so their
+  creation coming back is skipped; when a policy times ``PodPending``, the controller
+  runs again at once instead, so the timer starts when the pods appear;
+- a PodGroup: changed in its generation, or between not admitted, admitted and
+  ``Unknown`` (the scheduler's status writes that move it from ``Inqueue`` to
+  ``Running`` or change its conditions are not), or deleted by someone else; its own
+  creation and deletion coming back are skipped;
+- a Command targeting the Job; a Queue a refused Job waits for.
+
+A store whose objects have no ``generation`` (made by another client of the in-memory
+cluster) makes every Job and PodGroup event count.
 """
 
 from __future__ import annotations
@@ -117,6 +141,7 @@ class _Run:
     plugins: list[JobPlugin]
     changed: bool = False  # the phase moved
     killed: bool = False  # a kill deleted pods or moved the phase
+    created: bool = False  # pods were created
     duration: str | None = None
     warnings: list[str] = field(default_factory=list)
 
@@ -153,8 +178,14 @@ class JobController:
         self._evicted: dict[str, dict[str, Eviction]] = {}
         self._since: dict[str, dict[str, float]] = {}
         self._refused: dict[str, str] = {}
-        #: Job key -> (generation, phase) of its last watch event (real API servers).
+        #: Job key -> (generation, phase) of its last watch event.
         self._generations: dict[str, tuple[Any, Any]] = {}
+        #: Job key -> (generation, phase) its last reconcile acted in and left it in.
+        self._settled: dict[str, tuple[Any, Any]] = {}
+        #: PodGroup key -> what the controller reads of it (None: nothing to compare).
+        self._groups: dict[str, tuple[Any, ...] | None] = {}
+        #: PodGroups the controller deleted itself, until their deletion comes back.
+        self._groups_deleted: set[str] = set()
         self._event_counts: dict[str, int] = {}
         self._indexed = False
         #: Per Job, what its spec was parsed from (a private copy) and the parse, so an
@@ -165,10 +196,12 @@ class JobController:
 
     # -- watch ------------------------------------------------------------------------------
 
-    def _index_pod(self, type_: str, key: str, pod: Mapping[str, Any]) -> str | None:
+    def _index_pod(self, type_: str, key: str, pod: Mapping[str, Any]) -> tuple[str | None, bool]:
+        """Note a pod event: the Job it belongs to, and whether it changed anything the
+        controller reads of the pod."""
         job = _job_ref(pod)
         if job is None:
-            return None
+            return None, False
         if type_ == DELETED:
             self._pods.get(job, {}).pop(key, None)
             uid = str((pod.get("metadata") or {}).get("uid", ""))
@@ -179,9 +212,12 @@ class JobController:
                 self._evicted.setdefault(job, {})[name] = Eviction(
                     name, task_of(pod), version_of(pod), uid, PodView.of(pod).owner
                 )
-        else:
-            self._pods.setdefault(job, {})[key] = PodView.of(pod)
-        return job
+            return job, True
+        view = PodView.of(pod)
+        pods = self._pods.setdefault(job, {})
+        old = pods.get(key)
+        pods[key] = view
+        return job, old is None or old.seen != view.seen
 
     @staticmethod
     def _command_target(cmd: Mapping[str, Any]) -> str | None:
@@ -205,18 +241,23 @@ class JobController:
         self._indexed = True
         for pod in self.store.list("Pod"):
             self._index_pod("ADDED", _key(pod), pod)
+        for pg in self.store.list("PodGroup"):
+            if _job_ref(pg) is not None:
+                self._groups[_key(pg)] = _group_view(pg)
         for cmd in self.store.list("Command"):
             self._index_command("ADDED", _key(cmd), cmd)
 
     def keys_for(self, event: WatchEvent) -> Iterable[str]:
+        """The Job an event concerns, when it changed something a reconcile reads (see
+        the module docstring)."""
         if event.kind == "Job":
             return () if self._status_only(event) else (event.key,)
         if event.kind == "Pod":
-            job = self._index_pod(event.type, event.key, event.obj)
-            return (job,) if job else ()
+            job, changed = self._index_pod(event.type, event.key, event.obj)
+            return (job,) if job and changed else ()
         if event.kind == "PodGroup":
             job = _job_ref(event.obj)
-            return (job,) if job else ()
+            return (job,) if job and self._group_changed(event) else ()
         if event.kind == "Command":
             job = self._index_command(event.type, event.key, event.obj)
             return (job,) if job else ()
@@ -226,10 +267,10 @@ class JobController:
 
     def _status_only(self, event: WatchEvent) -> bool:
         """A Job update that changed neither its spec (the API server's ``generation``)
-        nor its phase: its own status write coming back, ignored as Volcano's
-        ``updateJob`` ignores it (or a status that moves with the clock, such as
-        ``runningDuration``, would reconcile the Job again and again). Without a
-        generation (the in-memory store) every event counts."""
+        nor its phase, or left it in the phase its last reconcile acted in: a status
+        write coming back, ignored as Volcano's ``updateJob`` ignores it (or a status
+        that moves with the clock, such as ``runningDuration``, would reconcile the Job
+        again and again). Without a generation every event counts."""
         meta = event.obj.get("metadata") or {}
         seen = (meta.get("generation"), ((event.obj.get("status") or {}).get("state") or {})
                 .get("phase"))  # fmt: skip
@@ -237,7 +278,24 @@ class JobController:
             self._generations.pop(event.key, None)
             return False
         last, self._generations[event.key] = self._generations.get(event.key), seen
-        return event.type != "ADDED" and last == seen
+        if event.type == "ADDED":
+            return False
+        return last == seen or self._settled.get(event.key) == seen
+
+    def _group_changed(self, event: WatchEvent) -> bool:
+        """Whether a PodGroup event changed what a reconcile reads of it (see the
+        module docstring), noting what it now is."""
+        key = event.key
+        if event.type == DELETED:
+            self._groups.pop(key, None)
+            if key in self._groups_deleted:
+                self._groups_deleted.discard(key)
+                return False
+            return True
+        view = _group_view(event.obj)
+        last = self._groups.get(key)
+        self._groups[key] = view
+        return view is None or view != last
 
     def resync(self) -> Iterable[str]:
         self._build_index()
@@ -247,6 +305,7 @@ class JobController:
 
     def _forget(self, key: str) -> None:
         self._pods.pop(key, None)
+        self._settled.pop(key, None)
         self._evicted.pop(key, None)
         self._since.pop(key, None)
         self._refused.pop(key, None)
@@ -353,8 +412,14 @@ class JobController:
             },
             subresource="status",
         )
+        self._settle(key, job, st.PENDING)
         self._record(job, "Warning", INVALID, message)
         return None
+
+    def _settle(self, key: str, job: Mapping[str, Any], phase: str) -> None:
+        """The last reconcile acted in ``phase`` and left the Job in it: its status
+        write coming back needs no reconcile."""
+        self._settled[key] = ((job.get("metadata") or {}).get("generation"), phase)
 
     def _record(self, job: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         record_event(self.store, job, type_, reason, message, self._event_counts)
@@ -463,6 +528,12 @@ class JobController:
         if run.killed:
             run.version += 1
         self._write(run, key)
+        if run.status.phase == (phase or st.PENDING):
+            self._settle(key, job, run.status.phase)
+        else:  # moved: the new phase may have work of its own (its write calls for it)
+            self._settled.pop(key, None)
+        if run.created and ({"PodPending", "*"} & policy_events(spec)):
+            again.append(0.0)  # the pods it created start PodPending's timer now
         after = self._ttl(run, key)
         if after is not None:
             again.append(after)
@@ -538,15 +609,17 @@ class JobController:
             for p in run.plugins:
                 p.on_job_update(spec, self.store)
         if pg is None:
-            self.store.create(
+            made = self.store.create(
                 build_podgroup(spec, self._priority, min_res=self._min_resources(spec))
             )
+            if made is not None:  # its creation coming back changes nothing
+                self._groups[_key(made)] = _group_view(made)
         else:
-            patch = podgroup_changes(
-                pg, spec, self._priority, min_res=self._min_resources(spec)
-            )
-            if patch:
-                self.store.patch("PodGroup", _key(pg), patch)
+            patch = podgroup_changes(pg, spec, self._priority, min_res=self._min_resources(spec))
+            if patch and self.store.patch("PodGroup", _key(pg), patch):
+                now = self.store.get("PodGroup", _key(pg))  # its own change: not news
+                if now is not None:
+                    self._groups[_key(pg)] = _group_view(now)
         admitted = pg is not None and pg_phase not in ("", "Pending")
         have = {(p.task, p.index): p for p in run.pods}
         wanted = set()
@@ -569,7 +642,12 @@ class JobController:
                 creates.append(new)
                 counts.add(task.name, "Pending")
         if creates:
-            self.store.create_all(creates)  # (a Job's pods at once, on a cluster)
+            run.created = True
+            known = self._pods.setdefault(spec.key, {})
+            for made in self.store.create_all(creates):  # (a Job's pods at once, on a cluster)
+                if made is not None:  # counted Pending above: its creation coming back is not news
+                    view = PodView.of(made)
+                    known[view.key] = view
         for pod in run.pods:  # beyond the spec (scaled down, a task gone)
             mine = pod.name == f"{spec.name}-{pod.task}-{pod.index}"
             if (pod.task, pod.index) in wanted and mine:
@@ -592,8 +670,8 @@ class JobController:
                 counts.terminating += 1
                 run.killed = True
         self._plugins_delete(run)
-        if pg is not None:
-            self.store.delete("PodGroup", _key(pg), cascade=False)
+        if pg is not None and self.store.delete("PodGroup", _key(pg), cascade=False):
+            self._groups_deleted.add(_key(pg))
         created = timestamp(
             (run.job.get("metadata") or {}).get("creationTimestamp"), "creationTimestamp"
         )
@@ -661,6 +739,18 @@ class JobController:
         self.store.delete(KIND, key)
         self._forget(key)
         return None
+
+
+def _group_view(pg: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """What a reconcile reads of a PodGroup: its uid and generation (its spec, which the
+    controller keeps as the Job says), and whether it is admitted or Unknown; None
+    without a generation (nothing to compare: every change counts)."""
+    meta = pg.get("metadata") or {}
+    generation = meta.get("generation")
+    if generation is None:
+        return None
+    phase = str((pg.get("status") or {}).get("phase") or "")
+    return (meta.get("uid"), generation, phase not in ("", "Pending"), phase == "Unknown")
 
 
 def _key(obj: Mapping[str, Any]) -> str:

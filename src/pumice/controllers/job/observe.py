@@ -58,29 +58,32 @@ class PodView:
     terminating: bool
     #: The uid of the controlling owner.
     owner: str
+    #: Everything the controller reads of the pod (its exit code and container
+    #: restarts included): a pod event that leaves it as it was (a bind, a condition)
+    #: changes nothing a reconcile would do.
+    seen: tuple[Any, ...] = ()
 
     @classmethod
     def of(cls, pod: Mapping[str, Any]) -> PodView:
         meta = pod.get("metadata") or {}
         name = str(meta.get("name", ""))
+        uid = str(meta.get("uid", ""))
+        task, phase, version = task_of(pod), phase_of(pod), version_of(pod)
+        ending = terminating(pod)
+        refs = meta.get("ownerReferences") or ()
+        owner = next((str(r.get("uid", "")) for r in refs if r.get("controller")), "")
         return cls(
             obj=pod,
             key=f"{meta.get('namespace') or 'default'}/{name}",
             name=name,
-            uid=str(meta.get("uid", "")),
-            task=task_of(pod),
+            uid=uid,
+            task=task,
             index=pod_index(name) or 0,
-            phase=phase_of(pod),
-            version=version_of(pod),
-            terminating=terminating(pod),
-            owner=next(
-                (
-                    str(r.get("uid", ""))
-                    for r in meta.get("ownerReferences") or ()
-                    if r.get("controller")
-                ),
-                "",
-            ),
+            phase=phase,
+            version=version,
+            terminating=ending,
+            owner=owner,
+            seen=(uid, name, task, phase, version, ending, owner, exit_code(pod), _restarts(pod)),
         )
 
 
