@@ -53,6 +53,10 @@ class Snapshot:
     #: Per-shape node results kept from cycle to cycle by the snapshot's owner (a
     #: :class:`pumice.framework.slots.SlotMemory`); None: each session keeps its own.
     slot_memory: Any = None
+    #: What plugins keep from cycle to cycle of one cluster, by key (``rescheduling``'s
+    #: last run): the snapshot's owner hands the same dict to every snapshot it makes
+    #: (the scheduler cache); a snapshot built from files starts empty.
+    carried: dict[str, Any] = field(default_factory=dict)
     #: The HyperNode tree (None: the cluster has no HyperNodes).
     topology: Topology | None = None
 

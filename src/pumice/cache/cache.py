@@ -184,6 +184,8 @@ class SchedulerCache:
         self.nodes = NodeTable([], self.space)
         #: What allocate keeps per task shape across cycles (see framework.slots).
         self.slot_memory = SlotMemory()
+        #: What plugins keep from cycle to cycle (``Snapshot.carried``).
+        self.carried: dict[str, Any] = {}
         #: uid -> (a record's conditions list, its condition_key): see _condition_key.
         self._condition_keys: dict[str, tuple[list[dict], tuple]] = {}
         self.queues: dict[str, QueueInfo] = {}
@@ -663,6 +665,7 @@ class SchedulerCache:
             active=active if self.track_active else None,
             ledger=self.ledger,
             slot_memory=self.slot_memory,
+            carried=self.carried,
             topology=self.topology,
             notes=list(self.topology.notes) if self.topology is not None else [],
         )

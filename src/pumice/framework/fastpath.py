@@ -196,7 +196,8 @@ class FastPath:
 
     def _shape(self, task: TaskInfo) -> _Shape | None:
         """The task's shape, made, adopted or refreshed; None when no node can ever
-        take the request (see ``_beyond_every_node``)."""
+        take the request (see ``_beyond_every_node``; a shape made later, when room
+        appears, starts fresh)."""
         key = shape_key(task)
         shape = self.shapes.get(key)
         if shape is None:
@@ -221,24 +222,8 @@ class FastPath:
         no node can take the task."""
         if not self.enabled or task.host_ports or task.nonzero is None or task.spread:
             return None
-        key = shape_key(task)
-        shape = self.shapes.get(key)
-        if shape is None:
-            if self._beyond_every_node(task):
-                return None  # (a shape made later, when room appears, starts fresh)
-            shape = self._adopt(task, key)
-            if shape is None:
-                blocked = None
-                for fn in self.predicates:
-                    b, _ = fn(task)
-                    if b is not None:
-                        blocked = b.copy() if blocked is None else (blocked | b)
-                shape = _Shape(self, task, blocked)
-                self._memory().keep_shape(key, shape)
-            self.shapes[key] = shape
-        else:
-            self._refresh(task, shape)
-        if shape.n_future == 0:
+        shape = self._shape(task)
+        if shape is None or shape.n_future == 0:
             return None
         now = shape.n_now > 0
         mask = shape.ok_now if now else shape.ok_future

@@ -27,8 +27,9 @@ its requests fit the node's idle resources).
 The strategies run when ``shuffle`` asks, at most once per ``interval`` (5m by default)
 counted on the session's clock (``Session.now``: the snapshot's time in ``pumice cycle``,
 the virtual clock in ``pumice simulate``); the first time a scheduler asks, they run.
-Plugin instances are built afresh for every session, so the last run is kept per loaded
-configuration (:class:`RunLog`), not on the instance.
+Plugin instances are built afresh for every session, so the last run is kept with what
+the snapshot's owner carries from cycle to cycle (``Snapshot.carried``: the scheduler
+cache of ``simulate`` and ``run``), not on the instance.
 
 Arguments are read when the plugin is built, all of them before anything is kept: a bad
 one is an InputError naming its field, and nothing runs.
@@ -36,7 +37,6 @@ one is an InputError naming its field, and nothing runs.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -275,42 +275,22 @@ def threshold_priority(ssn: Session, strategy: LowNodeUtilization) -> int:
 # -- when the strategies last ran ---------------------------------------------------------
 
 
-class RunLog:
-    """When the strategies last ran, per scheduler configuration.
-
-    A session builds its plugins afresh, so the instance cannot remember; the loaded
-    configuration (``Session.config``) is the same object for every cycle of one
-    scheduler (a reloaded configuration is a new one, and starts afresh). Entries hold
-    their configuration, so an id is never mistaken for a newer object's; the oldest are
-    dropped beyond ``size``."""
-
-    __slots__ = ("_last", "size")
-
-    def __init__(self, size: int = 64) -> None:
-        self.size = size
-        self._last: OrderedDict[int, tuple[object, float]] = OrderedDict()
-
-    def due(self, owner: object, now: float, interval: float) -> bool:
-        """Whether the strategies run at ``now`` (then ``now`` is their last run): the
-        first time, or once more than ``interval`` has passed since the last run (as
-        Volcano's ``timeToRun``). A clock behind the last run (a new simulation with the
-        same configuration) starts afresh."""
-        key = id(owner)
-        got = self._last.get(key)
-        if got is not None and got[0] is owner and got[1] <= now <= got[1] + interval:
-            self._last.move_to_end(key)
-            return False
-        self._last[key] = (owner, now)
-        self._last.move_to_end(key)
-        while len(self._last) > self.size:
-            self._last.popitem(last=False)
-        return True
-
-    def __len__(self) -> int:
-        return len(self._last)
+#: The key of this plugin's entry in ``Snapshot.carried``.
+CARRY_KEY = "rescheduling.last-run"
 
 
-RUNS = RunLog()
+def due(carried: dict, now: float, interval: float) -> bool:
+    """Whether the strategies run at ``now`` (then ``now`` is their last run): the
+    first time, or once more than ``interval`` has passed since the last run (as
+    Volcano's ``timeToRun``). ``carried`` is what the snapshot's owner keeps from cycle
+    to cycle (``Snapshot.carried``): a scheduler cache's lives as long as the cluster
+    it follows; a snapshot built from files starts with nothing, so ``pumice cycle``
+    always runs the strategies. A clock behind the last run starts afresh."""
+    last = carried.get(CARRY_KEY)
+    if last is not None and last <= now <= last + interval:
+        return False
+    carried[CARRY_KEY] = now
+    return True
 
 
 # -- the plugin ---------------------------------------------------------------------------
@@ -327,7 +307,7 @@ class ReschedulingPlugin:
         settings = self.settings
 
         def victims(tasks: Sequence[TaskInfo]) -> list[tuple[TaskInfo, str, str]]:
-            if not RUNS.due(ssn.config, ssn.now, settings.interval):
+            if not due(ssn.snapshot.carried, ssn.now, settings.interval):
                 return []
             out: list[tuple[TaskInfo, str, str]] = []
             for strategy in settings.strategies:
@@ -463,11 +443,10 @@ class _FitCheck:
 
 
 __all__ = [
-    "RUNS",
     "LowNodeUtilization",
     "ReschedulingPlugin",
-    "RunLog",
     "Settings",
+    "due",
     "forbidding_rule",
     "low_node_utilization",
     "parse_settings",
