@@ -404,3 +404,39 @@ def test_a_podgroup_labelled_not_preemptable_is_not_a_victim() -> None:
     pg["metadata"]["labels"] = {"volcano.sh/preemptable": "false"}
     d = run(objs, PREEMPT)
     assert d.evictions == []
+
+
+# -- gangreclaim.go: ssn.Preemptive(queue, pending) ----------------------------------------
+
+
+RECLAIM = conf(
+    "enqueue, allocate, gangreclaim",
+    ["priority", "gang", "conformance"],
+    ["predicates", "proportion", "nodeorder"],
+)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="pumice asks preemptive of each pending task alone; Volcano asks it of the "
+    "gang's pending tasks together (proportion: allocated + their sum within deserved)",
+)
+def test_a_queue_reclaims_only_if_its_share_holds_all_the_pending_tasks() -> None:
+    """Derived from gangreclaim.go reclaimJobInDomains (``ssn.Preemptive(queue,
+    pending)`` over every pending task of a gang starting up) and proportion.go
+    queueAllocatable (the candidates' requests summed). q1 deserves 2.5 of 5 cpus; its
+    gang asks 2 x 1.5 cpus. One sub-group of one pod is its minimum, so a plan placing
+    only the first would do, but Volcano refuses before planning: nothing is evicted."""
+    objs = [queue("q1"), queue("q2"), node("n1", cpu="5", memory="64Gi")]
+    for i in range(4):
+        objs.append(podgroup(f"v{i}", queue="q2", min_member=1, phase="Running"))
+        objs.append(pod(f"v{i}-0", group=f"v{i}", node="n1", cpu="1", memory="1Gi"))
+    pg = podgroup("r", queue="q1", min_member=1)
+    pg["spec"]["subGroupPolicy"] = [
+        {"name": "one", "subGroupSize": 1, "minSubGroups": 1, "matchLabelKeys": ["sg"]}
+    ]
+    objs.append(pg)
+    objs += [labelled(pod(f"r-{k}", group="r", cpu="1500m"), sg=str(k)) for k in range(2)]
+    d = run(objs, RECLAIM)
+    assert d.evictions == []
+    assert "gangreclaim could not help: queue q1 may not reclaim" in d.pending["default/r"]

@@ -5,7 +5,10 @@ minimums) filling the nodes, random starving high-priority gangs, and now and th
 HyperNodes (racks under a root) with starving gangs held to one rack. Each cycle's
 decisions are applied before the next: evicted pods go, bound pods run, podgroups take
 their new phase; pipelined pods stay pending (``allocate`` binds them once the victims
-are gone).
+are gone). gangpreempt runs with priority, gang, conformance and proportion (priority's
+rule decides victims: a lower job priority); gangreclaim across two queues, with
+proportion (its share rule decides too) and without it (conformance alone answers, as
+Volcano's allow-all test plugin: then the action's own rules are all that stands).
 
 In every cycle:
 
