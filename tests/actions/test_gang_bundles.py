@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pytest
 import yaml
 from tests.kit import conf, node, pod, podgroup, priority_class, queue, run
 
@@ -185,11 +184,6 @@ def test_role_and_sub_group_minimums_both_hold() -> None:
     assert shape(got) == [(SAFE, ["m1"]), (WHOLE, ["w1a"])]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pumice puts a ready sub-group of a policy without minSubGroups in the whole "
-    "bundle; Volcano counts such a policy with minimum 0 and lets it go safely",
-)
 def test_a_sub_group_of_a_policy_without_minimum_is_safe() -> None:
     """Derived from bundle.go CreateJobBundles and job_info.go SetPodGroup (a policy
     without minSubGroups has MinSubJobs 0, so each of its ready sub-groups is surplus):
@@ -390,11 +384,6 @@ def test_the_dry_run_prefers_idle_nodes_to_released_ones() -> None:
 # -- IsJobPreemptableForGangEviction ---------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pumice reads volcano.sh/preemptable from a PodGroup's annotations only; "
-    "Volcano reads the annotation, then the label",
-)
 def test_a_podgroup_labelled_not_preemptable_is_not_a_victim() -> None:
     """Derived from util.go IsJobPreemptableForGangEviction and job_info.go
     extractPreemptable (annotation, then label): a victim PodGroup labelled
@@ -416,11 +405,6 @@ RECLAIM = conf(
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="pumice asks preemptive of each pending task alone; Volcano asks it of the "
-    "gang's pending tasks together (proportion: allocated + their sum within deserved)",
-)
 def test_a_queue_reclaims_only_if_its_share_holds_all_the_pending_tasks() -> None:
     """Derived from gangreclaim.go reclaimJobInDomains (``ssn.Preemptive(queue,
     pending)`` over every pending task of a gang starting up) and proportion.go

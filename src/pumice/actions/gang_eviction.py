@@ -122,11 +122,13 @@ def job_bundles(
             ):
                 ready[t.role] = ready.get(t.role, 0) + 1
         role_surplus = {r: ready.get(r, 0) - n for r, n in minimums.items()}
-    group_mins = {p.name: p.min_groups for p in job.sub_groups if p.min_groups}
+    # Each policy's sub-groups beyond its minSubGroups (none: 0) may be given up; the
+    # default sub-job ("" policy) has no minimum.
+    group_mins = {p.name: p.min_groups for p in job.sub_groups}
     broken: set[str] = set()
     group_surplus: dict[str, int] = {}
     subjob_of: dict[str, SubJob] = {}
-    if group_mins:
+    if job.sub_groups:
         for sj in topo.subjobs(job):
             for t in sj.tasks:
                 subjob_of[t.uid] = sj
@@ -143,20 +145,17 @@ def job_bundles(
         if enforce_roles and t.role in minimums:
             role_ok = role_surplus.get(t.role, 0) > 0
         group_ok = True
-        sj = subjob_of.get(t.uid) if group_mins else None
-        if group_mins:
-            if sj is None or not sj.policy or sj.policy not in group_mins:
-                group_ok = sj is not None and (sj.uid in broken or not sj.policy)
-            else:
-                group_ok = sj.uid in broken or group_surplus.get(sj.policy, 0) > 0
+        sj = subjob_of.get(t.uid) if job.sub_groups else None
+        if job.sub_groups:
+            group_ok = sj is not None and (sj.uid in broken or group_surplus.get(sj.policy, 0) > 0)
         if surplus > 0 and role_ok and group_ok:
             safe.append(t)
             surplus -= 1
             if enforce_roles and t.role in minimums:
                 role_surplus[t.role] -= 1
-            if sj is not None and sj.policy in group_mins and sj.uid not in broken:
+            if sj is not None and sj.uid not in broken:
                 broken.add(sj.uid)
-                group_surplus[sj.policy] -= 1
+                group_surplus[sj.policy] = group_surplus.get(sj.policy, 0) - 1
         else:
             whole.append(t)
     out = []
@@ -253,9 +252,13 @@ def _sum_like(like: np.ndarray, tasks: list[TaskInfo]) -> np.ndarray:
 
 
 def job_preemptable(job: JobInfo) -> bool:
-    """The PodGroup's ``volcano.sh/preemptable`` annotation (absent: yes)."""
-    value = job.annotations.get(PREEMPTABLE_KEY)
-    return value is None or value in ("1", "t", "T", "TRUE", "true", "True")
+    """The PodGroup's ``volcano.sh/preemptable``, annotation first, then label (absent:
+    yes; a value that is not a Go boolean: no)."""
+    for source in (job.annotations, job.labels):
+        value = source.get(PREEMPTABLE_KEY)
+        if value is not None:
+            return value in ("1", "t", "T", "TRUE", "true", "True")
+    return True
 
 
 class GangEvictionAction:

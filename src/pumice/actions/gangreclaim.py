@@ -24,9 +24,16 @@ class GangReclaimAction(GangEvictionAction):
     name = "gangreclaim"
 
     def queue_may(self, ssn: Session, queue: QueueInfo, pending: list[TaskInfo]) -> str:
-        for t in pending:
-            if not ssn.preemptive(queue, t):
-                return f"queue {queue.name} may not reclaim for task {t.name} now"
+        # Asked once for the gang as a whole, its requests summed (Volcano's
+        # ``Preemptive(queue, tasks)``): the queue must stay within its share with all of
+        # them, not with each alone.
+        gang = pending[0].clone()
+        gang.resreq = sum((t.resreq for t in pending[1:]), pending[0].resreq.copy())
+        gang.init_resreq = sum((t.init_resreq for t in pending[1:]), pending[0].init_resreq.copy())
+        if not ssn.preemptive(queue, gang):
+            return (
+                f"queue {queue.name} may not reclaim now: the gang would take it beyond its share"
+            )
         return ""
 
     def candidates(self, ssn: Session, job: JobInfo, task: TaskInfo) -> bool:

@@ -78,6 +78,8 @@ class JobInfo:
     #: :mod:`pumice.api.topology_spec`).
     network_topology: NetworkTopology | None = None
     sub_groups: tuple[SubGroupPolicy, ...] = ()
+    #: The PodGroup's labels (``volcano.sh/preemptable`` may be one).
+    labels: dict[str, str] = field(default_factory=dict)
     #: Per-task fit errors recorded during this session (task uid -> error).
     fit_errors: dict[str, FitError] = field(default_factory=dict)
     #: A job-level reason recorded during this session (e.g. "queue is overused").

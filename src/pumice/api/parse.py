@@ -492,6 +492,7 @@ class PodGroupRecord:
     counts: tuple[int, int, int] = (0, 0, 0)
     network_topology: NetworkTopology | None = None
     sub_groups: tuple[SubGroupPolicy, ...] = ()
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 _PG_PHASES = frozenset({"Pending", "Inqueue", "Running", "Unknown", "Completed"})
@@ -541,6 +542,7 @@ def parse_podgroup(obj: Mapping[str, Any], default_queue: str = DEFAULT_QUEUE) -
             spec.get("networkTopology"), "spec.networkTopology"
         ),
         sub_groups=parse_sub_group_policies(spec.get("subGroupPolicy"), "spec.subGroupPolicy"),
+        labels=_labels(meta.get("labels"), "metadata.labels"),
     )
 
 

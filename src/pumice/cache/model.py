@@ -158,6 +158,7 @@ class ModelBuilder:
             annotations=g.annotations,
             network_topology=g.network_topology,
             sub_groups=g.sub_groups,
+            labels=g.labels,
         )
 
     def bare_job_for(
