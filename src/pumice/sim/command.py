@@ -117,18 +117,21 @@ def add_parser(sub: Any) -> None:
         "checking that skipping changes nothing)",
     )
     s.add_argument(
-        "--pods-upfront",
+        "--simple-jobs",
         action="store_true",
-        help="create a job's pods when it arrives (default: when its PodGroup is admitted, "
-        "as Volcano's job controller does)",
+        help="run PodGroup-shaped jobs (compact form, traces, generated, the built-in "
+        "scenario) through the simulator's lighter PodGroup model instead of pumice's "
+        "job controller (faster; restarts on eviction, ends a job when its bound pods "
+        "end). Jobs read from Job manifests always go through the job controller",
     )
     s.add_argument(
-        "--job-controller",
+        "--pods-upfront",
         action="store_true",
-        help="run every job as a batch.volcano.sh Job through pumice's job controller "
-        "(restart on eviction, as the default model; slower). Jobs read from Job "
-        "manifests always go through it",
+        help="create a job's pods with its PodGroup when it arrives, as for PodGroups and "
+        "pods submitted directly (implies --simple-jobs; by default a job's pods are "
+        "created once its PodGroup is admitted, as Volcano's job controller does)",
     )
+    s.add_argument("--job-controller", action="store_true", help=argparse.SUPPRESS)
     s.add_argument(
         "--workers",
         type=int,
@@ -520,7 +523,7 @@ def run(args: argparse.Namespace) -> int:
         grace=args.grace,
         skip_idle=not args.no_skip,
         pods_on_admission=not args.pods_upfront,
-        job_controller=args.job_controller,
+        job_controller=not (args.simple_jobs or args.pods_upfront),
         topology_slowdown=slowdown,
     )
     # One run per configuration, or per configuration and network-topology mode.

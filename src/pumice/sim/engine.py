@@ -1,7 +1,7 @@
 """The simulation loop: a virtual clock drives the kubelets and the scheduler.
 
 One run wires the pieces the way a real deployment is wired, with the cluster replaced
-by an in-memory store: the simulated kubelets and job controller
+by an in-memory store: pumice's job controller and the simulated kubelets
 (:class:`~pumice.sim.kubelet.Kubelet`) change objects in a
 :class:`~pumice.cluster.memory.MemoryCluster`; the scheduler's
 :class:`~pumice.cache.cache.SchedulerCache` watches that store, hands a snapshot to
@@ -29,14 +29,17 @@ a decision happened since the last cycle, and when no job has pending work.
   pending tasks or a job not admitted yet; without one, a cycle can only rewrite
   podgroup status, so the tick is skipped (and counted in ``skipped_ticks``).
 
-**Controllers.** When the workload holds ``batch.volcano.sh`` Jobs, pumice's job
-controller (:class:`~pumice.controllers.job.JobController`, the code ``pumice
-controllers`` runs on a cluster) runs under a :class:`~pumice.controllers.manager.Manager`
+**Controllers.** Every job is a ``batch.volcano.sh`` Job (those of the workload that are
+not are made one, :func:`as_volcano_jobs`), and pumice's job controller
+(:class:`~pumice.controllers.job.JobController`, the code ``pumice controllers`` runs
+on a cluster) runs under a :class:`~pumice.controllers.manager.Manager`
 over the same store (a :class:`~pumice.sim.apiserver.SimStore`), on the virtual clock:
 the manager steps at the end of every instant that had events and before each cycle,
 and the clock gets a wake-up when a requeue (a policy timeout, a TTL) falls due. The
 PodGroups and pods it creates are work for the next cycle (a period after the cycle
-that admitted the job, as for the PodGroup model's pods).
+that admitted the job). ``SimOptions(job_controller=False)`` (or
+``pods_on_admission=False``) leaves PodGroup-shaped jobs to the kubelet's lighter
+PodGroup model instead; the controller then runs only if the workload has Jobs.
 
 **Network topology.** ``hypernodes`` (``topology.volcano.sh`` HyperNode objects) go into
 the store with the nodes, where the scheduler's cache reads them as on a cluster; the
@@ -96,11 +99,13 @@ class SimOptions:
     grace: float = DEFAULT_GRACE
     skip_idle: bool = True
     #: Create a job's pods when its PodGroup is admitted, as Volcano's job controller
-    #: does (False: with the PodGroup, at arrival).
+    #: does (False: with the PodGroup, at arrival, as for PodGroups and pods submitted
+    #: directly; this is the PodGroup model's, so it implies ``job_controller=False``).
     pods_on_admission: bool = True
-    #: Run every job through the job controller, as a Volcano Job
-    #: (:func:`~pumice.sim.objects.volcano_job`), not only those read as Jobs.
-    job_controller: bool = False
+    #: Run every job through pumice's job controller as a Volcano Job
+    #: (:func:`~pumice.sim.objects.volcano_job`); False: PodGroup-shaped jobs go through
+    #: the kubelet's lighter PodGroup model (jobs read as Volcano Jobs never do).
+    job_controller: bool = True
     sample_interval: float | None = None  # default: about TARGET_SAMPLES samples
     scheduler_name: str = "volcano"
     #: Run-time factor by the tier a gang spans when it starts (needs HyperNodes;
@@ -198,7 +203,7 @@ class Simulation:
         check_workload(workload, nodes)
         topology = cluster_topology(nodes, hypernodes)
         self.spans = Spans(topology) if topology is not None else None
-        if options.job_controller:
+        if options.job_controller and options.pods_on_admission:
             workload = as_volcano_jobs(workload, options.scheduler_name)
         self.options = options
         self.workload = workload
