@@ -176,6 +176,8 @@ class Trace:
     tried: list[tuple[str, str]] = field(default_factory=list)  # (HyperNode, why)
     most: list[TaskInfo] = field(default_factory=list)  # the tasks of the fullest try
     empty: bool = False  # no HyperNode was eligible at all
+    #: The most tasks a sub-job's try placed before it gave up, in the try under way.
+    partial: int = 0
 
     def nowhere(self, hypernode: str) -> None:
         self.tried.append((hypernode, "too few idle resources for the gang"))
@@ -183,7 +185,7 @@ class Trace:
     def failed(self, job: JobInfo, hypernode: str, placed: Placed, need: int) -> None:
         if len(placed) > len(self.most):
             self.most = [p[1] for p in placed]
-        why = f"{len(placed)} of {need} needed tasks fit"
+        why = f"{max(len(placed), self.partial)} of {need} needed tasks fit"
         if job.fit_errors:
             uid, err = next(iter(job.fit_errors.items()))
             name = job.tasks[uid].name if uid in job.tasks else uid
@@ -257,6 +259,7 @@ def allocate_for_job(
                 _discard(live[1])
             stmt = _replay(ssn, placed)
         ws.subjobs, ws.tasks = w.subjobs, w.tasks
+        ws.requests = {}  # (what remains asks otherwise)
         for sj in subjobs:
             sj.allocated = chosen[sj.uid]
         topo.allocated[job.uid] = gradient[k]
@@ -279,13 +282,14 @@ def _try_job(
     None (undone, noted in ``trace``) when the job ends neither ready nor pipelined."""
     job.fit_errors.clear()
     job.note = ""
+    trace.partial = 0
     need = max(job.min_available - job.ready_num() - job.waiting_num(), 1)
     w = ws.clone()
     stmts: list[Statement] = []
     score = 0.0
     while not w.empty():
         sj = w.pop(ssn)
-        stmt, s = _allocate_subjob(ssn, queue, job, sj, w.tasks[sj.uid], hn, topo)
+        stmt, s = _allocate_subjob(ssn, queue, job, sj, w.tasks[sj.uid], hn, topo, trace)
         if stmt is not None and len(stmt):
             stmts.append(stmt)
             score += s
@@ -360,6 +364,7 @@ def _allocate_subjob(
     tasks: list[TaskInfo],
     within: str,
     topo: SessionTopology,
+    trace: Trace,
 ) -> tuple[Statement | None, float]:
     """Place ``sj`` in the best HyperNode of its nearest gradient inside ``within``;
     ``tasks`` is left with what remains.
@@ -376,9 +381,9 @@ def _allocate_subjob(
     for gradient in _gradients(ssn, sj.limit, sj.allocated, request, within):
         parts = _parts(ssn, sj, gradient)
         if parts is None:
-            got = _every_candidate(ssn, queue, job, sj, tasks, gradient, topo)
+            got = _every_candidate(ssn, queue, job, sj, tasks, gradient, topo, trace)
         else:
-            got = _first_candidate(ssn, queue, job, sj, tasks, gradient, topo, parts)
+            got = _first_candidate(ssn, queue, job, sj, tasks, gradient, topo, parts, trace)
         if got is None:
             continue
         hn, made, left, score = got
@@ -398,6 +403,7 @@ def _first_candidate(
     gradient: list[str],
     topo: SessionTopology,
     parts: tuple[dict[str, float], dict[str, float]],
+    trace: Trace,
 ) -> tuple[str, Placed | Statement, list[TaskInfo], float] | None:
     """The first HyperNode (best terms first) that holds the sub-job: its placements
     (the statement itself, still made, when no tie needs looking for), what remains
@@ -413,7 +419,7 @@ def _first_candidate(
         if winner is not None and packed[hn] != packed[winner[0]]:
             break
         left = list(tasks)
-        stmt = _allocate_tasks(ssn, queue, job, sj, left, hn, topo)
+        stmt = _allocate_tasks(ssn, queue, job, sj, left, hn, topo, trace)
         if stmt is None or not len(stmt):
             continue
         if winner is not None:
@@ -438,11 +444,12 @@ def _every_candidate(
     tasks: list[TaskInfo],
     gradient: list[str],
     topo: SessionTopology,
+    trace: Trace,
 ) -> tuple[str, Placed, list[TaskInfo], float] | None:
     found: list[tuple[str, Placed, list[TaskInfo]]] = []
     for hn in gradient:
         left = list(tasks)
-        stmt = _allocate_tasks(ssn, queue, job, sj, left, hn, topo)
+        stmt = _allocate_tasks(ssn, queue, job, sj, left, hn, topo, trace)
         if stmt is not None and len(stmt):
             found.append((hn, _record(stmt), left))
             stmt.discard()
@@ -466,9 +473,11 @@ def _allocate_tasks(
     tasks: list[TaskInfo],
     hn: str,
     topo: SessionTopology,
+    trace: Trace,
 ) -> Statement | None:
     """Place ``sj``'s tasks on the nodes of HyperNode ``hn`` until the sub-job is ready;
-    the statement if it is ready or pipelined, else None (undone)."""
+    the statement if it is ready or pipelined, else None (undone; how many it placed
+    first goes to ``trace``)."""
     rows = topo.rows_of(hn)
     if rows.size == 0:
         return None
@@ -501,6 +510,7 @@ def _allocate_tasks(
             break
     if subjob_ready(ssn, job, sj) or subjob_pipelined(ssn, job, sj):
         return stmt
+    trace.partial = max(trace.partial, len(stmt))
     stmt.discard()
     return None
 
