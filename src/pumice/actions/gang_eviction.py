@@ -268,6 +268,8 @@ class GangEvictionAction:
 
     name = ""
     argument_keys = ("maxDomains", "allowWholeBundle")
+    #: An overused queue takes no turn (gangreclaim: it has more than its share).
+    skip_overused = False
 
     def __init__(self, arguments: Arguments) -> None:
         most = arguments.get_int("maxDomains", 8)
@@ -313,7 +315,7 @@ class GangEvictionAction:
             jobs = starving.get(queue.name)
             if jobs is None:
                 continue
-            if self.name == "gangreclaim" and ssn.overused(queue):
+            if self.skip_overused and ssn.overused(queue):
                 while not jobs.empty():
                     ev.could_not_help(ssn, self.name, jobs.pop(), f"queue {queue.name} is overused")
                 continue

@@ -22,6 +22,7 @@ from pumice.framework.session import Session
 
 class GangReclaimAction(GangEvictionAction):
     name = "gangreclaim"
+    skip_overused = True
 
     def queue_may(self, ssn: Session, queue: QueueInfo, pending: list[TaskInfo]) -> str:
         # Asked once for the gang as a whole, its requests summed (Volcano's
