@@ -29,6 +29,16 @@ class NetworkTopology:
     highest_tier: int | None = None
     highest_tier_name: str = ""
 
+    def to_object(self) -> dict[str, Any]:
+        """As a PodGroup (or a Volcano Job) carries it: the mode and one tier limit,
+        ``highestTierAllowed`` when given, else ``highestTierName``."""
+        out: dict[str, Any] = {"mode": self.mode}
+        if self.highest_tier is not None:
+            out["highestTierAllowed"] = self.highest_tier
+        elif self.highest_tier_name:
+            out["highestTierName"] = self.highest_tier_name
+        return out
+
     def describe(self) -> str:
         if self.mode == SOFT:
             return "soft network topology (the lowest tier that holds it)"
