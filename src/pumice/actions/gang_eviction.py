@@ -57,10 +57,9 @@ from pumice.framework.orders import task_key
 from pumice.framework.pqueue import PriorityQueue, ordered
 from pumice.framework.session import Session
 from pumice.framework.statement import Statement
-from pumice.framework.topology import SessionTopology, SubJob, session_topology
+from pumice.framework.topology import EVICT_PURPOSE, SessionTopology, SubJob, session_topology
 
 SAFE, WHOLE = 0, 1
-EVICT_PURPOSE = "evict"
 PREEMPTABLE_KEY = "volcano.sh/preemptable"
 
 

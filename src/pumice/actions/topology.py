@@ -31,9 +31,7 @@ from pumice.api.queue import QueueInfo
 from pumice.api.task import TaskInfo
 from pumice.framework.session import Session
 from pumice.framework.statement import ALLOCATE, Statement
-from pumice.framework.topology import SessionTopology, SubJob
-
-ALLOCATE_PURPOSE = "allocate"
+from pumice.framework.topology import ALLOCATE_PURPOSE, SessionTopology, SubJob
 
 #: How many failed HyperNodes a pending reason names before "and N more".
 SHOWN = 3

@@ -33,6 +33,11 @@ from pumice.api.topology_spec import SOFT, NetworkTopology, sub_group_of
 if TYPE_CHECKING:
     from pumice.framework.session import Session
 
+#: What a ``hypernode_gradient`` is asked for: where to place a gang, or where to make
+#: room for one by eviction (widest domains first).
+ALLOCATE_PURPOSE = "allocate"
+EVICT_PURPOSE = "evict"
+
 
 @dataclass(slots=True, eq=False)
 class SubJob:
@@ -123,22 +128,10 @@ class SessionTopology:
     def root_tier(self) -> int:
         return self.tree.root.tier
 
-    def node_home(self, row: int) -> str:
-        """The lowest-tier HyperNode of a node row ("" when it is in none)."""
-        return str(self.leaf[row])
-
     def home_of(self, node: str, ssn: Session) -> str:
+        """The lowest-tier HyperNode of ``node`` ("" when it is in none)."""
         i = ssn.nodes.index.get(node)
         return "" if i is None else str(self.leaf[i])
-
-    def span(self, rows: list[int]) -> str:
-        """The lowest HyperNode holding every row (Volcano's running LCA of the tasks'
-        lowest-tier HyperNodes, the root where some node is in none)."""
-        out = ""
-        for r in rows:
-            home = str(self.leaf[r]) or CLUSTER
-            out = self.tree.lca(out, home)
-        return out
 
     # -- constraints ------------------------------------------------------------------
 
@@ -332,4 +325,4 @@ def session_topology(ssn: Session) -> SessionTopology:
     return topo
 
 
-__all__ = ["SessionTopology", "SubJob", "session_topology"]
+__all__ = ["ALLOCATE_PURPOSE", "EVICT_PURPOSE", "SessionTopology", "SubJob", "session_topology"]

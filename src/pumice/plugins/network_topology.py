@@ -45,11 +45,9 @@ from pumice.api.resources import Vector
 from pumice.api.task import TaskInfo
 from pumice.conf.arguments import Arguments
 from pumice.framework.session import EventHandler, Session
-from pumice.framework.topology import SessionTopology, SubJob, session_topology
+from pumice.framework.topology import EVICT_PURPOSE, SessionTopology, SubJob, session_topology
 
 MAX_SCORE = 100.0
-ALLOCATE_PURPOSE = "allocate"
-EVICT_PURPOSE = "evict"
 
 
 class NetworkTopologyPlugin:
@@ -381,4 +379,4 @@ class _State:
         return out / total_weight
 
 
-__all__ = ["ALLOCATE_PURPOSE", "EVICT_PURPOSE", "NetworkTopologyPlugin"]
+__all__ = ["NetworkTopologyPlugin"]
