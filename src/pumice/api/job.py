@@ -80,6 +80,11 @@ class JobInfo:
     sub_groups: tuple[SubGroupPolicy, ...] = ()
     #: The PodGroup's labels (``volcano.sh/preemptable`` may be one).
     labels: dict[str, str] = field(default_factory=dict)
+    #: The gang's dialect: "volcano", "coscheduling" or "workload"
+    #: (see :mod:`pumice.api.gang_apis`).
+    api: str = "volcano"
+    #: coscheduling's ``scheduleTimeoutSeconds`` (None: not set), carried only.
+    schedule_timeout: float | None = None
     #: Per-task fit errors recorded during this session (task uid -> error).
     fit_errors: dict[str, FitError] = field(default_factory=dict)
     #: A job-level reason recorded during this session (e.g. "queue is overused").
@@ -333,9 +338,7 @@ class JobInfo:
         version, min_available, placed = self._placed_memo
         if version == self._version and min_available == self.min_available:
             return placed
-        placed = self.ready_num() >= self.min_available and self._roles_meet(
-            READY_STATUSES, False
-        )
+        placed = self.ready_num() >= self.min_available and self._roles_meet(READY_STATUSES, False)
         self._placed_memo = (self._version, self.min_available, placed)
         return placed
 

@@ -266,6 +266,9 @@ class PodRecord:
     #: ``controller: true``), "" when it has none: unannotated pods of one owner are one
     #: job, as Volcano's PodGroup controller groups them.
     owner: str = ""
+    #: The gang of another dialect the pod joins (see :mod:`pumice.api.gang_apis`):
+    #: None when it has none, or when the Volcano annotation (``group``) names one.
+    gang: GangRef | None = None
 
     @property
     def role(self) -> str:
@@ -275,6 +278,67 @@ class PodRecord:
                 if source.get(key):
                     return source[key]
         return ""
+
+
+#: The label by which a pod joins a scheduler-plugins coscheduling PodGroup.
+COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+@dataclass(frozen=True, slots=True)
+class GangRef:
+    """How a pod names its gang in a dialect other than Volcano's.
+
+    ``api`` is "coscheduling" (the ``scheduling.x-k8s.io/pod-group`` label names a
+    ``scheduling.x-k8s.io`` PodGroup), or "workload": ``spec.workloadRef`` (``name`` a
+    ``scheduling.k8s.io/v1alpha1`` Workload, ``pod_group`` one of its pod groups,
+    ``replica_key`` the replica) or, with ``pod_group`` empty, ``spec.schedulingGroup``
+    (``name`` a ``scheduling.k8s.io/v1alpha2`` PodGroup)."""
+
+    api: str
+    name: str
+    pod_group: str = ""
+    replica_key: str = ""
+
+    def uid(self, namespace: str) -> str:
+        """The uid of the job the pod joins (see :func:`job_uid`)."""
+        return job_uid(self.api, namespace, self.name, self.pod_group, self.replica_key)
+
+
+def job_uid(api: str, namespace: str, name: str, pod_group: str = "", replica: str = "") -> str:
+    """The uid of a gang's job, unique across dialects: a Volcano PodGroup's is
+    ``ns/<name>``; the others carry a prefix with a colon, which no object name can
+    hold: ``ns/coscheduling:<name>`` (scheduler-plugins), ``ns/podgroup:<name>``
+    (a ``scheduling.k8s.io/v1alpha2`` PodGroup), ``ns/workload:<workload>:<podGroup>``
+    and ``...:<replicaKey>`` (a pod group of a ``scheduling.k8s.io/v1alpha1`` Workload,
+    one job per replica key)."""
+    if api == "volcano":
+        return f"{namespace}/{name}"
+    if api == "coscheduling":
+        return f"{namespace}/coscheduling:{name}"
+    if not pod_group:
+        return f"{namespace}/podgroup:{name}"
+    tail = f":{replica}" if replica else ""
+    return f"{namespace}/workload:{name}:{pod_group}{tail}"
+
+
+def _gang_ref(spec: Mapping[str, Any], labels: Mapping[str, str]) -> GangRef | None:
+    """The pod's gang outside Volcano: ``spec.schedulingGroup``, else
+    ``spec.workloadRef``, else the coscheduling label."""
+    if spec.get("schedulingGroup") is not None:
+        path = "spec.schedulingGroup.podGroupName"
+        group = as_mapping(spec["schedulingGroup"], "spec.schedulingGroup")
+        return GangRef("workload", _str(group.get("podGroupName"), path, required=True))
+    if spec.get("workloadRef") is not None:
+        ref = as_mapping(spec["workloadRef"], "spec.workloadRef")
+        return GangRef(
+            "workload",
+            _str(ref.get("name"), "spec.workloadRef.name", required=True),
+            _str(ref.get("podGroup"), "spec.workloadRef.podGroup", required=True),
+            _str(ref.get("podGroupReplicaKey"), "spec.workloadRef.podGroupReplicaKey"),
+        )
+    if labels.get(COSCHEDULING_LABEL):
+        return GangRef("coscheduling", labels[COSCHEDULING_LABEL])
+    return None
 
 
 def _container_requests(c: Mapping[str, Any], path: str) -> dict[str, float]:
@@ -402,6 +466,8 @@ def parse_pod(obj: Mapping[str, Any]) -> PodRecord:
     priority = spec.get("priority")
     if priority is not None:
         priority = _int(priority, "spec.priority", 0)
+    labels = _labels(meta.get("labels"), "metadata.labels")
+    gang = _gang_ref(spec, labels)
     policy = _str(spec.get("preemptionPolicy"), "spec.preemptionPolicy") or "PreemptLowerPriority"
     if policy not in ("PreemptLowerPriority", "Never"):
         raise InputError(f"unknown preemption policy {policy!r}", field="spec.preemptionPolicy")
@@ -423,12 +489,13 @@ def parse_pod(obj: Mapping[str, Any]) -> PodRecord:
         creation=timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
         group=annotations.get(GROUP_ANNOTATION, ""),
         annotations=annotations,
-        labels=_labels(meta.get("labels"), "metadata.labels"),
+        labels=labels,
         scheduled_at=_scheduled_at(status),
         pod_affinity=_pod_affinity(spec),
         spread=parse_spread(spec),
         containers=len(containers),
         owner=_controller_uid(meta),
+        gang=None if annotations.get(GROUP_ANNOTATION) else gang,
     )
 
 
@@ -493,6 +560,16 @@ class PodGroupRecord:
     network_topology: NetworkTopology | None = None
     sub_groups: tuple[SubGroupPolicy, ...] = ()
     labels: dict[str, str] = field(default_factory=dict)
+    #: The dialect: "volcano", "coscheduling" or "workload" (see
+    #: :mod:`pumice.api.gang_apis`).
+    api: str = "volcano"
+    #: coscheduling's ``spec.scheduleTimeoutSeconds`` (None: not set), carried only.
+    schedule_timeout: float | None = None
+
+    @property
+    def uid(self) -> str:
+        """The job's uid (see :func:`job_uid`)."""
+        return job_uid(self.api, self.namespace, self.name)
 
 
 _PG_PHASES = frozenset({"Pending", "Inqueue", "Running", "Unknown", "Completed"})

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pumice.api import parse
+from pumice.api import gang_apis, parse
 from pumice.api.hypernode import NodeFacts, build_topology, parse_hypernode
 from pumice.api.job import JobInfo
 from pumice.api.node import NodeTable
@@ -21,7 +21,7 @@ from pumice.api.quantity import plural
 from pumice.api.queue import QueueInfo
 from pumice.api.snapshot import Snapshot
 from pumice.api.task import status_of_pod
-from pumice.cache.model import ModelBuilder, resource_space
+from pumice.cache.model import ModelBuilder, derived_phase, queue_fix, resource_space
 from pumice.errors import InputError
 
 DEFAULT_SCHEDULER = "volcano"
@@ -30,11 +30,12 @@ ROOT_QUEUE = "root"
 _KINDS = {
     "Node": parse.parse_node,
     "Pod": parse.parse_pod,
-    "PodGroup": parse.parse_podgroup,
+    "PodGroup": gang_apis.parse_any_podgroup,  # (every dialect: see gang_apis)
     "Queue": parse.parse_queue,
     "PriorityClass": parse.parse_priority_class,
     "PodDisruptionBudget": parse_pdb,
     "HyperNode": parse_hypernode,
+    "Workload": gang_apis.parse_workload,
 }
 
 
@@ -80,6 +81,8 @@ def parse_objects(
         except InputError as err:
             raise err.located(file=item.source, obj=parse.object_name(obj)) from None
         ident = getattr(rec, "namespace", "") + "/" + rec.name
+        if isinstance(rec, parse.PodGroupRecord):
+            ident = rec.uid  # (PodGroups of two API groups may share a name)
         if (kind, ident) in seen:
             raise InputError("appears twice", file=item.source, obj=parse.object_name(obj))
         seen[(str(kind), ident)] = item.source
@@ -148,6 +151,28 @@ def _odd_objects(
     return notes
 
 
+def _gang_job(
+    jobs: dict[str, JobInfo],
+    blocked: dict[str, str],
+    p: parse.PodRecord,
+    workloads: Mapping[str, gang_apis.WorkloadRecord],
+    model: ModelBuilder,
+) -> str | None:
+    """The uid of the job ``p`` joins by another dialect's reference (see
+    :mod:`pumice.api.gang_apis`), made on first use for a Workload's pod group; None,
+    with the reason in ``blocked``, when the object it names does not exist."""
+    assert p.gang is not None
+    uid = p.gang.uid(p.namespace)
+    if uid in jobs:
+        return uid
+    g = gang_apis.workload_gang(p.gang, p.namespace, workloads, model.default_queue)
+    if g is None:
+        blocked.setdefault(uid, gang_apis.missing_reason(p.gang, p.namespace, workloads))
+        return None
+    jobs[uid] = model.job(g, uid)
+    return uid
+
+
 def build_snapshot(
     objects: Iterable[SourcedObject],
     *,
@@ -165,6 +190,7 @@ def build_snapshot(
     pgs_r: list[parse.PodGroupRecord] = records["PodGroup"]
     queues_r: list[parse.QueueRecord] = records["Queue"]
     pcs_r: list[parse.PriorityClassRecord] = records["PriorityClass"]
+    workloads = {f"{w.namespace}/{w.name}": w for w in records["Workload"]}
     try:
         _check_queue_tree(queues_r)
     except InputError as err:
@@ -204,10 +230,13 @@ def build_snapshot(
                         f"{parse.GROUP_ANNOTATION} annotation of its pods",
                     )
                     job_uid = None
+            elif p.gang is not None:
+                job_uid = _gang_job(jobs, blocked, p, workloads, model)
             else:
                 job_uid = model.bare_job_for(jobs, p, status).uid
         task = model.task(p, job_uid, status, p.node_name or None)
         if job_uid is not None:
+            model.join(jobs[job_uid], p)
             jobs[job_uid].add_task(task)
         if task.node:
             i = nodes.index.get(task.node)
@@ -227,14 +256,15 @@ def build_snapshot(
 
     for uid in list(jobs):
         job = jobs[uid]
+        if job.api != "volcano":
+            job.phase = derived_phase(job)
         if job.queue not in queues:
-            blocked[uid] = (
-                f"queue {job.queue!r} does not exist; create the Queue or set spec.queue "
-                f"of the PodGroup to an existing queue"
-            )
+            fix = queue_fix(job)
+            blocked[uid] = f"queue {job.queue!r} does not exist; create the Queue or {fix}"
             del jobs[uid]
     if now is None:
         stamps = [max(p.creation, p.scheduled_at) for p in pods_r] + [g.creation for g in pgs_r]
+        stamps += [w.creation for w in workloads.values()]
         now = max(stamps, default=0.0)
     return Snapshot(
         now=now,

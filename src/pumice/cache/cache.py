@@ -39,7 +39,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pumice.api import parse
+from pumice.api import gang_apis, parse
 from pumice.api.hypernode import (
     HyperNodeRecord,
     NodeFacts,
@@ -47,7 +47,7 @@ from pumice.api.hypernode import (
     build_topology,
     parse_hypernode,
 )
-from pumice.api.job import PENDING, JobInfo
+from pumice.api.job import INQUEUE, PENDING, JobInfo
 from pumice.api.ledger import Ledger
 from pumice.api.node import NodeSpec, NodeTable
 from pumice.api.pdb import PdbRecord, parse_pdb
@@ -57,7 +57,13 @@ from pumice.api.selectors import NodeIndex
 from pumice.api.snapshot import Snapshot
 from pumice.api.task import TaskInfo, TaskStatus, status_of_pod
 from pumice.cache.build import DEFAULT_SCHEDULER, _check_queue_tree
-from pumice.cache.model import ModelBuilder, bare_phase, resource_space
+from pumice.cache.model import (
+    ModelBuilder,
+    bare_phase,
+    derived_phase,
+    queue_fix,
+    resource_space,
+)
 from pumice.cluster.protocol import (
     DELETED,
     KINDS,
@@ -81,12 +87,16 @@ MAX_NODE_LOG = 1_000_000
 _PARSERS = {
     "Node": parse.parse_node,
     "Pod": parse.parse_pod,
-    "PodGroup": parse.parse_podgroup,
+    "PodGroup": gang_apis.parse_any_podgroup,  # (every dialect: see gang_apis)
     "Queue": parse.parse_queue,
     "PriorityClass": parse.parse_priority_class,
     "PodDisruptionBudget": parse_pdb,
     "HyperNode": parse_hypernode,
+    "Workload": gang_apis.parse_workload,
 }
+#: The kinds the cache lists and watches: the protocol's, and Kubernetes' Workloads
+#: (a cluster that serves none lists none).
+CACHE_KINDS = (*KINDS, *(k for k in ("Workload",) if k not in KINDS))
 
 HYPERNODE_API_VERSION = "topology.volcano.sh/v1alpha1"
 
@@ -158,13 +168,13 @@ class SchedulerCache:
         self._parsers = dict(_PARSERS)
         if default_queue != parse.DEFAULT_QUEUE:
             self._parsers["PodGroup"] = functools.partial(
-                parse.parse_podgroup, default_queue=default_queue
+                gang_apis.parse_any_podgroup, default_queue=default_queue
             )
         #: Queues left out of the model because of their parents: name -> reason.
         self.bad_queues: dict[str, str] = {}
         #: Node specs changed in place since the label columns were last rebuilt.
         self._relabel = False
-        self.watch = cluster.watch(KINDS)
+        self.watch = cluster.watch(CACHE_KINDS)
         self.nodes_r: dict[str, NodeSpec] = {}
         self.queues_r: dict[str, parse.QueueRecord] = {}
         self.pcs_r: dict[str, parse.PriorityClassRecord] = {}
@@ -172,6 +182,14 @@ class SchedulerCache:
         self.pods_r: dict[str, parse.PodRecord] = {}
         self.pdbs_r: dict[str, PdbRecord] = {}
         self.hypernodes_r: dict[str, HyperNodeRecord] = {}
+        self.workloads_r: dict[str, gang_apis.WorkloadRecord] = {}
+        #: job uid -> (namespace, reference) of the pods that join a gang of another
+        #: dialect by it: what makes a Workload's pod group a job, and what a pod whose
+        #: group is missing waits for.
+        self._refs: dict[str, tuple[str, parse.GangRef]] = {}
+        #: Jobs of other dialects a cycle admitted (Inqueue): their status is not
+        #: written, so the cache remembers it (see ``derived_phase``).
+        self._admitted: set[str] = set()
         #: The HyperNode tree handed to every snapshot (None: no HyperNodes), built
         #: again only when ``_topology_stale`` (see the module docstring).
         self.topology: Topology | None = None
@@ -212,7 +230,7 @@ class SchedulerCache:
         self._lent_jobs: list[tuple[JobInfo, int, str]] = []
         #: Count of changes taken in since the last :meth:`mark_clean` (engine's skip test).
         self.changes = 0
-        for kind in KINDS:
+        for kind in CACHE_KINDS:
             for obj in cluster.list(kind):
                 key = object_key(kind, obj)
                 if on_bad is None:
@@ -268,6 +286,9 @@ class SchedulerCache:
             self.pdbs_r[key] = rec
         elif kind == "HyperNode":
             self.hypernodes_r[key] = rec
+        elif kind == "Workload":
+            self.workloads_r[key] = rec
+            self.latest = max(self.latest, rec.creation)
         else:
             self.pods_r[key] = rec
             self.latest = max(self.latest, rec.creation)
@@ -287,6 +308,8 @@ class SchedulerCache:
                 self._record(kind, key, ev.obj)
         elif kind == "HyperNode":
             self._handle_hypernode(ev)
+        elif kind == "Workload":
+            self._handle_workload(ev)
         elif kind == "Node" and ev.type != DELETED and key in self.nodes_r and not self._stale:
             self._handle_node_update(key, ev.obj)
         else:  # nodes, queues, priority classes: set-up objects, rebuild the base
@@ -405,6 +428,8 @@ class SchedulerCache:
             job.update_status(task, status)
             if job.bare:
                 job.phase = bare_phase(job)
+            elif job.api != "volcano":
+                job.phase = derived_phase(job)
             self._touch(job)
         else:
             task.status = status
@@ -413,19 +438,20 @@ class SchedulerCache:
     def _handle_podgroup(self, ev: WatchEvent) -> None:
         key = ev.key
         if ev.type == DELETED:
-            self.pgs_r.pop(key, None)
+            old = self.pgs_r.pop(key, None)
             self._pg_seen.pop(key, None)
             if not self._stale:
-                job = self.jobs.pop(key, None)
-                self._forget(key)
-                if job is not None and job.tasks:
-                    self.orphans[key] = dict(job.tasks)
+                self._drop_job(old.uid if old is not None else key)
             return
         old = self.pgs_r.get(key)
         spec = ev.obj.get("spec")
         annotations = (ev.obj.get("metadata") or {}).get("annotations")
+        now_seen = (ev.obj.get("apiVersion"), spec, annotations)
         seen = self._pg_seen.get(key)
-        if old is not None and seen is not None and seen == (spec, annotations):
+        if old is not None and seen is not None and seen == now_seen:
+            if old.api != "volcano":
+                self.changes -= 1  # (another scheduler's status: nothing pumice reads)
+                return
             # Only the status moved (the scheduler's own writes, mostly): read that.
             try:
                 phase, conditions, counts = parse.podgroup_status(ev.obj)
@@ -436,10 +462,14 @@ class SchedulerCache:
             )
         else:
             rec = self._record("PodGroup", key, ev.obj)
-            self._pg_seen[key] = copy.deepcopy((spec, annotations))
+            self._pg_seen[key] = copy.deepcopy(now_seen)
         if self._stale:
             return
-        job = self.jobs.get(key)
+        if old is not None and old.uid != rec.uid:
+            self._drop_job(old.uid)  # (now a PodGroup of another API group)
+            old = None
+        uid = rec.uid
+        job = self.jobs.get(uid)
         if old is None or job is None:
             self._add_job(rec)
             return
@@ -457,17 +487,45 @@ class SchedulerCache:
             rec.priority_class,
         ):
             tasks = list(job.tasks.values())
-            del self.jobs[key]
-            self._add_job(rec)
-            new = self.jobs[key]
-            for t in tasks:
-                new.add_task(t)
-            self._touch(new)
+            del self.jobs[uid]
+            self._add_job(rec, tasks=tasks)
             return
-        job.phase = rec.phase
-        job.conditions = rec.conditions
+        if rec.api == "volcano":
+            job.phase = rec.phase
+            job.conditions = rec.conditions
         job.annotations = rec.annotations
         self._touch(job)
+
+    def _drop_job(self, uid: str) -> None:
+        """The object of job ``uid`` is gone: its pods wait for it (see ``orphans``)."""
+        job = self.jobs.pop(uid, None)
+        self._forget(uid)
+        if job is not None and job.tasks:
+            self.orphans[uid] = dict(job.tasks)
+
+    def _handle_workload(self, ev: WatchEvent) -> None:
+        """A Workload's change: the jobs of its pod groups (v1alpha1), made from the
+        pods that name them, are dropped and made again from the new spec."""
+        key = ev.key
+        if ev.type == DELETED:
+            if self.workloads_r.pop(key, None) is None:
+                self.changes -= 1
+                return
+        else:
+            old = self.workloads_r.get(key)
+            if self._record("Workload", key, ev.obj) == old:
+                self.changes -= 1  # (the same spec)
+                return
+        if self._stale:
+            return
+        prefix = gang_apis.workload_prefix(key)
+        for uid in [u for u in self.jobs if u.startswith(prefix)]:
+            self._drop_job(uid)
+        for uid in sorted(u for u in self.orphans if u.startswith(prefix)):
+            namespace, ref = self._refs[uid]
+            g = gang_apis.workload_gang(ref, namespace, self.workloads_r, self.default_queue)
+            if g is not None:
+                self._add_job(g, uid)
 
     # -- the base model -----------------------------------------------------------------
 
@@ -506,12 +564,17 @@ class SchedulerCache:
                 self.on_bad("Queue", name, {"kind": "Queue", "metadata": {"name": name}}, err)
                 queues_r = [q for q in queues_r if q.name != name]
 
-    def _add_job(self, g: parse.PodGroupRecord) -> JobInfo:
-        job = self.model.job(g)
+    def _add_job(
+        self, g: parse.PodGroupRecord, uid: str | None = None, tasks: list[TaskInfo] | None = None
+    ) -> JobInfo:
+        """The job of ``g`` (``uid``: see ``ModelBuilder.job``), with ``tasks`` and the
+        pods that waited for it."""
+        job = self.model.job(g, uid)
         uid = job.uid
         implicit = self.jobs.get(uid)
         self.jobs[uid] = job
-        tasks = list(self.orphans.pop(uid, {}).values())
+        tasks = list(tasks or ())
+        tasks.extend(self.orphans.pop(uid, {}).values())
         if implicit is not None and implicit.bare:
             # The PodGroup the controller made for pods held as an implicit job of the
             # same name: they are its tasks now.
@@ -519,6 +582,11 @@ class SchedulerCache:
         for task in tasks:
             task.job = uid
             job.add_task(task)
+            self.model.join(job, task)
+        if job.api != "volcano":
+            if uid in self._admitted:
+                job.phase = INQUEUE
+            job.phase = derived_phase(job)
         self._touch(job)
         return job
 
@@ -528,6 +596,15 @@ class SchedulerCache:
         job_uid: str | None = None
         if ours and p.group:
             job_uid = f"{p.namespace}/{p.group}"
+        elif ours and p.gang is not None:
+            job_uid = p.gang.uid(p.namespace)
+            self._refs[job_uid] = (p.namespace, p.gang)
+            if job_uid not in self.jobs:  # (a Workload's pod group: made by its pods)
+                g = gang_apis.workload_gang(
+                    p.gang, p.namespace, self.workloads_r, self.default_queue
+                )
+                if g is not None:
+                    self._add_job(g, job_uid)
         elif ours:
             job_uid = self.model.bare_job_for(self.jobs, p, status).uid
         task = self.model.task(p, job_uid, status, None)
@@ -540,6 +617,9 @@ class SchedulerCache:
                 self.orphans.setdefault(job_uid, {})[task.uid] = task
             else:
                 job.add_task(task)
+                self.model.join(job, p)
+                if job.api != "volcano":
+                    job.phase = derived_phase(job)
                 self._touch(job)
         self._place(task, p.node_name or None)
 
@@ -571,16 +651,21 @@ class SchedulerCache:
                 orphans.pop(task.uid, None)
                 if not orphans:
                     del self.orphans[task.job]
+                    self._refs.pop(task.job, None)
             return
         job.update_status(task, TaskStatus.UNKNOWN)  # leaves `allocated` in step
         job.by_status[TaskStatus.UNKNOWN].pop(task.uid, None)
         del job.tasks[task.uid]
-        if job.bare and not job.tasks:
+        if not job.tasks:
+            self._refs.pop(job.uid, None)
+        if (job.bare or gang_apis.is_workload_gang(job.uid)) and not job.tasks:
             del self.jobs[job.uid]
             self._forget(job.uid)
         else:
             if job.bare:
                 job.phase = bare_phase(job)
+            elif job.api != "volcano":
+                job.phase = derived_phase(job)
             self._touch(job)
 
     def _touch(self, job: JobInfo) -> None:
@@ -603,6 +688,7 @@ class SchedulerCache:
         self.dirty.discard(uid)
         self.unsettled.discard(uid)
         self.queueless.discard(uid)
+        self._admitted.discard(uid)
 
     # -- what the engine asks -----------------------------------------------------------
 
@@ -631,7 +717,12 @@ class SchedulerCache:
         self.sync()
         blocked: dict[str, str] = {}
         for uid, orphans in self.orphans.items():
-            if orphans:
+            if not orphans:
+                continue
+            ref = self._refs.get(uid)
+            if ref is not None:
+                blocked[uid] = gang_apis.missing_reason(ref[1], ref[0], self.workloads_r)
+            else:
                 blocked[uid] = (
                     f"PodGroup {uid} does not exist; create it or fix the "
                     f"{parse.GROUP_ANNOTATION} annotation of its pods"
@@ -645,8 +736,7 @@ class SchedulerCache:
             blocked[uid] = (
                 f"queue {job.queue!r} is left out because {bad}; fix its spec.parent"
                 if bad is not None
-                else f"queue {job.queue!r} does not exist; create the Queue or set "
-                f"spec.queue of the PodGroup to an existing queue"
+                else f"queue {job.queue!r} does not exist; create the Queue or {queue_fix(job)}"
             )
         active = (self.unsettled | self.dirty) - self.queueless
         self.dirty = set()
@@ -737,6 +827,10 @@ class SchedulerCache:
                 out.refused.append(pod)
         for uid, upd in decisions.podgroups.items():
             rec = self.pgs_r.get(uid)
+            if rec is not None and rec.api != "volcano":
+                rec = None  # (a PodGroup of another API group: its job uid differs)
+            if upd.phase and rec is None:
+                self._remember_admission(uid, upd.phase, out)
             if not upd.phase or rec is None:
                 continue
             if rec.phase != upd.phase:
@@ -754,6 +848,27 @@ class SchedulerCache:
                 failed=upd.failed,
             )
         return out
+
+    def _remember_admission(self, uid: str, phase: str, out: ApplyResult) -> None:
+        """A cycle admitted (or gave back) a gang of another dialect, whose status pumice
+        does not write: the cache keeps its Inqueue phase itself, as Volcano keeps it in
+        the PodGroup, so that later cycles see it admitted."""
+        job = self.jobs.get(uid)
+        if job is None or job.api == "volcano" or phase not in (INQUEUE, PENDING):
+            return
+        if (phase == INQUEUE) == (uid in self._admitted):
+            return
+        if phase == INQUEUE:
+            self._admitted.add(uid)
+        else:
+            self._admitted.discard(uid)
+        before = job.phase
+        job.phase = phase
+        job.phase = derived_phase(job)
+        if job.phase != before:
+            out.phases.append(uid)
+            self.changes += 1
+            self._touch(job)
 
     def _condition_key(self, uid: str, conditions: list[dict]) -> tuple:
         """``condition_key`` of a record's conditions, kept while the record keeps the

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from pumice.api import parse
-from pumice.api.job import PENDING, RUNNING, JobInfo
+from pumice.api.job import INQUEUE, PENDING, RUNNING, JobInfo
 from pumice.api.node import NodeSpec
 from pumice.api.queue import QueueInfo
 from pumice.api.resources import ResourceSpace, is_empty
@@ -71,6 +71,24 @@ def bare_phase(job: JobInfo) -> str:
     has minMember 1, so one pod placed is enough)."""
     pending = job.by_status.get(TaskStatus.PENDING, {})
     return PENDING if len(pending) == len(job.tasks) else RUNNING
+
+
+def derived_phase(job: JobInfo) -> str:
+    """The phase of a gang whose status pumice does not write (another dialect's
+    PodGroup, a Workload's pod group): Running once one of its pods holds a node, else
+    Inqueue if a cycle admitted it (remembered by the scheduler cache), else Pending."""
+    pending = job.by_status.get(TaskStatus.PENDING, {})
+    if len(pending) < len(job.tasks):
+        return RUNNING
+    return INQUEUE if job.phase == INQUEUE else PENDING
+
+
+def queue_fix(job: JobInfo) -> str:
+    """How to give ``job`` an existing queue, for the explanation of one that has none."""
+    if job.api == "volcano":
+        return "set spec.queue of the PodGroup to an existing queue"
+    what = "Workload" if job.uid.partition("/")[2].startswith("workload:") else "PodGroup"
+    return f"set the {parse.QUEUE_ANNOTATION} annotation of the {what} to an existing queue"
 
 
 class ModelBuilder:
@@ -139,10 +157,12 @@ class ModelBuilder:
             priority=q.priority,
         )
 
-    def job(self, g: parse.PodGroupRecord) -> JobInfo:
+    def job(self, g: parse.PodGroupRecord, uid: str | None = None) -> JobInfo:
+        """The job of a gang; ``uid`` by default the record's (a v1alpha1 Workload's
+        pod group gives its own, see :func:`pumice.api.parse.job_uid`)."""
         space = self.space
         return JobInfo(
-            uid=f"{g.namespace}/{g.name}",
+            uid=uid or g.uid,
             namespace=g.namespace,
             name=g.name,
             queue=g.queue,
@@ -159,7 +179,17 @@ class ModelBuilder:
             network_topology=g.network_topology,
             sub_groups=g.sub_groups,
             labels=g.labels,
+            api=g.api,
+            schedule_timeout=g.schedule_timeout,
         )
+
+    def join(self, job: JobInfo, p: parse.PodRecord | TaskInfo) -> None:
+        """``p`` joins ``job``: a gang of a dialect without a priority class of its own
+        takes its first pod's, as Volcano's controller gives a PodGroup its pods'
+        (the pods of one gang share a template as a rule)."""
+        if job.api != "volcano" and not job.priority_class and p.priority_class:
+            job.priority_class = p.priority_class
+            job.priority = self.job_priority(p.priority_class)
 
     def bare_job_for(
         self, jobs: dict[str, JobInfo], p: parse.PodRecord, status: TaskStatus
