@@ -101,7 +101,9 @@ class JobState:
     active: int = 0  # pods holding a node (bound or running, not ended, not released)
     restarting: bool = False
     ended: bool = False
-    awaiting_admission: bool = False  # pods are created when the PodGroup is admitted
+    #: Its PodGroup is not admitted yet (not yet made, or Pending): it holds no pods to
+    #: place (the PodGroup model creates them on admission, as the controller does).
+    awaiting_admission: bool = False
     #: Driven by the job controller (a Volcano Job manifest), not by this model.
     controlled: bool = False
     retries: int = 0  # the Job's status.retryCount as last seen
@@ -183,6 +185,7 @@ class Kubelet:
             if self.api is None:
                 raise RuntimeError("a Volcano Job needs the controllers' store (api)")
             job.controlled = True
+            job.awaiting_admission = True
             job.roles = {t.name: r for r, t in enumerate(spec.tasks)}
             self.api.create(copy.deepcopy(dict(spec.manifest)))
             self.on_change()
@@ -276,11 +279,17 @@ class Kubelet:
             return False
         job = self.jobs.get(owner)
         if kind == "PodGroup":
-            if ev.type == ADDED and job is not None and job.controlled:
-                self.groups[ev.key] = job.uid
-                self.on_work()
-            elif ev.type == DELETED:
+            if ev.type == DELETED:
                 self.groups.pop(ev.key, None)
+                if job is not None and job.controlled:
+                    job.awaiting_admission = True  # (a restart makes it again, Pending)
+                return True
+            if job is not None and job.controlled:
+                phase = (obj.get("status") or {}).get("phase") or "Pending"
+                job.awaiting_admission = phase == "Pending"
+                if ev.type == ADDED:
+                    self.groups[ev.key] = job.uid
+                    self.on_work()
             return True
         st = self.pods.get(ev.key)
         uid = str((obj.get("metadata") or {}).get("uid", ""))
