@@ -286,8 +286,8 @@ class SchedulerCache:
             self.pdbs_r[key] = rec
         elif kind == "HyperNode":
             self.hypernodes_r[key] = rec
-        elif kind == "Workload":
-            self.workloads_r[key] = rec
+        elif kind == "Workload":  # (keyed namespace/name, whatever the store's key)
+            self.workloads_r[f"{rec.namespace}/{rec.name}"] = rec
             self.latest = max(self.latest, rec.creation)
         else:
             self.pods_r[key] = rec
@@ -506,14 +506,15 @@ class SchedulerCache:
     def _handle_workload(self, ev: WatchEvent) -> None:
         """A Workload's change: the jobs of its pod groups (v1alpha1), made from the
         pods that name them, are dropped and made again from the new spec."""
-        key = ev.key
+        meta = ev.obj.get("metadata") or {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
         if ev.type == DELETED:
             if self.workloads_r.pop(key, None) is None:
                 self.changes -= 1
                 return
         else:
             old = self.workloads_r.get(key)
-            if self._record("Workload", key, ev.obj) == old:
+            if self._record("Workload", ev.key, ev.obj) == old:
                 self.changes -= 1  # (the same spec)
                 return
         if self._stale:
