@@ -207,3 +207,11 @@ def test_bad_input_names_object_and_field(obj: dict, name: str, field: str) -> N
     with pytest.raises(InputError) as err:
         _build(queue(), obj)
     assert (err.value.obj, err.value.field, err.value.file) == (name, field, "snap.yaml")
+
+
+def test_a_workload_of_another_group_is_skipped_not_refused() -> None:
+    """pumice's own simulator workloads are ``kind: Workload`` too (``pumice.io``): a
+    snapshot that holds one skips it, with a note."""
+    sim = {"apiVersion": "pumice.io/v1alpha1", "kind": "Workload", "metadata": {"name": "w"}}
+    snap = _build(queue(), node("n1"), sim)
+    assert "skipped 1 object of kind Workload" in snap.notes

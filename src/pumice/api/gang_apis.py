@@ -184,6 +184,13 @@ class WorkloadRecord:
         )
 
 
+def is_kubernetes_workload(obj: Mapping[str, Any]) -> bool:
+    """Whether a ``kind: Workload`` object is Kubernetes' (``scheduling.k8s.io``); other
+    groups' (pumice's own simulator workloads, ``pumice.io``) are not scheduling objects."""
+    api_version = obj.get("apiVersion")
+    return isinstance(api_version, str) and api_version.startswith(f"{KUBERNETES_GROUP}/")
+
+
 def parse_workload(obj: Mapping[str, Any]) -> WorkloadRecord:
     group, version = _group_version(obj)
     if group != KUBERNETES_GROUP or version not in WORKLOAD_VERSIONS:
@@ -274,6 +281,7 @@ def workload_gang(
 
 __all__ = [
     "WorkloadRecord",
+    "is_kubernetes_workload",
     "is_workload_gang",
     "missing_reason",
     "parse_any_podgroup",

@@ -232,6 +232,8 @@ class SchedulerCache:
         self.changes = 0
         for kind in CACHE_KINDS:
             for obj in cluster.list(kind):
+                if kind == "Workload" and not gang_apis.is_kubernetes_workload(obj):
+                    continue
                 key = object_key(kind, obj)
                 if on_bad is None:
                     self._record(kind, key, obj)
@@ -506,6 +508,9 @@ class SchedulerCache:
     def _handle_workload(self, ev: WatchEvent) -> None:
         """A Workload's change: the jobs of its pod groups (v1alpha1), made from the
         pods that name them, are dropped and made again from the new spec."""
+        if not gang_apis.is_kubernetes_workload(ev.obj):
+            self.changes -= 1  # (another group's Workload: not a scheduling object)
+            return
         meta = ev.obj.get("metadata") or {}
         key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
         if ev.type == DELETED:
