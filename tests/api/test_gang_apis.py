@@ -178,8 +178,6 @@ BAD = [
     ),
     (_with(COSCHEDULING, "spec.minResources", {"cpu": "lots"}), "PodGroup ns/nginx",
      "spec.minResources.cpu"),
-    (_with(COSCHEDULING, "apiVersion", "scheduling.sigs.k8s.io/v1alpha1"), "PodGroup ns/nginx",
-     "apiVersion"),
     (_with(PODGROUP_V1ALPHA2, "spec.schedulingPolicy", None), "PodGroup ns/pd-1",
      "spec.schedulingPolicy"),
     (_with(PODGROUP_V1ALPHA2, "spec.schedulingPolicy.basic", {}), "PodGroup ns/pd-1",
@@ -207,6 +205,15 @@ def test_bad_input_names_object_and_field(obj: dict, name: str, field: str) -> N
     with pytest.raises(InputError) as err:
         _build(queue(), obj)
     assert (err.value.obj, err.value.field, err.value.file) == (name, field, "snap.yaml")
+
+
+def test_a_podgroup_of_a_group_pumice_does_not_read_is_skipped_with_a_note() -> None:
+    """Coscheduling's old group (scheduling.sigs.k8s.io) is not read: its PodGroups are
+    skipped, and the note names the apiVersion."""
+    old = _with(COSCHEDULING, "apiVersion", "scheduling.sigs.k8s.io/v1alpha1")
+    snap = _build(queue(), old)
+    assert not snap.jobs
+    assert any("PodGroup of scheduling.sigs.k8s.io/v1alpha1" in n for n in snap.notes)
 
 
 def test_a_workload_of_another_group_is_skipped_not_refused() -> None:

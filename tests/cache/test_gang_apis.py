@@ -51,7 +51,9 @@ def _neutral(out: dict) -> dict:
     pending = {}
     for uid, reason in out["pending"].items():
         reason = re.sub(r"(PodGroup|Workload) \S+( \([a-z0-9.-]+\))?", "GROUP", reason)
-        pending[_gang(uid)] = re.sub(r"fix .* of its pods", "fix its pods", reason)
+        # (The Workload API calls the gang's minimum minCount.)
+        reason = re.sub(r"fix .* of its pods", "fix its pods", reason)
+        pending[_gang(uid)] = reason.replace("minCount is", "minMember is")
     return {
         "binds": out["binds"],
         "pipelined": out["pipelined"],
@@ -200,7 +202,7 @@ def test_replica_keys_are_separate_gangs() -> None:
     objects = groups + others + [extra, extra2]
     out = _decide(build_snapshot([SourcedObject(o) for o in copy.deepcopy(objects)]))
     assert sorted(out["binds"]) == ["default/train-0", "default/train-2", "default/train-3"]
-    assert "minMember is 3" in out["pending"]["default/workload:train:workers:r2"]
+    assert "minCount is 3" in out["pending"]["default/workload:train:workers:r2"]
     store = MemoryCluster()
     store.create_all(copy.deepcopy(objects))
     assert _decide(SchedulerCache(store).snapshot()) == out

@@ -48,6 +48,15 @@ def _group_version(obj: Mapping[str, Any]) -> tuple[str, str]:
     return group, version
 
 
+def podgroup_readable(obj: Mapping[str, Any]) -> bool:
+    """Whether pumice reads this ``kind: PodGroup`` object's API group and version."""
+    try:
+        podgroup_dialect(obj)
+    except InputError:
+        return False
+    return True
+
+
 def podgroup_dialect(obj: Mapping[str, Any]) -> str:
     """Which dialect a ``kind: PodGroup`` object is, from its ``apiVersion`` (none:
     Volcano's); a group or version pumice does not read is an InputError."""

@@ -75,6 +75,10 @@ def parse_objects(
         fn = _KINDS.get(str(kind))
         if kind == "Workload" and not gang_apis.is_kubernetes_workload(obj):
             fn = None  # (another group's Workload, pumice's simulator workloads say)
+        if kind == "PodGroup" and not gang_apis.podgroup_readable(obj):
+            # (another API group's, e.g. coscheduling's old scheduling.sigs.k8s.io)
+            kind = f"PodGroup of {obj.get('apiVersion')}"
+            fn = None
         if fn is None:
             skipped[str(kind)] = skipped.get(str(kind), 0) + 1
             continue

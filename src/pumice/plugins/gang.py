@@ -81,7 +81,7 @@ def _invalid_reason(job: JobInfo) -> str:
         return f"not enough pods of each task role for gang scheduling ({detail})"
     return (
         f"not enough valid tasks for gang scheduling: {job.valid_num()} exist, "
-        f"minMember is {job.min_available}"
+        f"{'minCount' if job.api == 'workload' else 'minMember'} is {job.min_available}"
     )
 
 
