@@ -191,7 +191,7 @@ def test_task_completed_completes_the_mpi_example(tmp_path: Path) -> None:
     # the workers (sshd -D) would run for ever; the master is the job's 100 s
     text = text.replace(
         "      name: mpiworker\n      template:\n",
-        '      name: mpiworker\n      template:\n        metadata:\n'
+        "      name: mpiworker\n      template:\n        metadata:\n"
         '          annotations: {pumice.sim/duration: "100000"}\n',
     )
     path = tmp_path / "mpi.yaml"
@@ -217,9 +217,9 @@ def test_a_job_volcano_would_refuse_is_refused_when_loaded(tmp_path: Path) -> No
 
 
 def test_the_job_controller_path_decides_as_the_podgroup_model_for_gangs() -> None:
-    """Every job of a synthetic workload as a Volcano Job (``--job-controller``): for
-    gangs that need all their pods, the same decisions and metrics as the PodGroup
-    model (only the Jobs' final phases are new)."""
+    """Every job of a synthetic workload as a Volcano Job (the default) and through the
+    PodGroup model (``--simple-jobs``): for gangs that need all their pods, the same
+    decisions and metrics (only the Jobs' final phases are new)."""
     import dataclasses
 
     from pumice.sim.synthetic import generate
@@ -243,3 +243,30 @@ def test_the_job_controller_path_decides_as_the_podgroup_model_for_gangs() -> No
     assert phases.get("Failed", 0) == model["jobs_failed"] + model["jobs_cancelled"]
     model.pop("jobs_by_phase")
     assert controlled == model
+
+
+def test_by_default_an_elastic_job_runs_every_replica_as_volcanos_controller_does() -> None:
+    """A PodGroup-shaped elastic job (3 pods, minAvailable 1) that finds room for 2 (a
+    long job holds the other node): by default it goes through the job controller,
+    whose completion rule waits for the third replica to run once the first two free
+    their node; the PodGroup model (``--simple-jobs``) ends the job when its bound pods
+    end and drops the third."""
+    from pumice.sim.workload import JobSpec, QueueSpec, TaskSpec, Workload
+
+    pod = {"cpu": 2000.0, "memory": GiB}
+    blocker = JobSpec("blocker", "default", "default", 0.0, 1000.0,
+                      (TaskSpec("w", 1, {"cpu": 4000.0, "memory": GiB}),), 1)  # fmt: skip
+    elastic = JobSpec("elastic", "default", "default", 10.0, 100.0, (TaskSpec("w", 3, pod),), 1)
+    w = Workload(jobs=(blocker, elastic), queues=(QueueSpec("default"),))
+    nodes = [node_object(f"n{i}", {"cpu": 4000.0, "memory": 16 * GiB}) for i in range(2)]
+
+    def run(**options) -> tuple[Simulation, dict]:
+        sim = Simulation(nodes, w, Scheduler.from_file(None), SimOptions(**options))
+        return sim, {r["job"]: r for r in job_rows(sim.run())}
+
+    sim, default = run()
+    assert sim.manager is not None and sim.manager.reconciles["job"] > 0
+    assert sim.metrics.binds == 4 and default["default/elastic"]["phase"] == "Completed"
+    simple_sim, simple = run(job_controller=False)
+    assert simple_sim.metrics.binds == 3
+    assert default["default/elastic"]["end"] > simple["default/elastic"]["end"] + 90

@@ -30,7 +30,8 @@ a decision happened since the last cycle, and when no job has pending work.
   podgroup status, so the tick is skipped (and counted in ``skipped_ticks``).
 
 **Controllers.** Every job is a ``batch.volcano.sh`` Job (those of the workload that are
-not are made one, :func:`as_volcano_jobs`), and pumice's job controller
+not are made one when they arrive, :func:`~pumice.sim.objects.volcano_job`), and pumice's
+job controller
 (:class:`~pumice.controllers.job.JobController`, the code ``pumice controllers`` runs
 on a cluster) runs under a :class:`~pumice.controllers.manager.Manager`
 over the same store (a :class:`~pumice.sim.apiserver.SimStore`), on the virtual clock:
@@ -54,7 +55,6 @@ accordingly (off by default).
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -75,7 +75,6 @@ from pumice.sim.metrics import Metrics
 from pumice.sim.objects import (
     priority_class_objects,
     queue_objects,
-    volcano_job,
 )
 from pumice.sim.topology import NO_SLOWDOWN, Slowdown, Spans, cluster_topology
 from pumice.sim.workload import JobSpec, Workload
@@ -177,16 +176,6 @@ def check_workload(workload: Workload, nodes: Sequence[Mapping[str, Any]]) -> No
                 )
 
 
-def as_volcano_jobs(workload: Workload, scheduler_name: str = "volcano") -> Workload:
-    """``workload`` with every PodGroup-shaped job made a Volcano Job."""
-    jobs = tuple(
-        j if j.manifest is not None
-        else dataclasses.replace(j, manifest=volcano_job(j, scheduler_name=scheduler_name))
-        for j in workload.jobs
-    )  # fmt: skip
-    return dataclasses.replace(workload, jobs=jobs)
-
-
 class Simulation:
     """One simulated run of ``workload`` on ``nodes`` under ``scheduler``."""
 
@@ -203,8 +192,9 @@ class Simulation:
         check_workload(workload, nodes)
         topology = cluster_topology(nodes, hypernodes)
         self.spans = Spans(topology) if topology is not None else None
-        if options.job_controller and options.pods_on_admission:
-            workload = as_volcano_jobs(workload, options.scheduler_name)
+        # PodGroup-shaped jobs are made Volcano Jobs when they arrive (so that a long
+        # workload does not hold every Job at once).
+        as_jobs = options.job_controller and options.pods_on_admission
         self.options = options
         self.workload = workload
         self.scheduler = scheduler
@@ -226,7 +216,7 @@ class Simulation:
         self.store.create_all(queue_objects(workload.queues))
         self.api: SimStore | None = None
         self.manager: Manager | None = None
-        if any(j.manifest is not None for j in workload.jobs):
+        if as_jobs or any(j.manifest is not None for j in workload.jobs):
             self.api = SimStore(self.store, grace=options.grace)
             controller = JobController(
                 self.api, scheduler_names=(options.scheduler_name,), keygen=sim_keygen
@@ -246,6 +236,7 @@ class Simulation:
             scheduler_name=options.scheduler_name,
             pods_on_admission=options.pods_on_admission,
             api=self.api,
+            volcano_jobs=as_jobs,
             on_work=self._work,
             spans=self.spans,
             slowdown=options.topology_slowdown,

@@ -56,7 +56,7 @@ from pumice.cluster.protocol import ADDED, DELETED, MODIFIED
 from pumice.controllers.store import Store
 from pumice.sim.clock import ARRIVAL, RELEASE, START, Clock
 from pumice.sim.metrics import Metrics
-from pumice.sim.objects import job_objects
+from pumice.sim.objects import job_objects, volcano_job
 from pumice.sim.topology import NO_SLOWDOWN, Slowdown, Spans
 from pumice.sim.workload import JobSpec
 
@@ -131,6 +131,7 @@ class Kubelet:
         scheduler_name: str = "volcano",
         pods_on_admission: bool = True,
         api: Store | None = None,
+        volcano_jobs: bool = False,
         on_work: Callable[[], None] | None = None,
         spans: Spans | None = None,
         slowdown: Slowdown = NO_SLOWDOWN,
@@ -152,6 +153,9 @@ class Kubelet:
         #: for Volcano Job manifests; ``on_work`` is told when their pods or PodGroup
         #: appear (work for the next cycle, not the one that may have just run).
         self.api = api
+        #: Make every PodGroup-shaped job a Volcano Job when it arrives
+        #: (:func:`~pumice.sim.objects.volcano_job`), for the job controller to drive.
+        self.volcano_jobs = volcano_jobs
         self.on_work = on_work or on_change
         #: PodGroup key -> job uid, for controller-made PodGroups (named by the Job's uid).
         self.groups: dict[str, str] = {}
@@ -181,13 +185,17 @@ class Kubelet:
         job = JobState(uid, spec)
         self.jobs[uid] = job
         self.observer.job_submitted(self.clock.now, uid, spec)
-        if spec.manifest is not None:
+        if spec.manifest is not None or self.volcano_jobs:
             if self.api is None:
                 raise RuntimeError("a Volcano Job needs the controllers' store (api)")
             job.controlled = True
             job.awaiting_admission = True
             job.roles = {t.name: r for r, t in enumerate(spec.tasks)}
-            self.api.create(copy.deepcopy(dict(spec.manifest)))
+            if spec.manifest is not None:
+                manifest = copy.deepcopy(dict(spec.manifest))
+            else:
+                manifest = volcano_job(spec, scheduler_name=self.scheduler_name)
+            self.api.create(manifest)
             self.on_change()
             return
         objects = self._objects(spec)
