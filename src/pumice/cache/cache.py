@@ -28,6 +28,13 @@ and repaired (see :func:`pumice.api.hypernode.build_topology`).
 :meth:`SchedulerCache.apply` carries out a cycle's decisions through the
 :class:`~pumice.cluster.protocol.Cluster` protocol: evictions, binds, podgroup status.
 Nothing here knows whether the cluster is simulated.
+
+Gangs of other dialects come under kinds of their own
+(:data:`~pumice.cluster.protocol.GANG_KINDS`), so that PodGroups of one name in one
+namespace but of different API groups are two objects; the cache keeps every PodGroup
+record by its job's uid, which cannot collide across dialects. Their status is written
+in their own vocabulary (:mod:`pumice.cluster.gang_status`), never read: a gang's phase
+is derived from its pods (see ``derived_phase``).
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,6 +72,11 @@ from pumice.cache.model import (
     queue_fix,
     resource_space,
 )
+from pumice.cluster.gang_status import (
+    GangFacts,
+    coscheduling_status,
+    workload_podgroup_status,
+)
 from pumice.cluster.protocol import (
     DELETED,
     KINDS,
@@ -88,17 +101,28 @@ _PARSERS = {
     "Node": parse.parse_node,
     "Pod": parse.parse_pod,
     "PodGroup": gang_apis.parse_any_podgroup,  # (every dialect: see gang_apis)
+    "CoschedulingPodGroup": gang_apis.parse_coscheduling_podgroup,
+    "WorkloadPodGroup": gang_apis.parse_k8s_podgroup,
     "Queue": parse.parse_queue,
     "PriorityClass": parse.parse_priority_class,
     "PodDisruptionBudget": parse_pdb,
     "HyperNode": parse_hypernode,
     "Workload": gang_apis.parse_workload,
+    "WorkloadV1alpha2": gang_apis.parse_workload,
 }
-#: The kinds the cache lists and watches: the protocol's, and Kubernetes' Workloads
-#: (a cluster that serves none lists none).
-CACHE_KINDS = (*KINDS, *(k for k in ("Workload",) if k not in KINDS))
+#: The kinds of PodGroup records (Volcano's, and other dialects' under their own names).
+PODGROUP_KINDS = ("PodGroup", "CoschedulingPodGroup", "WorkloadPodGroup")
+WORKLOAD_KINDS = ("Workload", "WorkloadV1alpha2")
+#: The kinds the cache lists and watches: the protocol's (a cluster that serves some of
+#: them not lists none of those).
+CACHE_KINDS = KINDS
 
 HYPERNODE_API_VERSION = "topology.volcano.sh/v1alpha1"
+
+
+def _rfc3339(wall: float | None) -> str:
+    """A time as the API writes one (UTC, whole seconds; None: now)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(wall))
 
 
 def _pod_state(obj: Mapping[str, Any]) -> tuple[str, str, bool, float]:
@@ -167,9 +191,8 @@ class SchedulerCache:
         self.default_queue = default_queue
         self._parsers = dict(_PARSERS)
         if default_queue != parse.DEFAULT_QUEUE:
-            self._parsers["PodGroup"] = functools.partial(
-                gang_apis.parse_any_podgroup, default_queue=default_queue
-            )
+            for kind in PODGROUP_KINDS:
+                self._parsers[kind] = functools.partial(_PARSERS[kind], default_queue=default_queue)
         #: Queues left out of the model because of their parents: name -> reason.
         self.bad_queues: dict[str, str] = {}
         #: Node specs changed in place since the label columns were last rebuilt.
@@ -178,7 +201,17 @@ class SchedulerCache:
         self.nodes_r: dict[str, NodeSpec] = {}
         self.queues_r: dict[str, parse.QueueRecord] = {}
         self.pcs_r: dict[str, parse.PriorityClassRecord] = {}
+        #: PodGroup records of every dialect, by job uid.
         self.pgs_r: dict[str, parse.PodGroupRecord] = {}
+        #: (kind, key) of each PodGroup object -> its job uid, and back.
+        self._pg_uids: dict[tuple[str, str], str] = {}
+        self._pg_objects: dict[str, tuple[str, str]] = {}
+        #: The status of other dialects' PodGroups as last seen, by job uid (what a
+        #: status write is compared with).
+        self._gang_seen: dict[str, dict[str, Any]] = {}
+        #: Workload key -> the kind its record came from (a server serving both versions
+        #: shows each Workload twice: the v1alpha1 copy is the one read).
+        self._workload_kinds: dict[str, str] = {}
         self.pods_r: dict[str, parse.PodRecord] = {}
         self.pdbs_r: dict[str, PdbRecord] = {}
         self.hypernodes_r: dict[str, HyperNodeRecord] = {}
@@ -196,7 +229,7 @@ class SchedulerCache:
         self._topology_stale = True
         #: Each PodGroup's spec and annotations as last parsed: a write that changes
         #: neither (a status update) only re-reads the status.
-        self._pg_seen: dict[str, tuple] = {}
+        self._pg_seen: dict[tuple[str, str], tuple] = {}
         #: Base model, kept up to date by events (see the module docstring).
         self.space = ResourceSpace(())
         self.nodes = NodeTable([], self.space)
@@ -232,7 +265,7 @@ class SchedulerCache:
         self.changes = 0
         for kind in CACHE_KINDS:
             for obj in cluster.list(kind):
-                if kind == "Workload" and not gang_apis.is_kubernetes_workload(obj):
+                if kind in WORKLOAD_KINDS and not gang_apis.is_kubernetes_workload(obj):
                     continue
                 key = object_key(kind, obj)
                 if on_bad is None:
@@ -281,15 +314,28 @@ class SchedulerCache:
             self.queues_r[key] = rec
         elif kind == "PriorityClass":
             self.pcs_r[key] = rec
-        elif kind == "PodGroup":
-            self.pgs_r[key] = rec
+        elif kind in PODGROUP_KINDS:
+            prev = self._pg_uids.get((kind, key))
+            if prev is not None and prev != rec.uid:  # (now of another API group)
+                self.pgs_r.pop(prev, None)
+                self._pg_objects.pop(prev, None)
+                self._gang_seen.pop(prev, None)
+            self.pgs_r[rec.uid] = rec
+            self._pg_uids[(kind, key)] = rec.uid
+            self._pg_objects[rec.uid] = (kind, key)
+            if rec.api != "volcano":
+                self._gang_seen[rec.uid] = copy.deepcopy(dict(obj.get("status") or {}))
             self.latest = max(self.latest, rec.creation)
         elif kind == "PodDisruptionBudget":
             self.pdbs_r[key] = rec
         elif kind == "HyperNode":
             self.hypernodes_r[key] = rec
-        elif kind == "Workload":  # (keyed namespace/name, whatever the store's key)
-            self.workloads_r[f"{rec.namespace}/{rec.name}"] = rec
+        elif kind in WORKLOAD_KINDS:  # (keyed namespace/name, whatever the store's key)
+            wkey = f"{rec.namespace}/{rec.name}"
+            if kind != "Workload" and self._workload_kinds.get(wkey) == "Workload":
+                return self.workloads_r[wkey]  # (the v1alpha1 copy is read)
+            self.workloads_r[wkey] = rec
+            self._workload_kinds[wkey] = kind
             self.latest = max(self.latest, rec.creation)
         else:
             self.pods_r[key] = rec
@@ -301,7 +347,7 @@ class SchedulerCache:
         self.changes += 1
         if kind == "Pod":
             self._handle_pod(ev)
-        elif kind == "PodGroup":
+        elif kind in PODGROUP_KINDS:
             self._handle_podgroup(ev)
         elif kind == "PodDisruptionBudget":  # read at snapshot time: no model to update
             if ev.type == DELETED:
@@ -310,7 +356,7 @@ class SchedulerCache:
                 self._record(kind, key, ev.obj)
         elif kind == "HyperNode":
             self._handle_hypernode(ev)
-        elif kind == "Workload":
+        elif kind in WORKLOAD_KINDS:
             self._handle_workload(ev)
         elif kind == "Node" and ev.type != DELETED and key in self.nodes_r and not self._stale:
             self._handle_node_update(key, ev.obj)
@@ -438,33 +484,42 @@ class SchedulerCache:
         self._place(task, new_node)
 
     def _handle_podgroup(self, ev: WatchEvent) -> None:
-        key = ev.key
+        kind, key = ev.kind, ev.key
         if ev.type == DELETED:
-            old = self.pgs_r.pop(key, None)
-            self._pg_seen.pop(key, None)
+            uid = self._pg_uids.pop((kind, key), None)
+            self._pg_seen.pop((kind, key), None)
+            if uid is None:
+                return
+            self.pgs_r.pop(uid, None)
+            self._pg_objects.pop(uid, None)
+            self._gang_seen.pop(uid, None)
             if not self._stale:
-                self._drop_job(old.uid if old is not None else key)
+                self._drop_job(uid)
             return
-        old = self.pgs_r.get(key)
+        prev = self._pg_uids.get((kind, key))
+        old = self.pgs_r.get(prev) if prev is not None else None
         spec = ev.obj.get("spec")
         annotations = (ev.obj.get("metadata") or {}).get("annotations")
         now_seen = (ev.obj.get("apiVersion"), spec, annotations)
-        seen = self._pg_seen.get(key)
+        seen = self._pg_seen.get((kind, key))
         if old is not None and seen is not None and seen == now_seen:
             if old.api != "volcano":
-                self.changes -= 1  # (another scheduler's status: nothing pumice reads)
+                # Its status is pumice's own writing in another vocabulary: kept to
+                # compare the next write with, and not read.
+                self._gang_seen[old.uid] = copy.deepcopy(dict(ev.obj.get("status") or {}))
+                self.changes -= 1
                 return
             # Only the status moved (the scheduler's own writes, mostly): read that.
             try:
                 phase, conditions, counts = parse.podgroup_status(ev.obj)
             except InputError as err:
                 raise err.located(obj=f"PodGroup {key}") from None
-            rec = self.pgs_r[key] = dataclasses.replace(
+            rec = self.pgs_r[old.uid] = dataclasses.replace(
                 old, phase=phase, conditions=conditions, counts=counts
             )
         else:
-            rec = self._record("PodGroup", key, ev.obj)
-            self._pg_seen[key] = copy.deepcopy(now_seen)
+            rec = self._record(kind, key, ev.obj)
+            self._pg_seen[(kind, key)] = copy.deepcopy(now_seen)
         if self._stale:
             return
         if old is not None and old.uid != rec.uid:
@@ -513,13 +568,17 @@ class SchedulerCache:
             return
         meta = ev.obj.get("metadata") or {}
         key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+        if ev.kind != "Workload" and self._workload_kinds.get(key, ev.kind) != ev.kind:
+            self.changes -= 1  # (the v1alpha2 copy of a v1alpha1 Workload: not read)
+            return
         if ev.type == DELETED:
+            self._workload_kinds.pop(key, None)
             if self.workloads_r.pop(key, None) is None:
                 self.changes -= 1
                 return
         else:
             old = self.workloads_r.get(key)
-            if self._record("Workload", ev.key, ev.obj) == old:
+            if self._record(ev.kind, ev.key, ev.obj) == old:
                 self.changes -= 1  # (the same spec)
                 return
         if self._stale:
@@ -831,13 +890,20 @@ class SchedulerCache:
                 out.bound.append((pod, node))
             else:
                 out.refused.append(pod)
+        bound_now: dict[str, int] = {}
+        for pod, _ in out.bound:
+            task = self.tasks.get(pod)
+            if task is not None and task.job is not None:
+                bound_now[task.job] = bound_now.get(task.job, 0) + 1
         for uid, upd in decisions.podgroups.items():
             rec = self.pgs_r.get(uid)
-            if rec is not None and rec.api != "volcano":
-                rec = None  # (a PodGroup of another API group: its job uid differs)
-            if upd.phase and rec is None:
-                self._remember_admission(uid, upd.phase, out)
-            if not upd.phase or rec is None:
+            if rec is None or rec.api != "volcano":
+                if upd.phase:
+                    self._remember_admission(uid, upd.phase, out)
+                if rec is not None:
+                    self._write_gang_status(rec, upd, bound_now.get(uid, 0))
+                continue
+            if not upd.phase:
                 continue
             if rec.phase != upd.phase:
                 out.phases.append(uid)
@@ -854,6 +920,39 @@ class SchedulerCache:
                 failed=upd.failed,
             )
         return out
+
+    def _write_gang_status(self, rec: parse.PodGroupRecord, upd: Any, bound_now: int) -> None:
+        """Write the status of another dialect's PodGroup, in its vocabulary, when it
+        differs from what the object says (``bound_now``: this cycle's binds of its
+        pods, not seen on the watch yet)."""
+        uid = rec.uid
+        job, where = self.jobs.get(uid), self._pg_objects.get(uid)
+        if job is None or where is None:
+            return
+        unschedulable = next(
+            (str(c.get("message") or "") for c in upd.conditions
+             if c.get("type") == "Unschedulable" and c.get("status") == "True"),
+            "",
+        )  # fmt: skip
+        facts = GangFacts(
+            min_member=job.min_available,
+            pods=len(job.tasks),
+            scheduled=bound_now + sum(1 for t in job.tasks.values() if t.node is not None),
+            running=upd.running,
+            succeeded=upd.succeeded,
+            failed=upd.failed,
+            unschedulable="" if bound_now else unschedulable,
+        )
+        seen = self._gang_seen.get(uid) or {}
+        now = _rfc3339(self.clock() if self.clock is not None else None)
+        kind = where[0]
+        if kind == "CoschedulingPodGroup":
+            status: dict[str, Any] | None = coscheduling_status(facts, seen, now)
+        else:
+            status = workload_podgroup_status(facts, seen, now)
+        if status is None or all(seen.get(k) == v for k, v in status.items()):
+            return  # (what the object already says)
+        self.cluster.update_gang_status(kind, where[1], status)
 
     def _remember_admission(self, uid: str, phase: str, out: ApplyResult) -> None:
         """A cycle admitted (or gave back) a gang of another dialect, whose status pumice

@@ -18,7 +18,9 @@ arrives after the write that caused it. The proven schedulers answer with
   ``eviction_api``) and shows the pod terminating at once, the same way.
 - ``update_podgroup_status`` shows the new status at once and writes it through the
   status subresource (a JSON merge patch: it cannot conflict) on a writer thread; the
-  server's answer is queued as the podgroup's latest state.
+  server's answer is queued as the podgroup's latest state. ``update_gang_status`` does
+  the same for the gang objects of other dialects (coscheduling's and Kubernetes'
+  PodGroups); writes of one object not started yet are coalesced into the latest.
 
 Events from the server older than the latest one already delivered for an object are
 dropped (resource versions compared as numbers where they are numbers, which is what
@@ -50,7 +52,7 @@ from pumice.cluster.kube_client import (
     rfc3339,
     status_message,
 )
-from pumice.cluster.protocol import ADDED, DELETED, KINDS, MODIFIED, WatchEvent
+from pumice.cluster.protocol import ADDED, DELETED, GANG_KINDS, KINDS, MODIFIED, WatchEvent
 
 log = logging.getLogger("pumice.cluster")
 
@@ -60,6 +62,8 @@ BIND_WORKERS = 16
 STATUS_WORKERS = 4
 #: Attempts for a write that got no answer (connection refused, timeout).
 WRITE_ATTEMPTS = 5
+#: The kinds whose status the scheduler writes and shows at once.
+STATUS_KINDS = frozenset({"PodGroup", *GANG_KINDS})
 
 
 def _version_number(rv: str) -> int | None:
@@ -166,8 +170,8 @@ class KubeCluster:
         self._assumed: dict[str, str] = {}
         #: pod key -> deletion time: evictions not yet seen on the watch.
         self._evicting: dict[str, str] = {}
-        #: podgroup key -> status written (or being written) by us, not yet seen.
-        self._pg_status: dict[str, dict[str, Any]] = {}
+        #: (kind, key) -> status written (or being written) by us, not yet seen.
+        self._pg_status: dict[tuple[str, str], dict[str, Any]] = {}
         self.informers = {
             k: Informer(client, k, self._on_event, stop=self._stop) for k in self.kinds
         }
@@ -276,8 +280,8 @@ class KubeCluster:
                 if kind == "Pod":
                     self._assumed.pop(key, None)
                     self._evicting.pop(key, None)
-                elif kind == "PodGroup":
-                    self._pg_status.pop(key, None)
+                elif kind in STATUS_KINDS:
+                    self._pg_status.pop((kind, key), None)
                 if key in self.objects[kind]:
                     self._deliver(DELETED, kind, key, obj)
                 return
@@ -314,8 +318,8 @@ class KubeCluster:
                 else:
                     obj = copy.copy(obj)
                     obj["metadata"] = {**meta, "deletionTimestamp": stamp}
-        elif kind == "PodGroup":
-            status = self._pg_status.get(key)
+        elif kind in STATUS_KINDS:
+            status = self._pg_status.get((kind, key))
             if status is not None:
                 obj = copy.copy(obj)
                 obj["status"] = {**(obj.get("status") or {}), **status}
@@ -491,27 +495,40 @@ class KubeCluster:
             pg = self.objects.get("PodGroup", {}).get(key)
             if pg is None:
                 return False
-            self._pg_status[key] = status
-            self._deliver(MODIFIED, "PodGroup", key, self._overlay("PodGroup", key, pg))
-        self._submit(("PodGroup", key), lambda: self._write_pg_status(key, status))
+        return self._show_status("PodGroup", key, status)
+
+    def update_gang_status(self, kind: str, key: str, status: Mapping[str, Any]) -> bool:
+        """Show ``status`` merged into the object now; merge-patch it on a writer."""
+        if kind not in GANG_KINDS:
+            raise ValueError(f"{kind} is not a gang kind of another dialect")
+        return self._show_status(kind, key, dict(status))
+
+    def _show_status(self, kind: str, key: str, status: dict[str, Any]) -> bool:
+        with self._lock:
+            obj = self.objects.get(kind, {}).get(key)
+            if obj is None:
+                return False
+            self._pg_status[(kind, key)] = status
+            self._deliver(MODIFIED, kind, key, self._overlay(kind, key, obj))
+        self._submit((kind, key), lambda: self._write_pg_status(kind, key, status))
         return True
 
-    def _write_pg_status(self, key: str, status: dict[str, Any]) -> bool:
+    def _write_pg_status(self, kind: str, key: str, status: dict[str, Any]) -> bool:
         answer = None
         try:
-            answer = self.patch_status("PodGroup", key, {"status": status})
+            answer = self.patch_status(kind, key, {"status": status})
         finally:
-            self._pg_written(key, status, answer)
+            self._pg_written(kind, key, status, answer)
         return answer is not None
 
-    def _pg_written(self, key: str, status: dict[str, Any], answer: Any) -> None:
+    def _pg_written(self, kind: str, key: str, status: dict[str, Any], answer: Any) -> None:
         with self._lock:
-            if self._pg_status.get(key) is status:
-                del self._pg_status[key]
+            if self._pg_status.get((kind, key)) is status:
+                del self._pg_status[(kind, key)]
         if answer is None:
-            self._reveal("PodGroup", key)
+            self._reveal(kind, key)
         else:
-            self._answer("PodGroup", key, answer)
+            self._answer(kind, key, answer)
 
     # -- writes beyond the protocol (the runner's) --------------------------------------
 

@@ -82,6 +82,11 @@ RESOURCES: dict[str, Resource] = {
         Resource("PriorityClass", "/apis/scheduling.k8s.io/v1", "priorityclasses", False),
         Resource("PodDisruptionBudget", "/apis/policy/v1", "poddisruptionbudgets", True),
         Resource("HyperNode", "/apis/topology.volcano.sh/v1alpha1", "hypernodes", False),
+        # The gangs of other dialects (pumice.api.gang_apis), by kind names of their own.
+        Resource("CoschedulingPodGroup", "/apis/scheduling.x-k8s.io/v1alpha1", "podgroups", True),
+        Resource("WorkloadPodGroup", "/apis/scheduling.k8s.io/v1alpha2", "podgroups", True),
+        Resource("Workload", "/apis/scheduling.k8s.io/v1alpha1", "workloads", True),
+        Resource("WorkloadV1alpha2", "/apis/scheduling.k8s.io/v1alpha2", "workloads", True),
         Resource("Lease", "/apis/coordination.k8s.io/v1", "leases", True),
         # What the controllers read and write (pumice.controllers).
         Resource("Job", "/apis/batch.volcano.sh/v1alpha1", "jobs", True),
@@ -108,6 +113,10 @@ API_VERSIONS: dict[str, str] = {
     "PriorityClass": "scheduling.k8s.io/v1",
     "PodDisruptionBudget": "policy/v1",
     "HyperNode": "topology.volcano.sh/v1alpha1",
+    "CoschedulingPodGroup": "scheduling.x-k8s.io/v1alpha1",
+    "WorkloadPodGroup": "scheduling.k8s.io/v1alpha2",
+    "Workload": "scheduling.k8s.io/v1alpha1",
+    "WorkloadV1alpha2": "scheduling.k8s.io/v1alpha2",
     "Lease": "coordination.k8s.io/v1",
     "Job": "batch.volcano.sh/v1alpha1",
     "Command": "bus.volcano.sh/v1alpha1",
@@ -121,7 +130,12 @@ API_VERSIONS: dict[str, str] = {
 }
 
 #: The ``kind`` field of each kind name that differs from it (the API's own kind).
-API_KINDS: dict[str, str] = {"BatchJob": "Job"}
+API_KINDS: dict[str, str] = {
+    "BatchJob": "Job",
+    "CoschedulingPodGroup": "PodGroup",
+    "WorkloadPodGroup": "PodGroup",
+    "WorkloadV1alpha2": "Workload",
+}
 
 
 def _decode(data: bytes) -> Any:

@@ -10,12 +10,15 @@ late sees the object as it is now, which is what a level-based consumer (the cac
 wants. Timestamps come from ``clock`` (simulated seconds in ``simulate``).
 
 It holds objects of any kind; those of :data:`~pumice.cluster.protocol.KINDS` (the
-scheduler's, HyperNodes included) have a store from the start, so listing one that
-was never created gives none.
+scheduler's, HyperNodes and other dialects' gangs included) have a store from the start,
+so listing one that was never created gives none. A ``PodGroup`` of another API group than
+Volcano's is kept under its dialect's kind (:func:`~pumice.cluster.protocol.store_kind`),
+so that PodGroups of one name in one namespace but of different groups do not collide.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -24,9 +27,12 @@ from pumice.cluster.protocol import (
     DELETED,
     KINDS,
     MODIFIED,
+    NAMESPACED,
+    PODGROUP_KINDS,
     WatchEvent,
     condition_key,
     object_key,
+    store_kind,
 )
 from pumice.errors import InputError
 
@@ -77,6 +83,19 @@ class MemoryCluster:
     def get(self, kind: str, key: str) -> dict[str, Any] | None:
         return self.objects.get(kind, {}).get(key)
 
+    def _resolve(self, kind: str, key: str) -> tuple[str, str]:
+        """Where a caller's (kind, key) is held: a namespaced key without a namespace
+        is in ``default``, and ``PodGroup`` names a PodGroup of any API group when
+        Volcano's has none of that key (what callers that read ``kind`` from a
+        manifest ask for)."""
+        if kind in NAMESPACED and "/" not in key:
+            key = f"default/{key}"
+        if kind == "PodGroup" and key not in self.objects["PodGroup"]:
+            for other in PODGROUP_KINDS.values():
+                if key in self.objects.get(other, {}):
+                    return other, key
+        return kind, key
+
     def list(self, kind: str) -> list[dict[str, Any]]:
         store = self.objects.get(kind, {})
         return [store[k] for k in sorted(store)]
@@ -101,8 +120,9 @@ class MemoryCluster:
     # -- writing ------------------------------------------------------------------------
 
     def create(self, obj: dict[str, Any]) -> str:
-        """Add ``obj``; an object of the same kind and key already there is an error."""
-        kind = obj.get("kind")
+        """Add ``obj``; an object of the same kind and key already there is an error (a
+        PodGroup's kind is its dialect's: see :func:`store_kind`)."""
+        kind = store_kind(obj)
         if kind not in self.objects:
             self.objects[str(kind)] = {}
         key = object_key(str(kind), obj)
@@ -119,6 +139,7 @@ class MemoryCluster:
 
     def modify(self, kind: str, key: str, change: Callable[[dict[str, Any]], object]) -> bool:
         """Apply ``change`` to the object in place and tell the watchers; False if gone."""
+        kind, key = self._resolve(kind, key)
         obj = self.objects.get(kind, {}).get(key)
         if obj is None:
             return False
@@ -127,6 +148,7 @@ class MemoryCluster:
         return True
 
     def delete(self, kind: str, key: str) -> bool:
+        kind, key = self._resolve(kind, key)
         obj = self.objects.get(kind, {}).pop(key, None)
         if obj is None:
             return False
@@ -226,6 +248,20 @@ class MemoryCluster:
         status["running"], status["succeeded"], status["failed"] = running, succeeded, failed
         self.stats["status_writes"] += 1
         self._emit(MODIFIED, "PodGroup", key, pg)
+        return True
+
+    def update_gang_status(self, kind: str, key: str, status: Mapping[str, Any]) -> bool:
+        """Merge ``status`` into the object's status; a merge that changes nothing is
+        dropped (no watch event)."""
+        obj = self.objects.get(kind, {}).get(key)
+        if obj is None:
+            return False
+        old = obj.setdefault("status", {})
+        if all(old.get(k) == v for k, v in status.items()):
+            return True
+        old.update({k: copy.deepcopy(v) for k, v in status.items()})
+        self.stats["status_writes"] += 1
+        self._emit(MODIFIED, kind, key, obj)
         return True
 
 

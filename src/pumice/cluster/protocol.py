@@ -17,9 +17,16 @@ ADDED: Literal["ADDED"] = "ADDED"
 MODIFIED: Literal["MODIFIED"] = "MODIFIED"
 DELETED: Literal["DELETED"] = "DELETED"
 
-#: The kinds the scheduler reads (Volcano's informers). HyperNodes
-#: (``topology.volcano.sh``, cluster-scoped) describe the network; a cluster without
-#: their CRD has none.
+#: The gang objects of the dialects besides Volcano's (see :mod:`pumice.api.gang_apis`),
+#: each under a kind name of its own, so that PodGroups of one name in one namespace but
+#: of different API groups never share a key: coscheduling's ``scheduling.x-k8s.io``
+#: PodGroup, Kubernetes' ``scheduling.k8s.io/v1alpha2`` PodGroup, and Kubernetes'
+#: Workloads (``v1alpha1``; ``v1alpha2`` is listed apart: a server that serves both
+#: versions shows each Workload twice). ``PodGroup`` is Volcano's.
+GANG_KINDS = ("CoschedulingPodGroup", "WorkloadPodGroup", "Workload", "WorkloadV1alpha2")
+#: The kinds the scheduler reads (Volcano's informers, and the gang objects of other
+#: dialects). HyperNodes (``topology.volcano.sh``, cluster-scoped) describe the network;
+#: a cluster without their CRD has none, as one without a dialect's CRD has none of it.
 KINDS = (
     "Node",
     "Pod",
@@ -28,13 +35,24 @@ KINDS = (
     "PriorityClass",
     "PodDisruptionBudget",
     "HyperNode",
+    *GANG_KINDS,
 )
+#: The kind ``kind: PodGroup`` objects of each API group are kept under.
+PODGROUP_KINDS = {
+    "scheduling.volcano.sh": "PodGroup",
+    "scheduling.x-k8s.io": "CoschedulingPodGroup",
+    "scheduling.k8s.io": "WorkloadPodGroup",
+}
 #: Kinds keyed ``namespace/name``: the scheduler's, and those the controllers read and
 #: write (:mod:`pumice.controllers`).
 NAMESPACED = frozenset(
     {
         "Pod",
         "PodGroup",
+        "CoschedulingPodGroup",
+        "WorkloadPodGroup",
+        "Workload",
+        "WorkloadV1alpha2",
         "PodDisruptionBudget",
         "Job",
         "Command",
@@ -72,6 +90,19 @@ def condition_key(conditions: Iterable[Mapping[str, Any]]) -> tuple:
     )
 
 
+def store_kind(obj: Mapping[str, Any]) -> str:
+    """The kind an object is kept under: its ``kind``, except a ``PodGroup`` of another
+    API group than Volcano's (none: Volcano's), kept under its dialect's kind name
+    (:data:`PODGROUP_KINDS`; a group pumice does not read stays ``PodGroup``, where the
+    cache skips it with a note)."""
+    kind = str(obj.get("kind") or "")
+    if kind != "PodGroup":
+        return kind
+    api_version = obj.get("apiVersion")
+    group = api_version.rpartition("/")[0] if isinstance(api_version, str) else ""
+    return PODGROUP_KINDS.get(group, "PodGroup")
+
+
 def object_key(kind: str, obj: Mapping[str, Any]) -> str:
     """``namespace/name`` for namespaced kinds, ``name`` otherwise."""
     meta = obj.get("metadata") or {}
@@ -103,8 +134,12 @@ class Cluster(Protocol):
     - ``evict`` starts a graceful deletion (the pod turns terminating and keeps its node
       until the kubelet releases it); evicting a pod that is gone or already terminating
       returns ``False``.
-    - ``update_podgroup_status`` writes phase and conditions; a missing podgroup is
-      ignored (``False``).
+    - ``update_podgroup_status`` writes phase and conditions of a Volcano PodGroup; a
+      missing podgroup is ignored (``False``).
+    - ``update_gang_status`` merges ``status`` (the fields of another dialect's status,
+      :mod:`pumice.cluster.gang_status`) into the status of the object ``kind`` ``key``
+      (one of :data:`GANG_KINDS`); a missing object is ignored (``False``). A write
+      that changes nothing makes no watch event.
     """
 
     def list(self, kind: str) -> list[Mapping[str, Any]]: ...
@@ -125,3 +160,5 @@ class Cluster(Protocol):
         succeeded: int = 0,
         failed: int = 0,
     ) -> bool: ...
+
+    def update_gang_status(self, kind: str, key: str, status: Mapping[str, Any]) -> bool: ...
