@@ -18,7 +18,10 @@ HyperNodes (``topology.volcano.sh``) are optional: without their CRD the start s
 and jobs with a network-topology constraint are placed as if the cluster had none; the
 CRD installed later is picked up on the informer's next list. What the HyperNode tree
 leaves unsaid (nodes in no HyperNode, members that match nothing) is logged when the
-tree changes.
+tree changes. The gang APIs of other dialects (coscheduling's PodGroups, Kubernetes'
+Workloads and PodGroups) are optional the same way: the start logs which are served and
+which are not (the pods of a dialect not served wait for their group), and says so
+again when that changes.
 
 With ``controllers`` (``pumice run --controllers``), Volcano's controllers run on a
 thread beside the loop (:class:`~pumice.controllers.command.ControllerLoop`), over their
@@ -47,6 +50,14 @@ from pumice.run.report import Reporter
 from pumice.scheduler import Scheduler
 
 log = logging.getLogger("pumice.run")
+
+#: The gang APIs of other dialects, by the cluster's kind name: what the start says.
+GANG_APIS = {
+    "CoschedulingPodGroup": "scheduling.x-k8s.io/v1alpha1 podgroups (coscheduling)",
+    "Workload": "scheduling.k8s.io/v1alpha1 workloads",
+    "WorkloadPodGroup": "scheduling.k8s.io/v1alpha2 podgroups",
+    "WorkloadV1alpha2": "scheduling.k8s.io/v1alpha2 workloads",
+}
 
 #: How long SIGTERM waits for binds in flight before abandoning them.
 DRAIN_SECONDS = 10.0
@@ -108,6 +119,8 @@ class Runner:
         self._topology: Any = None
         self._topology_notes: set[str] = set()
         self._hypernodes_served: bool | None = None
+        #: Whether each gang API of another dialect was served, as last said.
+        self._gang_served: dict[str, bool] = {}
         self.last_decisions: Any = None
         self.cluster = KubeCluster(
             client,
@@ -181,6 +194,7 @@ class Runner:
                 len(cluster.list("HyperNode")),
             )  # fmt: skip
             self._hypernodes()
+            self._gang_apis()
             self._loop()
         finally:
             self._shutdown()
@@ -218,6 +232,7 @@ class Runner:
                 self._reloaded(reload)
             cache.sync()
             self._hypernodes()
+            self._gang_apis()
             leading = self.may_write()
             if self.metrics is not None:
                 self.metrics.set_leader(leading)
@@ -261,6 +276,22 @@ class Runner:
             if note not in self._topology_notes:
                 log.info("HyperNodes: %s", note)
         self._topology_notes = set(notes)
+
+    def _gang_apis(self) -> None:
+        """Say which gang APIs of other dialects are served (at the start: all of them,
+        served and not; later: those that changed)."""
+        served = {kind: self.cluster.served(kind) for kind in GANG_APIS}
+        if served == self._gang_served:
+            return
+        first = not self._gang_served
+        changed = [k for k in GANG_APIS if first or served[k] != self._gang_served.get(k)]
+        self._gang_served = served
+        yes = [GANG_APIS[k] for k in changed if served[k]]
+        no = [GANG_APIS[k] for k in changed if not served[k]]
+        if yes:
+            log.info("gang APIs served: %s", ", ".join(yes))
+        if no:
+            log.info("gang APIs not installed: %s (pods of that dialect wait)", ", ".join(no))
 
     def _cycle(self, cache: SchedulerCache) -> None:
         start = time.perf_counter()
