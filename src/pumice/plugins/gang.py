@@ -4,7 +4,8 @@ Registers: job_valid (enough tasks exist at all), job_ready (enough are placed),
 job_pipelined (enough are placed or waiting on releasing resources), job_order (jobs
 not yet ready before ready ones, so that gangs complete before extras are added),
 preemptable/reclaimable (never take a job below its minimum), job_starving. On close it
-sets each PodGroup's Scheduled / Unschedulable condition.
+sets each PodGroup's Scheduled / Unschedulable condition. Gangs of the coscheduling and
+Workload dialects also time out (:mod:`pumice.plugins.gang_timeout`).
 
 Argument ``gang.bestEffortReady``: how a pending best-effort task (no cpu, memory or
 extended-resource request: allocate leaves it to backfill) counts toward the gang.
@@ -43,6 +44,8 @@ from pumice.errors import InputError
 from pumice.framework.best_effort import BestEffortRoom
 from pumice.framework.decisions import PodGroupUpdate
 from pumice.framework.session import Session
+from pumice.plugins.gang_timeout import ARGUMENT_KEYS as TIMEOUT_KEYS
+from pumice.plugins.gang_timeout import GangTimeouts
 
 #: The argument saying how pending best-effort tasks count toward a gang.
 BEST_EFFORT_READY = "gang.bestEffortReady"
@@ -157,7 +160,7 @@ def _with_sub_groups(
 
 class GangPlugin:
     name = "gang"
-    argument_keys = (BEST_EFFORT_READY,)
+    argument_keys = (BEST_EFFORT_READY, *TIMEOUT_KEYS)
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments
@@ -169,6 +172,8 @@ class GangPlugin:
                 field=f"arguments.{BEST_EFFORT_READY}",
             )
         self.best_effort_ready = mode
+        #: Timeouts of the coscheduling and Workload gangs (see plugins.gang_timeout).
+        self.timeouts = GangTimeouts(arguments)
         #: Is the job ready as the cycle ends (for its condition)? Set at open.
         self._ready_now: Callable[[JobInfo], bool] = JobInfo.is_ready
 
@@ -201,9 +206,10 @@ class GangPlugin:
 
         job_order.key = lambda j: int(j.is_ready())  # type: ignore[attr-defined]
         valid, pipelined = _valid, _pipelined
-        if any(j.sub_groups for j in ssn.jobs.values()):
+        # (Only active jobs are asked whether they are valid or ready.)
+        if any(j.sub_groups for j in ssn.active.values()):
             valid, ready, pipelined = _with_sub_groups(ssn, valid, ready, pipelined)
-        ssn.on("job_valid", self.name, valid)
+        ssn.on("job_valid", self.name, self.timeouts.valid(ssn, valid))
         ssn.on("job_ready", self.name, ready)
         ssn.on("job_pipelined", self.name, pipelined)
         ssn.on("subjob_ready", self.name, lambda sj: sj.is_ready())
@@ -231,6 +237,7 @@ class GangPlugin:
             if job.waiting_num():
                 msg += f" ({job.waiting_num()} pipelined onto resources being released)"
             set_condition(ssn, job.uid, UNSCHEDULABLE, NOT_ENOUGH_RESOURCES, msg)
+        self.timeouts.close(ssn, self._ready_now, set_condition)
 
 
 def set_condition(ssn: Session, uid: str, ctype: str, reason: str, message: str = "") -> None:
