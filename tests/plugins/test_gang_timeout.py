@@ -89,7 +89,7 @@ def test_partial_gang_times_out_gives_up_backs_off_and_is_tried_again() -> None:
     assert d["pipelined"] == {} and d["binds"] == {}
     assert ("Unschedulable", "ScheduleTimeout") in conditions(d, uid)
     reason = d["pending"][uid]
-    assert "timed out" in reason and "60s (scheduleTimeoutSeconds)" in reason
+    assert "timed out" in reason and "60s later (scheduleTimeoutSeconds)" in reason
     assert "gave up 2 places" in reason
     assert "backing off until 2026-01-01T00:01:30Z" in reason
 
@@ -141,7 +141,7 @@ def test_workload_gangs_time_out_after_five_minutes_and_back_off_as_pods_do(
     assert cycle(sched, objs, 299, carried)["pipelined"] == PIPELINED
     d = cycle(sched, objs, 300, carried)
     assert d["pipelined"] == {}
-    assert "300s (the Workload gang timeout)" in d["pending"][uid]
+    assert "300s later (the Workload gang timeout)" in d["pending"][uid]
     assert "backing off until 2026-01-01T00:05:01Z" in d["pending"][uid]
     assert cycle(sched, objs, 301, carried)["pipelined"] == PIPELINED
     d = cycle(sched, objs, 601, carried)
@@ -163,7 +163,7 @@ def test_coscheduling_without_a_timeout_waits_the_permit_waiting_time() -> None:
         cycle(sched, objs, 0, carried)
         assert cycle(sched, objs, limit - 1, carried)["pipelined"] == PIPELINED
         d = cycle(sched, objs, limit, carried)
-        assert f"{limit}s (the permit waiting time)" in d["pending"][UIDS["coscheduling"]]
+        assert f"{limit}s later (the permit waiting time)" in d["pending"][UIDS["coscheduling"]]
 
 
 def test_gang_that_completes_within_its_timeout_is_untouched() -> None:
@@ -225,3 +225,32 @@ def test_negative_seconds_are_refused(key: str) -> None:
 
 def test_pod_backoff_doubles_up_to_ten_seconds() -> None:
     assert [pod_backoff(n) for n in range(1, 7)] == [1, 2, 4, 8, 10, 10]
+
+
+def test_the_scheduler_cache_keeps_the_clocks_on_its_virtual_clock() -> None:
+    """As in ``pumice simulate``: one cache over an in-memory cluster, its snapshots'
+    "now" the virtual clock; the clocks live in the cache's ``carried`` between cycles,
+    and the gang bound once the terminating pod is gone has none left."""
+    from pumice.cache.cache import SchedulerCache
+    from pumice.cluster.memory import MemoryCluster
+
+    at = [0.0]
+    store = MemoryCluster(clock=lambda: T0 + at[0])
+    store.create_all(objects("coscheduling"))
+    cache = SchedulerCache(store, clock=lambda: T0 + at[0])
+    sched, uid = scheduler(**{"gang.podGroupBackoffSeconds": 30}), UIDS["coscheduling"]
+
+    def step(t: float) -> dict:
+        at[0] = t
+        decisions = sched.cycle(cache.snapshot())
+        cache.apply(decisions)
+        return decisions.to_json()
+
+    assert step(0)["pipelined"] == PIPELINED
+    d = step(60)
+    assert d["pipelined"] == {} and "backing off until 2026-01-01T00:01:30Z" in d["pending"][uid]
+    assert "backing off" in step(75)["pending"][uid]
+    assert step(90)["pipelined"] == PIPELINED
+    store.delete("Pod", "default/old")
+    d = step(100)
+    assert d["binds"] == PIPELINED and uid not in cache.carried[CARRY_KEY]

@@ -217,9 +217,9 @@ class GangTimeouts:
             clock.timeout, clock.source = limit, source
             held = f"; gave up {given} places it held" if given else ""
             message = (
-                f"gang timed out: not ready {limit:g}s ({source}) after its scheduling "
-                f"started at {stamp(clock.start)}{held}; backing off until "
-                f"{stamp(clock.until)}, tried again then"
+                f"gang timed out: its scheduling started at {stamp(clock.start)} and it was "
+                f"not ready {limit:g}s later ({source}){held}; backing off until "
+                f"{stamp(clock.until)}, then tried again"
             )
             condition(ssn, uid, "Unschedulable", TIMED_OUT, message)
             ssn.invalid[uid] = (job, message)  # its pending reason; nothing places it now
