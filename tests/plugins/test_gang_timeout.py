@@ -254,3 +254,16 @@ def test_the_scheduler_cache_keeps_the_clocks_on_its_virtual_clock() -> None:
     store.delete("Pod", "default/old")
     d = step(100)
     assert d["binds"] == PIPELINED and uid not in cache.carried[CARRY_KEY]
+
+
+def test_a_gang_short_of_pods_loses_its_clock() -> None:
+    """A pod of the gang is gone for a while (the gang waits for it, not tried): its
+    clock starts afresh when the pod is back, so it does not time out at once."""
+    sched, objs, carried = scheduler(), objects("coscheduling"), {}
+    uid = UIDS["coscheduling"]
+    cycle(sched, objs, 0, carried)
+    short = cycle(sched, without(objs, "train-1"), 30, carried)
+    assert "not enough valid tasks" in short["pending"][uid]
+    assert cycle(sched, objs, 70, carried)["pipelined"] == PIPELINED
+    assert cycle(sched, objs, 129, carried)["pipelined"] == PIPELINED
+    assert "timed out" in cycle(sched, objs, 130, carried)["pending"][uid]

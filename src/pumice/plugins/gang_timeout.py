@@ -15,7 +15,8 @@ and whose gang needs at least two pods, :class:`GangTimeouts` keeps a :class:`Cl
 
 - the clock starts in the first cycle that finds the gang admitted, valid and not ready
   (for a coscheduling PodGroup whose status has ``scheduleStartTime``, and no clock yet,
-  at that time);
+  at that time); a gang that is not valid (too few pods) is not tried, and loses its
+  clock;
 - a cycle that ends with the gang still not ready once the clock has passed its
   timeout times it out: the places it holds uncommitted (pipelined onto releasing
   resources, or allocated for a gang not yet whole) are given back, its podgroup update
@@ -193,6 +194,8 @@ class GangTimeouts:
                 reason = ssn.invalid[uid][1]
                 if clock is not None and reason == backoff_reason(clock):
                     condition(ssn, uid, "Unschedulable", BACKING_OFF, reason)
+                elif clock is not None:
+                    del clocks[uid]  # type: ignore[union-attr]  # too few pods: not tried
                 continue
             if job.is_pending():
                 continue  # not admitted: nothing tries it yet
