@@ -116,7 +116,7 @@ def parse_coscheduling_podgroup(
 ) -> PodGroupRecord:
     """A scheduler-plugins PodGroup: ``minMember`` (0 when absent, as the CRD leaves
     it: a group with no gang), ``minResources``, ``scheduleTimeoutSeconds``, and of its
-    status only ``scheduleStartTime`` (see :data:`SCHEDULE_START_ANNOTATION`)."""
+    status only ``scheduleStartTime``."""
     spec = as_mapping(obj.get("spec"), "spec")
     rec = _group_record(
         obj,
@@ -134,26 +134,8 @@ def parse_coscheduling_podgroup(
     status = obj.get("status")
     start = as_mapping(status, "status").get("scheduleStartTime") if status is not None else None
     if start is not None and start != "":
-        at = parse.timestamp(start, "status.scheduleStartTime")
-        rec.annotations = {**rec.annotations, SCHEDULE_START_ANNOTATION: repr(at)}
+        rec.schedule_start = parse.timestamp(start, "status.scheduleStartTime")
     return rec
-
-
-#: Where a coscheduling PodGroup's ``status.scheduleStartTime`` (seconds since the epoch)
-#: reaches its job: the record and the job have no field for it, and both keep the
-#: group's annotations (read by :mod:`pumice.plugins.gang_timeout`).
-SCHEDULE_START_ANNOTATION = "pumice.io/schedule-start-time"
-
-
-def schedule_start(annotations: Mapping[str, str]) -> float | None:
-    """The scheduling start a coscheduling PodGroup's status gave (None: none)."""
-    raw = annotations.get(SCHEDULE_START_ANNOTATION)
-    if raw is None:
-        return None
-    try:
-        return float(raw)
-    except ValueError:
-        return None
 
 
 def scheduling_policy(value: Any, path: str) -> int | None:
@@ -312,7 +294,6 @@ def workload_gang(
 
 
 __all__ = [
-    "SCHEDULE_START_ANNOTATION",
     "WorkloadRecord",
     "is_kubernetes_workload",
     "is_workload_gang",
@@ -322,7 +303,6 @@ __all__ = [
     "parse_k8s_podgroup",
     "parse_workload",
     "podgroup_dialect",
-    "schedule_start",
     "workload_gang",
     "workload_prefix",
 ]

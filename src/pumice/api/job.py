@@ -80,6 +80,9 @@ class JobInfo:
     sub_groups: tuple[SubGroupPolicy, ...] = ()
     #: The PodGroup's labels (``volcano.sh/preemptable`` may be one).
     labels: dict[str, str] = field(default_factory=dict)
+    #: When the gang's scheduling started, as its group's status says (coscheduling's
+    #: ``scheduleStartTime``; None: not said): the timeout clock's start.
+    schedule_start: float | None = None
     #: The gang's dialect: "volcano", "coscheduling" or "workload"
     #: (see :mod:`pumice.api.gang_apis`).
     api: str = "volcano"

@@ -560,6 +560,9 @@ class PodGroupRecord:
     network_topology: NetworkTopology | None = None
     sub_groups: tuple[SubGroupPolicy, ...] = ()
     labels: dict[str, str] = field(default_factory=dict)
+    #: When scheduling of the gang started (coscheduling's ``status.scheduleStartTime``,
+    #: seconds since the epoch; None: not said).
+    schedule_start: float | None = None
     #: The dialect: "volcano", "coscheduling" or "workload" (see
     #: :mod:`pumice.api.gang_apis`).
     api: str = "volcano"

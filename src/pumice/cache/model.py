@@ -181,6 +181,7 @@ class ModelBuilder:
             labels=g.labels,
             api=g.api,
             schedule_timeout=g.schedule_timeout,
+            schedule_start=g.schedule_start,
         )
 
     def join(self, job: JobInfo, p: parse.PodRecord | TaskInfo) -> None:

@@ -47,7 +47,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pumice.api.gang_apis import schedule_start
 from pumice.api.job import JobInfo
 from pumice.api.task import TaskStatus
 from pumice.conf.arguments import Arguments
@@ -205,7 +204,7 @@ class GangTimeouts:
                 continue
             if clock is None or clock.until is not None:
                 # The first try, or the first after a backoff: the clock starts.
-                start = schedule_start(job.annotations) if clock is None else None
+                start = job.schedule_start if clock is None else None
                 timeouts = clock.timeouts if clock is not None else 0
                 clock = Clock(now if start is None else start, timeouts)
                 if clocks is None:
