@@ -23,7 +23,9 @@ from pumice.api.task import TaskStatus
 from pumice.cache.cache import SchedulerCache
 from pumice.cluster.kube import KubeCluster
 from pumice.cluster.kube_client import RESOURCES, KubeClient
+from pumice.run.events import EventRecorder
 from pumice.run.reload import ConfigWatcher
+from pumice.run.report import Reporter
 from pumice.run.runner import Runner, RunOptions
 from pumice.scheduler import Scheduler
 
@@ -147,6 +149,35 @@ def test_a_coscheduling_gang_is_bound_and_its_status_written(served):
         assert cluster.stats.writes.get("CoschedulingPodGroup:200", 0) == writes.get(
             "CoschedulingPodGroup:200", 0
         )
+    finally:
+        cluster.close()
+
+
+def test_a_waiting_coscheduling_gang_gets_its_event_on_its_own_podgroup(served):
+    """A coscheduling gang too big for the nodes waits; the Unschedulable Event with
+    its explanation is about the coscheduling PodGroup (its own API group), not about a
+    Volcano PodGroup."""
+    client, kubeconfig = served
+    k.nodes(client, 2, cpu="4")
+    cos_podgroup(client, "big", 3)
+    for i in range(3):
+        cos_pod(client, f"big-{i}", "big", cpu="4")
+    cluster = KubeCluster(KubeClient.from_config(kubeconfig))
+    cluster.start()
+    try:
+        assert cluster.wait_synced(20)
+        cache = SchedulerCache(cluster)
+        reporter = Reporter(cluster, EventRecorder(cluster.create_event, instance="test"))
+        decisions = Scheduler.from_file(None).cycle(cache.snapshot())
+        assert "default/coscheduling:big" in decisions.pending
+        reporter.after_cycle(cache, decisions, cache.apply(decisions))
+        (event,) = k.wait_for(
+            "an Unschedulable event on the PodGroup",
+            lambda: k.events_for(client, "big", "Unschedulable"),
+        )
+        ref = event["involvedObject"]
+        assert (ref["kind"], ref["apiVersion"]) == ("PodGroup", "scheduling.x-k8s.io/v1alpha1")
+        assert event["message"] == decisions.pending["default/coscheduling:big"][:1024]
     finally:
         cluster.close()
 

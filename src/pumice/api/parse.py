@@ -321,6 +321,16 @@ def job_uid(api: str, namespace: str, name: str, pod_group: str = "", replica: s
     return f"{namespace}/workload:{name}:{pod_group}{tail}"
 
 
+def group_of(uid: str) -> tuple[str, str, str]:
+    """The object a job uid of :func:`job_uid` names: (``volcano``, ``coscheduling``,
+    ``podgroup`` or ``workload``, its namespace, its name)."""
+    namespace, _, rest = uid.partition("/")
+    prefix, colon, tail = rest.partition(":")
+    if not colon:
+        return "volcano", namespace, rest
+    return prefix, namespace, tail.partition(":")[0]
+
+
 def _gang_ref(spec: Mapping[str, Any], labels: Mapping[str, str]) -> GangRef | None:
     """The pod's gang outside Volcano: ``spec.schedulingGroup``, else
     ``spec.workloadRef``, else the coscheduling label."""

@@ -7,7 +7,8 @@ else users read with ``kubectl describe`` and ``kubectl get`` comes from here:
   pumice's explanation of its job, written when the explanation changes and at most
   ``conditions_per_cycle`` per cycle (a backlog of thousands is brought up to date over
   a few cycles instead of in one burst against the API server);
-- Events: ``FailedScheduling`` on pending pods, ``Unschedulable`` on their PodGroup,
+- Events: ``FailedScheduling`` on pending pods, ``Unschedulable`` on their PodGroup (or
+  the group object of their dialect: a coscheduling or Kubernetes PodGroup, a Workload),
   ``Scheduled`` on bound pods, ``Preempted``/``Evicted`` on victims, ``InvalidSpec`` on
   objects the cache had to skip (all through :class:`EventRecorder`: deduplicated and
   rate-limited);
@@ -22,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pumice.api.job import JobInfo
+from pumice.api.parse import group_of
 from pumice.api.task import TaskStatus
 from pumice.cache.cache import ApplyResult, SchedulerCache
 from pumice.cluster.kube import KubeCluster
@@ -46,6 +48,34 @@ _PHASE_COUNTS = {
     "Unknown": "unknown",
     "Completed": "completed",
 }
+
+
+#: Per gang dialect of a job uid (:func:`pumice.api.parse.group_of`): the object's kind
+#: and the kind the cluster keeps it under.
+_GROUP_KINDS = {
+    "volcano": ("PodGroup", "PodGroup"),
+    "coscheduling": ("PodGroup", "CoschedulingPodGroup"),
+    "podgroup": ("PodGroup", "WorkloadPodGroup"),
+    "workload": ("Workload", "Workload"),
+}
+
+
+def _group_object(uid: str) -> tuple[str, str, str]:
+    """(kind, the cluster's kind, key) of the group object job ``uid`` names: the one
+    its Events are about."""
+    dialect, namespace, name = group_of(uid)
+    kind, store = _GROUP_KINDS.get(dialect, ("PodGroup", "PodGroup"))
+    return kind, store, f"{namespace}/{name}"
+
+
+def _timeout_reason(decisions: Decisions, uid: str) -> str:
+    """``ScheduleTimeout`` or ``BackingOff`` when the gang's condition this cycle says
+    so (a gang of a dialect with timeouts), else ""."""
+    upd = decisions.podgroups.get(uid)
+    for c in upd.conditions if upd is not None else ():
+        if c.get("reason") in ("ScheduleTimeout", "BackingOff"):
+            return str(c["reason"])
+    return ""
 
 
 def _pod_scheduled(pod: Mapping[str, Any]) -> tuple[str, str, str] | None:
@@ -87,9 +117,11 @@ class Reporter:
         for uid, reason in decisions.pending.items():
             job = cache.jobs.get(uid)
             pods = self._pending_pods(cache, uid, job)
-            pg = self.cluster.get("PodGroup", uid)
+            kind, store, key = _group_object(uid)
+            pg = self.cluster.get(store, key)
             if pg is not None:
-                self.events.record("PodGroup", pg, "Warning", UNSCHEDULABLE, reason)
+                why = _timeout_reason(decisions, uid) or UNSCHEDULABLE
+                self.events.record(kind, pg, "Warning", why, reason)
             for key in pods:
                 pod = self.cluster.get("Pod", key)
                 if pod is None or (pod.get("spec") or {}).get("nodeName"):
