@@ -190,7 +190,7 @@ class JobController:
         self._indexed = False
         #: Per Job, what its spec was parsed from (a private copy) and the parse, so an
         #: unchanged Job is not parsed again on every reconcile.
-        self._specs: dict[str, tuple[tuple[Any, ...], JobSpec]] = {}
+        self._specs: dict[str, tuple[tuple[Any, ...], JobSpec, Any]] = {}
         #: Per Job, its PodGroup's minResources for a parse and its tasks' priorities.
         self._min_res: dict[str, tuple[JobSpec, tuple[int, ...], dict[str, str]]] = {}
 
@@ -314,7 +314,8 @@ class JobController:
 
     def _parse(self, key: str, job: Mapping[str, Any]) -> JobSpec:
         """:func:`parse_job` of ``job``, or the last parse of an equal Job (the fields
-        it reads compared with a copy taken when it was parsed)."""
+        it reads compared with a copy taken when it was parsed; the spec by its
+        ``generation`` when the store keeps one, as the API server does)."""
         meta = job.get("metadata")
         if not isinstance(meta, Mapping):
             return parse_job(
@@ -328,9 +329,15 @@ class JobController:
             meta.get("annotations"),
             job.get("spec"),
         )
+        generation = meta.get("generation")
         hit = self._specs.get(key)
-        if hit is not None and hit[0] == read:
-            return hit[1]
+        if hit is not None:
+            own, spec, parsed_at = hit
+            if isinstance(generation, int) and generation == parsed_at:
+                if own[:5] == read[:5]:
+                    return spec
+            elif own == read:
+                return spec
         own = copy.deepcopy(read)
         ns, name, uid, labels, annotations, body = own
         meta_copy = {
@@ -345,7 +352,7 @@ class JobController:
             default_queue=self.default_queue,
             default_scheduler=self.scheduler_name,
         )
-        self._specs[key] = (own, spec)
+        self._specs[key] = (own, spec, generation)
         return spec
 
     def _min_resources(self, spec: JobSpec) -> dict[str, str]:
