@@ -18,6 +18,22 @@ def test_simulate_writes_report_and_prints_summary(tmp_path, capsys):
     assert (tmp_path / "index.html").exists() and (tmp_path / "metrics.json").exists()
 
 
+def test_jobs_run_through_the_job_controller_unless_simple_jobs(tmp_path, capsys):
+    """By default every generated job is a Volcano Job driven by the job controller (its
+    final phase is reported); ``--simple-jobs`` and ``--pods-upfront`` use the PodGroup
+    model, which has no Job phases."""
+    import json
+
+    def phases(*flags: str) -> dict:
+        out = tmp_path / "-".join(flags or ("default",))
+        assert main(["simulate", *SMALL, *flags, "--out", str(out)]) == 0
+        capsys.readouterr()
+        return json.loads((out / "metrics.json").read_text())["summary"]["jobs_by_phase"]
+
+    assert sum(phases().values()) == 25
+    assert phases("--simple-jobs") == {} and phases("--pods-upfront") == {}
+
+
 def test_whatif_with_two_configs(tmp_path, capsys):
     """Two --config files give per-config reports and a comparison."""
     conf = tmp_path / "spread.yaml"
