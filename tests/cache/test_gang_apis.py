@@ -15,6 +15,7 @@ from pumice.cache.build import SourcedObject, build_snapshot
 from pumice.cache.cache import SchedulerCache
 from pumice.cache.load import load_objects
 from pumice.cluster.memory import MemoryCluster
+from pumice.cluster.protocol import store_kind
 from pumice.scheduler import Scheduler
 
 ROOT = Path(__file__).parents[1] / "scenarios" / "gang-apis"
@@ -137,8 +138,7 @@ def test_pods_wait_for_their_group_and_join_it_when_it_comes(dialect: str) -> No
     assert cache.snapshot().jobs[uid].phase == "Running"
 
     for g in groups:
-        store.delete(g["kind"], g["metadata"]["name"] if g["kind"] == "Workload" else
-                     f"default/{g['metadata']['name']}")  # fmt: skip
+        store.delete(store_kind(g), f"default/{g['metadata']['name']}")
     snap = cache.snapshot()
     assert uid in snap.blocked and uid not in snap.jobs
     for o in others:
@@ -182,7 +182,7 @@ def test_a_workload_spec_change_remakes_its_gangs() -> None:
     def two(w: dict) -> None:
         w["spec"]["podGroups"][0]["policy"]["gang"]["minCount"] = 2
 
-    store.modify("Workload", "train", two)
+    store.modify("Workload", "default/train", two)
     snap = cache.snapshot()
     assert (snap.jobs[uid].min_available, len(snap.jobs[uid].tasks)) == (2, 2)
     assert len(Scheduler.from_file(None).cycle(snap).binds) == 2

@@ -27,8 +27,6 @@ from pumice.cluster.protocol import (
     DELETED,
     KINDS,
     MODIFIED,
-    NAMESPACED,
-    PODGROUP_KINDS,
     WatchEvent,
     condition_key,
     object_key,
@@ -83,19 +81,6 @@ class MemoryCluster:
     def get(self, kind: str, key: str) -> dict[str, Any] | None:
         return self.objects.get(kind, {}).get(key)
 
-    def _resolve(self, kind: str, key: str) -> tuple[str, str]:
-        """Where a caller's (kind, key) is held: a namespaced key without a namespace
-        is in ``default``, and ``PodGroup`` names a PodGroup of any API group when
-        Volcano's has none of that key (what callers that read ``kind`` from a
-        manifest ask for)."""
-        if kind in NAMESPACED and "/" not in key:
-            key = f"default/{key}"
-        if kind == "PodGroup" and key not in self.objects["PodGroup"]:
-            for other in PODGROUP_KINDS.values():
-                if key in self.objects.get(other, {}):
-                    return other, key
-        return kind, key
-
     def list(self, kind: str) -> list[dict[str, Any]]:
         store = self.objects.get(kind, {})
         return [store[k] for k in sorted(store)]
@@ -139,7 +124,6 @@ class MemoryCluster:
 
     def modify(self, kind: str, key: str, change: Callable[[dict[str, Any]], object]) -> bool:
         """Apply ``change`` to the object in place and tell the watchers; False if gone."""
-        kind, key = self._resolve(kind, key)
         obj = self.objects.get(kind, {}).get(key)
         if obj is None:
             return False
@@ -148,7 +132,6 @@ class MemoryCluster:
         return True
 
     def delete(self, kind: str, key: str) -> bool:
-        kind, key = self._resolve(kind, key)
         obj = self.objects.get(kind, {}).pop(key, None)
         if obj is None:
             return False
