@@ -67,6 +67,7 @@ from pumice.cluster.memory import MemoryCluster
 from pumice.controllers.job import JobController
 from pumice.controllers.manager import Manager
 from pumice.errors import InputError
+from pumice.plugins.gang_timeout import CARRY_KEY, GangTimeouts
 from pumice.scheduler import Scheduler
 from pumice.sim.apiserver import SimStore, sim_keygen
 from pumice.sim.clock import ARRIVAL, CONTROLLERS, CYCLE, SAMPLE, Clock
@@ -241,6 +242,16 @@ class Simulation:
             spans=self.spans,
             slowdown=options.topology_slowdown,
         )
+        #: The gang plugin's timeouts (gangs of other dialects time out; None: no gang
+        #: plugin, so none does).
+        self.timeouts: GangTimeouts | None = None
+        for opt in scheduler.config.instances():
+            if opt.name == "gang":
+                self.timeouts = GangTimeouts(opt.arguments)
+        #: Did the last cycle change the cluster; wake-ups for timeouts since anything
+        #: else happened (see :meth:`_gang_deadline`).
+        self._changed_cluster = False
+        self._quiet_wakes = 0
         self._next_tick: float | None = None
         self._last_cycle = -math.inf  # when the last tick ran
         self._wakes: set[float] = set()  # controller wake-ups on the clock
@@ -291,11 +302,50 @@ class Simulation:
             self._next_tick = nxt
             self.clock.at(nxt, CYCLE, ("tick", nxt))
 
+    def _gang_deadline(self) -> None:
+        """A gang of another dialect that waits times out, and one that backs off is
+        tried again, at a set time, with nothing else happening then: wake for the first
+        such time (the cycle at or after it). When nothing but these wake-ups is left
+        (no arrival, no pod to end) and they change nothing, the run stops once each
+        waiting gang had about two of them: a timeout can free places another gang
+        waits for, but a gang that can never fit would otherwise retry forever."""
+        clocks = self.cache.carried.get(CARRY_KEY)
+        if not clocks or self.timeouts is None:
+            return
+        if self._changed_cluster or self.clock.busy(_HOUSEKEEPING):
+            self._quiet_wakes = 0
+        else:  # only the timeouts are left to happen: they may free a gang, not forever
+            self._quiet_wakes += 1
+            if self._quiet_wakes > 2 * len(clocks) + 2:
+                return
+        due = math.inf
+        for uid, clock in clocks.items():
+            if clock.until is not None:
+                due = min(due, clock.until)
+                continue
+            job = self.cache.jobs.get(uid)
+            if job is not None:
+                due = min(due, clock.start + self.timeouts.timeout(job)[0])
+        if due == math.inf:
+            return
+        period = self.options.period
+        t = max(math.ceil(due / period - 1e-9) * period, self._last_cycle + period)
+        if self._next_tick is None or t < self._next_tick:
+            self._next_tick = t
+            self.clock.at(t, CYCLE, ("tick", t))
+
     def _tick(self, t: float) -> None:
         if self._next_tick != t:
             return  # superseded by an earlier tick
         self._next_tick = None
         self._last_cycle = t
+        self._changed_cluster = False
+        try:
+            self._cycle(t)
+        finally:
+            self._gang_deadline()
+
+    def _cycle(self, t: float) -> None:
         cache, m = self.cache, self.metrics
         cache.sync()
         if not self.options.skip_idle and self.clock.busy(_HOUSEKEEPING):
@@ -307,6 +357,7 @@ class Simulation:
         decisions = self.scheduler.cycle(cache.snapshot())
         applied = cache.apply(decisions)
         if applied.changed():
+            self._changed_cluster = True
             self._changed_after(t)
         self.kubelet.sync()
         pending = decisions.pending

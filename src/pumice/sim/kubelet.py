@@ -56,7 +56,7 @@ from pumice.cluster.protocol import ADDED, DELETED, MODIFIED
 from pumice.controllers.store import Store
 from pumice.sim.clock import ARRIVAL, RELEASE, START, Clock
 from pumice.sim.metrics import Metrics
-from pumice.sim.objects import job_objects, volcano_job
+from pumice.sim.objects import group_key, job_objects, volcano_job
 from pumice.sim.topology import NO_SLOWDOWN, Slowdown, Spans
 from pumice.sim.workload import JobSpec
 
@@ -159,6 +159,8 @@ class Kubelet:
         self.on_work = on_work or on_change
         #: PodGroup key -> job uid, for controller-made PodGroups (named by the Job's uid).
         self.groups: dict[str, str] = {}
+        #: The group objects of other dialects (store kind, key) -> jobs that use them.
+        self.group_users: dict[tuple[str, str], int] = {}
         kinds = ("Pod", "PodGroup") if api is None else ("Pod", "PodGroup", "Job", "Event")
         self.watch = store.watch(kinds)
 
@@ -181,10 +183,13 @@ class Kubelet:
             self._release(pod)
 
     def arrive(self, spec: JobSpec) -> None:
-        uid = f"{spec.namespace}/{spec.name}"
+        uid = spec.uid
         job = JobState(uid, spec)
         self.jobs[uid] = job
         self.observer.job_submitted(self.clock.now, uid, spec)
+        if spec.dialect != "volcano":
+            self._arrive_dialect(job)
+            return
         if spec.manifest is not None or self.volcano_jobs:
             if self.api is None:
                 raise RuntimeError("a Volcano Job needs the controllers' store (api)")
@@ -205,6 +210,33 @@ class Kubelet:
         else:
             self._create_pods(job, objects[1:])
         self.on_change()
+
+    def _arrive_dialect(self, job: JobState) -> None:
+        """A gang of another dialect: its group object, in that dialect, and its pods at
+        once (no controller of those dialects waits for an admission: their pods come
+        from a Deployment, a batch Job or a JobSet, which makes them right away). A
+        Workload is made by its first gang to arrive and serves them all."""
+        objects = self._objects(job.spec)
+        key = group_key(job.spec)
+        users = self.group_users.get(key, 0)
+        if users == 0:
+            self.store.create(objects[0])
+        self.group_users[key] = users + 1
+        self._create_pods(job, objects[1:])
+        self.on_change()
+
+    def _drop_group(self, spec: JobSpec) -> None:
+        """The job is over: its group object goes with it (a Workload with the last of
+        its gangs)."""
+        if spec.dialect == "volcano":
+            self.store.delete("PodGroup", spec.uid)
+            return
+        key = group_key(spec)
+        users = self.group_users.pop(key, 1) - 1
+        if users > 0:
+            self.group_users[key] = users
+        else:
+            self.store.delete(*key)
 
     def _objects(self, spec: JobSpec) -> list[dict[str, Any]]:
         objects = job_objects(
@@ -469,7 +501,7 @@ class Kubelet:
             self.pods.pop(key, None)
             self.store.delete("Pod", key)
         job.pods.clear()
-        self.store.delete("PodGroup", job.uid)
+        self._drop_group(job.spec)
         self.jobs.pop(job.uid, None)
         self.observer.job_ended(self.clock.now, job.uid, job.spec.outcome)
 
@@ -542,12 +574,32 @@ class Kubelet:
         job.restarting = False
         job.incarnation += 1
         job.active = 0
+        if job.spec.dialect != "volcano":
+            self._restart_group(job.spec)
+            self._create_pods(job, self._objects(job.spec)[1:])
+            self.on_change()
+            return
         self.store.update_podgroup_status(job.uid, "Pending", ())
         if self.pods_on_admission:
             job.awaiting_admission = True
         else:
             self._create_pods(job, self._objects(job.spec)[1:])
         self.on_change()
+
+    def _restart_group(self, spec: JobSpec) -> None:
+        """A restarted coscheduling gang schedules afresh: its PodGroup's
+        ``scheduleStartTime`` (which its timeout counts from) is cleared, as when it was
+        made. The other dialects' objects hold nothing of a try."""
+        if spec.dialect != "coscheduling":
+            return
+
+        def fresh(obj: dict[str, Any]) -> None:
+            status = obj.get("status")
+            if isinstance(status, dict):
+                status.pop("scheduleStartTime", None)
+                status["phase"] = "Pending"
+
+        self.store.modify(*group_key(spec), fresh)
 
     def held(self, uid: str) -> int:
         """Pods of job ``uid`` that hold a node or finished on one (gang accounting)."""

@@ -12,12 +12,14 @@ a workload are skipped, counted and reported as warnings.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pumice.api import gang_apis
 from pumice.api.quantity import render_resources
 from pumice.api.topology_spec import parse_network_topology
 from pumice.errors import InputError
@@ -31,6 +33,7 @@ from pumice.sim.fields import (
     require_int,
     require_str,
 )
+from pumice.sim.objects import group_annotations, workload_object
 from pumice.sim.workload import (
     ANNOTATION_ARRIVAL,
     ANNOTATION_DURATION,
@@ -40,11 +43,15 @@ from pumice.sim.workload import (
     ANNOTATION_QUEUE_NAME,
     ANNOTATION_TASK_NAME,
     ANNOTATION_TASK_SPEC,
+    COSCHEDULING_LABEL,
     DEFAULT_NAMESPACE,
+    DEFAULT_POD_GROUP,
     DEFAULT_QUEUE,
     DEFAULT_TASK,
+    DIALECTS,
     OUTCOMES,
     WORKLOAD_API,
+    Dialect,
     JobSpec,
     Outcome,
     QueueSpec,
@@ -89,6 +96,9 @@ _JOB_KEYS = (
     "outcome",
     "endFraction",
     "networkTopology",
+    "dialect",
+    "podGroup",
+    "replicaKey",
 )
 _TASK_KEYS = ("name", "replicas", "requests", "minAvailable")
 _QUEUE_KEYS = ("name", "weight", "capability", "guarantee", "deserved", "reclaimable", "parent")
@@ -118,12 +128,20 @@ class _Pod:
     annotations: Mapping[str, Any]
     priority_class: str | None
     queue: str | None
+    #: The gang it joins: (dialect, group name, Workload pod group, replica key);
+    #: None: a job of its own.
+    ref: GangKey | None = None
+
+
+#: A gang a pod names (see :class:`_Pod`).
+GangKey = tuple[str, str, str, str]
 
 
 @dataclass(slots=True)
 class _Builder:
     """Collects what the files declare, then checks references and builds the workload."""
 
+    #: (namespace, job uid) -> job.
     jobs: dict[tuple[str, str], JobSpec] = field(default_factory=dict)
     job_origin: dict[tuple[str, str], _Origin] = field(default_factory=dict)
     queues: dict[str, QueueSpec] = field(default_factory=dict)
@@ -131,6 +149,8 @@ class _Builder:
     priority_classes: dict[str, int] = field(default_factory=dict)
     pc_origin: dict[str, _Origin] = field(default_factory=dict)
     podgroups: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
+    #: Kubernetes' Workloads (``scheduling.k8s.io``), not the compact form.
+    workloads: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
     pods: list[_Pod] = field(default_factory=list)
     skipped: int = 0
     warnings: list[str] = field(default_factory=list)
@@ -138,11 +158,11 @@ class _Builder:
     # ---- declarations shared by both forms
 
     def add_job(self, job: JobSpec, origin: _Origin) -> None:
-        key = (job.namespace, job.name)
+        key = (job.namespace, job.uid)
         if key in self.jobs:
             first = self.job_origin[key]
             raise origin.error(
-                f"duplicate job {job.namespace}/{job.name} (first declared in {first.file})",
+                f"duplicate job {job.uid} (first declared in {first.file})",
                 "name" if origin.field_prefix else "metadata.name",
             )
         self.jobs[key] = job
@@ -178,7 +198,9 @@ class _Builder:
 
     def add(self, obj: Mapping[str, Any], file: str) -> None:
         kind = obj.get("kind")
-        if kind == "Workload" or (kind is None and ("jobs" in obj or "queues" in obj)):
+        if kind == "Workload" and gang_apis.is_kubernetes_workload(obj):
+            self.workloads.append((file, obj))
+        elif kind == "Workload" or (kind is None and ("jobs" in obj or "queues" in obj)):
             self.add_compact(obj, file)
         elif kind == "PodGroup":
             self.podgroups.append((file, obj))
@@ -317,49 +339,61 @@ class _Builder:
                 annotations.get(ANNOTATION_QUEUE_NAME),
                 field=f"metadata.annotations[{ANNOTATION_QUEUE_NAME}]",
             )
+            ref = _pod_ref(annotations, labels, spec)
         except InputError as exc:
             raise exc.located(file=file, obj=where) from None
-        self.pods.append(_Pod(file, name, namespace, task, requests, annotations, pc, queue))
+        self.pods.append(_Pod(file, name, namespace, task, requests, annotations, pc, queue, ref))
 
     def build_manifest_jobs(self) -> None:
-        groups: dict[tuple[str, str], list[_Pod]] = {}
+        groups: dict[tuple[str, GangKey], list[_Pod]] = {}
         singles: list[_Pod] = []
         for pod in self.pods:
-            group = pod.annotations.get(ANNOTATION_GROUP_NAME)
-            if group:
-                groups.setdefault((pod.namespace, str(group)), []).append(pod)
+            if pod.ref is not None:
+                groups.setdefault((pod.namespace, pod.ref), []).append(pod)
             else:
                 singles.append(pod)
-        seen: set[tuple[str, str]] = set()
+        seen: set[tuple[str, str, str]] = set()
         for file, obj in self.podgroups:
             meta = _metadata(obj, file, "PodGroup")
             name = require_str(meta.get("name"), field="metadata.name")
             namespace = meta.get("namespace") or DEFAULT_NAMESPACE
-            key = (namespace, name)
+            try:
+                dialect: Dialect = _podgroup_dialect(obj)
+            except InputError as exc:
+                self.warn(f"{file}: skipped PodGroup {namespace}/{name}: {exc.message}")
+                continue
             where = f"PodGroup {namespace}/{name}"
-            origin = _Origin(file, where, "", "spec.queue", "spec.priorityClassName")
-            if key in seen:
+            if dialect != "volcano":
+                where += f" ({obj.get('apiVersion')})"
+            queue_field = "spec.queue"
+            if dialect != "volcano":
+                queue_field = f"metadata.annotations[{ANNOTATION_QUEUE_NAME}]"
+            origin = _Origin(file, where, "", queue_field, "spec.priorityClassName")
+            if (dialect, namespace, name) in seen:
                 raise origin.error(f"duplicate PodGroup {namespace}/{name}", "metadata.name")
-            seen.add(key)
-            pods = groups.pop(key, [])
+            seen.add((dialect, namespace, name))
+            pods = groups.pop((namespace, (dialect, name, "", "")), [])
             if not pods:
                 raise origin.error(
-                    f"no pod names this PodGroup in annotation {ANNOTATION_GROUP_NAME}",
-                    "metadata.name",
+                    f"no pod names this PodGroup ({_JOIN[dialect]})", "metadata.name"
                 )
             try:
-                job = _podgroup_job(obj, name, namespace, pods)
+                if dialect == "volcano":
+                    job = _podgroup_job(obj, name, namespace, pods)
+                else:
+                    job = _dialect_job(obj, dialect, name, namespace, pods)
             except InputError as exc:
                 raise exc.located(file=file, obj=where) from None
             self.add_job(job, origin)
-        for (namespace, group), pods in sorted(groups.items()):
+        self.build_workload_jobs(groups)
+        for (namespace, ref), pods in sorted(groups.items()):
             pod = pods[0]
+            dialect, group = ref[0], ref[1]
             raise InputError(
-                f"annotation {ANNOTATION_GROUP_NAME} names PodGroup {group}, "
-                "which no file declares",
+                f"{_JOIN[dialect]} names {_OBJECT[dialect]} {group}, which no file declares",
                 file=pod.file,
                 obj=f"Pod {namespace}/{pod.name}",
-                field=f"metadata.annotations[{ANNOTATION_GROUP_NAME}]",
+                field=_JOIN_FIELD[dialect],
             )
         for pod in singles:
             where = f"Pod {pod.namespace}/{pod.name}"
@@ -369,6 +403,58 @@ class _Builder:
                 raise exc.located(file=pod.file, obj=where) from None
             queue_field = f"metadata.annotations[{ANNOTATION_QUEUE_NAME}]"
             self.add_job(job, _Origin(pod.file, where, "", queue_field, "spec.priorityClassName"))
+
+    def build_workload_jobs(self, groups: dict[tuple[str, GangKey], list[_Pod]]) -> None:
+        """The gangs of Kubernetes' Workloads: one job per pod group and replica key
+        its pods name (taken out of ``groups``)."""
+        seen: set[tuple[str, str]] = set()
+        for file, obj in self.workloads:
+            meta = _metadata(obj, file, "Workload")
+            name = require_str(meta.get("name"), field="metadata.name")
+            namespace = meta.get("namespace") or DEFAULT_NAMESPACE
+            where = f"Workload {namespace}/{name} ({obj.get('apiVersion')})"
+            try:
+                record = gang_apis.parse_workload(obj)
+            except InputError as exc:
+                raise exc.located(file=file, obj=where) from None
+            queue_field = f"metadata.annotations[{ANNOTATION_QUEUE_NAME}]"
+            origin = _Origin(file, where, "", queue_field, "spec.priorityClassName")
+            if (namespace, name) in seen:
+                raise origin.error(f"duplicate Workload {namespace}/{name}", "metadata.name")
+            seen.add((namespace, name))
+            if record.version != "v1alpha1":
+                self.warn(
+                    f"{file}: skipped Workload {namespace}/{name} ({record.version}): its "
+                    "PodGroups are the gangs, not it"
+                )
+                continue
+            mine = sorted(
+                (ref, pods)
+                for (ns, ref), pods in groups.items()
+                if ns == namespace and ref[0] == "workload" and ref[1] == name
+            )
+            if not mine:
+                raise origin.error(
+                    f"no pod names this Workload ({_JOIN['workload']})", "metadata.name"
+                )
+            for ref, pods in mine:
+                if ref[2] not in record.groups:
+                    pod = pods[0]
+                    raise InputError(
+                        f"Workload {namespace}/{name} has no pod group {ref[2]!r} (it has "
+                        f"{', '.join(sorted(record.groups))})",
+                        file=pod.file,
+                        obj=f"Pod {namespace}/{pod.name}",
+                        field="spec.workloadRef.podGroup",
+                    )
+                del groups[(namespace, ref)]
+                try:
+                    job = _dialect_job(
+                        obj, "workload", name, namespace, pods, record.groups[ref[2]], ref
+                    )
+                except InputError as exc:
+                    raise exc.located(file=file, obj=where) from None
+                self.add_job(job, origin)
 
     def add_volcano_job(self, obj: Mapping[str, Any], file: str) -> None:
         meta = _metadata(obj, file, "Job")
@@ -383,10 +469,59 @@ class _Builder:
 
     # ---- the end
 
+    def group_compact_workloads(self) -> None:
+        """Compact jobs of dialect ``workload`` of one name are pod groups (or replicas)
+        of one Workload: render it once, with all of them, for each to carry."""
+        by_name: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        manifests = {
+            (j.namespace, j.name)
+            for j in self.jobs.values()
+            if j.dialect == "workload" and j.group is not None
+        }
+        for key, job in self.jobs.items():
+            if job.dialect == "workload" and job.group is None:
+                by_name.setdefault((job.namespace, job.name), []).append(key)
+        for (namespace, name), keys in sorted(by_name.items()):
+            origin = self.job_origin[keys[0]]
+            if (namespace, name) in manifests:
+                raise origin.error(
+                    f"a file declares Workload {namespace}/{name} as a manifest too", "name"
+                )
+            counts: dict[str, int] = {}
+            for key in keys:
+                job = self.jobs[key]
+                known = counts.setdefault(job.pod_group, job.min_available)
+                if known != job.min_available:
+                    raise self.job_origin[key].error(
+                        f"pod group {job.pod_group!r} of Workload {namespace}/{name} has "
+                        f"minAvailable {known} in another job",
+                        "minAvailable",
+                    )
+            first = self.jobs[keys[0]]
+            obj = workload_object(namespace, name, counts, group_annotations(first))
+            for key in keys:
+                self.jobs[key] = dataclasses.replace(self.jobs[key], group=obj)
+
+    def check_pod_names(self) -> None:
+        """Jobs whose pods would have the same names (``{job}-{task}-{i}``) in one
+        namespace cannot both run: a Volcano PodGroup and a coscheduling PodGroup of one
+        name, say."""
+        prefixes: dict[tuple[str, str], str] = {}
+        for key, job in self.jobs.items():
+            other = prefixes.setdefault((job.namespace, job.pod_prefix), job.uid)
+            if other != job.uid:
+                raise self.job_origin[key].error(
+                    f"the pods of jobs {other} and {job.uid} would have the same names "
+                    f"({job.pod_prefix}-<task>-<i>); rename one of them",
+                    "name" if self.job_origin[key].field_prefix else "metadata.name",
+                )
+
     def finish(
         self, known_queues: Collection[str], known_priority_classes: Mapping[str, int]
     ) -> Workload:
         self.build_manifest_jobs()
+        self.group_compact_workloads()
+        self.check_pod_names()
         queue_names = set(self.queues) | set(known_queues)
         for key, job in self.jobs.items():
             origin = self.job_origin[key]
@@ -602,6 +737,7 @@ def _compact_job(j: object, f: str, namespace: str) -> JobSpec:
     if "duration" not in j:
         raise InputError("missing duration", field=f"{f}.duration")
     outcome = _outcome(j.get("outcome", "succeed"), field=f"{f}.outcome")
+    dialect, pod_group, replica_key = _compact_dialect(j, f, tasks)
     return JobSpec(
         name=name,
         namespace=ns,
@@ -614,7 +750,47 @@ def _compact_job(j: object, f: str, namespace: str) -> JobSpec:
         outcome=outcome,
         end_fraction=_end_fraction(j.get("endFraction"), outcome, field=f"{f}.endFraction"),
         network_topology=parse_network_topology(j.get("networkTopology"), f"{f}.networkTopology"),
+        dialect=dialect,
+        pod_group=pod_group,
+        replica_key=replica_key,
     )
+
+
+def _compact_dialect(
+    j: Mapping[str, Any], f: str, tasks: Sequence[TaskSpec]
+) -> tuple[Dialect, str, str]:
+    """A compact job's ``dialect`` (default ``volcano``) and, for ``workload``, its
+    ``podGroup`` (default :data:`DEFAULT_POD_GROUP`) and ``replicaKey``. What only a
+    Volcano PodGroup can say (a role's own minimum, a network topology) is refused for
+    the others."""
+    dialect = j.get("dialect", "volcano")
+    if dialect not in DIALECTS:
+        raise InputError(
+            f"expected one of {', '.join(DIALECTS)}, got {dialect!r}", field=f"{f}.dialect"
+        )
+    if dialect != "volcano":
+        if j.get("networkTopology") is not None:
+            raise InputError(
+                "only a Volcano PodGroup has a network topology", field=f"{f}.networkTopology"
+            )
+        for k, t in enumerate(tasks):
+            if t.min_available is not None:
+                raise InputError(
+                    f"a {dialect} gang has no minimum per role (only Volcano's minTaskMember)",
+                    field=f"{f}.tasks[{k}].minAvailable",
+                )
+    if dialect != "workload":
+        for key in ("podGroup", "replicaKey"):
+            if key in j:
+                raise InputError("only a job of dialect workload has one", field=f"{f}.{key}")
+        return dialect, "", ""  # type: ignore[return-value]
+    pod_group = j.get("podGroup", DEFAULT_POD_GROUP)
+    if not isinstance(pod_group, str) or not is_dns_label(pod_group):
+        raise InputError(f"invalid pod group name {pod_group!r}", field=f"{f}.podGroup")
+    replica_key = j.get("replicaKey", "")
+    if not isinstance(replica_key, str) or (replica_key and not is_dns_label(replica_key)):
+        raise InputError(f"invalid replica key {replica_key!r}", field=f"{f}.replicaKey")
+    return "workload", pod_group, replica_key
 
 
 def _container_requests(c: object, field: str) -> dict[str, float]:
@@ -853,4 +1029,141 @@ def _single_pod_job(pod: _Pod) -> JobSpec:
         priority_class=pod.priority_class,
         outcome=outcome,
         end_fraction=end_fraction,
+    )
+
+
+# --------------------------------------------------------------------------- other dialects
+
+#: How a pod joins a gang of each dialect, for messages.
+_JOIN = {
+    "volcano": f"annotation {ANNOTATION_GROUP_NAME}",
+    "coscheduling": f"label {COSCHEDULING_LABEL}",
+    "workload": "spec.workloadRef",
+    "podgroup": "spec.schedulingGroup.podGroupName",
+}
+_JOIN_FIELD = {
+    "volcano": f"metadata.annotations[{ANNOTATION_GROUP_NAME}]",
+    "coscheduling": f"metadata.labels[{COSCHEDULING_LABEL}]",
+    "workload": "spec.workloadRef.name",
+    "podgroup": "spec.schedulingGroup.podGroupName",
+}
+_OBJECT = {
+    "volcano": "PodGroup",
+    "coscheduling": "PodGroup (scheduling.x-k8s.io)",
+    "workload": "Workload",
+    "podgroup": "PodGroup (scheduling.k8s.io/v1alpha2)",
+}
+
+
+def _podgroup_dialect(obj: Mapping[str, Any]) -> Dialect:
+    """A ``kind: PodGroup``'s dialect, by its ``apiVersion`` (none: Volcano's)."""
+    if obj.get("apiVersion") is None:
+        return "volcano"
+    dialect = gang_apis.podgroup_dialect(obj)
+    return "podgroup" if dialect == "workload" else dialect  # type: ignore[return-value]
+
+
+def _pod_ref(
+    annotations: Mapping[str, Any], labels: Mapping[str, Any], spec: Mapping[str, Any]
+) -> GangKey | None:
+    """The gang a pod joins, as the scheduler reads it (:func:`pumice.api.parse.parse_pod`):
+    Volcano's annotation wins, then ``spec.schedulingGroup``, ``spec.workloadRef``, the
+    coscheduling label."""
+    group = annotations.get(ANNOTATION_GROUP_NAME)
+    if group:
+        return ("volcano", str(group), "", "")
+    if spec.get("schedulingGroup") is not None:
+        sg = spec["schedulingGroup"]
+        if not isinstance(sg, Mapping):
+            raise InputError("expected a map", field="spec.schedulingGroup")
+        name = require_str(sg.get("podGroupName"), field="spec.schedulingGroup.podGroupName")
+        return ("podgroup", name, "", "")
+    if spec.get("workloadRef") is not None:
+        ref = spec["workloadRef"]
+        if not isinstance(ref, Mapping):
+            raise InputError("expected a map", field="spec.workloadRef")
+        name = require_str(ref.get("name"), field="spec.workloadRef.name")
+        pg = require_str(ref.get("podGroup"), field="spec.workloadRef.podGroup")
+        key = _optional_str(
+            ref.get("podGroupReplicaKey"), field="spec.workloadRef.podGroupReplicaKey"
+        )
+        return ("workload", name, pg, key or "")
+    label = labels.get(COSCHEDULING_LABEL)
+    if label:
+        return ("coscheduling", str(label), "", "")
+    return None
+
+
+def _pods_priority_class(pods: Sequence[_Pod]) -> str | None:
+    """The priority class of a gang of another dialect: its pods' (which must agree)."""
+    classes = {p.priority_class for p in pods}
+    if len(classes) > 1:
+        names = ", ".join(sorted(c or "(none)" for c in classes))
+        raise InputError(
+            f"its pods name different priority classes ({names}); the simulator gives a gang one",
+            field="spec.priorityClassName",
+        )
+    return classes.pop()
+
+
+def _dialect_job(
+    obj: Mapping[str, Any],
+    dialect: Dialect,
+    name: str,
+    namespace: str,
+    pods: Sequence[_Pod],
+    min_count: int | None = None,
+    ref: GangKey | None = None,
+) -> JobSpec:
+    """A gang of another dialect than Volcano's: a coscheduling or v1alpha2 PodGroup, or
+    one pod group (and replica key, ``ref``) of a v1alpha1 Workload whose ``minCount``
+    is ``min_count`` (None: ``basic``). The object is kept to be created as it is; what
+    the job model needs of it is read as the scheduler reads it."""
+    meta = obj["metadata"]
+    annotations = meta.get("annotations") or {}
+    if not isinstance(annotations, Mapping):
+        raise InputError("expected a map", field="metadata.annotations")
+    tasks = _tasks_from_pods(pods)
+    total = sum(t.replicas for t in tasks)
+    if dialect == "workload":
+        min_member = 1 if min_count is None else min_count
+        field = "spec.podGroups.policy.gang.minCount"
+        queue = annotations.get(ANNOTATION_QUEUE_NAME)
+    else:
+        record = gang_apis.parse_any_podgroup(obj, DEFAULT_QUEUE)
+        # (a coscheduling PodGroup without minMember has 0: no gang, as 1 here)
+        min_member, queue = max(1, record.min_member), record.queue
+        field = "spec.minMember" if dialect == "coscheduling" else "spec.schedulingPolicy"
+    if min_member > total:
+        raise InputError(
+            f"its gang needs {min_member} pods, more than the {total} that name it",
+            field=field,
+        )
+    arrival, duration, outcome, end_fraction = _sim_facts(
+        annotations, pods, prefix="metadata.annotations"
+    )
+    group = copy.deepcopy(dict(obj))
+    group.pop("status", None)
+    group["metadata"] = {
+        k: v
+        for k, v in group["metadata"].items()
+        if k not in ("uid", "resourceVersion", "creationTimestamp", "generation")
+    }
+    group["metadata"]["namespace"] = namespace
+    return JobSpec(
+        name=name,
+        namespace=namespace,
+        queue=_optional_str(queue, field=f"metadata.annotations[{ANNOTATION_QUEUE_NAME}]")
+        or DEFAULT_QUEUE,
+        arrival=arrival,
+        duration=duration,
+        tasks=tasks,
+        min_available=min_member,
+        priority_class=_pods_priority_class(pods),
+        outcome=outcome,
+        end_fraction=end_fraction,
+        dialect=dialect,
+        group=group,
+        pod_group=ref[2] if ref is not None else "",
+        replica_key=ref[3] if ref is not None else "",
     )

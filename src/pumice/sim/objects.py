@@ -10,6 +10,7 @@ asks for less than the model holds, pods are named ``{job}-{task}-{index}``, and
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -21,7 +22,12 @@ from pumice.sim.workload import (
     ANNOTATION_END_FRACTION,
     ANNOTATION_GROUP_NAME,
     ANNOTATION_OUTCOME,
+    ANNOTATION_QUEUE_NAME,
     ANNOTATION_TASK_SPEC,
+    COSCHEDULING_API,
+    COSCHEDULING_LABEL,
+    K8S_PODGROUP_API,
+    K8S_WORKLOAD_API,
     PODGROUP_API,
     PRIORITY_CLASS_API,
     QUEUE_API,
@@ -82,8 +88,90 @@ def render_network_topology(nt: NetworkTopology) -> dict[str, Any]:
 
 
 def pod_name(job: JobSpec, task: TaskSpec, index: int) -> str:
-    """The name of pod ``index`` of ``task``: ``{job}-{task}-{index}``."""
-    return f"{job.name}-{task.name}-{index}"
+    """The name of pod ``index`` of ``task``: ``{job}-{task}-{index}`` (for a Workload's
+    pod group, ``{workload}-{podGroup}[-{replicaKey}]-{task}-{index}``)."""
+    return f"{job.pod_prefix}-{task.name}-{index}"
+
+
+def group_key(job: JobSpec) -> tuple[str, str]:
+    """The kind and key the store keeps ``job``'s group object under (see
+    :func:`pumice.cluster.protocol.store_kind`): the Workload's for a ``workload`` job,
+    which every job of that Workload shares."""
+    kind = {
+        "volcano": "PodGroup",
+        "coscheduling": "CoschedulingPodGroup",
+        "podgroup": "WorkloadPodGroup",
+        "workload": "Workload",
+    }[job.dialect]
+    return kind, f"{job.namespace}/{job.name}"
+
+
+def workload_object(
+    namespace: str, name: str, groups: Mapping[str, int], annotations: Mapping[str, str]
+) -> dict[str, Any]:
+    """A ``scheduling.k8s.io/v1alpha1`` Workload with ``groups`` (pod group -> minCount)
+    as its ``spec.podGroups``, each a gang."""
+    return {
+        "apiVersion": K8S_WORKLOAD_API,
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations)},
+        "spec": {
+            "podGroups": [
+                {"name": g, "policy": {"gang": {"minCount": n}}} for g, n in groups.items()
+            ]
+        },
+    }
+
+
+def group_annotations(job: JobSpec) -> dict[str, str]:
+    """The annotations of a group object of another dialect than Volcano's: the
+    simulation's, and the queue (``scheduling.volcano.sh/queue-name``, which is how those
+    dialects name a Volcano queue)."""
+    return {**_sim_annotations(job), ANNOTATION_QUEUE_NAME: job.queue}
+
+
+def group_object(job: JobSpec) -> dict[str, Any]:
+    """The group object of a job of another dialect than Volcano's, in that dialect:
+    ``job.group`` as read from a file, else rendered from the job's fields (a
+    coscheduling PodGroup with ``minMember`` and ``minResources``, a v1alpha2 PodGroup or
+    a Workload whose pod group is a gang of ``minCount`` ``min_available``)."""
+    if job.group is not None:
+        obj = copy.deepcopy(dict(job.group))
+        obj.pop("status", None)
+        obj.setdefault("metadata", {})["namespace"] = job.namespace
+        return obj
+    annotations = group_annotations(job)
+    meta = {"name": job.name, "namespace": job.namespace, "annotations": annotations}
+    if job.dialect == "coscheduling":
+        spec: dict[str, Any] = {
+            "minMember": job.min_available,
+            "minResources": render_resources(min_resources(job)),
+        }
+        return {"apiVersion": COSCHEDULING_API, "kind": "PodGroup", "metadata": meta,
+                "spec": spec}  # fmt: skip
+    if job.dialect == "podgroup":
+        spec = {"schedulingPolicy": {"gang": {"minCount": job.min_available}}}
+        return {"apiVersion": K8S_PODGROUP_API, "kind": "PodGroup", "metadata": meta,
+                "spec": spec}  # fmt: skip
+    if job.dialect == "workload":
+        groups = {job.pod_group: job.min_available}
+        return workload_object(job.namespace, job.name, groups, annotations)
+    raise ValueError(f"a {job.dialect} job has no group object of another dialect")
+
+
+def _join(job: JobSpec, meta: dict[str, Any], spec: dict[str, Any]) -> None:
+    """Make a pod of ``job`` join its gang, in the job's dialect."""
+    if job.dialect == "volcano":
+        return  # (the group-name annotation, set with the others)
+    if job.dialect == "coscheduling":
+        meta["labels"] = {COSCHEDULING_LABEL: job.name}
+    elif job.dialect == "podgroup":
+        spec["schedulingGroup"] = {"podGroupName": job.name}
+    else:
+        ref = {"name": job.name, "podGroup": job.pod_group}
+        if job.replica_key:
+            ref["podGroupReplicaKey"] = job.replica_key
+        spec["workloadRef"] = ref
 
 
 def job_objects(
@@ -94,13 +182,18 @@ def job_objects(
 ) -> list[dict[str, Any]]:
     """The PodGroup and Pods of ``job``, as a job controller would have created them.
 
-    The PodGroup comes first, then the pods in role order. Pods carry the group and task
-    annotations, the simulation annotations, requests as quantity strings (extended
-    resources such as GPUs also as limits, as Kubernetes requires) and phase ``Pending``.
+    The PodGroup comes first, then the pods in role order; for a job of another dialect,
+    its group object in that dialect (:func:`group_object`), and pods that join it as
+    that dialect says (a label, ``spec.schedulingGroup``, ``spec.workloadRef``).
+    Pods carry the group and task annotations, the simulation annotations, requests as
+    quantity strings (extended resources such as GPUs also as limits, as Kubernetes
+    requires) and phase ``Pending``.
     When ``priority_classes`` is given, pods also get ``spec.priority`` (the value an
     admission controller would have filled in).
     """
     annotations = _sim_annotations(job)
+    if job.dialect != "volcano":
+        return [group_object(job), *_pods(job, annotations, scheduler_name, priority_classes)]
     pg_spec: dict[str, Any] = {
         "minMember": job.min_available,
         "queue": job.queue,
@@ -126,6 +219,19 @@ def job_objects(
             "status": {"phase": "Pending"},
         }
     ]
+    objects += _pods(job, annotations, scheduler_name, priority_classes)
+    return objects
+
+
+def _pods(
+    job: JobSpec,
+    annotations: Mapping[str, str],
+    scheduler_name: str,
+    priority_classes: Mapping[str, int] | None,
+) -> list[dict[str, Any]]:
+    """The pods of ``job`` (see :func:`job_objects`)."""
+    objects: list[dict[str, Any]] = []
+    group = {ANNOTATION_GROUP_NAME: job.name} if job.dialect == "volcano" else {}
     priority = None
     if job.priority_class and priority_classes is not None:
         priority = priority_classes.get(job.priority_class)
@@ -151,19 +257,17 @@ def job_objects(
                 spec["priorityClassName"] = job.priority_class
             if priority is not None:
                 spec["priority"] = priority
+            meta: dict[str, Any] = {
+                "name": pod_name(job, task, i),
+                "namespace": job.namespace,
+                "annotations": {**group, ANNOTATION_TASK_SPEC: task.name, **annotations},
+            }
+            _join(job, meta, spec)
             objects.append(
                 {
                     "apiVersion": "v1",
                     "kind": "Pod",
-                    "metadata": {
-                        "name": pod_name(job, task, i),
-                        "namespace": job.namespace,
-                        "annotations": {
-                            ANNOTATION_GROUP_NAME: job.name,
-                            ANNOTATION_TASK_SPEC: task.name,
-                            **annotations,
-                        },
-                    },
+                    "metadata": meta,
                     "spec": spec,
                     "status": {"phase": "Pending"},
                 }
@@ -324,6 +428,12 @@ def to_compact(workload: Workload) -> dict[str, Any]:
             jd["endFraction"] = j.end_fraction
         if j.network_topology is not None:
             jd["networkTopology"] = render_network_topology(j.network_topology)
+        if j.dialect != "volcano":
+            jd["dialect"] = j.dialect
+        if j.pod_group:
+            jd["podGroup"] = j.pod_group
+        if j.replica_key:
+            jd["replicaKey"] = j.replica_key
         jobs.append(jd)
     return {
         "apiVersion": WORKLOAD_API,

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pumice.api.parse import job_uid
 from pumice.api.topology_spec import NetworkTopology
 
 GPU = "nvidia.com/gpu"
@@ -49,6 +50,22 @@ PODGROUP_API = "scheduling.volcano.sh/v1beta1"
 QUEUE_API = "scheduling.volcano.sh/v1beta1"
 PRIORITY_CLASS_API = "scheduling.k8s.io/v1"
 WORKLOAD_API = "pumice.io/v1alpha1"
+
+#: The gang objects of the other dialects (see ``docs/gang-apis.md``).
+COSCHEDULING_API = "scheduling.x-k8s.io/v1alpha1"
+COSCHEDULING_LABEL = "scheduling.x-k8s.io/pod-group"
+K8S_WORKLOAD_API = "scheduling.k8s.io/v1alpha1"
+K8S_PODGROUP_API = "scheduling.k8s.io/v1alpha2"
+
+#: How a job says "these pods start together": the prefix of its job uid
+#: (:func:`pumice.api.parse.job_uid`). ``volcano``: a Volcano PodGroup (or Job);
+#: ``coscheduling``: a scheduler-plugins PodGroup; ``workload``: a pod group (and replica
+#: key) of a ``scheduling.k8s.io/v1alpha1`` Workload; ``podgroup``: a
+#: ``scheduling.k8s.io/v1alpha2`` PodGroup.
+Dialect = Literal["volcano", "coscheduling", "workload", "podgroup"]
+DIALECTS: tuple[str, ...] = ("volcano", "coscheduling", "workload", "podgroup")
+#: The pod group of a ``workload`` job of the compact form (its Workload has one).
+DEFAULT_POD_GROUP = "gang"
 
 DEFAULT_NAMESPACE = "default"
 DEFAULT_QUEUE = "default"
@@ -97,6 +114,14 @@ class JobSpec:
 
     ``network_topology`` is the PodGroup's ``spec.networkTopology`` (a Volcano Job's
     ``spec.networkTopology``): how far apart in the network its pods may be placed.
+
+    ``dialect`` is the gang API the job is written in (:data:`Dialect`); its group object
+    reaches the simulated cluster in that dialect, never as a Volcano PodGroup. ``name``
+    is then the group object's name (the Workload's, for ``workload``), and
+    ``pod_group`` / ``replica_key`` the Workload pod group and replica key the job is.
+    ``group`` is the group object as read from a file (without its status), rendered as
+    it is; None: rendered from the fields (:func:`pumice.sim.objects.group_object`).
+    For ``workload``, one Workload object serves every job that names it.
     """
 
     name: str
@@ -111,6 +136,25 @@ class JobSpec:
     end_fraction: float = 1.0
     manifest: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
     network_topology: NetworkTopology | None = None
+    dialect: Dialect = "volcano"
+    group: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    pod_group: str = ""
+    replica_key: str = ""
+
+    @property
+    def uid(self) -> str:
+        """The job's uid, as the scheduler and the reports name it: ``ns/name`` for a
+        Volcano job, ``ns/coscheduling:name`` and so on for the others."""
+        api = "workload" if self.dialect == "podgroup" else self.dialect
+        return job_uid(api, self.namespace, self.name, self.pod_group, self.replica_key)
+
+    @property
+    def pod_prefix(self) -> str:
+        """What its pods' names start with: the name, and for a Workload's pod group
+        the pod group and replica key too (the gangs of one Workload share its name)."""
+        if self.dialect != "workload":
+            return self.name
+        return "-".join(x for x in (self.name, self.pod_group, self.replica_key) if x)
 
     @property
     def replicas(self) -> int:
@@ -139,7 +183,7 @@ class QueueSpec:
 class Workload:
     """What a simulation replays.
 
-    ``jobs`` are sorted by ``(arrival, namespace, name)``. Every job's queue is in
+    ``jobs`` are sorted by ``(arrival, namespace, name, uid)``. Every job's queue is in
     ``queues`` (or was declared known by the caller of the loader), every priority class
     it names is in ``priority_classes``. ``skipped`` counts input rows or objects a loader
     left out with a warning; ``warnings`` holds the first few messages.
@@ -153,5 +197,6 @@ class Workload:
 
 
 def sort_jobs(jobs: Iterable[JobSpec]) -> tuple[JobSpec, ...]:
-    """Jobs in the order a :class:`Workload` keeps them: arrival, then namespace and name."""
-    return tuple(sorted(jobs, key=lambda j: (j.arrival, j.namespace, j.name)))
+    """Jobs in the order a :class:`Workload` keeps them: arrival, then namespace, name
+    and uid (the gangs of one Workload share its name)."""
+    return tuple(sorted(jobs, key=lambda j: (j.arrival, j.namespace, j.name, j.uid)))
