@@ -30,11 +30,23 @@ class Clock:
     def __len__(self) -> int:
         return len(self._heap)
 
-    def at(self, time: float, priority: int, event: Any) -> None:
-        """Schedule ``event`` at ``time`` (not before now: the past cannot be changed)."""
+    def at(self, time: float, priority: int, event: Any) -> tuple[float, int, int, Any]:
+        """Schedule ``event`` at ``time`` (not before now: the past cannot be changed);
+        the entry returned is what :meth:`discard` takes."""
         if time < self.now:
             time = self.now
-        heapq.heappush(self._heap, (time, priority, next(self._seq), event))
+        item = (time, priority, next(self._seq), event)
+        heapq.heappush(self._heap, item)
+        return item
+
+    def discard(self, item: tuple[float, int, int, Any]) -> None:
+        """Take back an entry :meth:`at` returned, if it is still to come (a linear
+        scan: for rarely taken paths)."""
+        try:
+            self._heap.remove(item)
+        except ValueError:
+            return
+        heapq.heapify(self._heap)
 
     def after(self, delay: float, priority: int, event: Any) -> None:
         self.at(self.now + delay, priority, event)

@@ -84,7 +84,7 @@ from pumice.sim.workload import JobSpec, Workload
 TARGET_SAMPLES = 600
 
 #: Clock events that do not by themselves keep a simulation going.
-_HOUSEKEEPING = frozenset({"tick", "sample"})
+_HOUSEKEEPING = frozenset({"tick", "sample", "deadline"})
 #: Steps of the controllers within one instant before the simulation gives up on
 #: them settling (a controller fighting itself).
 _SETTLE = 50
@@ -252,6 +252,8 @@ class Simulation:
         #: else happened (see :meth:`_gang_deadline`).
         self._changed_cluster = False
         self._quiet_wakes = 0
+        #: The clock entry of the next gang deadline (see :meth:`_gang_deadline`).
+        self._deadline: tuple | None = None
         self._next_tick: float | None = None
         self._last_cycle = -math.inf  # when the last tick ran
         self._wakes: set[float] = set()  # controller wake-ups on the clock
@@ -309,6 +311,9 @@ class Simulation:
         (no arrival, no pod to end) and they change nothing, the run stops once each
         waiting gang had about two of them: a timeout can free places another gang
         waits for, but a gang that can never fit would otherwise retry forever."""
+        if self._deadline is not None:  # (replaced by the one due now, if any)
+            self.clock.discard(self._deadline)
+            self._deadline = None
         clocks = self.cache.carried.get(CARRY_KEY)
         if not clocks or self.timeouts is None:
             return
@@ -330,9 +335,7 @@ class Simulation:
             return
         period = self.options.period
         t = max(math.ceil(due / period - 1e-9) * period, self._last_cycle + period)
-        if self._next_tick is None or t < self._next_tick:
-            self._next_tick = t
-            self.clock.at(t, CYCLE, ("tick", t))
+        self._deadline = self.clock.at(t, CYCLE, ("deadline", t))
 
     def _tick(self, t: float) -> None:
         if self._next_tick != t:
@@ -407,6 +410,9 @@ class Simulation:
                 self._tick(event[1])
             elif kind == "controllers":
                 self._wakes.discard(event[1])
+            elif kind == "deadline":  # a gang times out or is tried again
+                self._deadline = None
+                self._changed()
             elif kind == "call":  # something from outside at a set time (tests, what-ifs)
                 event[1](self)
             elif kind == "arrival":
