@@ -29,8 +29,9 @@ a decision happened since the last cycle, and when no job has pending work.
   pending tasks or a job not admitted yet; without one, a cycle can only rewrite
   podgroup status, so the tick is skipped (and counted in ``skipped_ticks``).
 
-**Controllers.** Every job is a ``batch.volcano.sh`` Job (those of the workload that are
-not are made one when they arrive, :func:`~pumice.sim.objects.volcano_job`), and pumice's
+**Controllers.** Every Volcano job is a ``batch.volcano.sh`` Job (those of the workload
+that are not are made one when they arrive, :func:`~pumice.sim.objects.volcano_job`;
+a gang of another dialect never is), and pumice's
 job controller
 (:class:`~pumice.controllers.job.JobController`, the code ``pumice controllers`` runs
 on a cluster) runs under a :class:`~pumice.controllers.manager.Manager`
@@ -47,6 +48,12 @@ the store with the nodes, where the scheduler's cache reads them as on a cluster
 kubelet and the metrics use the same tree (:mod:`pumice.sim.topology`) to find the tier
 each gang spans when it starts, and ``SimOptions.topology_slowdown`` lengthens its run
 accordingly (off by default).
+
+**Gang timeouts.** A gang of another dialect (coscheduling, Kubernetes' Workload API)
+times out and backs off on the session's clock (:mod:`pumice.plugins.gang_timeout`),
+at times nothing else may mark: after each cycle the engine wakes for the first
+timeout or end of a backoff of the gangs the cache keeps clocks for (see
+:meth:`Simulation._gang_deadline`).
 
 ``SimOptions(skip_idle=False)`` runs a cycle at every period boundary instead;
 ``tests/sim/test_engine.py`` checks that both give the same metrics.

@@ -32,6 +32,12 @@ controller executes (its ``ExecuteAction`` Events) are counted by name, and the 
 ends when its phase is Completed, Failed, Aborted or Terminated and no pod of it holds
 a node (the simulator then deletes the Job, its PodGroup and pods going with it).
 
+A gang of another dialect (``JobSpec.dialect``: a coscheduling PodGroup, a Kubernetes
+Workload's pod group or v1alpha2 PodGroup) has no controller that waits for an
+admission: at arrival its group object is created in its own dialect (a Workload once,
+for all the gangs that name it, and deleted with the last of them) with all its pods,
+and it follows the PodGroup model from there, whatever ``volcano_jobs`` says.
+
 **Network topology.** On a cluster with HyperNodes (``spans``), when a job's gang starts
 running (the first of its pods, in each incarnation, to turn Running) the kubelet looks
 up the lowest HyperNode holding the nodes of the job's pods then on a node, and its tier.

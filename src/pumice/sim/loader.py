@@ -574,8 +574,13 @@ def load_workload(
       (or ``volcano.sh/task-name``, as annotation or label; default ``task``); all pods
       of a role must request the same resources. Pod names are not kept: a loaded job's
       pods are named ``{job}-{task}-{i}`` again when rendered.
+    - Gangs of the other dialects, with their pods: scheduler-plugins coscheduling
+      PodGroups (``scheduling.x-k8s.io/v1alpha1``), Kubernetes' ``scheduling.k8s.io``
+      v1alpha1 Workloads (one job per pod group and replica key its pods name) and
+      v1alpha2 PodGroups, with the same annotations; the group object is kept for the
+      simulated cluster as written (``JobSpec.group``).
     - The compact form: a ``kind: Workload`` document (``apiVersion: pumice.io/v1alpha1``)
-      with ``queues``, ``priorityClasses`` and ``jobs``.
+      with ``queues``, ``priorityClasses`` and ``jobs`` (each may say its ``dialect``).
 
     Objects of other kinds (Nodes, say) are skipped and counted. Every job's queue must be
     declared by some file or be in ``known_queues``; every priority class it names must be
