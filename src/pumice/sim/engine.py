@@ -154,7 +154,7 @@ def check_workload(workload: Workload, nodes: Sequence[Mapping[str, Any]]) -> No
     queues = {q.name for q in workload.queues}
     fits: dict[int, bool] = {}
     for job in workload.jobs:
-        obj = f"job {job.namespace}/{job.name}"
+        obj = f"job {job.uid}"
         if job.queue not in queues:
             raise InputError(
                 f"queue {job.queue!r} does not exist (queues: {', '.join(sorted(queues))})",
