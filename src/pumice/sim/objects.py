@@ -15,7 +15,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pumice.api.quantity import CPU, MEMORY, render_resources
-from pumice.api.topology_spec import NetworkTopology
 from pumice.sim.workload import (
     ANNOTATION_ARRIVAL,
     ANNOTATION_DURATION,
@@ -74,16 +73,6 @@ def _sim_annotations(job: JobSpec) -> dict[str, str]:
     if job.outcome != "succeed":
         out[ANNOTATION_OUTCOME] = job.outcome
         out[ANNOTATION_END_FRACTION] = format_seconds(job.end_fraction)
-    return out
-
-
-def render_network_topology(nt: NetworkTopology) -> dict[str, Any]:
-    """``spec.networkTopology`` of a PodGroup (or of a Volcano Job) for ``nt``."""
-    out: dict[str, Any] = {"mode": nt.mode}
-    if nt.highest_tier is not None:
-        out["highestTierAllowed"] = nt.highest_tier
-    elif nt.highest_tier_name:
-        out["highestTierName"] = nt.highest_tier_name
     return out
 
 
@@ -205,7 +194,7 @@ def job_objects(
     if job.priority_class:
         pg_spec["priorityClassName"] = job.priority_class
     if job.network_topology is not None:
-        pg_spec["networkTopology"] = render_network_topology(job.network_topology)
+        pg_spec["networkTopology"] = job.network_topology.to_object()
     objects: list[dict[str, Any]] = [
         {
             "apiVersion": PODGROUP_API,
@@ -314,7 +303,7 @@ def volcano_job(job: JobSpec, *, scheduler_name: str = "volcano") -> dict[str, A
     if job.priority_class:
         spec["priorityClassName"] = job.priority_class
     if job.network_topology is not None:
-        spec["networkTopology"] = render_network_topology(job.network_topology)
+        spec["networkTopology"] = job.network_topology.to_object()
     return {
         "apiVersion": VOLCANO_JOB_API,
         "kind": "Job",
@@ -427,7 +416,7 @@ def to_compact(workload: Workload) -> dict[str, Any]:
             jd["outcome"] = j.outcome
             jd["endFraction"] = j.end_fraction
         if j.network_topology is not None:
-            jd["networkTopology"] = render_network_topology(j.network_topology)
+            jd["networkTopology"] = j.network_topology.to_object()
         if j.dialect != "volcano":
             jd["dialect"] = j.dialect
         if j.pod_group:

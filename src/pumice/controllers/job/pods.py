@@ -31,7 +31,6 @@ from decimal import Decimal
 from typing import Any
 
 from pumice.api.quantity import parse_quantity
-from pumice.api.topology_spec import NetworkTopology
 from pumice.controllers.job.spec import API_VERSION, KIND, JobSpec, TaskSpec
 
 GROUP_NAME = "scheduling.k8s.io/group-name"
@@ -200,17 +199,6 @@ def min_resources(spec: JobSpec, priority_of: Callable[[str], int]) -> dict[str,
 # -- the objects -------------------------------------------------------------------------
 
 
-def network_topology(nt: NetworkTopology) -> dict[str, Any]:
-    """A ``networkTopology`` as the PodGroup carries it: the mode and one tier limit,
-    ``highestTierAllowed`` when given, else ``highestTierName`` (Volcano's precedence)."""
-    out: dict[str, Any] = {"mode": nt.mode}
-    if nt.highest_tier is not None:
-        out["highestTierAllowed"] = nt.highest_tier
-    elif nt.highest_tier_name:
-        out["highestTierName"] = nt.highest_tier_name
-    return out
-
-
 def sub_group_policies(spec: JobSpec) -> list[dict[str, Any]]:
     """One ``subGroupPolicy`` entry per task with a ``partitionPolicy``, in task order, as
     Volcano's ``getSubGroupPolicy`` makes it: named for the task, sub-groups of
@@ -230,7 +218,7 @@ def sub_group_policies(spec: JobSpec) -> list[dict[str, Any]]:
             "matchLabelKeys": [PARTITION_ID],
         }
         if p.topology is not None:
-            policy["networkTopology"] = network_topology(p.topology)
+            policy["networkTopology"] = p.topology.to_object()
         out.append(policy)
     return out
 
@@ -261,7 +249,7 @@ def build_podgroup(
     if spec.priority_class:
         pg_spec["priorityClassName"] = spec.priority_class
     if spec.network_topology is not None:
-        pg_spec["networkTopology"] = network_topology(spec.network_topology)
+        pg_spec["networkTopology"] = spec.network_topology.to_object()
     sub_groups = sub_group_policies(spec)
     if sub_groups:
         pg_spec["subGroupPolicy"] = sub_groups
@@ -374,7 +362,6 @@ __all__ = [
     "build_pod",
     "build_podgroup",
     "min_resources",
-    "network_topology",
     "owner_reference",
     "pod_index",
     "pod_name",
