@@ -157,6 +157,25 @@ def queue(
     }
 
 
+def hypernode(
+    name: str, tier: int, kind: str, members: list[str], tier_name: str = ""
+) -> dict[str, Any]:
+    """A ``topology.volcano.sh/v1alpha1`` HyperNode whose members (``kind``: Node or
+    HyperNode) are named by ``exactMatch``."""
+    spec: dict[str, Any] = {
+        "tier": tier,
+        "members": [{"type": kind, "selector": {"exactMatch": {"name": m}}} for m in members],
+    }
+    if tier_name:
+        spec["tierName"] = tier_name
+    return {
+        "apiVersion": "topology.volcano.sh/v1alpha1",
+        "kind": "HyperNode",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
 def priority_class(name: str, value: int, *, default: bool = False) -> dict[str, Any]:
     return {
         "apiVersion": "scheduling.k8s.io/v1",

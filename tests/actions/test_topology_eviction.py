@@ -8,25 +8,13 @@ rack-a, the only place the gang's other pods may go, never in rack-b.
 
 from __future__ import annotations
 
-from tests.kit import conf, node, pod, podgroup, priority_class, queue, run
+from tests.kit import conf, hypernode, node, pod, podgroup, priority_class, queue, run
 
 PREEMPT = conf(
     "enqueue, allocate, preempt",
     ["priority", "gang", "conformance"],
     ["predicates", "proportion", "nodeorder", "binpack", "network-topology-aware"],
 )
-
-
-def hypernode(name: str, tier: int, kind: str, members: list[str]) -> dict:
-    return {
-        "apiVersion": "topology.volcano.sh/v1alpha1",
-        "kind": "HyperNode",
-        "metadata": {"name": name},
-        "spec": {
-            "tier": tier,
-            "members": [{"type": kind, "selector": {"exactMatch": {"name": m}}} for m in members],
-        },
-    }
 
 
 def cluster(gang_running: int) -> list[dict]:

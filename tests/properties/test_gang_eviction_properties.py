@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.kit import node, pod, podgroup, priority_class, queue
+from tests.kit import hypernode, node, pod, podgroup, priority_class, queue
 
 from pumice.cache.build import SourcedObject, build_snapshot
 from pumice.conf.config import parse_config
@@ -75,18 +75,6 @@ class Gang:
     priority: int
     minimum: int
     roles: dict[str, int] = field(default_factory=dict)
-
-
-def hypernode(name: str, tier: int, kind: str, members: list[str]) -> dict:
-    return {
-        "apiVersion": "topology.volcano.sh/v1alpha1",
-        "kind": "HyperNode",
-        "metadata": {"name": name},
-        "spec": {
-            "tier": tier,
-            "members": [{"type": kind, "selector": {"exactMatch": {"name": m}}} for m in members],
-        },
-    }
 
 
 @st.composite

@@ -20,7 +20,7 @@ from collections import Counter
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.kit import node, pod, podgroup, queue
+from tests.kit import hypernode, node, pod, podgroup, queue
 
 from pumice.api.quantity import to_canonical
 from pumice.cache.build import SourcedObject, build_snapshot
@@ -50,21 +50,6 @@ tiers:
 )
 
 PARTITION = "volcano.sh/partition-id"
-
-
-def hypernode(name: str, tier: int, kind: str, members: list[str], tier_name: str = "") -> dict:
-    spec: dict = {
-        "tier": tier,
-        "members": [{"type": kind, "selector": {"exactMatch": {"name": m}}} for m in members],
-    }
-    if tier_name:
-        spec["tierName"] = tier_name
-    return {
-        "apiVersion": "topology.volcano.sh/v1alpha1",
-        "kind": "HyperNode",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
 
 
 @st.composite
