@@ -23,31 +23,12 @@ from hypothesis import strategies as st
 from tests.kit import hypernode, node, pod, podgroup, queue
 
 from pumice.api.quantity import to_canonical
+from pumice.bench.scenarios import TOPOLOGY_CONFIG
 from pumice.cache.build import SourcedObject, build_snapshot
 from pumice.conf.config import parse_config
 from pumice.scheduler import Scheduler
 
-CONFIG = Scheduler.create(
-    parse_config(
-        yaml.safe_load(
-            """
-actions: "enqueue, allocate, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: drf
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: binpack
-  - name: network-topology-aware
-"""
-        )
-    )
-)
+CONFIG = Scheduler.create(parse_config(yaml.safe_load(TOPOLOGY_CONFIG)))
 
 PARTITION = "volcano.sh/partition-id"
 

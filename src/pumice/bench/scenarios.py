@@ -156,10 +156,9 @@ def gang(n_jobs: int = 20, size: int = 500, n_nodes: int = 1000) -> list[Obj]:
     return objs
 
 
-#: The scheduler configuration of :func:`topology` (Volcano's default with the
-#: network-topology-aware plugin, as its user guide sets it up).
-TOPOLOGY_CONFIG = """
-actions: "enqueue, allocate, backfill"
+#: The tiers of Volcano's network-topology user guide (its default tiers, no overcommit,
+#: no enable flags), which the scenarios below build their configurations on.
+GUIDE_TIERS = """
 tiers:
 - plugins:
   - name: priority
@@ -171,8 +170,13 @@ tiers:
   - name: proportion
   - name: nodeorder
   - name: binpack
-  - name: network-topology-aware
 """
+
+#: The scheduler configuration of :func:`topology`: the guide's, with the
+#: network-topology-aware plugin, as it sets it up.
+TOPOLOGY_CONFIG = (
+    'actions: "enqueue, allocate, backfill"' + GUIDE_TIERS + "  - name: network-topology-aware\n"
+)
 
 
 def hypernode(name: str, tier: int, kind: str, members: list[str]) -> Obj:
@@ -234,22 +238,9 @@ def topology(
     return objs
 
 
-#: The configuration of :func:`gang_preemption`: Volcano's default tiers with
-#: gangpreempt after allocate.
-GANG_PREEMPT_CONFIG = """
-actions: "enqueue, allocate, gangpreempt"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: drf
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: binpack
-"""
+#: The configuration of :func:`gang_preemption`: the guide's tiers, with gangpreempt
+#: after allocate.
+GANG_PREEMPT_CONFIG = 'actions: "enqueue, allocate, gangpreempt"' + GUIDE_TIERS
 
 
 def _priority_class(name: str, value: int) -> Obj:
