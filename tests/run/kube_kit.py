@@ -34,6 +34,14 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 20.0) -> Any:
     raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
 
 
+def delete_all(client: KubeClient, path: str, what: str) -> None:
+    """Delete every object at the collection ``path`` and wait until none is left (a
+    test's objects of a kind that other tests share the API server with)."""
+    status, body = client.request("DELETE", path)
+    assert status in (200, 404), body
+    wait_for(f"no {what}", lambda: not ok(client.request("GET", path))["items"])
+
+
 def ok(result: tuple[int, Any]) -> Any:
     status, body = result
     assert status in (200, 201), f"HTTP {status}: {body}"

@@ -68,10 +68,7 @@ def set_phase(client: KubeClient, name: str, phase: str) -> None:
 
 
 def _wipe(client: KubeClient) -> None:
-    status, body = client.request("DELETE", COS.path("default"))
-    assert status in (200, 404), body
-    k.wait_for("no coscheduling PodGroups",
-               lambda: not k.ok(client.request("GET", COS.path("default")))["items"])  # fmt: skip
+    k.delete_all(client, COS.path("default"), "coscheduling PodGroups")
 
 
 @pytest.fixture

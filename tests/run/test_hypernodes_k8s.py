@@ -60,9 +60,7 @@ def members(cache: SchedulerCache) -> dict[str, list[str]]:
 
 
 def _wipe_hypernodes(client: KubeClient) -> None:
-    status, body = client.request("DELETE", HN.path())
-    assert status in (200, 404), body
-    k.wait_for("no HyperNodes", lambda: not k.ok(client.request("GET", HN.path()))["items"])
+    k.delete_all(client, HN.path(), "HyperNodes")
 
 
 @pytest.fixture
