@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
 import numpy as np
@@ -13,7 +14,7 @@ from pumice.sim.cluster_spec import default_cluster
 from pumice.sim.loader import load_workload
 from pumice.sim.objects import job_objects, to_compact, workload_objects
 from pumice.sim.synthetic import default_workload, generate
-from pumice.sim.workload import GPU, Workload
+from pumice.sim.workload import GPU, JobSpec, Workload
 
 N = 20_000
 SEED = 7
@@ -141,6 +142,68 @@ def test_bursts_of_job_arrays(big):
         if gap < 30 and a.queue == b.queue and a.tasks[-1].requests is b.tasks[-1].requests:
             close += 1
     assert close > 0.1 * N
+
+
+def bursts(w: Workload, gap: float = 60.0) -> list[list[JobSpec]]:
+    """Runs of two or more jobs in arrival order, each within ``gap`` seconds of the one
+    before, in one queue and of one shape: how a job array shows in a workload whose single
+    submissions are hours apart."""
+    runs: list[list[JobSpec]] = []
+    run = [w.jobs[0]]
+    for a, b in itertools.pairwise(w.jobs):
+        if b.arrival - a.arrival < gap and a.queue == b.queue and a.tasks == b.tasks:
+            run.append(b)
+        else:
+            if len(run) > 1:
+                runs.append(run)
+            run = [b]
+    if len(run) > 1:
+        runs.append(run)
+    return runs
+
+
+SPARSE_SEEDS = range(40)
+
+
+@pytest.fixture(scope="module")
+def sparse() -> list[Workload]:
+    """Workloads whose single submissions are about six hours apart, so the job arrays
+    (members about 5 s apart) stand out as bursts."""
+    return [generate(600, seed=seed, horizon=30 * 86400) for seed in SPARSE_SEEDS]
+
+
+def test_burst_members_are_mostly_small(sparse):
+    """Over many seeds, job arrays are mostly one-GPU jobs and never wider than two nodes,
+    while single submissions keep the tail of wide gangs."""
+    members, singles = [], []
+    for w in sparse:
+        runs = bursts(w)
+        assert runs, "every workload has bursts"
+        in_burst = {j.name for run in runs for j in run}
+        members += [j.total(GPU) for run in runs for j in run]
+        singles += [j.total(GPU) for j in w.jobs if j.name not in in_burst]
+    members_a, singles_a = np.array(members), np.array(singles)
+    assert len(members_a) > 1000
+    assert (members_a == 1).mean() > 0.78
+    assert members_a.max() <= 16
+    assert (members_a > 8).mean() < 0.03
+    assert (singles_a >= 32).sum() > 0, "wide gangs come from single submissions"
+    assert (singles_a > 8).mean() > 3 * (members_a > 8).mean()
+
+
+def test_every_job_still_follows_the_calibrated_gpu_mix(sparse):
+    """Small bursts do not skew the job mix: over all jobs, about 80% use one GPU and
+    multi-node jobs keep their share (singles carry what the bursts leave out)."""
+    gpus = np.array([j.total(GPU) for w in sparse for j in w.jobs])
+    assert abs((gpus == 1).mean() - 0.80) < 0.03
+    assert abs((gpus > 8).mean() - 0.045) < 0.015
+
+
+def test_bursts_are_the_same_for_a_seed(sparse):
+    """A seed always gives the same bursts (members, shapes and times); another seed others."""
+    again = generate(600, seed=SPARSE_SEEDS[3], horizon=30 * 86400)
+    assert bursts(again) == bursts(sparse[3])
+    assert bursts(sparse[3]) != bursts(sparse[4])
 
 
 def test_queues_are_skewed_and_all_used(big):

@@ -101,6 +101,9 @@ class Calibration:
 
     gpu_sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
     gpu_weights: tuple[float, ...] = (0.80, 0.05, 0.045, 0.06, 0.02, 0.012, 0.008, 0.003, 0.002)
+    # GPUs of a job array (a burst), over ``gpu_sizes``: sweeps are mostly one-GPU jobs and
+    # rarely wider than a node. Single submissions make up the rest of ``gpu_weights``.
+    burst_gpu_weights: tuple[float, ...] = (0.85, 0.06, 0.04, 0.04, 0.01, 0.0, 0.0, 0.0, 0.0)
     split_fraction: float = 0.3  # 2..split_max_gpus-GPU jobs run as 1-GPU workers
     split_max_gpus: int = 0  # 0: gpus_per_node (a split job never spans nodes by size)
     ps_fraction: float = 0.2  # gangs with CPU-only parameter servers
@@ -143,6 +146,53 @@ def queue_names(n: int) -> list[str]:
 def _choice(rng: np.random.Generator, values, weights, size: int) -> np.ndarray:
     p = np.asarray(weights, dtype=float)
     return np.asarray(values)[rng.choice(len(p), size=size, p=p / p.sum())]
+
+
+def _single_weights(job_p: np.ndarray, burst_p: np.ndarray, burst_share: float) -> np.ndarray:
+    """The GPU distribution of single submissions that, mixed with bursts making up
+    ``burst_share`` of the jobs, gives every job the distribution ``job_p``.
+
+    Why: bursts are drawn small, and the calibrated per-job distribution (80% one GPU, the
+    tail of wide gangs) must still hold over all jobs, so the singles carry what the bursts
+    leave out. Where bursts alone would exceed a size's share, that size gets no singles
+    and the rest is renormalized (the per-job share of that size is then a little high).
+    """
+    if burst_share >= 1.0:
+        return job_p
+    single = np.clip(job_p - burst_share * burst_p, 0.0, None) / (1.0 - burst_share)
+    total = single.sum()
+    return single / total if total > 0 else job_p
+
+
+def _submission_gpus(
+    rng: np.random.Generator, sizes: np.ndarray, max_gpus: int, c: Calibration
+) -> np.ndarray:
+    """GPUs of each submission: job arrays (``sizes > 1``) from ``burst_gpu_weights``,
+    single jobs from what keeps the per-job mix at ``gpu_weights``; sizes above
+    ``max_gpus`` are left out of both. One uniform draw per submission, in order."""
+    if len(c.burst_gpu_weights) != len(c.gpu_sizes):
+        raise ValueError("burst_gpu_weights needs one weight per gpu_sizes entry")
+    values = np.asarray(c.gpu_sizes, dtype=np.int64)
+    ok = values <= max_gpus
+    values = values[ok]
+    job_p = np.asarray(c.gpu_weights, dtype=float)[ok]
+    job_p = job_p / job_p.sum()
+    burst_p = np.asarray(c.burst_gpu_weights, dtype=float)[ok]
+    burst_p = burst_p / burst_p.sum() if burst_p.sum() > 0 else job_p
+    is_burst = sizes > 1
+    burst_share = float(sizes[is_burst].sum()) / float(sizes.sum())
+    single_p = _single_weights(job_p, burst_p, burst_share)
+    u = rng.random(len(sizes))
+    pick = np.where(is_burst, _inverse_cdf(burst_p, u), _inverse_cdf(single_p, u))
+    return values[pick]
+
+
+def _inverse_cdf(p: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Indices drawn from weights ``p`` by uniforms ``u`` in [0, 1); a size of weight 0
+    is never drawn (the last bound is exactly 1.0, so rounding cannot reach past it)."""
+    cdf = np.cumsum(p)
+    cdf /= cdf[-1]
+    return np.searchsorted(cdf, u, side="right")
 
 
 def _diurnal_times(rng: np.random.Generator, n: int, horizon: float, c: Calibration):
@@ -213,10 +263,7 @@ def generate(
     max_gpus = max_gang * gpus_per_node
     if max_job_gpus is not None:
         max_gpus = min(max_gpus, max_job_gpus)
-    sizes_ok = [(s, w) for s, w in zip(c.gpu_sizes, c.gpu_weights, strict=True) if s <= max_gpus]
-    sub_gpus = _choice(rng, [s for s, _ in sizes_ok], [w for _, w in sizes_ok], n_sub).astype(
-        np.int64
-    )
+    sub_gpus = _submission_gpus(rng, sizes, max_gpus, c)
     multi_node = sub_gpus > gpus_per_node
     pods = np.where(multi_node, -(-sub_gpus // gpus_per_node), 1)
     gpus_per_pod = np.where(multi_node, gpus_per_node, sub_gpus)
