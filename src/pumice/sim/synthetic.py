@@ -39,7 +39,11 @@ outcome                12% fail (early: end fraction Beta(0.7,     Philly, Helio
 arrivals               non-homogeneous Poisson, daily cycle        Helios, Philly: diurnal
                        (peak 15:00, peak:trough 3:1); 7% of        submission pattern;
                        submissions are job arrays of ~8 jobs       bursts of similar jobs
-                       from one user a few seconds apart           (hyper-parameter sweeps)
+                       from one user a few seconds apart, of one   (hyper-parameter sweeps),
+                       shape drawn mostly small (85% one GPU, at   dominated by many small,
+                       most two nodes); single submissions carry   often one-GPU jobs
+                       the rest, so every job's GPUs still follow
+                       the row above
 tenants                ``n_queues`` queues, Zipf weights           PAI, Helios: usage is
                        (2n/rank); demand per queue skewed and      heavily skewed over
                        not proportional to weight                  users and groups
