@@ -65,7 +65,19 @@ def add_parser(sub: Any) -> None:
     from pumice.cli import add_plugins_dir
 
     add_plugins_dir(s)
-    s.add_argument("--seed", type=int, default=1, help="seed of generated workloads (default 1)")
+    s.add_argument(
+        "--seed",
+        type=int,
+        action="append",
+        metavar="N",
+        help="seed of generated workloads (default 1); repeat it for a grid over seeds",
+    )
+    s.add_argument(
+        "--seeds",
+        metavar="LIST",
+        help="a grid over seeds of the generated workload: every configuration with each "
+        "seed, e.g. 1,2,3 or 1-5; the report aggregates each configuration over the seeds",
+    )
     s.add_argument(
         "--out", default="pumice-report", help="report directory (default: ./pumice-report)"
     )
@@ -138,6 +150,13 @@ def add_parser(sub: Any) -> None:
         metavar="N",
         help="what-if: run the configurations in N processes at once (default: one per "
         "configuration, up to the number of CPUs; 1 runs them one after the other)",
+    )
+    s.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        help="run the simulations on this Dask distributed scheduler, e.g. "
+        "tcp://host:8786 (default: $PUMICE_DASK_ADDRESS; without either, or with "
+        "--workers, on local processes); needs pumice[dask]",
     )
     net = s.add_argument_group("network topology (HyperNodes)")
     net.add_argument(
@@ -328,6 +347,8 @@ class _Plan:
     names: tuple[str, ...]
     targets: tuple[Path, ...]  # report directory of each run
     hypernodes: tuple[dict[str, Any], ...] = ()
+    seeds: tuple[int, ...] = ()  # of each run, in a grid over seeds (else empty)
+    label_errors: bool = False  # an InputError names the run it came from
 
 
 #: What a worker sends back instead of the workload, which the parent already holds.
@@ -339,6 +360,15 @@ def _run_config(
 ) -> tuple[SimResult, dict[str, Any], Path]:
     """Simulate configuration ``index`` and write its report directory; return the
     result, the run's wall-clock facts and the report page."""
+    if plan.label_errors:
+        try:
+            return _run_config(dataclasses.replace(plan, label_errors=False), index, progress)
+        except InputError as err:
+            where = f"seed {plan.seeds[index]}, " if plan.seeds else ""
+            source = plan.schedulers[index].config.source
+            raise InputError(
+                f"in the run of {plan.names[index]} ({where}config {source}): {err.render()}"
+            ) from None
     from pumice.sim.engine import Simulation
     from pumice.sim.report import write_report
 
@@ -365,6 +395,8 @@ def _run_config(
         "jobs_per_second": round(len(workload.jobs) / wall, 1) if wall > 0 else None,
         "cycles": result.summary["cycles"],
     }
+    if plan.seeds:
+        run_info["seed"] = plan.seeds[index]
     page = write_report(result, plan.targets[index], run_info)
     return result, run_info, page
 
@@ -376,6 +408,44 @@ def _run_config_detached(
     workload (pickling it back would cost time for nothing); the parent reattaches it."""
     result, run_info, page = _run_config(plan, index, progress)
     return dataclasses.replace(result, workload=_DETACHED), run_info, page
+
+
+def _run_config_shipped(
+    plan: _Plan, index: int, progress: Progress | None
+) -> tuple[SimResult, dict[str, Any], dict[str, bytes], str]:
+    """:func:`_run_config` on a Dask worker, which may be another machine: the report
+    is written into a scratch directory and its files travel back (with the result,
+    detached as above, and the page's relative path) for the parent to write under the
+    run's own directory, so the report is the one a local run writes."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="pumice-run-") as tmp:
+        targets = list(plan.targets)
+        targets[index] = Path(tmp)
+        result, run_info, page = _run_config(
+            dataclasses.replace(plan, targets=tuple(targets)), index, progress
+        )
+        files = {
+            f.relative_to(tmp).as_posix(): f.read_bytes()
+            for f in sorted(Path(tmp).rglob("*"))
+            if f.is_file()
+        }
+        rel = page.relative_to(tmp).as_posix()
+    return dataclasses.replace(result, workload=_DETACHED), run_info, files, rel
+
+
+def _write_shipped(target: Path, files: dict[str, bytes], page: str) -> Path:
+    """Write a report that came back from a Dask worker; return its page's path."""
+    for rel, data in files.items():
+        path = target / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return target / page
+
+
+def _seeded(args: argparse.Namespace, seed: int) -> argparse.Namespace:
+    """The arguments with one seed, as :func:`_workload` reads them."""
+    return argparse.Namespace(**{**vars(args), "seed": seed})
 
 
 def _cpus() -> int:
@@ -489,6 +559,17 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("must be > 0", field="--period")
     if args.workers is not None and args.workers < 1:
         raise InputError("must be >= 1", field="--workers")
+    from pumice.sim import sweep
+
+    seeds = sweep.seeds(args.seed, args.seeds)
+    grid = len(seeds) > 1
+    if grid and (args.workload or args.trace_format):
+        raise InputError(
+            "seeds vary generated workloads only (--jobs, --nodes, --cluster, the built-in "
+            "scenario); workload files and traces are the same for every seed",
+            field="--seeds" if args.seeds is not None else "--seed",
+        )
+    address = sweep.dask_address(args.dask, args.workers)
     configs: list[str | None] = list(args.config) or [None]
     config_labels = config_names(args.config) if args.config else ["default"]
     modes = _modes(args)
@@ -508,7 +589,8 @@ def run(args: argparse.Namespace) -> int:
             )
     cluster = _cluster(args)
     nodes = cluster.nodes
-    workload = _workload(args, nodes)
+    workloads = {s: _workload(_seeded(args, s), nodes) for s in seeds}
+    workload = workloads[seeds[0]]
     if workload.skipped:
         first = workload.warnings[0] if workload.warnings else "?"
         print(
@@ -530,32 +612,60 @@ def run(args: argparse.Namespace) -> int:
     run_schedulers: list[Scheduler] = []
     run_workloads: list[Workload] = []
     names: list[str] = []
-    variants = _variants(args, modes, workload, cluster)
+    run_seeds: list[int] = []  # in a grid, ordered by (configuration, seed)
+    by_seed = {s: _variants(args, modes, workloads[s], cluster) for s in seeds}
     for ci, label in enumerate(config_labels):
-        for k, (mode, variant) in enumerate(variants):
-            if mode is None:
-                names.append(label)
-            else:
-                names.append(mode if len(config_labels) == 1 else f"{label}-{mode}")
-            # each run its own scheduler: a second one for the same file is read again
-            run_schedulers.append(
-                schedulers[ci] if k == 0 else Scheduler.from_file(configs[ci], args.plugins_dir)
-            )
-            run_workloads.append(variant)
+        for k in range(len(by_seed[seeds[0]])):
+            for si, seed in enumerate(seeds):
+                mode, variant = by_seed[seed][k]
+                if mode is None:
+                    names.append(label)
+                else:
+                    names.append(mode if len(config_labels) == 1 else f"{label}-{mode}")
+                # each run its own scheduler: a second one for the same file is read again
+                run_schedulers.append(
+                    schedulers[ci]
+                    if k == 0 and si == 0
+                    else Scheduler.from_file(configs[ci], args.plugins_dir)
+                )
+                run_workloads.append(variant)
+                run_seeds.append(seed)
     out = Path(args.out)
+    if grid:
+        targets = tuple(out / n / f"seed-{s}" for n, s in zip(names, run_seeds, strict=True))
+    else:
+        targets = tuple(out / n if len(names) > 1 else out for n in names)
     plan = _Plan(
         nodes=nodes,
         workloads=tuple(run_workloads),
         options=options,
         schedulers=tuple(run_schedulers),
         names=tuple(names),
-        targets=tuple(out / n if len(names) > 1 else out for n in names),
+        targets=targets,
         hypernodes=tuple(cluster.hypernodes),
+        seeds=tuple(run_seeds) if grid else (),
+        label_errors=grid or address is not None,
     )
     workers = min(args.workers if args.workers is not None else _cpus(), len(names))
     labels = [f"simulating {n}" if len(names) > 1 else "simulating" for n in names]
+    if grid:
+        labels = [f"simulating {n} seed {s}" for n, s in zip(names, run_seeds, strict=True)]
     results: list[tuple[SimResult, dict[str, Any], Path]] = []
-    if workers == 1:  # in this process, one after the other
+    if address is not None:  # on the Dask cluster; the reports are written here
+        bars = _Bars(labels, not args.no_progress)
+        shipped = sweep.run_on_dask(
+            _run_config_shipped, plan, len(names), address, bars if bars.enabled else None
+        )
+        results = [
+            (
+                dataclasses.replace(r, workload=run_workloads[i]),
+                info,
+                _write_shipped(plan.targets[i], files, rel),
+            )
+            for i, (r, info, files, rel) in enumerate(shipped)
+        ]
+        workers = 0  # not this machine's processes
+    elif workers == 1:  # in this process, one after the other
         for i, label in enumerate(labels):
             with _Bars([label], not args.no_progress) as bars:
                 results.append(_run_config(plan, i, functools.partial(bars, 0)))
@@ -572,7 +682,9 @@ def run(args: argparse.Namespace) -> int:
         ]
 
     console = Console()
-    if len(results) == 1:
+    if grid:
+        _print_grid(console, results, names, seeds, workloads, out, address, workers)
+    elif len(results) == 1:
         result, info, page = results[0]
         t = Table(
             title=f"pumice simulate: {len(workload.jobs):,} jobs on {len(nodes)} nodes, "
@@ -589,7 +701,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         from pumice.sim.report import minutes
 
-        run_all = {"workers": workers, "configs": [info for _r, info, _p in results]}
+        run_all: dict[str, Any] = {"workers": workers}
+        if address is not None:
+            run_all["dask"] = address
+        run_all["configs"] = [info for _r, info, _p in results]
         page = write_comparison([r for r, _i, _p in results], out, run_all)
         t = Table(
             title=f"pumice simulate: what-if on {len(workload.jobs):,} jobs", title_justify="left"
@@ -622,6 +737,45 @@ def run(args: argparse.Namespace) -> int:
         print(f"pumice: error: {bad} gang atomicity violation(s)", file=sys.stderr)
         return 1
     return 0
+
+
+def _print_grid(
+    console: Any,
+    results: Sequence[tuple[SimResult, dict[str, Any], Path]],
+    names: Sequence[str],
+    seeds: Sequence[int],
+    workloads: dict[int, Workload],
+    out: Path,
+    address: str | None,
+    workers: int,
+) -> None:
+    """A grid's report: aggregated over the seeds per configuration (files, page and
+    the terminal table, one ``mean ± std`` cell per configuration)."""
+    from rich.table import Table
+
+    from pumice.sim import sweep
+
+    unique = list(dict.fromkeys(names))
+    rows = sweep.aggregate([r for r, _i, _p in results], unique, seeds)
+    run_all: dict[str, Any] = {"workers": workers}
+    if address is not None:
+        run_all["dask"] = address
+    run_all["runs"] = [info for _r, info, _p in results]
+    jobs = {s: len(w.jobs) for s, w in workloads.items()}
+    page = sweep.write_grid(rows, unique, seeds, out, run_all, jobs)
+    t = Table(
+        title=f"pumice simulate: what-if grid, {len(unique)} configuration(s) × "
+        f"{len(seeds)} seeds (mean ± std over the seeds)",
+        title_justify="left",
+    )
+    t.add_column("metric", style="bold")
+    for n in unique:
+        t.add_column(n, justify="right")
+    for row in sweep.headline(rows):
+        label = row.metric.removesuffix(" (s)").removesuffix(" (mean over queues)")
+        t.add_row(label, *(sweep.cell_text(row.metric, row.cells.get(n)) for n in unique))
+    console.print(t)
+    print(f"report: {page}")
 
 
 __all__ = ["add_parser", "run"]
