@@ -2,6 +2,11 @@
 
 This is the pure core every mode shares: ``(snapshot, config) -> decisions``. It never
 touches a cluster; the caller applies the decisions.
+
+A cycle on the same cluster state as the last one, before any answer the last one gave
+expires, decides the same again: it is *repeated* instead of run (see
+:meth:`Scheduler.cycle`). A backlog that waits costs nothing while nothing it waits for
+changes.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ import gc
 import os
 from dataclasses import dataclass
 from time import perf_counter
+from typing import Any
 
 from pumice.actions import default_registry as default_actions
 from pumice.api.snapshot import Snapshot
@@ -19,9 +25,32 @@ from pumice.errors import InputError
 from pumice.framework.decisions import Decisions
 from pumice.framework.extensions import load_registries
 from pumice.framework.plugin import Registry
-from pumice.framework.session import CycleObserver, Session, close_session, open_session
+from pumice.framework.session import (
+    CycleObserver,
+    Session,
+    close_session,
+    next_session_uid,
+    open_session,
+)
 from pumice.framework.status import explain_pending, update_podgroups
+from pumice.framework.verdicts import valid_until
 from pumice.plugins import default_registry as default_plugins
+
+#: The key of the last cycle's record in ``Snapshot.verdicts``.
+CYCLE_KEY = "scheduler.last-cycle"
+
+
+@dataclass(slots=True)
+class _Cycle:
+    """What a cycle leaves for the next one to repeat (see :meth:`Scheduler.cycle`)."""
+
+    scheduler: Scheduler
+    now: float
+    #: The session's answers stand while the clock is below this.
+    until: float
+    #: The decisions, without the snapshot's notes.
+    decisions: Decisions
+    observer: CycleObserver | None
 
 
 @dataclass(slots=True)
@@ -31,6 +60,9 @@ class Scheduler:
     config: SchedulerConfig
     plugins: Registry
     actions: Registry
+    #: Repeat a cycle on an unchanged cluster instead of running it (see :meth:`cycle`);
+    #: False runs every cycle, to check that repeating changes nothing.
+    repeat: bool = True
 
     @classmethod
     def from_file(
@@ -104,8 +136,30 @@ class Scheduler:
         walks the whole snapshot (hundreds of thousands of objects, none of which can
         be garbage while the cycle runs), some 75 ms for ``basic`` in the benchmark.
         Reference counting still frees what the cycle drops; reference cycles made
-        during it are collected after."""
+        during it are collected after.
+
+        **Repeated cycles.** The decisions are a function of the cluster state, the
+        configuration and the clock. A snapshot whose owner says it holds the same
+        state as the last cycle's (``Snapshot.stamp`` and the active jobs equal), for
+        the same scheduler, at a time before any answer of the last session expires
+        (every plugin and action says until when its answers stand:
+        :func:`~pumice.framework.verdicts.valid_until`), gets the last decisions again
+        without a session: the same binds, evictions, status and explanations. The
+        records inside are shared with the last decisions (callers never write them);
+        the podgroup conditions keep the last session's ``transitionID``, the session
+        that decided them. The observer is then told ``cycle_repeated`` and
+        ``cycle_done`` only."""
         start = perf_counter() if observer is not None else 0.0
+        again = self._repeat(snapshot, observer)
+        if again is not None:
+            if observer is not None:
+                observer.cycle_done(perf_counter() - start)
+            return again
+        actions: list[Any] = []
+
+        def until(ssn: Session) -> None:
+            self._keep(ssn, actions, observer)
+
         paused = gc.isenabled()
         if paused:
             gc.disable()
@@ -113,13 +167,14 @@ class Scheduler:
             ssn = self.open(snapshot, observer)
             for name in self.config.actions:
                 action = self.actions.create(name, self.config.action_arguments(name))
+                actions.append(action)
                 if observer is None:
                     action.execute(ssn)
                 else:
                     t = perf_counter()
                     action.execute(ssn)
                     observer.action_done(name, perf_counter() - t)
-            decisions = close_session(ssn, (update_podgroups, explain_pending), observer)
+            decisions = close_session(ssn, (update_podgroups, explain_pending, until), observer)
         finally:
             if paused:
                 gc.enable()
@@ -127,6 +182,42 @@ class Scheduler:
         if observer is not None:
             observer.cycle_done(perf_counter() - start)
         return decisions
+
+    def _repeat(self, snapshot: Snapshot, observer: CycleObserver | None) -> Decisions | None:
+        """The last cycle's decisions again, if this cycle would decide the same."""
+        if not self.repeat or snapshot.stamp is None:
+            return None
+        last: _Cycle | None = snapshot.verdicts.recall(
+            CYCLE_KEY, (snapshot.stamp, snapshot.active)
+        )
+        if last is None or last.scheduler is not self:
+            return None
+        if not last.now <= snapshot.now < last.until:
+            return None
+        if observer is not None:
+            told = getattr(observer, "cycle_repeated", None)
+            if told is None or last.observer is None:
+                return None
+            told(last.observer)
+        next_session_uid()  # (numbered as if it had opened one)
+        decisions = last.decisions.repeated()
+        decisions.notes.extend(snapshot.notes)
+        return decisions
+
+    def _keep(self, ssn: Session, actions: list[Any], observer: CycleObserver | None) -> None:
+        """Leave this cycle for the next one to repeat (a closer: the plugins are still
+        in place to say until when their answers stand)."""
+        snapshot = ssn.snapshot
+        if not self.repeat or snapshot.stamp is None:
+            return
+        stamp = (snapshot.stamp, snapshot.active)
+        until = valid_until(ssn, [*ssn.plugins, *actions])
+        if until <= ssn.now:
+            snapshot.verdicts.forget(CYCLE_KEY)
+            return
+        # (A copy: the caller gets ``ssn.decisions``, and the snapshot's notes go on it.)
+        kept = _Cycle(self, ssn.now, until, ssn.decisions.repeated(), observer)
+        snapshot.verdicts.keep(CYCLE_KEY, stamp, kept)
 
 
 def known(plugins: Registry, actions: Registry) -> Known:

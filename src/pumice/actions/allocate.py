@@ -40,10 +40,12 @@ from pumice.framework.pqueue import KeyedQueue, PriorityQueue, ordered
 from pumice.framework.session import Session
 from pumice.framework.statement import Statement
 from pumice.framework.topology import session_topology
+from pumice.framework.verdicts import timeless
 
 
 class AllocateAction:
     name = "allocate"
+    valid_until = timeless  # (answers do not depend on the clock)
     argument_keys = ()
 
     def __init__(self, arguments: Arguments) -> None:

@@ -25,10 +25,12 @@ from pumice.conf.arguments import Arguments
 from pumice.framework.orders import job_key
 from pumice.framework.session import Session
 from pumice.framework.statement import Statement
+from pumice.framework.verdicts import timeless
 
 
 class BackfillAction:
     name = "backfill"
+    valid_until = timeless  # (answers do not depend on the clock)
     argument_keys = ()
 
     def __init__(self, arguments: Arguments) -> None:

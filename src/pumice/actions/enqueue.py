@@ -18,6 +18,7 @@ from pumice.conf.arguments import Arguments
 from pumice.framework.orders import job_key
 from pumice.framework.pqueue import PriorityQueue
 from pumice.framework.session import Session
+from pumice.framework.verdicts import timeless
 
 
 def enqueue_refusal(ssn: Session, plugin_name: str | None, job: JobInfo) -> str:
@@ -32,6 +33,7 @@ def enqueue_refusal(ssn: Session, plugin_name: str | None, job: JobInfo) -> str:
 
 class EnqueueAction:
     name = "enqueue"
+    valid_until = timeless  # (answers do not depend on the clock)
     argument_keys = ()
 
     def __init__(self, arguments: Arguments) -> None:

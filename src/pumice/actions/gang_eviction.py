@@ -58,6 +58,7 @@ from pumice.framework.pqueue import PriorityQueue, ordered
 from pumice.framework.session import Session
 from pumice.framework.statement import Statement
 from pumice.framework.topology import EVICT_PURPOSE, SessionTopology, SubJob, session_topology
+from pumice.framework.verdicts import timeless
 
 SAFE, WHOLE = 0, 1
 PREEMPTABLE_KEY = "volcano.sh/preemptable"
@@ -266,6 +267,7 @@ class GangEvictionAction:
     queue may act (``queue_may``)."""
 
     name = ""
+    valid_until = timeless  # (answers do not depend on the clock)
     argument_keys = ("maxDomains", "allowWholeBundle")
     #: An overused queue takes no turn (gangreclaim: it has more than its share).
     skip_overused = False

@@ -64,6 +64,7 @@ from pumice.conf.arguments import Arguments
 from pumice.framework.pqueue import PriorityQueue
 from pumice.framework.session import Session
 from pumice.framework.statement import Statement
+from pumice.framework.verdicts import timeless
 
 ACTION = "preempt"
 MAX_INT32 = 2**31 - 1
@@ -71,6 +72,7 @@ MAX_INT32 = 2**31 - 1
 
 class PreemptAction:
     name = ACTION
+    valid_until = timeless  # (answers do not depend on the clock)
     argument_keys = (
         "enableTopologyAwarePreemption",
         "minCandidateNodesPercentage",

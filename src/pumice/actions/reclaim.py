@@ -39,12 +39,14 @@ from pumice.framework.fit import fits
 from pumice.framework.pqueue import PriorityQueue
 from pumice.framework.session import Session
 from pumice.framework.statement import Statement
+from pumice.framework.verdicts import timeless
 
 ACTION = "reclaim"
 
 
 class ReclaimAction:
     name = ACTION
+    valid_until = timeless  # (answers do not depend on the clock)
     argument_keys = ()
 
     def __init__(self, arguments: Arguments) -> None:

@@ -12,6 +12,7 @@ from pumice.api.node import NodeTable
 from pumice.api.pdb import PdbRecord
 from pumice.api.queue import QueueInfo
 from pumice.api.resources import ResourceSpace
+from pumice.framework.verdicts import Verdicts
 
 
 @dataclass(slots=True)
@@ -59,6 +60,14 @@ class Snapshot:
     carried: dict[str, Any] = field(default_factory=dict)
     #: The HyperNode tree (None: the cluster has no HyperNodes).
     topology: Topology | None = None
+    #: Answers kept from cycle to cycle of one cluster, with what they depend on
+    #: (:class:`~pumice.framework.verdicts.Verdicts`): the snapshot's owner hands the same
+    #: store to every snapshot it makes; a snapshot built from files starts empty.
+    verdicts: Verdicts = field(default_factory=Verdicts)
+    #: The owner's count of the cluster changes it has taken in when it made this
+    #: snapshot: two snapshots of one owner with the same stamp hold the same cluster
+    #: state, only their clocks may differ. None: unknown (a snapshot built from files).
+    stamp: int | None = None
 
     def job_ledger(self) -> Ledger:
         """Per-queue sums over ``jobs`` as they were when the cycle began."""

@@ -88,6 +88,7 @@ from pumice.cluster.protocol import (
 from pumice.errors import InputError
 from pumice.framework.decisions import Decisions
 from pumice.framework.slots import SlotMemory
+from pumice.framework.verdicts import Verdicts
 
 #: Called with (kind, key, object, error) for an object that does not parse, when the
 #: cache is asked to skip bad objects instead of failing (``pumice run``).
@@ -237,6 +238,9 @@ class SchedulerCache:
         self.slot_memory = SlotMemory()
         #: What plugins keep from cycle to cycle (``Snapshot.carried``).
         self.carried: dict[str, Any] = {}
+        #: Answers kept from cycle to cycle with what they depend on
+        #: (``Snapshot.verdicts``; ``changes`` stamps the cluster state).
+        self.verdicts = Verdicts()
         #: uid -> (a record's conditions list, its condition_key): see _condition_key.
         self._condition_keys: dict[str, tuple[list[dict], tuple]] = {}
         self.queues: dict[str, QueueInfo] = {}
@@ -821,6 +825,8 @@ class SchedulerCache:
             ledger=self.ledger,
             slot_memory=self.slot_memory,
             carried=self.carried,
+            verdicts=self.verdicts,
+            stamp=self.changes,
             topology=self.topology,
             notes=list(self.topology.notes) if self.topology is not None else [],
         )

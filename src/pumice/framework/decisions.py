@@ -32,6 +32,19 @@ class Decisions:
     audit: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
+    def repeated(self) -> Decisions:
+        """These decisions again, for a cycle that decides the same: new containers,
+        the same (read-only) records in them."""
+        return Decisions(
+            binds=dict(self.binds),
+            evictions=list(self.evictions),
+            pipelined=dict(self.pipelined),
+            podgroups=dict(self.podgroups),
+            pending=dict(self.pending),
+            audit=list(self.audit),
+            notes=list(self.notes),
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "binds": dict(sorted(self.binds.items())),

@@ -29,6 +29,13 @@ if TYPE_CHECKING:
 _session_ids = itertools.count(1)
 
 
+def next_session_uid() -> str:
+    """A new session's uid (``session-N``, counted in this process): a cycle that
+    repeats the last one's decisions without opening a session still takes its turn in
+    the count, so that later sessions are numbered as if it had opened one."""
+    return f"session-{next(_session_ids)}"
+
+
 @dataclass(slots=True)
 class EventHandler:
     """Called when a task starts (allocate) or stops (deallocate) holding resources in
@@ -72,12 +79,17 @@ class CycleObserver(Protocol):
     def cycle_done(self, seconds: float) -> None:
         """The whole cycle, open to close, took ``seconds``."""
 
+    # Optional: ``cycle_repeated(last)``: the cycle opened no session because nothing it
+    # depends on changed since the cycle ``last`` (this observer's predecessor) observed;
+    # it decided the same. Only ``cycle_done`` follows. An observer without it makes
+    # every cycle open a session.
+
 
 class Session:
     """The state of one scheduling cycle and the functions plugins registered for it."""
 
     def __init__(self, snapshot: Snapshot, config: SchedulerConfig) -> None:
-        self.uid = f"session-{next(_session_ids)}"
+        self.uid = next_session_uid()
         self.snapshot = snapshot
         self.space = snapshot.space
         self.nodes = snapshot.nodes

@@ -37,6 +37,7 @@ from pumice.errors import InputError
 from pumice.framework.limits import CAPABILITY, amounts, cluster_total, describe, finite_dims
 from pumice.framework.pqueue import PriorityQueue
 from pumice.framework.session import EventHandler, Session
+from pumice.framework.verdicts import timeless
 from pumice.framework.victims import on_kind
 
 Vector = np.ndarray
@@ -85,6 +86,7 @@ def _fits_dims(used: Vector, limit: Vector, req: Vector) -> bool:
 
 class CapacityPlugin:
     name = "capacity"
+    valid_until = timeless  # (answers do not depend on the clock)
     argument_keys = ("ancestorReclaimLevel",)
 
     def __init__(self, arguments: Arguments) -> None:

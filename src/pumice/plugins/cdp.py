@@ -10,6 +10,7 @@ same way whenever it is run.
 
 from __future__ import annotations
 
+import math
 import re
 
 from pumice.api.task import TaskInfo, TaskStatus
@@ -68,9 +69,16 @@ class CdpPlugin:
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments
+        #: The earliest end of a cooldown that protected a candidate this session.
+        self._turns = math.inf
+
+    def valid_until(self, _ssn: Session) -> float:
+        """The first cooldown to end among the pods it protected this session."""
+        return self._turns
 
     def on_session_open(self, ssn: Session) -> None:
         now = ssn.now
+        self._turns = math.inf
 
         def cooled(_actor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
             victims = []
@@ -84,6 +92,8 @@ class CdpPlugin:
                 )
                 if not protected:
                     victims.append(t)
+                elif t.scheduled_at + cooldown < self._turns:
+                    self._turns = t.scheduled_at + cooldown  # (cooldown is set)
             return victims
 
         ssn.on("preemptable", self.name, cooled)

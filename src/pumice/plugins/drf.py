@@ -18,6 +18,7 @@ from pumice.api.resources import share_of
 from pumice.api.task import TaskInfo
 from pumice.conf.arguments import Arguments
 from pumice.framework.session import EventHandler, Session
+from pumice.framework.verdicts import timeless
 from pumice.plugins.capacity import hierarchy_enabled
 from pumice.plugins.drf_hierarchy import HierarchicalDrf, queue_paths
 
@@ -67,6 +68,7 @@ class _Shares(dict):
 
 class DrfPlugin:
     name = "drf"
+    valid_until = timeless  # (answers do not depend on the clock)
     argument_keys = ()
 
     def __init__(self, arguments: Arguments) -> None:

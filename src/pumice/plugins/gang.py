@@ -177,6 +177,11 @@ class GangPlugin:
         #: Is the job ready as the cycle ends (for its condition)? Set at open.
         self._ready_now: Callable[[JobInfo], bool] = JobInfo.is_ready
 
+    def valid_until(self, ssn: Session) -> float:
+        """Gangs of Volcano's own API never time out; those of other dialects do, at
+        the times their clocks say (see :meth:`GangTimeouts.valid_until`)."""
+        return self.timeouts.valid_until(ssn)
+
     def on_session_open(self, ssn: Session) -> None:
         ready: Callable[[JobInfo], bool] = _ready
         if self.best_effort_ready == PLACEABLE:

@@ -43,6 +43,7 @@ Arguments (of the ``gang`` plugin, coscheduling's names):
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -147,6 +148,22 @@ class GangTimeouts:
         if job.api == "coscheduling" and self.backoff > 0:
             return self.backoff
         return pod_backoff(timeouts)
+
+    def valid_until(self, ssn: Session) -> float:
+        """The first time a clock kept for the session's gangs runs out or ends its
+        backoff (as the cycle leaves them): until then a cycle on the same cluster
+        answers the same."""
+        clocks: dict[str, Clock] = ssn.snapshot.carried.get(CARRY_KEY) or {}
+        until = math.inf
+        for uid, clock in clocks.items():
+            if clock.until is not None:
+                until = min(until, clock.until)
+                continue
+            job = ssn.jobs.get(uid)
+            if job is None:
+                return -math.inf
+            until = min(until, clock.start + self.timeout(job)[0])
+        return until
 
     def valid(
         self, ssn: Session, valid: Callable[[JobInfo], str | None]

@@ -46,12 +46,14 @@ from pumice.api.task import TaskInfo
 from pumice.conf.arguments import Arguments
 from pumice.framework.session import EventHandler, Session
 from pumice.framework.topology import EVICT_PURPOSE, SessionTopology, SubJob, session_topology
+from pumice.framework.verdicts import timeless
 
 MAX_SCORE = 100.0
 
 
 class NetworkTopologyPlugin:
     name = "network-topology-aware"
+    valid_until = timeless  # (answers do not depend on the clock)
     argument_keys = (
         "weight",
         "hypernode.binpack.cpu",

@@ -27,6 +27,7 @@ from pumice.api.spread import SpreadCounts
 from pumice.api.task import TaskInfo
 from pumice.conf.arguments import Arguments
 from pumice.framework.session import Session
+from pumice.framework.verdicts import timeless
 
 MAX_SCORE = 100.0
 BALANCED_RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
@@ -400,6 +401,7 @@ class NodeOrderScore:
 
 class NodeOrderPlugin:
     name = "nodeorder"
+    valid_until = timeless  # (answers do not depend on the clock)
     argument_keys = (
         "leastrequested.weight",
         "mostrequested.weight",

@@ -12,12 +12,14 @@ import numpy as np
 from pumice.api.job import JobInfo
 from pumice.conf.arguments import Arguments
 from pumice.framework.session import Session
+from pumice.framework.verdicts import timeless
 
 DEFAULT_FACTOR = 1.2
 
 
 class OvercommitPlugin:
     name = "overcommit"
+    valid_until = timeless  # (answers do not depend on the clock)
     argument_keys = ("overcommit-factor", "overcommit-factor.*")
 
     def __init__(self, arguments: Arguments) -> None:

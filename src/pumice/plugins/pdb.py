@@ -22,6 +22,7 @@ from pumice.api.pdb import PdbRecord, disruptions_allowed
 from pumice.api.task import TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
 from pumice.framework.session import Session
+from pumice.framework.verdicts import timeless
 from pumice.framework.victims import on_kind
 
 _HEALTHY = frozenset({TaskStatus.RUNNING})
@@ -29,6 +30,7 @@ _HEALTHY = frozenset({TaskStatus.RUNNING})
 
 class PdbPlugin:
     name = "pdb"
+    valid_until = timeless  # (answers do not depend on the clock)
     argument_keys = ()
 
     def __init__(self, arguments: Arguments) -> None:

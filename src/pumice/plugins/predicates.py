@@ -23,6 +23,7 @@ from pumice.api.spread import SpreadConstraint, SpreadCounts, hard
 from pumice.api.task import Placement, TaskInfo, Toleration
 from pumice.conf.arguments import Arguments
 from pumice.framework.session import Session
+from pumice.framework.verdicts import timeless
 from pumice.plugins.pod_affinity import RESOLVABLE, affinity_reasons, resolvable_on_node
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
@@ -126,6 +127,7 @@ def _combine(reasons: Reasons) -> np.ndarray | None:
 
 class PredicatesPlugin:
     name = "predicates"
+    valid_until = timeless  # (answers do not depend on the clock)
     argument_keys = ()
 
     def __init__(self, arguments: Arguments) -> None:

@@ -30,6 +30,7 @@ from pumice.framework.limits import (
     finite_dims,
 )
 from pumice.framework.session import EventHandler, Session
+from pumice.framework.verdicts import timeless
 from pumice.framework.victims import on_kind
 
 Vector = np.ndarray
@@ -135,6 +136,7 @@ _FILLED: dict[bytes, np.ndarray] = {}
 
 class ProportionPlugin:
     name = "proportion"
+    valid_until = timeless  # (answers do not depend on the clock)
     argument_keys = ()
 
     def __init__(self, arguments: Arguments) -> None:

@@ -37,6 +37,7 @@ one is an InputError naming its field, and nothing runs.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -320,6 +321,15 @@ class ReschedulingPlugin:
             return out
 
         ssn.on("victim_tasks", self.name, victims)
+
+    def valid_until(self, ssn: Session) -> float:
+        """Just after the interval since the strategies' last run has passed: they run
+        again then. A session in which they ran (or that never asked) stands for no
+        later cycle: the next one would not run them."""
+        last = ssn.snapshot.carried.get(CARRY_KEY)
+        if last is None or last == ssn.now:
+            return -math.inf
+        return math.nextafter(last + self.settings.interval, math.inf)
 
 
 # -- lowNodeUtilization -------------------------------------------------------------------

@@ -9,6 +9,7 @@ snapshot's time in ``pumice cycle`` (``--now``), the virtual clock in ``simulate
 
 from __future__ import annotations
 
+import math
 import re
 
 from pumice.api.job import JobInfo
@@ -42,11 +43,18 @@ class SlaPlugin:
     def __init__(self, arguments: Arguments) -> None:
         raw = arguments.raw(WAITING_TIME)
         self.default = None
+        #: The earliest deadline ahead of the session's clock that a permit saw.
+        self._turns = math.inf
         if raw is not None:
             try:
                 self.default = parse_duration(str(raw), field=f"arguments.{WAITING_TIME}")
             except InputError as err:
                 raise err.located(obj="plugin sla") from None
+
+    def valid_until(self, _ssn: Session) -> float:
+        """The first waiting-time deadline still ahead among the jobs this session asked
+        about: then a refused job may be admitted."""
+        return self._turns
 
     def _waiting(self, job: JobInfo) -> float | None:
         raw = job.annotations.get(WAITING_TIME)
@@ -70,7 +78,15 @@ class SlaPlugin:
 
         def permit(job: JobInfo) -> int:
             d = deadline(job)
-            return 1 if d is not None and ssn.now >= d else 0
+            if d is None:
+                return 0
+            if ssn.now >= d:
+                return 1
+            if d < self._turns:
+                self._turns = d
+            return 0
+
+        self._turns = math.inf
 
         ssn.on("job_order", self.name, job_order)
         ssn.on("job_enqueueable", self.name, permit)

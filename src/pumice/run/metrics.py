@@ -175,6 +175,13 @@ class CycleRecord:
     def cycle_done(self, seconds: float) -> None:
         self.cycle_seconds = seconds
 
+    def cycle_repeated(self, last: CycleRecord) -> None:
+        """The cycle repeated the one ``last`` observed: the same session facts (a
+        session run on the same state would have read the same); no plugin or action
+        ran, so none is timed."""
+        self.session_uid = last.session_uid
+        self.facts = last.facts
+
 
 def _amounts(space: ResourceSpace, v: Vector | None) -> dict[str, float]:
     if v is None:
