@@ -179,7 +179,7 @@ def run_on_dask(
         results: list[Any] = [None] * count
         try:
             with display if display is not None else nullcontext(_no_relay) as relay:
-                for f in as_completed(futures):
+                for f in as_completed(futures, loop=client.loop):
                     value, last = f.result()  # raises the task's exception
                     i = index[f.key]
                     results[i] = value
