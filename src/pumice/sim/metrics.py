@@ -19,7 +19,11 @@ lifecycle action, e.g. RestartJob, RestartTask, AbortJob, CompleteJob, from its
 ``lost_by_cause`` (the pod-seconds thrown away, by the action that deleted the pods, or
 ``Evicted`` for the pods the scheduler evicted from a Volcano Job).
 - ``pending_reason``: for a job that never started, the core's last explanation
-  (``Decisions.pending``).
+  (``Decisions.pending``);
+- ``reasons``: what held a job while it waited, as the core explained it, read at every
+  sample: ``(time, explanation)`` each time it changed, and ``(time, "")`` when the job
+  stopped waiting (its gang bound, or it ended); every incarnation of a restarted job.
+  :mod:`pumice.sim.findings` reads it (how long each reason held the longest waits).
 
 Over time (samples every ``interval`` seconds of simulated time):
 
@@ -91,6 +95,12 @@ class JobRecord:
     slowdown: float = 1.0
     nt_mode: str = ""
     nt_limit: int | None = None
+    #: CPU (millicores) its pods request, all replicas: the yardstick of a job's size on a
+    #: cluster without GPUs (``gpus`` otherwise).
+    cpu: float = 0.0
+    #: What held it while it waited: ``(sample time, explanation)`` at each change, and
+    #: ``(time, "")`` when it stopped waiting (see the module docstring).
+    reasons: list[tuple[float, str]] = field(default_factory=list)
 
     @property
     def wait(self) -> float | None:
@@ -192,6 +202,10 @@ class Metrics:
         self.running_jobs = 0
         self.first_submit: float | None = None
         self.last_end = 0.0
+        #: Jobs waiting now (submitted or restarted, no pod of this incarnation bound,
+        #: not ended) and the core's latest explanation of each, for ``reasons``.
+        self._waiting: dict[str, None] = {}
+        self._reason: dict[str, str] = {}
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -225,7 +239,9 @@ class Metrics:
             min_available=spec.min_available,
             gpus=spec.total(GPU),
             outcome=spec.outcome,
+            cpu=spec.total("cpu"),
         )
+        self._waiting[uid] = None
         nt = spec.network_topology
         if nt is not None and self.spans is not None:
             rec = self.jobs[uid]
@@ -260,6 +276,7 @@ class Metrics:
                 rec.start = now
             self.pending_jobs -= 1
             self.running_jobs += 1
+            self._stop_waiting(now, rec)
 
     def pod_started(self, now: float, uid: str) -> None:
         rec = self.jobs[uid]
@@ -308,6 +325,7 @@ class Metrics:
             rec.restart_start = None
             self.pending_jobs += 1
             self.running_jobs -= 1
+            self._waiting[uid] = None
 
     def job_ended(
         self, now: float, uid: str, outcome: str, *, phase: str = "", retries: int = 0
@@ -318,6 +336,7 @@ class Metrics:
         rec.phase = phase
         rec.retries = retries
         self.last_end = max(self.last_end, now)
+        self._stop_waiting(now, rec)
         if rec.restart_start is None:
             self.pending_jobs -= 1
         else:
@@ -328,10 +347,20 @@ class Metrics:
     def cycle(self, pending: Mapping[str, str]) -> None:
         self.cycles += 1
         jobs = self.jobs
+        waiting = self._waiting
         for uid, reason in pending.items():
             rec = jobs.get(uid)
             if rec is not None and rec.start is None:
                 rec.pending_reason = reason
+            if uid in waiting:
+                self._reason[uid] = reason
+
+    def _stop_waiting(self, now: float, rec: JobRecord) -> None:
+        """``rec`` no longer waits: close its ``reasons`` timeline."""
+        self._waiting.pop(rec.uid, None)
+        self._reason.pop(rec.uid, None)
+        if rec.reasons and rec.reasons[-1][1]:
+            rec.reasons.append((now, ""))
 
     def check_gang(self, uid: str, held: int) -> None:
         rec = self.jobs.get(uid)
@@ -358,6 +387,13 @@ class Metrics:
         s.queue_deserved.append([round(float(x), 6) for x in dshare.max(axis=1, initial=0.0)])
         s.pending.append(self.pending_jobs)
         s.running.append(self.running_jobs)
+        jobs, reason = self.jobs, self._reason
+        for uid in self._waiting:
+            text = reason.get(uid)
+            if text:
+                timeline = jobs[uid].reasons
+                if not timeline or timeline[-1][1] != text:
+                    timeline.append((now, text))
 
     # -- results ------------------------------------------------------------------------
 

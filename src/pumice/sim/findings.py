@@ -1,0 +1,549 @@
+"""What went wrong in a run, said with its numbers: the report's "Findings".
+
+The summary's averages hide the stories a person running a cluster cares about: a gang
+that waited days while half the GPUs sat idle shows up as a p95 wait of a few hours and
+a mean fairness gap of a few hundredths. These functions read a run's
+:class:`~pumice.sim.metrics.Metrics` (the jobs' records, what held each waiting job as
+the scheduler explained it at every sample, the time series of utilization and of
+allocated and deserved shares) and return :class:`Finding` records:
+
+- ``long_waits``: the longest waits, each with the reasons that held the job and for how
+  long (hours, from the samples);
+- ``queue_share``: a queue far from its deserved share over a long stretch, and why: a
+  gang larger than the queue's deserved share can never be let in by ``proportion``;
+- ``idle_while_waiting``: capacity of the main resource (GPUs, else CPU) idle while jobs
+  that asked for it waited, the longest such stretch, and what the waiting jobs were
+  told then (for instance ``overcommit`` refusing admission because admitted gangs that
+  cannot be placed hold its budget);
+- a ``remedy`` where one is known: a queue weight or a guarantee that would make the
+  gang fit its deserved share, a higher ``overcommit-factor``, ``binpack`` when idle
+  GPUs are scattered over nodes.
+
+Everything is a pure function of the metrics: the same run gives the same findings. The
+remedies are estimates from what the run measured (the deserved share is the
+simulator's yardstick, the weighted max-min division of the cluster among the queues'
+demand, see :mod:`pumice.sim.metrics`); they say what to try, not what is proven.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from bisect import bisect_left
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pumice.sim.metrics import JobRecord, Metrics
+
+GPU = "nvidia.com/gpu"
+HOUR = 3600.0
+
+#: A queue is "far" from its deserved share when its share is this far below (in
+#: dominant share) for at least ``MIN_STRETCH`` of the run's sampled time.
+FAR = 0.1
+MIN_STRETCH = 0.1
+#: Idle capacity counts as a stretch when at least this share of the main resource is
+#: idle while some job that asks for it waits.
+IDLE_SHARE = 0.25
+#: Waits shorter than this are not findings.
+MIN_WAIT = HOUR
+
+
+@dataclass(slots=True)
+class Finding:
+    """One thing the report says near the top.
+
+    ``kind`` names the analysis (``long_waits``, ``queue_share``, ``idle_while_waiting``);
+    ``title`` is one line; ``text`` says what happened with its numbers; ``remedy`` what
+    to try ("" when none is known); ``numbers`` the same facts for programs (seconds,
+    counts, shares), written to ``metrics.json``.
+    """
+
+    kind: str
+    title: str
+    text: str
+    remedy: str = ""
+    numbers: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class Span:
+    """A stretch ``[start, end)`` of simulated time in which a job waited, told ``text``."""
+
+    start: float
+    end: float
+    text: str
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+
+# -- reasons -----------------------------------------------------------------------------
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def reason_label(text: str) -> str:
+    """A short name for the stage an explanation stopped at, to group and count them:
+    ``not admitted (overcommit)``, ``gang short: queue's deserved share``, ``gang short:
+    no node had room``, ``waiting for its pods``, ..."""
+    t = text.strip()
+    if t.startswith("not enqueued"):
+        rest = t.split(":", 2)
+        plugin = rest[1].strip() if len(rest) > 2 else ""
+        if plugin and " " not in plugin:
+            return f"not admitted ({plugin})"
+        return "not admitted"
+    if t.startswith("admitted; waiting for"):
+        return "admitted, waiting for its pods to be created"
+    if "gang short" in t:
+        if "deserved share" in t:
+            return "gang short: queue's deserved share"
+        if "capability" in t:
+            return "gang short: queue's capability"
+        if "nodes are available" in t:
+            return "gang short: no node had room"
+        return "gang short"
+    if "deserved share" in t:
+        return "queue's deserved share"
+    head = re.split(r"[:;(]", t, maxsplit=1)[0].strip()
+    return _NUMBER.sub("N", head) or "waiting"
+
+
+def wait_spans(rec: JobRecord, run_end: float) -> list[Span]:
+    """The stretches in which ``rec`` waited, each with what it was told (from the
+    samples: a stretch starts at the first sample that saw its reason)."""
+    out: list[Span] = []
+    timeline = rec.reasons
+    for k, (t, text) in enumerate(timeline):
+        if not text:
+            continue
+        end = timeline[k + 1][0] if k + 1 < len(timeline) else run_end
+        if end > t:
+            out.append(Span(t, end, text))
+    return out
+
+
+def reason_hours(spans: Sequence[Span]) -> list[dict[str, Any]]:
+    """Time per reason label, longest first: ``{reason, seconds, example}`` (the example
+    is the latest full explanation of that label)."""
+    total: dict[str, float] = {}
+    example: dict[str, str] = {}
+    for s in spans:
+        label = reason_label(s.text)
+        total[label] = total.get(label, 0.0) + s.seconds
+        example[label] = s.text
+    return [
+        {"reason": label, "seconds": round(sec, 3), "example": example[label]}
+        for label, sec in sorted(total.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]
+
+
+# -- what the run measured ---------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _View:
+    """The parts of the metrics every analysis reads, as arrays."""
+
+    resource: str  # the main resource (GPUs, else cpu)
+    total: float  # of the main resource
+    time: list[float]
+    idle: list[float]  # of the main resource, per sample
+    share: list[list[float]]  # per sample, per queue
+    deserved: list[list[float]]
+    queues: list[str]
+    weights: list[float]
+    run_end: float
+    spans: dict[str, list[Span]]
+    #: per sample, the jobs waiting then and the stretch that covers it
+    at: list[list[tuple[str, Span]]]
+
+    def size(self, rec: JobRecord) -> float:
+        return rec.gpus if self.resource == GPU else rec.cpu
+
+    def dt(self, k: int) -> float:
+        """The stretch sample ``k`` stands for (to the next sample, or the run's end)."""
+        nxt = self.time[k + 1] if k + 1 < len(self.time) else self.run_end
+        return max(nxt - self.time[k], 0.0)
+
+
+def _view(m: Metrics) -> _View:
+    resource = GPU if GPU in m.index and m.total[m.index[GPU]] > 0 else "cpu"
+    ri = m.index.get(resource)
+    total = float(m.total[ri]) if ri is not None else 0.0
+    s = m.series
+    idle = [total * (1.0 - u[ri]) if ri is not None else 0.0 for u in s.utilization]
+    run_end = max(m.last_change, m.last_end, s.time[-1] if s.time else 0.0)
+    spans = {uid: wait_spans(rec, run_end) for uid, rec in m.jobs.items() if rec.reasons}
+    at: list[list[tuple[str, Span]]] = [[] for _ in s.time]
+    for uid, mine in spans.items():
+        for span in mine:
+            for k in range(bisect_left(s.time, span.start), bisect_left(s.time, span.end)):
+                at[k].append((uid, span))
+    return _View(
+        resource=resource,
+        total=total,
+        time=list(s.time),
+        idle=idle,
+        share=s.queue_share,
+        deserved=s.queue_deserved,
+        queues=list(m.queues),
+        weights=[float(w) for w in m.weights],
+        run_end=run_end,
+        spans=spans,
+        at=at,
+    )
+
+
+def _unit(resource: str) -> str:
+    return "GPUs" if resource == GPU else "CPUs"
+
+
+def _amount(v: _View, x: float) -> str:
+    """``x`` of the main resource, in its unit (cpu is kept in millicores)."""
+    if v.resource == GPU:
+        return f"{x:,.0f} GPUs"
+    return f"{x / 1000.0:,.0f} CPUs"
+
+
+def _h(seconds: float) -> str:
+    return f"{seconds / HOUR:,.1f} h"
+
+
+
+# -- the analyses ------------------------------------------------------------------------
+
+
+def long_waits(m: Metrics, n: int = 5) -> Finding | None:
+    """The ``n`` longest waits (first start, or never), with what held each and how
+    long; None when no job waited ``MIN_WAIT`` or more."""
+    v = _view(m)
+    waits: list[tuple[float, JobRecord]] = []
+    for rec in m.jobs.values():
+        w = rec.wait if rec.wait is not None else v.run_end - rec.submit
+        if w >= MIN_WAIT:
+            waits.append((w, rec))
+    if not waits:
+        return None
+    waits.sort(key=lambda x: (-x[0], x[1].uid))
+    rows = []
+    for w, rec in waits[:n]:
+        rows.append(
+            {
+                "job": rec.uid,
+                "queue": rec.queue,
+                "pods": rec.pods,
+                "gpus": rec.gpus,
+                "wait": round(w, 3),
+                "never_ran": rec.start is None,
+                "reasons": reason_hours(v.spans.get(rec.uid, [])),
+            }
+        )
+    first = rows[0]
+    held = first["reasons"][0] if first["reasons"] else None
+    why = f": {held['reason']} for {_h(held['seconds'])}" if held else ""
+    ran = " and never ran" if first["never_ran"] else ""
+    text = (
+        f"{len(waits):,} job(s) waited an hour or more. The longest, {first['job']} "
+        f"({first['pods']} pods, {first['gpus']:g} GPUs), waited {_h(first['wait'])}{ran}"
+        f"{why}."
+    )
+    return Finding(
+        kind="long_waits",
+        title=f"Longest wait: {_h(first['wait'])} ({first['job']})",
+        text=text,
+        numbers={"waited_an_hour": len(waits), "jobs": rows},
+    )
+
+
+def _estimate_weight(weight: float, deserved: float, gang: float) -> int | None:
+    """The weight a queue would need for its deserved share to reach ``gang`` (both
+    shares of the cluster), when the other queues keep their demand: its share is
+    ``w / (w + others)``, so ``others = w (1 - d) / d`` and the new weight is
+    ``gang * others / (1 - gang)``. None when no weight can (the gang needs all)."""
+    if deserved <= 0 or gang >= 1.0:
+        return None
+    others = weight * (1.0 - deserved) / deserved
+    return max(math.ceil(gang * others / (1.0 - gang) - 1e-9), int(weight) + 1)
+
+
+def queue_share(m: Metrics) -> list[Finding]:
+    """Queues whose allocated share stayed ``FAR`` below their deserved share for at
+    least ``MIN_STRETCH`` of the run, and why: the largest of their gangs that waited
+    then, against the queue's deserved share while it waited."""
+    v = _view(m)
+    if not v.time:
+        return []
+    sampled = sum(v.dt(k) for k in range(len(v.time)))
+    out: list[Finding] = []
+    for qi, q in enumerate(v.queues):
+        below = [
+            k for k in range(len(v.time)) if v.deserved[k][qi] - v.share[k][qi] >= FAR
+        ]
+        seconds = sum(v.dt(k) for k in below)
+        if not below or seconds < MIN_STRETCH * sampled:
+            continue
+        gap = sum((v.deserved[k][qi] - v.share[k][qi]) * v.dt(k) for k in below) / seconds
+        # the queue's jobs that waited in those samples: time waited then, stretches
+        waited: dict[str, float] = {}
+        inside: dict[str, dict[int, Span]] = {}
+        seen_at: dict[str, list[int]] = {}
+        for k in below:
+            for uid, span in v.at[k]:
+                if m.jobs[uid].queue == q:
+                    waited[uid] = waited.get(uid, 0.0) + v.dt(k)
+                    inside.setdefault(uid, {})[id(span)] = span
+                    seen_at.setdefault(uid, []).append(k)
+        text = (
+            f"Queue {q} held {gap:.2f} less than its deserved share for {_h(seconds)} "
+            f"({seconds / sampled:.0%} of the run)"
+        )
+        numbers: dict[str, Any] = {
+            "queue": q,
+            "seconds_below": round(seconds, 3),
+            "mean_gap_below": round(gap, 6),
+        }
+        remedy = ""
+        if waited:
+            uid = min(waited, key=lambda u: (-v.size(m.jobs[u]), -waited[u], u))
+            rec = m.jobs[uid]
+            size = v.size(rec)
+            need = size / v.total if v.total else 0.0
+            des = [v.deserved[k][qi] for k in seen_at[uid]]
+            top = max(des)
+            typical = sorted(des)[len(des) // 2]
+            labels = reason_hours(list(inside[uid].values()))
+            numbers.update(
+                job=rec.uid,
+                job_size=size,
+                job_share=round(need, 6),
+                deserved_max=top,
+                deserved_median=typical,
+                reasons=labels,
+            )
+            text += (
+                f": its largest waiting gang, {rec.uid} ({rec.pods} pods, "
+                f"{_amount(v, size)} = {need:.2f} of the cluster), waited "
+                f"{_h(waited[uid])} then"
+            )
+            if labels:
+                text += f" ({labels[0]['reason']})"
+            if need > top + 1e-6:
+                weight = v.weights[qi]
+                est = _estimate_weight(weight, typical, need)
+                text += (
+                    f". The queue's deserved share was at most {top:.2f} "
+                    f"({_amount(v, top * v.total)}) while it waited, smaller than the gang: "
+                    f"proportion never lets a queue allocate beyond its deserved share, so "
+                    f"the gang cannot be placed whole"
+                )
+                numbers["weight"] = weight
+                parts = []
+                if est is not None:
+                    numbers["weight_estimate"] = est
+                    parts.append(
+                        f"raise queue {q}'s weight from {weight:g} to about {est} "
+                        f"(its deserved share was {typical:.2f} at weight {weight:g}; "
+                        f"{need:.2f} needs about {est} if the other queues keep their demand)"
+                    )
+                unit = "nvidia.com/gpu" if v.resource == GPU else "cpu"
+                amount = f"{size:g}" if v.resource == GPU else f"{size / 1000.0:g}"
+                parts.append(
+                    f"give it a guarantee of {unit}: {amount} (spec.guarantee.resource), "
+                    f"which proportion raises its deserved share to"
+                )
+                remedy = (
+                    "Try: " + "; or ".join(parts) + ". The gang still waits for other "
+                    "queues' pods to end unless reclaim takes them back."
+                )
+        out.append(
+            Finding(
+                kind="queue_share",
+                title=f"Queue {q} far below its deserved share for {_h(seconds)}",
+                text=text + ".",
+                remedy=remedy,
+                numbers=numbers,
+            )
+        )
+    return out
+
+
+_FACTOR = re.compile(r"beyond factor (\d+(?:\.\d+)?)")
+
+
+def idle_while_waiting(m: Metrics) -> Finding | None:
+    """Capacity of the main resource idle while jobs asking for it waited: the
+    resource-hours idle that the waiting jobs could have used (at each sample, the
+    smaller of the idle amount and what they asked for), and the longest stretch with at
+    least ``IDLE_SHARE`` idle, with what the waiting jobs were told then."""
+    v = _view(m)
+    if not v.time or v.total <= 0:
+        return None
+    usable = 0.0
+    stretches: list[tuple[int, int]] = []
+    start: int | None = None
+    for k in range(len(v.time)):
+        waiting = [(uid, s) for uid, s in v.at[k] if v.size(m.jobs[uid]) > 0]
+        asked = sum(v.size(m.jobs[uid]) for uid, _s in waiting)
+        usable += min(v.idle[k], asked) * v.dt(k)
+        hit = bool(waiting) and v.idle[k] >= IDLE_SHARE * v.total
+        if hit and start is None:
+            start = k
+        if not hit and start is not None:
+            stretches.append((start, k))
+            start = None
+    if start is not None:
+        stretches.append((start, len(v.time)))
+    if usable < HOUR * max(1.0, v.total * 0.01) and not stretches:
+        return None
+    unit = "GPU" if v.resource == GPU else "CPU"
+    hours = usable / HOUR if v.resource == GPU else usable / HOUR / 1000.0
+    numbers: dict[str, Any] = {
+        "resource": v.resource,
+        "idle_while_waiting_hours": round(hours, 3),
+    }
+    text = (
+        f"{hours:,.0f} {unit}-hours sat idle while jobs that asked for them waited "
+        f"(at each sample, the smaller of the idle {_unit(v.resource)} and what the "
+        f"waiting jobs asked for)"
+    )
+    remedy = ""
+    title = f"{hours:,.0f} {unit}-hours idle while jobs waited"
+    if stretches:
+        a, b = max(stretches, key=lambda s: sum(v.dt(k) for k in range(*s)))
+        seconds = sum(v.dt(k) for k in range(a, b))
+        t0, t1 = v.time[a], v.time[a] + seconds
+        idle_mean = sum(v.idle[k] * v.dt(k) for k in range(a, b)) / max(seconds, 1e-9)
+        told: dict[str, float] = {}
+        jobs: dict[str, Span] = {}
+        for k in range(a, b):
+            for uid, s in v.at[k]:
+                told[reason_label(s.text)] = told.get(reason_label(s.text), 0.0) + v.dt(k)
+                jobs[uid] = s
+        counts = [len(v.at[k]) for k in range(a, b)]
+        ranked = sorted(told.items(), key=lambda kv: (-kv[1], kv[0]))
+        title = (
+            f"{idle_mean / v.total:.0%} of {_unit(v.resource)} idle for {_h(seconds)} "
+            f"while jobs waited"
+        )
+        text += (
+            f". The longest stretch: from {_h(t0)} to {_h(t1)} ({_h(seconds)}), "
+            f"{_amount(v, idle_mean)} idle on average ({idle_mean / v.total:.0%}) while "
+            f"{min(counts)} to {max(counts)} jobs waited; what they were told, in job-hours: "
+            + ", ".join(f"{label} {_h(sec)}" for label, sec in ranked[:3])
+        )
+        numbers.update(
+            stretch_start=round(t0, 3),
+            stretch_end=round(t1, 3),
+            stretch_idle_mean=round(idle_mean, 3),
+            stretch_waiting=[min(counts), max(counts)],
+            stretch_reasons={label: round(sec, 3) for label, sec in ranked},
+        )
+        remedy, extra = _idle_remedy(m, v, jobs, ranked, idle_mean, a, b)
+        text += extra
+        numbers.update(_blockers(m, v, jobs))
+    return Finding(
+        kind="idle_while_waiting", title=title, text=text + ".", remedy=remedy, numbers=numbers
+    )
+
+
+def _blockers(m: Metrics, v: _View, jobs: dict[str, Span]) -> dict[str, Any]:
+    """The jobs admitted but not placed in a stretch (they hold overcommit's budget)."""
+    held = [
+        uid
+        for uid, s in jobs.items()
+        if reason_label(s.text).startswith(("gang short", "admitted", "queue's"))
+    ]
+    held.sort(key=lambda uid: (-v.size(m.jobs[uid]), uid))
+    return {"admitted_not_placed": held}
+
+
+def _idle_remedy(
+    m: Metrics,
+    v: _View,
+    jobs: dict[str, Span],
+    ranked: Sequence[tuple[str, float]],
+    idle: float,
+    a: int,
+    b: int,
+) -> tuple[str, str]:
+    """(remedy, a sentence for the text) for a stretch of idle capacity, from what the
+    waiting jobs were told most."""
+    if not ranked:
+        return "", ""
+    top = ranked[0][0]
+    held = _blockers(m, v, jobs)["admitted_not_placed"]
+    if top.startswith("not admitted (overcommit)"):
+        factor = 1.2
+        for s in jobs.values():
+            hit = _FACTOR.search(s.text)
+            if hit:
+                factor = float(hit.group(1))
+                break
+        blocked = [u for u, s in jobs.items() if reason_label(s.text) == top]
+        smallest = min((v.size(m.jobs[u]) for u in blocked), default=0.0)
+        admitted = sum(v.size(m.jobs[u]) for u in held)
+        used = v.total - idle
+        need = (used + admitted + smallest) / v.total
+        extra = ""
+        if held:
+            big = m.jobs[held[0]]
+            extra = (
+                f". overcommit admits a job while the minimum resources of the jobs already "
+                f"admitted plus its own fit {factor:g} × the cluster less what is in use; "
+                f"admitted jobs that could not be placed held that budget: "
+                + ", ".join(held[:3])
+                + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+                + f" ({_amount(v, admitted)}; the largest, {big.uid}, "
+                f"{_amount(v, v.size(big))}: {reason_label(jobs[held[0]].text)})"
+            )
+        remedy = (
+            f"Try: raise overcommit's overcommit-factor from {factor:g} to about "
+            f"{math.ceil(need * 10) / 10:g} (in use {_amount(v, used)} + admitted "
+            f"{_amount(v, admitted)} + the smallest refused job {_amount(v, smallest)}, over "
+            f"{_amount(v, v.total)}), or make the admitted gangs placeable (see the queue "
+            f"findings)."
+        )
+        return remedy, extra
+    if top == "gang short: no node had room":
+        return (
+            "Try: the binpack plugin (e.g. src/pumice/examples/configs/binpack-heavy.yaml): "
+            f"{_unit(v.resource)} were idle but spread over nodes, so no node had room for "
+            "one pod of the waiting gangs.",
+            "",
+        )
+    return "", ""
+
+
+def findings(m: Metrics) -> list[Finding]:
+    """Every finding of a run, in the order the report shows them: the idle capacity,
+    the queues far from their share, the longest waits."""
+    out: list[Finding] = []
+    idle = idle_while_waiting(m)
+    if idle is not None:
+        out.append(idle)
+    out += queue_share(m)
+    waits = long_waits(m)
+    if waits is not None:
+        out.append(waits)
+    return out
+
+
+__all__ = [
+    "Finding",
+    "Span",
+    "findings",
+    "idle_while_waiting",
+    "long_waits",
+    "queue_share",
+    "reason_hours",
+    "reason_label",
+    "wait_spans",
+]
