@@ -74,29 +74,27 @@ def seeds(repeated: Sequence[int] | None, listed: str | None) -> list[int]:
                 continue
             lo, sep, hi = part.partition("-")
             try:
-                if sep and lo:
-                    a, b = int(lo), int(hi)
-                    if b < a or b - a >= MAX_SEEDS:
-                        raise InputError(
-                            f"bad range {part!r} (low-high, at most {MAX_SEEDS} seeds)",
-                            field="--seeds",
-                        )
-                    out.extend(range(a, b + 1))
-                else:
-                    out.append(int(part))
+                a, b = (int(lo), int(hi)) if sep and lo else (int(part), int(part))
             except ValueError:
                 raise InputError(
                     f"expected seeds like 1,2,3 or 1-5, got {part!r}", field="--seeds"
                 ) from None
+            if b < a or b - a >= MAX_SEEDS:
+                raise InputError(
+                    f"bad range {part!r} (low-high, at most {MAX_SEEDS} seeds)", field="--seeds"
+                )
+            out.extend(range(a, b + 1))
         if not out:
             raise InputError("expected at least one seed", field="--seeds")
         flag = "--seeds"
     else:
         out = list(repeated or [1])
         flag = "--seed"
-    dup = next((s for i, s in enumerate(out) if s in out[:i]), None)
-    if dup is not None:
-        raise InputError(f"seed {dup} is given twice", field=flag)
+    seen: set[int] = set()
+    for s in out:
+        if s in seen:
+            raise InputError(f"seed {s} is given twice", field=flag)
+        seen.add(s)
     return out
 
 
