@@ -110,14 +110,21 @@ def _table(columns: Sequence[tuple[str, str]], table: list[list[str]]) -> None:
 
 
 def print_results(results: Sequence[Result | PeakResult]) -> None:
+    from pumice.bench.quiet import QUIET_COLUMNS, QuietResult, quiet_rows
+
     snapshots = [r for r in results if isinstance(r, Result)]
     windows = [r for r in results if isinstance(r, PeakResult)]
+    quiet = [r for r in results if isinstance(r, QuietResult)]
     if snapshots:
         _table(COLUMNS, rows(snapshots))
     if windows:
         if snapshots:
             print()
         _table(PEAK_COLUMNS, peak_rows(windows))
+    if quiet:
+        if snapshots or windows:
+            print()
+        _table(QUIET_COLUMNS, quiet_rows(quiet))
     for r in results:
         for p in r.problems[:10]:
             print(f"{r.name}: INVALID: {p}")

@@ -190,6 +190,10 @@ def run_one(
         from pumice.bench.sim_peak import run_peak
 
         return run_peak(scenario, scheduler, check)
+    from pumice.bench.quiet import QuietScenario, run_quiet
+
+    if isinstance(scenario, QuietScenario):
+        return run_quiet(scenario, scheduler, check)  # type: ignore[return-value]
     return run_scenario(scenario, scheduler, repeats, check)
 
 
@@ -229,4 +233,8 @@ def run_isolated(
         from pumice.bench.sim_peak import PeakResult
 
         return PeakResult(**payload)
+    if kind == "QuietResult":
+        from pumice.bench.quiet import QuietResult
+
+        return QuietResult(**payload)  # type: ignore[return-value]
     return Result(**payload)

@@ -516,17 +516,24 @@ def known() -> list[tuple[str, str]]:
     out = [(s.name, s.description) for s in SCENARIOS.values()]
     out += [(g, f"all of {', '.join(ns)}") for g, ns in GROUPS_OF.items()]
     out += [(s.name, s.description) for s in SIM_SCENARIOS.values()]
+    from pumice.bench.quiet import QUIET_SCENARIOS
+
+    out += [(s.name, s.description) for s in QUIET_SCENARIOS.values()]
     return out
 
 
 def resolve(names: list[str] | tuple[str, ...]) -> list[AnyScenario]:
     """Scenario names (or ``scale``) -> scenarios, in the order given; KeyError names an
     unknown one."""
+    from pumice.bench.quiet import QUIET_SCENARIOS
+
     out: list[AnyScenario] = []
     for name in names:
         for n in GROUPS_OF.get(name, [name]):
             if n in SIM_SCENARIOS:
                 out.append(SIM_SCENARIOS[n])
+            elif n in QUIET_SCENARIOS:
+                out.append(QUIET_SCENARIOS[n])  # type: ignore[arg-type]
             elif n in SCENARIOS:
                 out.append(SCENARIOS[n])
             else:
