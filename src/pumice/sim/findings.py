@@ -217,7 +217,6 @@ def _h(seconds: float) -> str:
     return f"{seconds / HOUR:,.1f} h"
 
 
-
 # -- the analyses ------------------------------------------------------------------------
 
 
@@ -284,9 +283,7 @@ def queue_share(m: Metrics) -> list[Finding]:
     sampled = sum(v.dt(k) for k in range(len(v.time)))
     out: list[Finding] = []
     for qi, q in enumerate(v.queues):
-        below = [
-            k for k in range(len(v.time)) if v.deserved[k][qi] - v.share[k][qi] >= FAR
-        ]
+        below = [k for k in range(len(v.time)) if v.deserved[k][qi] - v.share[k][qi] >= FAR]
         seconds = sum(v.dt(k) for k in below)
         if not below or seconds < MIN_STRETCH * sampled:
             continue
@@ -422,11 +419,9 @@ def idle_while_waiting(m: Metrics) -> Finding | None:
         t0, t1 = v.time[a], v.time[a] + seconds
         idle_mean = sum(v.idle[k] * v.dt(k) for k in range(a, b)) / max(seconds, 1e-9)
         told: dict[str, float] = {}
-        jobs: dict[str, Span] = {}
         for k in range(a, b):
-            for uid, s in v.at[k]:
+            for _uid, s in v.at[k]:
                 told[reason_label(s.text)] = told.get(reason_label(s.text), 0.0) + v.dt(k)
-                jobs[uid] = s
         counts = [len(v.at[k]) for k in range(a, b)]
         ranked = sorted(told.items(), key=lambda kv: (-kv[1], kv[0]))
         title = (
@@ -446,80 +441,110 @@ def idle_while_waiting(m: Metrics) -> Finding | None:
             stretch_waiting=[min(counts), max(counts)],
             stretch_reasons={label: round(sec, 3) for label, sec in ranked},
         )
-        remedy, extra = _idle_remedy(m, v, jobs, ranked, idle_mean, a, b)
+        remedy, extra, more = _idle_remedy(m, v, ranked, a, b)
         text += extra
-        numbers.update(_blockers(m, v, jobs))
+        numbers.update(more)
     return Finding(
         kind="idle_while_waiting", title=title, text=text + ".", remedy=remedy, numbers=numbers
     )
 
 
-def _blockers(m: Metrics, v: _View, jobs: dict[str, Span]) -> dict[str, Any]:
-    """The jobs admitted but not placed in a stretch (they hold overcommit's budget)."""
-    held = [
-        uid
-        for uid, s in jobs.items()
-        if reason_label(s.text).startswith(("gang short", "admitted", "queue's"))
-    ]
-    held.sort(key=lambda uid: (-v.size(m.jobs[uid]), uid))
-    return {"admitted_not_placed": held}
+_ADMITTED = ("gang short", "admitted", "queue's")
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] if ordered else 0.0
 
 
 def _idle_remedy(
-    m: Metrics,
-    v: _View,
-    jobs: dict[str, Span],
-    ranked: Sequence[tuple[str, float]],
-    idle: float,
-    a: int,
-    b: int,
-) -> tuple[str, str]:
-    """(remedy, a sentence for the text) for a stretch of idle capacity, from what the
-    waiting jobs were told most."""
+    m: Metrics, v: _View, ranked: Sequence[tuple[str, float]], a: int, b: int
+) -> tuple[str, str, dict[str, Any]]:
+    """(remedy, a sentence for the text, numbers) for the stretch of samples ``[a, b)``
+    of idle capacity, from what the waiting jobs were told most there.
+
+    When it is overcommit refusing admission, the budget it admits against (factor ×
+    the cluster, less what is in use) was held by jobs admitted but not placed: per
+    sample, their minimum is taken as their size (a gang's whole request), and the
+    factor that would have let the smallest refused job in is the median over the
+    samples of (in use + admitted + that job) / cluster."""
     if not ranked:
-        return "", ""
+        return "", "", {}
     top = ranked[0][0]
-    held = _blockers(m, v, jobs)["admitted_not_placed"]
     if top.startswith("not admitted (overcommit)"):
         factor = 1.2
-        for s in jobs.values():
-            hit = _FACTOR.search(s.text)
-            if hit:
-                factor = float(hit.group(1))
-                break
-        blocked = [u for u, s in jobs.items() if reason_label(s.text) == top]
-        smallest = min((v.size(m.jobs[u]) for u in blocked), default=0.0)
-        admitted = sum(v.size(m.jobs[u]) for u in held)
-        used = v.total - idle
-        need = (used + admitted + smallest) / v.total
+        held_for: dict[str, float] = {}
+        admitted_k: list[float] = []
+        need_k: list[float] = []
+        for k in range(a, b):
+            admitted = 0.0
+            refused: list[float] = []
+            for uid, span in v.at[k]:
+                label = reason_label(span.text)
+                size = v.size(m.jobs[uid])
+                if label.startswith(_ADMITTED):
+                    admitted += size
+                    held_for[uid] = held_for.get(uid, 0.0) + v.dt(k)
+                elif label == top:
+                    refused.append(size)
+                    hit = _FACTOR.search(span.text)
+                    if hit:
+                        factor = float(hit.group(1))
+            admitted_k.append(admitted)
+            if refused:
+                need_k.append((v.total - v.idle[k] + admitted + min(refused)) / v.total)
+        held = sorted(held_for, key=lambda u: (-held_for[u], -v.size(m.jobs[u]), u))
+        admitted = _median(admitted_k)
+        need = _median(need_k)
+        numbers: dict[str, Any] = {
+            "overcommit_factor": factor,
+            "admitted_not_placed": held[:10],
+            "admitted_not_placed_count": len(held),
+            "admitted_not_placed_median": round(admitted, 3),
+            "factor_needed_median": round(need, 3),
+        }
         extra = ""
         if held:
-            big = m.jobs[held[0]]
+            first = m.jobs[held[0]]
             extra = (
                 f". overcommit admits a job while the minimum resources of the jobs already "
                 f"admitted plus its own fit {factor:g} × the cluster less what is in use; "
-                f"admitted jobs that could not be placed held that budget: "
-                + ", ".join(held[:3])
-                + (f" and {len(held) - 3} more" if len(held) > 3 else "")
-                + f" ({_amount(v, admitted)}; the largest, {big.uid}, "
-                f"{_amount(v, v.size(big))}: {reason_label(jobs[held[0]].text)})"
+                f"jobs admitted but not placed held {_amount(v, admitted)} of that budget "
+                f"(median over the stretch): {len(held)} job(s), the longest "
+                + ", ".join(
+                    f"{u} ({_amount(v, v.size(m.jobs[u]))}, {_h(held_for[u])})" for u in held[:3]
+                )
+                + f"; {first.uid} was told: {reason_label(_last_text(v, first.uid, a, b))}"
             )
-        remedy = (
-            f"Try: raise overcommit's overcommit-factor from {factor:g} to about "
-            f"{math.ceil(need * 10) / 10:g} (in use {_amount(v, used)} + admitted "
-            f"{_amount(v, admitted)} + the smallest refused job {_amount(v, smallest)}, over "
-            f"{_amount(v, v.total)}), or make the admitted gangs placeable (see the queue "
-            f"findings)."
-        )
-        return remedy, extra
+        remedy = ""
+        if need > factor:
+            remedy = (
+                f"Try: raise overcommit's overcommit-factor from {factor:g} to about "
+                f"{math.ceil(need * 10) / 10:g} (the median over the stretch of in use + "
+                f"admitted + the smallest refused job, over the cluster's "
+                f"{_amount(v, v.total)}), or make the admitted gangs placeable (see the "
+                f"queue findings)."
+            )
+        return remedy, extra, numbers
     if top == "gang short: no node had room":
         return (
             "Try: the binpack plugin (e.g. src/pumice/examples/configs/binpack-heavy.yaml): "
             f"{_unit(v.resource)} were idle but spread over nodes, so no node had room for "
             "one pod of the waiting gangs.",
             "",
+            {},
         )
-    return "", ""
+    return "", "", {}
+
+
+def _last_text(v: _View, uid: str, a: int, b: int) -> str:
+    """What ``uid`` was told last within samples ``[a, b)``."""
+    text = ""
+    for k in range(a, b):
+        for u, span in v.at[k]:
+            if u == uid:
+                text = span.text
+    return text
 
 
 def findings(m: Metrics) -> list[Finding]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import csv
 import html
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,10 +28,65 @@ import numpy as np
 import orjson
 
 from pumice.sim.engine import SimResult
+from pumice.sim.findings import Finding, findings
 from pumice.sim.metrics import JobRecord, stats
 
 PLOTS = ("utilization", "queue_share", "wait_cdf", "completion_cdf", "pending")
 HOUR = 3600.0
+#: The file that says a directory is a pumice report (written into every report).
+MARKER = ".pumice-report"
+#: What a report directory holds besides the marker: the files pumice writes there.
+_REPORT_SUFFIXES = (".html", ".json", ".csv", ".png")
+#: A report written before the marker existed still had these files.
+_LEGACY = ("index.html", "run.json")
+
+
+def mark_report(out: Path) -> None:
+    """Write the marker that makes ``out`` a pumice report (see :func:`prepare_out`)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text(
+        "This directory is a report written by pumice simulate; the next run with this\n"
+        "--out replaces what is in it.\n",
+        encoding="utf-8",
+    )
+
+
+def is_report(path: Path) -> bool:
+    """Whether ``path`` is a directory pumice wrote a report into: its marker, or the
+    files of a report from before the marker (index.html and run.json)."""
+    return (path / MARKER).is_file() or all((path / name).is_file() for name in _LEGACY)
+
+
+def prepare_out(out: str | Path) -> Path:
+    """Make ``out`` ready to hold one run's report, before the run: a new or empty
+    directory as it is; a pumice report emptied of the files of the run before (its
+    report files, and its subdirectories that are reports themselves: a what-if's),
+    leaving anything else alone; any other non-empty directory, or a file, is refused
+    (:class:`~pumice.errors.InputError`, exit status 2), so a mistyped --out never
+    deletes a user's files nor mixes a report with them."""
+    from pumice.errors import InputError
+
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InputError("is a file, not a directory", field="--out")
+    if not out.exists() or not any(out.iterdir()):
+        out.mkdir(parents=True, exist_ok=True)
+        return out
+    if not is_report(out):
+        raise InputError(
+            f"{out} is not empty and is not a pumice report (it has no {MARKER} file): "
+            "choose a new or empty directory, or remove it",
+            field="--out",
+        )
+    import shutil
+
+    for child in out.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            if is_report(child):
+                shutil.rmtree(child)
+        elif child.name == MARKER or child.suffix in _REPORT_SUFFIXES:
+            child.unlink()
+    return out
 
 
 def _r(x: float | None, nd: int = 3) -> float | None:
@@ -84,8 +140,11 @@ def _job_row(j: JobRecord) -> dict[str, Any]:
     }
 
 
-def metrics_document(result: SimResult) -> dict[str, Any]:
+def metrics_document(result: SimResult, found: Sequence[Finding] | None = None) -> dict[str, Any]:
+    """The ``metrics.json`` document; ``found``: the run's findings, when already made."""
     m = result.metrics
+    if found is None:
+        found = findings(m)
     s = m.series
     w = result.workload
     return {
@@ -98,6 +157,7 @@ def metrics_document(result: SimResult) -> dict[str, Any]:
         },
         "resources": m.resources,
         "summary": result.summary,
+        "findings": [f.as_dict() for f in found],
         "jobs": job_rows(result),
         "series": {
             "time": s.time,
@@ -118,10 +178,12 @@ def _write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[Any]])
             w.writerow(["" if v is None else v for v in row])
 
 
-def write_metrics(result: SimResult, out: Path) -> dict[str, Any]:
+def write_metrics(
+    result: SimResult, out: Path, found: Sequence[Finding] | None = None
+) -> dict[str, Any]:
     """Write ``metrics.json`` and the CSV files; return the metrics document."""
     out.mkdir(parents=True, exist_ok=True)
-    doc = metrics_document(result)
+    doc = metrics_document(result, found)
     (out / "metrics.json").write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
     jobs = doc["jobs"]
     if jobs:
@@ -144,6 +206,8 @@ def write_metrics(result: SimResult, out: Path) -> dict[str, Any]:
                 v["mean_deserved"],
                 v["fairness_gap"],
                 v["evictions"],
+                v["wait"]["max"],
+                v["completion"]["max"],
             ]
         )
     _write_csv(
@@ -161,6 +225,8 @@ def write_metrics(result: SimResult, out: Path) -> dict[str, Any]:
             "mean_deserved",
             "fairness_gap",
             "evictions",
+            "wait_max",
+            "completion_max",
         ],
         qrows,
     )
@@ -217,15 +283,54 @@ def _minutes_axis(ax, values: Sequence[float]) -> None:
     ax.set_ylabel("fraction of jobs")
 
 
+def active_hours(results: Sequence[SimResult]) -> tuple[float, float] | None:
+    """The stretch of simulated hours in which something happens in any of ``results``
+    (a job waits or runs, or resources are held), with a small margin: the time axis of
+    the plots, so a trace that starts late or a run that drains for long does not squeeze
+    what matters into a corner. None when nothing happens."""
+    lo, hi = math.inf, -math.inf
+    for res in results:
+        s = res.metrics.series
+        for k, t in enumerate(s.time):
+            if s.pending[k] or s.running[k] or any(s.utilization[k]):
+                lo = min(lo, t)
+                hi = max(hi, t)
+        for j in res.metrics.jobs.values():
+            lo = min(lo, j.submit)
+            if j.end is not None:
+                hi = max(hi, j.end)
+    if hi < lo:
+        return None
+    pad = max((hi - lo) * 0.02, 60.0)
+    return max(lo - pad, 0.0) / HOUR, (hi + pad) / HOUR
+
+
+def _time_axis(ax, span: tuple[float, float] | None) -> None:
+    if span is not None:
+        ax.set_xlim(*span)
+
+
+def _legend_below(ax, n: int, offset: float = -0.22) -> None:
+    """A legend under the axes, outside the data."""
+    ax.legend(
+        loc="upper center", bbox_to_anchor=(0.5, offset), ncol=min(max(n, 1), 4), fontsize=8,
+        frameon=False,
+    )  # fmt: skip
+
+
 def plot_report(results: Sequence[SimResult], out: Path) -> dict[str, Path]:
-    """Draw the five plots; with several results (what-if), one line per result."""
+    """Draw the five plots; with several results (what-if), one line per result. Every
+    legend sits outside the axes, every panel has its y label, and the time axis covers
+    the hours in which something happens (:func:`active_hours`)."""
     plt = _pyplot()
     out.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
     many = len(results) > 1
     first = results[0].metrics
+    span = active_hours(results)
 
     fig, ax = plt.subplots(figsize=(9, 3.6))
+    lines = 0
     for res in results:
         m = res.metrics
         t = np.asarray(m.series.time) / HOUR
@@ -234,12 +339,14 @@ def plot_report(results: Sequence[SimResult], out: Path) -> dict[str, Path]:
             if many and r != _main_resource(m.resources):
                 continue
             ax.plot(t, util[:, i], label=f"{res.config_name}: {r}" if many else r, lw=1)
+            lines += 1
     ax.set_ylim(0, 1.05)
+    _time_axis(ax, span)
     ax.set_xlabel("simulated time (hours)")
     ax.set_ylabel("allocated / allocatable")
     ax.set_title("Cluster utilization")
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
+    _legend_below(ax, lines)
     paths["utilization"] = out / "utilization.png"
     _save(fig, paths["utilization"])
 
@@ -247,7 +354,7 @@ def plot_report(results: Sequence[SimResult], out: Path) -> dict[str, Path]:
     ncol = 4 if len(queues) > 6 else max(1, min(3, len(queues)))
     nrow = max(1, -(-len(queues) // ncol))
     fig, axes = plt.subplots(
-        nrow, ncol, figsize=(3.2 * ncol, 2.2 * nrow), squeeze=False, sharex=True
+        nrow, ncol, figsize=(3.2 * ncol, 2.3 * nrow + 0.6), squeeze=False, sharex=True
     )
     for qi, q in enumerate(queues):
         ax = axes[qi // ncol][qi % ncol]
@@ -255,23 +362,30 @@ def plot_report(results: Sequence[SimResult], out: Path) -> dict[str, Path]:
             m = res.metrics
             t = np.asarray(m.series.time) / HOUR
             share = np.asarray(m.series.queue_share).reshape(len(t), len(m.queues))
+            des = np.asarray(m.series.queue_deserved).reshape(len(t), len(m.queues))
+            color = f"C{ri}" if many else "C0"
+            name = f"{res.config_name}: " if many else ""
+            ax.plot(t, share[:, qi], lw=1, color=color, label=f"{name}allocated")
             ax.plot(
-                t,
-                share[:, qi],
-                lw=1,
-                color=f"C{ri}",
-                label=f"{res.config_name} allocated" if many else "allocated",
-            )
-            if ri == 0:
-                des = np.asarray(m.series.queue_deserved).reshape(len(t), len(m.queues))
-                ax.plot(t, des[:, qi], lw=1, ls="--", color="k", label="deserved")
+                t, des[:, qi], lw=1, ls="--", color=color if many else "k",
+                label=f"{name}deserved",
+            )  # fmt: skip
         ax.set_title(q, fontsize=9)
+        ax.set_ylabel("share", fontsize=7)
         ax.tick_params(labelsize=7)
         ax.grid(True, alpha=0.3)
+        _time_axis(ax, span)
     for k in range(len(queues), nrow * ncol):
         axes[k // ncol][k % ncol].axis("off")
-    axes[0][0].legend(fontsize=7, loc="upper left")
+    for ax in axes[-1]:
+        ax.set_xlabel("hours", fontsize=7)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(
+        handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=8,
+        frameon=False, bbox_to_anchor=(0.5, 0.0),
+    )  # fmt: skip
     fig.suptitle("Queue share (dominant resource) vs deserved share, over simulated hours")
+    fig.tight_layout(rect=(0, 0.06 if nrow > 1 else 0.12, 1, 0.97))
     paths["queue_share"] = out / "queue_share.png"
     _save(fig, paths["queue_share"])
 
@@ -290,24 +404,28 @@ def plot_report(results: Sequence[SimResult], out: Path) -> dict[str, Path]:
         ax.set_xlabel("minutes")
         ax.set_title(title)
         if many:
-            ax.legend(fontsize=8)
+            _legend_below(ax, len(results))
         paths[name] = out / f"{name}.png"
         _save(fig, paths[name])
 
     fig, ax = plt.subplots(figsize=(9, 3.2))
+    lines = 0
     for res in results:
         m = res.metrics
         t = np.asarray(m.series.time) / HOUR
         ax.plot(
             t, m.series.pending, lw=1, label=f"{res.config_name}: pending" if many else "pending"
         )
+        lines += 1
         if not many:
             ax.plot(t, m.series.running, lw=1, label="running")
+            lines += 1
+    _time_axis(ax, span)
     ax.set_xlabel("simulated time (hours)")
     ax.set_ylabel("jobs")
     ax.set_title("Jobs waiting (submitted, not started) and running")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend_below(ax, lines, -0.25)
     paths["pending"] = out / "pending.png"
     _save(fig, paths["pending"])
     return paths
@@ -402,6 +520,8 @@ td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}
 th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
 img{max-width:100%;margin:.5em 0}.note{color:#555;font-size:.9em}
 .bad{color:#b00;font-weight:bold}.ok{color:#070}
+.finding{border-left:4px solid #c60;padding:.2em .8em;margin:.8em 0;background:#fffaf4}
+.finding h3{font-size:1em;margin:.3em 0}.remedy{color:#050}
 """
 
 
@@ -430,6 +550,16 @@ def minutes(v: float | None) -> str:
     return "–" if v is None else f"{v / 60.0:,.1f} min"
 
 
+def duration(v: float | None) -> str:
+    """Seconds as minutes, or as hours from 10 hours on (a wait of days stays readable)."""
+    if v is None:
+        return "–"
+    return f"{v / HOUR:,.1f} h" if v >= 10 * HOUR else f"{v / 60.0:,.1f} min"
+
+
+STATS = ("mean", "p50", "p95", "max")
+
+
 def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     """The headline figures as (label, value) pairs: terminal table and HTML."""
     s = summary
@@ -443,12 +573,12 @@ def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ),
         ("makespan", f"{s['makespan'] / HOUR:,.1f} h"),
         (
-            "wait (mean / p50 / p95)",
-            " / ".join(minutes(s["wait"][k]) for k in ("mean", "p50", "p95")),
+            "wait (mean / p50 / p95 / max)",
+            " / ".join(duration(s["wait"][k]) for k in STATS),
         ),
         (
-            "completion (mean / p50 / p95)",
-            " / ".join(minutes(s["completion"][k]) for k in ("mean", "p50", "p95")),
+            "completion (mean / p50 / p95 / max)",
+            " / ".join(duration(s["completion"][k]) for k in STATS),
         ),
         ("utilization (time average)", util),
         ("fairness gap (mean |share - deserved|)", f"{s['fairness_gap']:.3f}"),
@@ -524,6 +654,7 @@ def _queue_table(summary: dict[str, Any]) -> str:
                 minutes(v["wait"]["mean"]),
                 minutes(v["wait"]["p50"]),
                 minutes(v["wait"]["p95"]),
+                duration(v["wait"]["max"]),
                 minutes(v["completion"]["mean"]),
                 minutes(v["completion"]["p95"]),
                 f"{v['mean_share']:.3f}",
@@ -539,6 +670,7 @@ def _queue_table(summary: dict[str, Any]) -> str:
             "wait mean",
             "wait p50",
             "wait p95",
+            "wait max",
             "JCT mean",
             "JCT p95",
             "share",
@@ -550,8 +682,65 @@ def _queue_table(summary: dict[str, Any]) -> str:
     )
 
 
-def write_html(result: SimResult, plots: dict[str, Path], out: Path, run: dict) -> Path:
+def findings_html(found: Sequence[Finding]) -> str:
+    """The "Findings" section: each finding's title, what happened, the remedy to try;
+    the longest waits as a table of the reasons that held each job."""
+    if not found:
+        return (
+            "<h2>Findings</h2><p class='ok'>Nothing stands out: no job waited an hour, no "
+            "queue stayed far below its deserved share, no capacity sat idle while jobs "
+            "waited.</p>"
+        )
+    parts = ["<h2>Findings</h2>"]
+    for f in found:
+        parts.append("<div class='finding'>")
+        parts.append(f"<h3>{html.escape(f.title)}</h3><p>{html.escape(f.text)}</p>")
+        if f.kind == "long_waits":
+            rows = []
+            for j in f.numbers["jobs"]:
+                held = "; ".join(
+                    f"{r['reason']}: {r['seconds'] / HOUR:,.1f} h" for r in j["reasons"]
+                )
+                last = j["reasons"][0]["example"] if j["reasons"] else ""
+                rows.append(
+                    [
+                        j["job"],
+                        j["queue"],
+                        j["pods"],
+                        j["gpus"],
+                        duration(j["wait"]) + (" (never ran)" if j["never_ran"] else ""),
+                        held or "–",
+                        last or "–",
+                    ]
+                )
+            parts.append(
+                _table(
+                    ["job", "queue", "pods", "GPUs", "wait", "what held it (hours)",
+                     "the scheduler's explanation (longest-held reason)"],
+                    rows,
+                )
+            )  # fmt: skip
+        if f.remedy:
+            parts.append(f"<p class='remedy'>{html.escape(f.remedy)}</p>")
+        parts.append("</div>")
+    parts.append(
+        "<p class='note'>Read from the scheduler's explanations of each waiting job, "
+        "sampled with the time series, and from the allocated and deserved shares; the "
+        "remedies are estimates from this run, to try in a what-if (several --config).</p>"
+    )
+    return "".join(parts)
+
+
+def write_html(
+    result: SimResult,
+    plots: dict[str, Path],
+    out: Path,
+    run: dict,
+    found: Sequence[Finding] | None = None,
+) -> Path:
     s = result.summary
+    if found is None:
+        found = findings(result.metrics)
     never = [j for j in result.metrics.jobs.values() if j.start is None]
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
@@ -561,6 +750,7 @@ def write_html(result: SimResult, plots: dict[str, Path], out: Path, run: dict) 
         f"<p class='note'>{len(result.workload.jobs):,} jobs on {run.get('nodes', '?')} "
         f"nodes, {result.sim_time / HOUR:,.1f} simulated hours in "
         f"{run.get('wall_seconds', 0):.1f} s of wall time.</p>",
+        findings_html(found),
         "<h2>Summary</h2>",
         _table(["metric", "value"], summary_rows(s)),
     ]
@@ -632,20 +822,27 @@ def write_report(result: SimResult, out: str | Path, run: dict | None = None) ->
     """Write the whole report directory for one run; return the HTML page's path."""
     out = Path(out)
     run = dict(run or {})
-    write_metrics(result, out)
+    found = findings(result.metrics)
+    write_metrics(result, out, found)
+    mark_report(out)
     plots = plot_report([result], out)
     if result.metrics.spans is not None:
         plots["topology"] = plot_topology([result], out)
     (out / "run.json").write_bytes(orjson.dumps(run, option=orjson.OPT_INDENT_2) + b"\n")
-    return write_html(result, plots, out, run)
+    return write_html(result, plots, out, run, found)
 
 
 __all__ = [
+    "MARKER",
     "PLOTS",
+    "findings_html",
     "gang_view",
+    "is_report",
+    "mark_report",
     "metrics_document",
     "plot_report",
     "plot_topology",
+    "prepare_out",
     "summary_rows",
     "write_report",
 ]

@@ -26,11 +26,15 @@ from typing import Any
 import orjson
 
 from pumice.sim.engine import SimResult
+from pumice.sim.findings import findings
 from pumice.sim.report import (
     _CSS,
+    HOUR,
     _img,
     _table,
+    duration,
     gang_view,
+    mark_report,
     minutes,
     plot_report,
     plot_topology,
@@ -115,6 +119,7 @@ def comparison_rows(results: Sequence[SimResult]) -> list[tuple[str, list[Any]]]
     for key in ("wait", "completion"):
         for stat in ("mean", "p50", "p95"):
             add(f"{key} {stat} (s)", lambda s, k=key, st=stat: s[k][st])
+        add(f"{key} max (s)", lambda s, k=key: s[k]["max"])
     for r in results[0].summary["utilization"]:
         add(f"utilization {r}", lambda s, r=r: s["utilization"].get(r))
     add("fairness gap (mean over queues)", lambda s: s["fairness_gap"])
@@ -123,10 +128,13 @@ def comparison_rows(results: Sequence[SimResult]) -> list[tuple[str, list[Any]]]
     add("jobs never ran", lambda s: s["jobs_never_ran"])
     add("makespan (s)", lambda s: s["makespan"])
     add("gang violations", lambda s: s["gang_violations"])
+    add("lost work (pod-seconds)", lambda s: s["lost_work_pod_seconds"])
     for q in results[0].summary["queues"]:
+        add(f"{q}: jobs", lambda s, q=q: s["queues"][q]["jobs"])
         for key in ("wait", "completion"):
             for stat in ("mean", "p50", "p95"):
                 add(f"{q}: {key} {stat} (s)", lambda s, q=q, k=key, st=stat: s["queues"][q][k][st])
+            add(f"{q}: {key} max (s)", lambda s, q=q, k=key: s["queues"][q][k]["max"])
         add(f"{q}: fairness gap", lambda s, q=q: s["queues"][q]["fairness_gap"])
         add(f"{q}: evictions", lambda s, q=q: s["queues"][q]["evictions"])
     if has_topology(results):
@@ -138,7 +146,7 @@ def write_comparison(results: Sequence[SimResult], out: str | Path, run: dict) -
     """Write the comparison files into ``out`` (the per-config reports are written by
     the caller into ``out/<config name>/``); return the HTML page's path."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    mark_report(out)
     names = [r.config_name for r in results]
     rows = comparison_rows(results)
     doc = {
@@ -163,10 +171,11 @@ def write_comparison(results: Sequence[SimResult], out: str | Path, run: dict) -
     def head_rows() -> list[list[Any]]:
         out_rows = []
         for key, label in (("wait", "wait"), ("completion", "completion time")):
-            for stat in ("mean", "p50", "p95"):
+            for stat in ("mean", "p50", "p95", "max"):
                 out_rows.append(
-                    [f"{label} {stat}", *(minutes(r.summary[key][stat]) for r in results)]
+                    [f"{label} {stat}", *(duration(r.summary[key][stat]) for r in results)]
                 )
+        out_rows.append(["makespan", *(f"{r.summary['makespan'] / HOUR:,.1f} h" for r in results)])
         for res in results[0].summary["utilization"]:
             out_rows.append(
                 [f"utilization {res}", *(f"{r.summary['utilization'][res]:.1%}" for r in results)]
@@ -183,19 +192,26 @@ def write_comparison(results: Sequence[SimResult], out: str | Path, run: dict) -
 
     queue_rows = []
     for q in results[0].summary["queues"]:
-        row: list[Any] = [q]
+        row: list[Any] = [q, results[0].summary["queues"][q]["jobs"]]
         for r in results:
             v = r.summary["queues"][q]
             row += [
                 minutes(v["wait"]["mean"]),
                 minutes(v["wait"]["p95"]),
+                duration(v["wait"]["max"]),
                 minutes(v["completion"]["mean"]),
                 f"{v['fairness_gap']:.3f}",
             ]
         queue_rows.append(row)
-    qhead = ["queue"]
+    qhead = ["queue", "jobs"]
     for n in names:
-        qhead += [f"{n}: wait mean", f"{n}: wait p95", f"{n}: JCT mean", f"{n}: gap"]
+        qhead += [
+            f"{n}: wait mean",
+            f"{n}: wait p95",
+            f"{n}: wait max",
+            f"{n}: JCT mean",
+            f"{n}: gap",
+        ]
     net_parts: list[str] = []
     if network:
         net_rows = []
@@ -226,6 +242,7 @@ def write_comparison(results: Sequence[SimResult], out: str | Path, run: dict) -
         f"{len(results)} configurations. Each has its own full report: "
         + ", ".join(f"<a href='{html.escape(n)}/index.html'>{html.escape(n)}</a>" for n in names)
         + ".</p>",
+        *_findings_parts(results),
         "<h2>Side by side</h2>",
         _table(["metric", *names], head_rows()),
         *net_parts,
@@ -244,6 +261,20 @@ def write_comparison(results: Sequence[SimResult], out: str | Path, run: dict) -
     path = out / "index.html"
     path.write_text("\n".join(parts), encoding="utf-8")
     return path
+
+
+def _findings_parts(results: Sequence[SimResult]) -> list[str]:
+    """Each configuration's findings, by title (the details are in its own report)."""
+    parts = ["<h2>Findings</h2>"]
+    for r in results:
+        name = html.escape(r.config_name)
+        found = findings(r.metrics)
+        titles = "".join(f"<li>{html.escape(f.title)}</li>" for f in found)
+        parts.append(
+            f"<p><a href='{name}/index.html'>{name}</a>: "
+            + (f"</p><ul>{titles}</ul>" if found else "nothing stands out.</p>")
+        )
+    return parts
 
 
 __all__ = [
