@@ -552,7 +552,7 @@ def run(args: argparse.Namespace) -> int:
 
     from pumice.scheduler import Scheduler
     from pumice.sim.engine import SimOptions
-    from pumice.sim.report import summary_rows
+    from pumice.sim.report import prepare_out, summary_rows
     from pumice.sim.whatif import config_names, has_topology, topology_rows, write_comparison
 
     if args.period <= 0:
@@ -630,7 +630,7 @@ def run(args: argparse.Namespace) -> int:
                 )
                 run_workloads.append(variant)
                 run_seeds.append(seed)
-    out = Path(args.out)
+    out = prepare_out(args.out)  # refuses a folder that is not a report: exit 2
     if grid:
         targets = tuple(out / n / f"seed-{s}" for n, s in zip(names, run_seeds, strict=True))
     else:

@@ -57,35 +57,44 @@ def is_report(path: Path) -> bool:
     return (path / MARKER).is_file() or all((path / name).is_file() for name in _LEGACY)
 
 
+def _made_by_pumice(path: Path) -> bool:
+    """A report, or a directory holding only such (a grid's ``<config>/seed-N/``)."""
+    if is_report(path):
+        return True
+    entries = list(path.iterdir())
+    return bool(entries) and all(
+        e.is_dir() and not e.is_symlink() and _made_by_pumice(e) for e in entries
+    )
+
+
 def prepare_out(out: str | Path) -> Path:
-    """Make ``out`` ready to hold one run's report, before the run: a new or empty
-    directory as it is; a pumice report emptied of the files of the run before (its
-    report files, and its subdirectories that are reports themselves: a what-if's),
-    leaving anything else alone; any other non-empty directory, or a file, is refused
-    (:class:`~pumice.errors.InputError`, exit status 2), so a mistyped --out never
-    deletes a user's files nor mixes a report with them."""
+    """Make ``out`` ready to hold one run's report, before the run, and mark it: a new
+    or empty directory as it is; a pumice report emptied of the files of the run before
+    (its report files, and its subdirectories that pumice wrote: a what-if's or a grid's
+    reports), leaving anything else alone; any other non-empty directory, or a file, is
+    refused (:class:`~pumice.errors.InputError`, exit status 2), so a mistyped --out
+    never deletes a user's files nor mixes a report with them."""
+    import shutil
+
     from pumice.errors import InputError
 
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise InputError("is a file, not a directory", field="--out")
-    if not out.exists() or not any(out.iterdir()):
-        out.mkdir(parents=True, exist_ok=True)
-        return out
-    if not is_report(out):
-        raise InputError(
-            f"{out} is not empty and is not a pumice report (it has no {MARKER} file): "
-            "choose a new or empty directory, or remove it",
-            field="--out",
-        )
-    import shutil
-
-    for child in out.iterdir():
-        if child.is_dir() and not child.is_symlink():
-            if is_report(child):
-                shutil.rmtree(child)
-        elif child.name == MARKER or child.suffix in _REPORT_SUFFIXES:
-            child.unlink()
+        raise InputError(f"{out} is a file, not a directory", field="--out")
+    if out.exists() and any(out.iterdir()):
+        if not is_report(out):
+            raise InputError(
+                f"{out} is not empty and is not a pumice report (it has no {MARKER} file): "
+                "choose a new or empty directory, or remove this one",
+                field="--out",
+            )
+        for child in out.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                if _made_by_pumice(child):
+                    shutil.rmtree(child)
+            elif child.name == MARKER or child.suffix in _REPORT_SUFFIXES:
+                child.unlink()
+    mark_report(out)
     return out
 
 
