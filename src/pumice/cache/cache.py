@@ -82,7 +82,6 @@ from pumice.cluster.protocol import (
     KINDS,
     Cluster,
     WatchEvent,
-    condition_key,
     object_key,
 )
 from pumice.errors import InputError
@@ -241,8 +240,6 @@ class SchedulerCache:
         #: Answers kept from cycle to cycle with what they depend on
         #: (``Snapshot.verdicts``; ``changes`` stamps the cluster state).
         self.verdicts = Verdicts()
-        #: uid -> (a record's conditions list, its condition_key): see _condition_key.
-        self._condition_keys: dict[str, tuple[list[dict], tuple]] = {}
         self.queues: dict[str, QueueInfo] = {}
         self.jobs: dict[str, JobInfo] = {}
         self.tasks: dict[str, TaskInfo] = {}  # pod key -> task
@@ -753,7 +750,6 @@ class SchedulerCache:
 
     def _forget(self, uid: str) -> None:
         self.ledger.remove(uid)
-        self._condition_keys.pop(uid, None)
         self.dirty.discard(uid)
         self.unsettled.discard(uid)
         self.queueless.discard(uid)
@@ -913,9 +909,9 @@ class SchedulerCache:
                 continue
             if rec.phase != upd.phase:
                 out.phases.append(uid)
-            elif rec.counts == (upd.running, upd.succeeded, upd.failed) and self._condition_key(
-                uid, rec.conditions
-            ) == condition_key(upd.conditions):
+            elif rec.counts == (upd.running, upd.succeeded, upd.failed) and _same_conditions(
+                rec.conditions, upd.conditions
+            ):
                 continue  # what the cluster already says (as far as the cache has seen)
             self.cluster.update_podgroup_status(
                 uid,
@@ -981,15 +977,23 @@ class SchedulerCache:
             self.changes += 1
             self._touch(job)
 
-    def _condition_key(self, uid: str, conditions: list[dict]) -> tuple:
-        """``condition_key`` of a record's conditions, kept while the record keeps the
-        same list (a status the cache has seen is compared with every cycle's)."""
-        got = self._condition_keys.get(uid)
-        if got is not None and got[0] is conditions:
-            return got[1]
-        key = condition_key(conditions)
-        self._condition_keys[uid] = (conditions, key)
-        return key
+
+
+def _same_conditions(seen: list[dict[str, Any]], new: list[dict[str, Any]]) -> bool:
+    """``condition_key(seen) == condition_key(new)`` without building either key: every
+    cycle compares the status of each job it looked at with what the cluster says, and
+    most say the same again."""
+    if len(seen) != len(new):
+        return False
+    for a, b in zip(seen, new, strict=True):
+        if (
+            a.get("message") != b.get("message")
+            or a.get("type") != b.get("type")
+            or a.get("reason") != b.get("reason")
+            or a.get("status") != b.get("status")
+        ):
+            return False
+    return True
 
 
 def _respec(job: JobInfo, **state: Any) -> JobInfo:
