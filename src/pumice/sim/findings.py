@@ -158,6 +158,7 @@ class _View:
     idle: list[float]  # of the main resource, per sample
     share: list[list[float]]  # per sample, per queue
     deserved: list[list[float]]
+    demand: list[list[float]]
     queues: list[str]
     weights: list[float]
     run_end: float
@@ -194,6 +195,7 @@ def _view(m: Metrics) -> _View:
         idle=idle,
         share=s.queue_share,
         deserved=s.queue_deserved,
+        demand=s.queue_demand,
         queues=list(m.queues),
         weights=[float(w) for w in m.weights],
         run_end=run_end,
@@ -262,15 +264,43 @@ def long_waits(m: Metrics, n: int = 5) -> Finding | None:
     )
 
 
-def _estimate_weight(weight: float, deserved: float, gang: float) -> int | None:
-    """The weight a queue would need for its deserved share to reach ``gang`` (both
-    shares of the cluster), when the other queues keep their demand: its share is
-    ``w / (w + others)``, so ``others = w (1 - d) / d`` and the new weight is
-    ``gang * others / (1 - gang)``. None when no weight can (the gang needs all)."""
-    if deserved <= 0 or gang >= 1.0:
+def _fill(demand: Sequence[float], weights: Sequence[float]) -> list[float]:
+    """Weighted max-min division of the cluster (1.0) among queues asking ``demand``
+    (dominant shares): the deserved share, in one dimension."""
+    out = [0.0] * len(demand)
+    left = 1.0
+    active = [i for i, d in enumerate(demand) if d > 1e-9]
+    while active and left > 1e-9:
+        w = sum(weights[i] for i in active)
+        portion = {i: left * weights[i] / w for i in active}
+        capped = [i for i in active if out[i] + portion[i] >= demand[i] - 1e-12]
+        if not capped:
+            for i in active:
+                out[i] += portion[i]
+            break
+        for i in capped:
+            left -= demand[i] - out[i]
+            out[i] = demand[i]
+        active = [i for i in active if i not in capped]
+    return out
+
+
+def _estimate_weight(
+    demand: Sequence[float], weights: Sequence[float], qi: int, gang: float
+) -> int | None:
+    """The smallest weight that gives queue ``qi`` a deserved share of at least ``gang``
+    when the queues ask ``demand`` (dominant shares; the queue asks at least its gang);
+    None when no weight up to 1,000 would, or its weight already does."""
+    want = list(demand)
+    want[qi] = max(want[qi], gang)
+    if gang > 1.0 + 1e-9 or _fill(want, weights)[qi] >= gang - 1e-6:
         return None
-    others = weight * (1.0 - deserved) / deserved
-    return max(math.ceil(gang * others / (1.0 - gang) - 1e-9), int(weight) + 1)
+    for w in range(int(weights[qi]) + 1, 1001):
+        trial = list(weights)
+        trial[qi] = float(w)
+        if _fill(want, trial)[qi] >= gang - 1e-6:
+            return w
+    return None
 
 
 def queue_share(m: Metrics) -> list[Finding]:
@@ -313,7 +343,8 @@ def queue_share(m: Metrics) -> list[Finding]:
             rec = m.jobs[uid]
             size = v.size(rec)
             need = size / v.total if v.total else 0.0
-            des = [v.deserved[k][qi] for k in seen_at[uid]]
+            at = seen_at[uid]
+            des = [v.deserved[k][qi] for k in at]
             top = max(des)
             typical = sorted(des)[len(des) // 2]
             labels = reason_hours(list(inside[uid].values()))
@@ -334,7 +365,12 @@ def queue_share(m: Metrics) -> list[Finding]:
                 text += f" ({labels[0]['reason']})"
             if need > top + 1e-6:
                 weight = v.weights[qi]
-                est = _estimate_weight(weight, typical, need)
+                mid = sorted(at, key=lambda k: v.deserved[k][qi])[len(at) // 2]
+                est = (
+                    _estimate_weight(v.demand[mid], v.weights, qi, need)
+                    if mid < len(v.demand)
+                    else None
+                )
                 text += (
                     f". The queue's deserved share was at most {top:.2f} "
                     f"({_amount(v, top * v.total)}) while it waited, smaller than the gang: "
@@ -347,8 +383,8 @@ def queue_share(m: Metrics) -> list[Finding]:
                     numbers["weight_estimate"] = est
                     parts.append(
                         f"raise queue {q}'s weight from {weight:g} to about {est} "
-                        f"(its deserved share was {typical:.2f} at weight {weight:g}; "
-                        f"{need:.2f} needs about {est} if the other queues keep their demand)"
+                        f"(its deserved share was {typical:.2f} at weight {weight:g}; with the "
+                        f"other queues' demand of that time, {need:.2f} needs {est})"
                     )
                 unit = "nvidia.com/gpu" if v.resource == GPU else "cpu"
                 amount = f"{size:g}" if v.resource == GPU else f"{size / 1000.0:g}"

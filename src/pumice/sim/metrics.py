@@ -121,10 +121,21 @@ class Series:
     queue_deserved: list[list[float]] = field(default_factory=list)  # per queue
     pending: list[int] = field(default_factory=list)
     running: list[int] = field(default_factory=list)
+    #: per queue, the dominant share of its demand capped by its capability (what the
+    #: deserved share is water-filled over); read by the findings, not written out
+    queue_demand: list[list[float]] = field(default_factory=list)
 
     def thin(self) -> None:
         """Keep every other sample (the engine then samples half as often)."""
-        for name in ("time", "utilization", "queue_share", "queue_deserved", "pending", "running"):
+        for name in (
+            "time",
+            "utilization",
+            "queue_share",
+            "queue_deserved",
+            "pending",
+            "running",
+            "queue_demand",
+        ):
             setattr(self, name, getattr(self, name)[::2])
 
 
@@ -383,10 +394,13 @@ class Metrics:
                 total, np.maximum(self.demand, 0.0), self.weights, self.capability
             )
             dshare = np.where(total > 0, deserved / np.where(total > 0, total, 1.0), 0.0)
+            want = np.minimum(np.maximum(self.demand, 0.0), self.capability)
+            wshare = np.where(total > 0, want / np.where(total > 0, total, 1.0), 0.0)
         s.queue_share.append([round(float(x), 6) for x in shares.max(axis=1, initial=0.0)])
         s.queue_deserved.append([round(float(x), 6) for x in dshare.max(axis=1, initial=0.0)])
         s.pending.append(self.pending_jobs)
         s.running.append(self.running_jobs)
+        s.queue_demand.append([round(float(x), 6) for x in wshare.max(axis=1, initial=0.0)])
         jobs, reason = self.jobs, self._reason
         for uid in self._waiting:
             text = reason.get(uid)

@@ -1,0 +1,171 @@
+"""The report's findings: long waits with what held them, queues far below their
+deserved share and why, capacity idle while jobs waited, and the remedies to try."""
+
+from __future__ import annotations
+
+import pytest
+
+from pumice.scheduler import Scheduler
+from pumice.sim.cluster_spec import node_object
+from pumice.sim.engine import simulate
+from pumice.sim.findings import (
+    findings,
+    idle_while_waiting,
+    long_waits,
+    queue_share,
+    reason_label,
+)
+from pumice.sim.metrics import JobRecord, Metrics
+from pumice.sim.workload import GPU, JobSpec, QueueSpec, TaskSpec, Workload
+
+GiB = float(2**30)
+H = 3600.0
+NODE = {"cpu": 96000.0, "memory": 768 * GiB, GPU: 8.0}
+DESERVED = (
+    "gang short: needs 2 tasks, 1 could be placed (worker: 1/2); queue b cannot take task "
+    "big-worker-1 now: it would exceed its deserved share (cpu 96, memory 768Gi, "
+    "nvidia.com/gpu 8)"
+)
+OVERCOMMIT = (
+    "not enqueued: overcommit: cluster would be overcommitted beyond factor 1.2 in "
+    "nvidia.com/gpu: jobs already admitted plus this job's minResources exceed idle "
+    "resources"
+)
+
+
+def constructed() -> Metrics:
+    """16 GPUs for 10 hours: queue a runs 8 of them throughout; queue b's 12-GPU gang
+    waits the whole time (b's deserved share 0.5 is below the gang's 0.75), and a 2-GPU
+    job of queue a is refused by overcommit for the first 4 hours."""
+    m = Metrics({"cpu": 192000.0, "memory": 1536 * GiB, GPU: 16.0},
+                [QueueSpec("a", weight=1), QueueSpec("b", weight=1)])  # fmt: skip
+    gpu = m.index[GPU]
+    for k in range(10):
+        util = [0.0, 0.0, 0.0]
+        util[gpu] = 0.5 if k < 4 else 0.625
+        m.series.time.append(k * H)
+        m.series.utilization.append(util)
+        m.series.queue_share.append([0.5 if k < 4 else 0.625, 0.0])
+        m.series.queue_deserved.append([0.5, 0.5])
+        m.series.queue_demand.append([0.5 if k < 4 else 0.625, 0.75])
+        m.series.pending.append(2 if k < 4 else 1)
+        m.series.running.append(1 if k < 4 else 2)
+    m.last_change = 10 * H
+    m.jobs["a/run"] = JobRecord("a/run", "a", 0.0, 1, 1, 8.0, "succeed", start=0.0, end=10 * H)
+    m.jobs["b/big"] = JobRecord("b/big", "b", 0.0, 2, 2, 12.0, "succeed",
+                                reasons=[(0.0, DESERVED)])  # fmt: skip
+    m.jobs["a/small"] = JobRecord("a/small", "a", 0.0, 1, 1, 2.0, "succeed", start=4 * H,
+                                  end=10 * H, reasons=[(0.0, OVERCOMMIT), (4 * H, "")])  # fmt: skip
+    return m
+
+
+def test_reason_labels_name_the_stage_that_stopped_a_job():
+    assert reason_label(OVERCOMMIT) == "not admitted (overcommit)"
+    assert reason_label(DESERVED) == "gang short: queue's deserved share"
+    assert (
+        reason_label(
+            "gang short: needs 4 tasks, 0 could be placed; task x: 0/56 nodes are available: "
+            "56 insufficient nvidia.com/gpu"
+        )
+        == "gang short: no node had room"
+    )
+
+
+def test_long_waits_say_what_held_each_job_and_for_how_long():
+    f = long_waits(constructed())
+    assert f is not None
+    first, second = f.numbers["jobs"][:2]
+    assert first["job"] == "b/big" and first["never_ran"]
+    assert first["wait"] == pytest.approx(10 * H)
+    assert first["reasons"][0]["reason"] == "gang short: queue's deserved share"
+    assert first["reasons"][0]["seconds"] == pytest.approx(10 * H)
+    assert second["job"] == "a/small" and second["wait"] == pytest.approx(4 * H)
+    assert second["reasons"][0] == {
+        "reason": "not admitted (overcommit)", "seconds": 4 * H, "example": OVERCOMMIT
+    }  # fmt: skip
+    assert "10.0 h" in f.text and "b/big" in f.title
+
+
+def test_a_queue_whose_deserved_share_is_below_its_gang_gets_a_weight_and_a_guarantee():
+    (f,) = queue_share(constructed())
+    n = f.numbers
+    assert n["queue"] == "b" and n["job"] == "b/big"
+    assert n["seconds_below"] == pytest.approx(10 * H)
+    assert n["job_share"] == pytest.approx(0.75) and n["deserved_max"] == 0.5
+    # a asks 0.5 to 0.625 at weight 1: b's 0.75 needs b's portion w / (w + 1) >= 0.75
+    assert n["weight_estimate"] == 3
+    assert "weight from 1 to about 3" in f.remedy
+    assert "guarantee of nvidia.com/gpu: 12" in f.remedy
+    assert "smaller than the gang" in f.text
+
+
+def test_idle_gpus_while_jobs_waited_are_counted_with_the_stretch_and_what_held_it():
+    f = idle_while_waiting(constructed())
+    assert f is not None
+    n = f.numbers
+    # 8 idle for 4 h (jobs asking 14), then 6 idle for 6 h (the gang asking 12)
+    assert n["idle_while_waiting_hours"] == pytest.approx(8 * 4 + 6 * 6)
+    assert (n["stretch_start"], n["stretch_end"]) == (0.0, 10 * H)
+    assert n["stretch_waiting"] == [1, 2]
+    assert n["stretch_reasons"]["gang short: queue's deserved share"] == pytest.approx(10 * H)
+
+
+def test_overcommit_blocked_by_an_admitted_gang_suggests_a_factor():
+    m = constructed()
+    m.jobs["b/big"].reasons = [(0.0, OVERCOMMIT.replace("1.2", "1.0"))]
+    m.jobs["a/small"].reasons = [(0.0, OVERCOMMIT.replace("1.2", "1.0"))]
+    m.jobs["b/gang"] = JobRecord("b/gang", "b", 0.0, 2, 2, 16.0, "succeed",
+                                 reasons=[(0.0, DESERVED)])  # fmt: skip
+    f = idle_while_waiting(m)
+    assert f is not None
+    n = f.numbers
+    assert n["admitted_not_placed"] == ["b/gang"]
+    assert n["overcommit_factor"] == 1.0
+    # (in use + admitted 16 + the smallest refused, 2) / 16: in use is 8 for 4 samples,
+    # then 10 for 6; the median sample is one of the latter
+    assert n["factor_needed_median"] == pytest.approx((10 + 16 + 2) / 16)
+    assert "overcommit-factor from 1 to about 1.8" in f.remedy
+
+
+def test_nothing_to_say_about_a_run_where_nobody_waited():
+    m = Metrics({"cpu": 1000.0, GPU: 8.0}, [QueueSpec("a")])
+    m.jobs["a/x"] = JobRecord("a/x", "a", 0.0, 1, 1, 8.0, "succeed", start=0.0, end=60.0)
+    m.series.time += [0.0, 30.0]
+    m.series.utilization += [[1.0, 1.0], [1.0, 1.0]]
+    m.series.queue_share += [[1.0], [1.0]]
+    m.series.queue_deserved += [[1.0], [1.0]]
+    m.series.queue_demand += [[1.0], [1.0]]
+    m.series.pending += [0, 0]
+    m.series.running += [1, 1]
+    assert findings(m) == []
+
+
+def _job(name: str, queue: str, arrival: float, hours: float, pods: int, gpus: float) -> JobSpec:
+    task = TaskSpec("worker", pods, {"cpu": 8000.0, "memory": 64 * GiB, GPU: gpus})
+    return JobSpec(name, queue, queue, arrival, hours * H, (task,), pods)
+
+
+def test_a_real_run_whose_gang_exceeds_its_queue_share_is_found():
+    """Four 8-GPU nodes: queue a runs 8 GPUs for 10 hours; queue b's gang of 7 pods of 4
+    GPUs (28 of the 32) arrives a minute later, is admitted (overcommit lets 1.2 × 32 - 8
+    in) and waits the whole time: its deserved share, what a leaves (24 GPUs), is below
+    the gang, while 24 GPUs sit idle."""
+    nodes = [node_object(f"n{i}", NODE) for i in range(4)]
+    w = Workload(
+        jobs=(_job("long", "a", 0.0, 10, 1, 8.0), _job("gang", "b", 60.0, 1, 7, 4.0)),
+        queues=(QueueSpec("a"), QueueSpec("b")),
+    )
+    result = simulate(nodes, w, Scheduler.from_file(None))
+    found = {f.kind: f for f in findings(result.metrics)}
+    assert set(found) == {"idle_while_waiting", "queue_share", "long_waits"}
+    waits = found["long_waits"].numbers["jobs"]
+    assert waits[0]["job"] == "b/gang" and waits[0]["wait"] == pytest.approx(10 * H, rel=0.01)
+    assert sum(r["seconds"] for r in waits[0]["reasons"]) > 9.9 * H
+    q = found["queue_share"].numbers
+    assert q["queue"] == "b" and q["job"] == "b/gang"
+    assert q["deserved_max"] == 0.75 and q["job_share"] == 0.875
+    # b's portion w / (w + 1) must reach 0.875 of the cluster (a asks 0.25)
+    assert q["weight_estimate"] == 7
+    assert "guarantee of nvidia.com/gpu: 28" in found["queue_share"].remedy
+    idle = found["idle_while_waiting"].numbers
+    assert idle["idle_while_waiting_hours"] == pytest.approx(240, rel=0.02)
