@@ -188,6 +188,12 @@ def write_comparison(results: Sequence[SimResult], out: str | Path, run: dict) -
             ("gang_violations", "gang violations"),
         ):
             out_rows.append([label, *(r.summary[key] for r in results)])
+        out_rows.append(
+            [
+                "lost work (evicted or restarted)",
+                *(f"{r.summary['lost_work_pod_seconds'] / HOUR:,.1f} pod-h" for r in results),
+            ]
+        )
         return out_rows
 
     queue_rows = []
