@@ -262,6 +262,8 @@ class SchedulerCache:
         #: and, for its active jobs, (job, version, phase) as handed out.
         self._lent: Snapshot | None = None
         self._lent_jobs: list[tuple[JobInfo, int, str]] = []
+        #: Jobs changed by the events of the :meth:`sync` under way (None: outside one).
+        self._batch: dict[str, JobInfo] | None = None
         #: Count of changes taken in since the last :meth:`mark_clean` (engine's skip test).
         self.changes = 0
         for kind in CACHE_KINDS:
@@ -282,18 +284,32 @@ class SchedulerCache:
     # -- events -------------------------------------------------------------------------
 
     def sync(self) -> int:
-        """Take in the events that arrived since the last call; return how many."""
+        """Take in the events that arrived since the last call; return how many.
+
+        The jobs the events change are brought up to date in the ledger and the active
+        sets once each, at the end (a gang's pods bound together, or a pod created and
+        its podgroup's status written at one instant, change one job several times)."""
         events = self.watch.drain()
         on_bad = self.on_bad
-        for ev in events:
-            if on_bad is None:
-                self._handle(ev)
-                continue
-            try:
-                self._handle(ev)
-            except InputError as err:
-                on_bad(ev.kind, ev.key, ev.obj, err)
-                self._handle(WatchEvent(DELETED, ev.kind, ev.key, ev.obj))
+        batch: dict[str, JobInfo] = {}
+        self._batch = batch
+        try:
+            for ev in events:
+                if on_bad is None:
+                    self._handle(ev)
+                    continue
+                try:
+                    self._handle(ev)
+                except InputError as err:
+                    on_bad(ev.kind, ev.key, ev.obj, err)
+                    self._handle(WatchEvent(DELETED, ev.kind, ev.key, ev.obj))
+        finally:
+            self._batch = None
+            if not self._stale:
+                jobs = self.jobs
+                for uid, job in batch.items():
+                    if jobs.get(uid) is job:  # (not dropped or replaced since)
+                        self._touch(job)
         if self._stale:
             self._rebuild()
         elif self._relabel:
@@ -735,8 +751,12 @@ class SchedulerCache:
             self._touch(job)
 
     def _touch(self, job: JobInfo) -> None:
-        """``job`` changed: its ledger part, whether it is settled, and its status is due."""
+        """``job`` changed: its ledger part, whether it is settled, and its status is due
+        (during :meth:`sync`, once at its end)."""
         uid = job.uid
+        if self._batch is not None:
+            self._batch[uid] = job
+            return
         self.ledger.update(job)
         self.dirty.add(uid)
         if job.queue in self.queues:
