@@ -42,6 +42,7 @@ from pumice.api.job import JobInfo
 from pumice.api.node import NodeTable
 from pumice.api.queue import QueueInfo
 from pumice.api.task import TaskInfo
+from pumice.api.verdicts import TASK_SHAPES
 from pumice.framework.fastpath import FastPath, for_session, shape_key
 from pumice.framework.limits import GENERIC_LIMIT
 from pumice.framework.session import Session
@@ -154,7 +155,7 @@ def _mixed_turn(
             return False
     # Which task to name: the first, in task order, that the bounds leave without a
     # node (or the last the queue refuses).
-    shape_of = job._shape_memo[1][1]
+    shape_of = job.verdicts.recall(TASK_SHAPES, job.version)[1]
     # What the bounds let through, shape by shape in task order (their roles are told).
     left = {shape: min(room[shape], allowed[shape]) for shape, _count, _first in groups}
     through = []
@@ -206,12 +207,16 @@ def _needed(ssn: Session, job: JobInfo) -> int | None:
 
     A ``short`` looks at the job alone, so the answer is kept with the job's version
     under one configuration (a backlog job asks every cycle)."""
-    version, owner, need = job._need_memo
-    if version == job._version and owner is ssn.config:
-        return need
-    need = _shortfall(ssn, job)
-    job._need_memo = (job._version, ssn.config, need)
+    stamp = (job.version, ssn.config)
+    need = job.verdicts.recall(_NEED, stamp, _UNKNOWN)
+    if need is _UNKNOWN:
+        need = job.verdicts.keep(_NEED, stamp, _shortfall(ssn, job))
     return need
+
+
+#: ``JobInfo.verdicts`` keys: the placements the gang needs; its pending tasks in order.
+_NEED, _ORDER = "room.need", "room.order"
+_UNKNOWN = object()
 
 
 def _shortfall(ssn: Session, job: JobInfo) -> int | None:
@@ -235,11 +240,11 @@ def _in_order(
 ) -> list[TaskInfo]:
     """``todo`` in task order, memoized with the shape: the task order looks at the
     tasks alone (priority, pod index, creation), under one configuration."""
-    version, memo, owner, order = job._shape_memo
-    if version == job._version and owner is ssn.config and order is not None:
-        return order
-    order = sorted(todo, key=key) if key is not None else list(todo)
-    job._shape_memo = (job._version, memo, ssn.config, order)
+    stamp = (job.version, ssn.config)
+    order = job.verdicts.recall(_ORDER, stamp)
+    if order is None:
+        order = sorted(todo, key=key) if key is not None else list(todo)
+        job.verdicts.keep(_ORDER, stamp, order)
     return order
 
 
@@ -249,8 +254,8 @@ def _shape_groups(job: JobInfo, todo: list[TaskInfo]) -> _Groups | None:
     (host ports, inter-pod affinity, no requests known). Memoized on the job's version
     with each task's shape: a backlog job asks each cycle, and its tasks do not change
     while it waits."""
-    version, memo, _owner, _order = job._shape_memo
-    if version == job._version:
+    memo = job.verdicts.recall(TASK_SHAPES, job.version, _UNKNOWN)
+    if memo is not _UNKNOWN:
         return memo[0] if memo is not None else None
     found: dict[Hashable, list] = {}
     shape_of: dict[str, Hashable] = {}
@@ -267,7 +272,7 @@ def _shape_groups(job: JobInfo, todo: list[TaskInfo]) -> _Groups | None:
         else:
             got[1] += 1
     memo = (tuple((s, n, t) for s, n, t in found.values()), shape_of) if ok else None
-    job._shape_memo = (job._version, memo, None, None)
+    job.verdicts.keep(TASK_SHAPES, job.version, memo)
     return memo[0] if memo is not None else None
 
 

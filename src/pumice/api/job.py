@@ -20,6 +20,7 @@ from pumice.api.task import (
     TaskStatus,
 )
 from pumice.api.topology_spec import NetworkTopology, SubGroupPolicy
+from pumice.api.verdicts import Verdicts
 
 PENDING = "Pending"
 INQUEUE = "Inqueue"
@@ -117,22 +118,11 @@ class JobInfo:
     _ready_memo: tuple[int, int, bool] = field(
         default=(-1, -1, False), init=False, repr=False, compare=False
     )
-    #: (task index version, the pending tasks' shapes and each task's shape or None,
-    #: the configuration the order was made under, the pending tasks in task order): see
-    #: :func:`pumice.actions.room.hopeless_turn`, which asks it each cycle of a backlog.
-    _shape_memo: tuple[int, object, object, list | None] = field(
-        default=(-1, None, None, None), init=False, repr=False, compare=False
-    )
-    #: (task index version, configuration, placements needed): see
-    #: ``pumice.actions.room._needed``.
-    _need_memo: tuple[int, object, int | None] = field(
-        default=(-1, None, None), init=False, repr=False, compare=False
-    )
-    #: (task index version, minAvailable, why the gang is not valid): see
-    #: ``pumice.plugins.gang``.
-    _invalid_memo: tuple[int, int, str | None] = field(
-        default=(-1, -1, None), init=False, repr=False, compare=False
-    )
+    #: What plugins and actions know of this job's tasks, kept from cycle to cycle with
+    #: the :attr:`version` (and configuration) it was found under (a backlog job is
+    #: asked every cycle, and its tasks do not change while it waits); a job rebuilt
+    #: from the cluster's records starts with none. See :mod:`pumice.api.verdicts`.
+    verdicts: Verdicts = field(default_factory=Verdicts, init=False, repr=False, compare=False)
     _valid_memo: tuple[int, int, bool] = field(
         default=(-1, -1, False), init=False, repr=False, compare=False
     )
@@ -350,6 +340,13 @@ class JobInfo:
         if self.waiting_num() + self.ready_num() < self.min_available:
             return False
         return self._roles_meet(READY_STATUSES | {TaskStatus.PIPELINED}, False)
+
+    @property
+    def version(self) -> int:
+        """The task index's version: it changes whenever a task is added or changes
+        status, so an answer about the tasks stamped with it stays true while it is
+        the same."""
+        return self._version
 
     def is_valid(self) -> bool:
         """Enough tasks exist (placed or not) for the gang; memoized like is_ready."""

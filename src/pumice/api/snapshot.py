@@ -12,7 +12,7 @@ from pumice.api.node import NodeTable
 from pumice.api.pdb import PdbRecord
 from pumice.api.queue import QueueInfo
 from pumice.api.resources import ResourceSpace
-from pumice.framework.verdicts import Verdicts
+from pumice.api.verdicts import Verdicts
 
 
 @dataclass(slots=True)

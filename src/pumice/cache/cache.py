@@ -64,6 +64,7 @@ from pumice.api.resources import ResourceSpace
 from pumice.api.selectors import NodeIndex
 from pumice.api.snapshot import Snapshot
 from pumice.api.task import TaskInfo, TaskStatus, status_of_pod
+from pumice.api.verdicts import Verdicts
 from pumice.cache.build import DEFAULT_SCHEDULER, _check_queue_tree
 from pumice.cache.model import (
     ModelBuilder,
@@ -87,7 +88,6 @@ from pumice.cluster.protocol import (
 from pumice.errors import InputError
 from pumice.framework.decisions import Decisions
 from pumice.framework.slots import SlotMemory
-from pumice.framework.verdicts import Verdicts
 
 #: Called with (kind, key, object, error) for an object that does not parse, when the
 #: cache is asked to skip bad objects instead of failing (``pumice run``).

@@ -30,6 +30,7 @@ from pumice.api.job import JobInfo
 from pumice.api.quantity import format_amount
 from pumice.api.resources import Vector
 from pumice.api.task import TaskInfo, TaskStatus
+from pumice.api.verdicts import TASK_SHAPES
 from pumice.framework.session import Session
 
 #: ``capability_exceeded(queue name, request)`` -> (queue whose capability, dimension)
@@ -101,8 +102,7 @@ class Limits:
         k = job.min_available
         if k <= 1 or len(job.tasks) < k:
             return ""
-        reqs = np.stack([t.init_resreq for t in job.tasks.values()])
-        least = np.partition(reqs, k - 1, axis=0)[:k].sum(axis=0)
+        least = _least(job, k)
         names = self.ssn.space.names
         if self._allocatable is not None:
             total = self._allocatable.sum(axis=0)
@@ -151,6 +151,21 @@ class Limits:
         return ""
 
 
+def _least(job: JobInfo, k: int) -> Vector:
+    """Per resource, what the ``k`` smallest requests of ``job``'s tasks add up to: kept
+    with the job's version (a waiting gang is explained every cycle)."""
+    stamp = (job.version, k)
+    least = job.verdicts.recall(_LEAST, stamp)
+    if least is None:
+        reqs = np.stack([t.init_resreq for t in job.tasks.values()])
+        least = job.verdicts.keep(_LEAST, stamp, np.partition(reqs, k - 1, axis=0)[:k].sum(0))
+    return least
+
+
+#: ``JobInfo.verdicts`` key: the least a gang's minimum of tasks asks for.
+_LEAST = "never.least"
+
+
 def _checks(ssn: Session, hook: str) -> list[CapabilityCheck]:
     """The ``capability_exceeded`` of the plugins whose ``hook`` function is enabled."""
     deciding = {name for tier in ssn.hooks.chain(hook) for name, _fn in tier}
@@ -169,8 +184,8 @@ def never_fits(ssn: Session, job: JobInfo, limits: Limits) -> str:
     worst = None
     task, queue = limits.task, job.queue
     pending = job.by_status.get(TaskStatus.PENDING, {})
-    version, shapes, _config, _order = job._shape_memo
-    if version == job._version and shapes is not None and pending:
+    shapes = job.verdicts.recall(TASK_SHAPES, job.version)
+    if shapes is not None and pending:
         # allocate grouped the pending tasks by shape (placement and requests) for this
         # very task index: one task per shape answers for all (a backlog of gangs is
         # explained every cycle). Best-effort tasks, left out there, ask for nothing.

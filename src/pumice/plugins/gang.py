@@ -64,12 +64,15 @@ def _valid(job: JobInfo) -> str | None:
     job whose pods are not created yet asks every cycle)."""
     if job.is_valid():
         return None
-    version, minimum, reason = job._invalid_memo
-    if version == job._version and minimum == job.min_available:
-        return reason
-    reason = _invalid_reason(job)
-    job._invalid_memo = (job._version, job.min_available, reason)
+    stamp = (job.version, job.min_available)
+    reason = job.verdicts.recall(_INVALID, stamp)
+    if reason is None:
+        reason = job.verdicts.keep(_INVALID, stamp, _invalid_reason(job))
     return reason
+
+
+#: ``JobInfo.verdicts`` key: why the job is not a valid gang.
+_INVALID = "gang.invalid"
 
 
 def _invalid_reason(job: JobInfo) -> str:
