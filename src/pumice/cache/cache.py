@@ -531,9 +531,9 @@ class SchedulerCache:
                 phase, conditions, counts = parse.podgroup_status(ev.obj)
             except InputError as err:
                 raise err.located(obj=f"PodGroup {key}") from None
-            rec = self.pgs_r[old.uid] = dataclasses.replace(
-                old, phase=phase, conditions=conditions, counts=counts
-            )
+            # (in place: no model object keeps the record, the cache's tables only)
+            old.phase, old.conditions, old.counts = phase, conditions, counts
+            rec = old
         else:
             rec = self._record(kind, key, ev.obj)
             self._pg_seen[(kind, key)] = copy.deepcopy(now_seen)

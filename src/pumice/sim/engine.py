@@ -373,7 +373,7 @@ class Simulation:
         pending = decisions.pending
         if self.kubelet.groups:  # a Volcano Job's PodGroup is named for its uid
             groups = self.kubelet.groups
-            pending = {groups.get(k, k): v for k, v in pending.items()}
+            pending = dict(zip(map(groups.get, pending, pending), pending.values(), strict=True))
         m.cycle(pending)
         bound_jobs: dict[str, None] = {}
         for pod, _node in applied.bound:

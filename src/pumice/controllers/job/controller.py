@@ -193,6 +193,9 @@ class JobController:
         self._specs: dict[str, tuple[tuple[Any, ...], JobSpec, Any]] = {}
         #: Per Job, its PodGroup's minResources for a parse and its tasks' priorities.
         self._min_res: dict[str, tuple[JobSpec, tuple[int, ...], dict[str, str]]] = {}
+        #: Per Job, the parse, minResources and PodGroup (uid, generation) for which
+        #: its PodGroup was last found to need no change.
+        self._pg_kept: dict[str, tuple[JobSpec, dict[str, str], tuple[Any, Any]]] = {}
 
     # -- watch ------------------------------------------------------------------------------
 
@@ -311,6 +314,7 @@ class JobController:
         self._refused.pop(key, None)
         self._specs.pop(key, None)
         self._min_res.pop(key, None)
+        self._pg_kept.pop(key, None)
 
     def _parse(self, key: str, job: Mapping[str, Any]) -> JobSpec:
         """:func:`parse_job` of ``job``, or the last parse of an equal Job (the fields
@@ -367,6 +371,22 @@ class JobController:
         got = min_resources(spec, self._priority)
         self._min_res[spec.key] = (spec, prios, got)
         return got
+
+    def _podgroup_patch(self, pg: Mapping[str, Any], spec: JobSpec) -> dict[str, Any]:
+        """:func:`podgroup_changes` of the Job's PodGroup; known to be empty, without
+        building the PodGroup again, when neither the parse of the Job, its
+        minResources, nor the PodGroup's ``generation`` (its spec) moved since a
+        reconcile found nothing to change."""
+        min_res = self._min_resources(spec)
+        meta = pg.get("metadata") or {}
+        seen = (meta.get("uid"), meta.get("generation"))
+        kept = self._pg_kept.get(spec.key)
+        if kept is not None and kept[0] is spec and kept[1] is min_res and kept[2] == seen:
+            return {}
+        patch = podgroup_changes(pg, spec, self._priority, min_res=min_res)
+        if not patch and isinstance(seen[1], int):
+            self._pg_kept[spec.key] = (spec, min_res, seen)
+        return patch
 
     def reconcile(self, key: str) -> float | None:
         if not self._indexed:
@@ -622,7 +642,7 @@ class JobController:
             if made is not None:  # its creation coming back changes nothing
                 self._groups[_key(made)] = _group_view(made)
         else:
-            patch = podgroup_changes(pg, spec, self._priority, min_res=self._min_resources(spec))
+            patch = self._podgroup_patch(pg, spec)
             if patch and self.store.patch("PodGroup", _key(pg), patch):
                 now = self.store.get("PodGroup", _key(pg))  # its own change: not news
                 if now is not None:
