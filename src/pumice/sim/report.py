@@ -292,23 +292,25 @@ def _minutes_axis(ax, values: Sequence[float]) -> None:
     ax.set_ylabel("fraction of jobs")
 
 
+#: Below this share of every resource held, with no job waiting, nothing happens.
+QUIET = 0.01
+
+
 def active_hours(results: Sequence[SimResult]) -> tuple[float, float] | None:
     """The stretch of simulated hours in which something happens in any of ``results``
-    (a job waits or runs, or resources are held), with a small margin: the time axis of
-    the plots, so a trace that starts late or a run that drains for long does not squeeze
-    what matters into a corner. None when nothing happens."""
+    (a job waits, or at least ``QUIET`` of some resource is held), with a small margin:
+    the time axis of the plots, so a trace that starts late, or a run whose last hours
+    hold one small job, does not squeeze what matters into a corner. None when nothing
+    happens (the plots then show every sample)."""
     lo, hi = math.inf, -math.inf
     for res in results:
         s = res.metrics.series
         for k, t in enumerate(s.time):
-            if s.pending[k] or s.running[k] or any(s.utilization[k]):
+            if s.pending[k] or max(s.utilization[k], default=0.0) >= QUIET:
                 lo = min(lo, t)
-                hi = max(hi, t)
-        for j in res.metrics.jobs.values():
-            lo = min(lo, j.submit)
-            if j.end is not None:
-                hi = max(hi, j.end)
-    if hi < lo:
+                nxt = s.time[k + 1] if k + 1 < len(s.time) else t
+                hi = max(hi, nxt)
+    if hi <= lo:
         return None
     pad = max((hi - lo) * 0.02, 60.0)
     return max(lo - pad, 0.0) / HOUR, (hi + pad) / HOUR
