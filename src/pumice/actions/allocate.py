@@ -186,8 +186,7 @@ def whole(ssn: Session, job: JobInfo) -> bool:
     """Ready without counting any pending task, as the ``job_ready`` functions that can
     say (``whole``) see it; True when none can (Volcano's arithmetic: a ready job is
     committed as it is)."""
-    for fn in ssn.hooks.flat("job_ready"):
-        check = getattr(fn, "whole", None)
+    for check in ssn.hooks.facets("job_ready", "whole"):
         if check is not None and not check(job):
             return False
     return True
@@ -198,8 +197,7 @@ def explain_best_effort(ssn: Session, job: JobInfo) -> None:
     a ``job_ready`` function can say (``why_not``)."""
     if not job.pending_best_effort_num():
         return
-    for fn in ssn.hooks.flat("job_ready"):
-        why = getattr(fn, "why_not", None)
+    for why in ssn.hooks.facets("job_ready", "why_not"):
         note = why(job) if why is not None else None
         if note:
             job.note = note

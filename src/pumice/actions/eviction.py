@@ -68,7 +68,7 @@ def _unresolvable(
             b, reasons = fn(probe)
             if b is None:
                 continue
-            resolvable = getattr(fn, "resolvable", None)
+            resolvable = ssn.hooks.facet("predicate", fn, "resolvable")
             if resolve_anti_affinity and resolvable is not None and _simulates(ssn, plugin):
                 reasons = [(r, m) for r, m in reasons if not resolvable(r)]
                 if not reasons:
@@ -149,7 +149,7 @@ def refusals_after_eviction(
     out: list[str] = []
     gone: set[str] | None = None
     for fn in ssn.hooks.flat("predicate"):
-        after = getattr(fn, "after_eviction", None)
+        after = ssn.hooks.facet("predicate", fn, "after_eviction")
         if after is not None:
             if not inter_pod and not task.host_ports:
                 continue  # (nothing it could still refuse)

@@ -189,10 +189,9 @@ def queue_refusal(queue: QueueInfo, task: TaskInfo, nodes: NodeTable | None = No
 
 def _queue_takes(ssn: Session, queue: QueueInfo, task: TaskInfo, limit: int) -> int | None:
     """How many tasks like ``task`` in a row every ``allocatable`` function would let
-    ``queue`` take, up to ``limit``; None when one cannot say (no ``run`` attribute)."""
+    ``queue`` take, up to ``limit``; None when one cannot say (no ``run`` facet)."""
     taken = limit
-    for fn in ssn.hooks.flat("allocatable"):
-        run = getattr(fn, "run", None)
+    for run in ssn.hooks.facets("allocatable", "run"):
         if run is None:
             return None
         taken = min(taken, run(queue, task, limit))
@@ -223,10 +222,11 @@ def _shortfall(ssn: Session, job: JobInfo) -> int | None:
     ready, pipelined = ssn.hooks.flat("job_ready"), ssn.hooks.flat("job_pipelined")
     if not ready or not pipelined:
         return None
-    for_ready = max(fn.short(job) if hasattr(fn, "short") else 0 for fn in ready)
+    for_ready = max(
+        short(job) if short is not None else 0 for short in ssn.hooks.facets("job_ready", "short")
+    )
     for_pipelined = None
-    for fn in pipelined:
-        short = getattr(fn, "short", None)
+    for short in ssn.hooks.facets("job_pipelined", "short"):
         if short is None:
             return None
         s = short(job)

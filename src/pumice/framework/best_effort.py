@@ -175,7 +175,7 @@ class BestEffortRoom:
         self.placed = "backfill" in ssn.config.actions
         #: The predicates' answer depends on a task's placement alone (no inter-pod
         #: affinity about): a part's node mask is computed once in the session.
-        self.static = all(getattr(fn, "by_placement", False) for fn in ssn.hooks.flat("predicate"))
+        self.static = all(ssn.hooks.facets("predicate", "by_placement"))
         self._jobs: dict[str, _JobRoom] = {}
         self._answers: dict[str, tuple[tuple[int, int, bool], bool]] = {}
 

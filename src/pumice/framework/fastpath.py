@@ -117,7 +117,7 @@ class FastPath:
         self._pods = ssn.space.index[PODS]
         self.predicates: tuple[Callable, ...] = ssn.hooks.flat("predicate")
         self.scorers: tuple = ssn.hooks.flat("node_order")
-        by_placement = all(getattr(fn, "by_placement", False) for fn in self.predicates)
+        by_placement = all(ssn.hooks.facets("predicate", "by_placement"))
         separable = [
             hasattr(fn, "rows") and hasattr(fn, "one") and hasattr(fn, "context")
             for fn in self.scorers

@@ -35,7 +35,7 @@ Combination rules (Volcano's):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,7 +103,7 @@ HOOKS: dict[str, Hook] = {
 class HookTable:
     """The functions registered for one session, grouped by hook, tier and plugin."""
 
-    __slots__ = ("_chains", "_flat", "_fns", "_tiers")
+    __slots__ = ("_chains", "_facets", "_flat", "_flat_facets", "_fns", "_tiers")
 
     def __init__(self, tiers: Sequence[Tier]) -> None:
         self._tiers = tiers
@@ -112,15 +112,45 @@ class HookTable:
         #: hook -> its functions in walking order (the order rules ask on every
         #: comparison of a heap, so the list is built once per registration change).
         self._flat: dict[str, tuple[Callable, ...]] = {}
+        #: (hook, function) -> what the plugin said of the function when it registered it.
+        self._facets: dict[tuple[str, Callable], dict[str, Any]] = {}
+        #: (hook, facet name) -> :meth:`facets`, built once per registration change.
+        self._flat_facets: dict[tuple[str, str], tuple[Any, ...]] = {}
 
-    def register(self, hook: str, plugin: str, fn: Callable) -> None:
+    def register(
+        self, hook: str, plugin: str, fn: Callable, facets: Mapping[str, Any] | None = None
+    ) -> None:
+        """Register ``fn`` for ``hook``. ``facets`` are what else the plugin can say of
+        it, by name, for the actions that can use it: a sort ``key`` equivalent to an
+        order function, how many placements a gang is ``short`` of a yes, a ``run`` of
+        allocatable answers, and so on (each reader names the facet it asks for and
+        what it means); an action asks with :meth:`facet` and does without when the
+        function has none."""
         if hook not in HOOKS:
             raise KeyError(f"plugin {plugin!r} registered unknown hook {hook!r}")
         if plugin in self._fns[hook]:
             raise KeyError(f"plugin {plugin!r} registered hook {hook!r} twice")
         self._fns[hook][plugin] = fn
+        if facets:
+            self._facets[(hook, fn)] = dict(facets)
         self._chains = None
         self._flat = {}
+        self._flat_facets = {}
+
+    def facet(self, hook: str, fn: Callable, name: str, default: Any = None) -> Any:
+        """What the plugin that registered ``fn`` for ``hook`` said of it as ``name``,
+        or ``default``."""
+        said = self._facets.get((hook, fn))
+        return default if said is None else said.get(name, default)
+
+    def facets(self, hook: str, name: str) -> tuple[Any, ...]:
+        """Facet ``name`` of each function of :meth:`flat`, in that order (None where a
+        function has none)."""
+        got = self._flat_facets.get((hook, name))
+        if got is None:
+            got = tuple(self.facet(hook, fn, name) for fn in self.flat(hook))
+            self._flat_facets[(hook, name)] = got
+        return got
 
     def registered(self, hook: str) -> tuple[str, ...]:
         """The plugins that registered a function for ``hook``, whatever their flags."""

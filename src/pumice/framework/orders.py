@@ -22,11 +22,11 @@ from pumice.framework.session import Session
 
 
 def job_key(ssn: Session) -> Callable[[JobInfo], tuple] | None:
-    return order_key(ssn.hooks.flat("job_order"), lambda j: (j.creation, j.uid))
+    return order_key(ssn.hooks.facets("job_order", "key"), lambda j: (j.creation, j.uid))
 
 
 def queue_key(ssn: Session) -> Callable[[QueueInfo], tuple] | None:
-    return order_key(ssn.hooks.flat("queue_order"), lambda q: (q.creation, q.name))
+    return order_key(ssn.hooks.facets("queue_order", "key"), lambda q: (q.creation, q.name))
 
 
 def task_key(ssn: Session, tasks: Sequence[TaskInfo]) -> Callable[[TaskInfo], tuple] | None:
@@ -35,7 +35,9 @@ def task_key(ssn: Session, tasks: Sequence[TaskInfo]) -> Callable[[TaskInfo], tu
     when all of them have one or none does."""
     with_index = sum(1 for t in tasks if t.name_index is not None)
     if with_index == len(tasks):
-        return order_key(ssn.hooks.flat("task_order"), lambda t: (t.name_index, t.creation, t.uid))
+        return order_key(
+            ssn.hooks.facets("task_order", "key"), lambda t: (t.name_index, t.creation, t.uid)
+        )
     if with_index == 0:
-        return order_key(ssn.hooks.flat("task_order"), lambda t: (t.creation, t.uid))
+        return order_key(ssn.hooks.facets("task_order", "key"), lambda t: (t.creation, t.uid))
     return None

@@ -98,12 +98,11 @@ class KeyedQueue(Generic[T]):
 
 
 def order_key(
-    fns: Sequence[Callable], fallback: Callable[[T], tuple]
+    keys: Sequence[Callable | None], fallback: Callable[[T], tuple]
 ) -> Callable[[T], tuple] | None:
-    """A sort key equivalent to walking the order functions ``fns`` and then
-    ``fallback``, when every function offers one (as its ``key`` attribute: ``fn(a, b)``
-    is the sign of ``key(a) - key(b)``); otherwise None."""
-    keys = [getattr(fn, "key", None) for fn in fns]
+    """A sort key equivalent to walking the order functions and then ``fallback``, when
+    every function offers one (``keys``: each function's ``key`` facet, where ``fn(a,
+    b)`` is the sign of ``key(a) - key(b)``); otherwise None."""
     if any(k is None for k in keys):
         return None
     # Keys are computed at every push: spelled out for the usual few functions.

@@ -11,7 +11,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from time import perf_counter
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pumice.api.job import JobInfo
 from pumice.api.queue import QueueInfo
@@ -126,8 +126,10 @@ class Session:
 
     # -- registration -------------------------------------------------------------------
 
-    def on(self, hook: str, plugin: str, fn: Callable) -> None:
-        self.hooks.register(hook, plugin, fn)
+    def on(self, hook: str, plugin: str, fn: Callable, **facets: Any) -> None:
+        """Register ``fn`` for ``hook``, with what else the plugin can say of it
+        (``facets``: see :meth:`HookTable.register`)."""
+        self.hooks.register(hook, plugin, fn, facets)
 
     def add_event_handler(self, handler: EventHandler) -> None:
         self.handlers.append(handler)

@@ -166,8 +166,7 @@ class DrfPlugin:
                     out.append(t)
             return out
 
-        job_order.key = lambda j: share[j.uid]  # type: ignore[attr-defined]
-        ssn.on("job_order", self.name, job_order)
+        ssn.on("job_order", self.name, job_order, key=lambda j: share[j.uid])
         ssn.on("preemptable", self.name, preemptable)
         ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
 

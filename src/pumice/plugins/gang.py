@@ -99,29 +99,41 @@ def _pipelined(job: JobInfo) -> int:
     return 1 if job.is_pipelined() else -1
 
 
-# How many more tasks must be placed before the answer can turn yes: allocate skips a
-# turn that cannot place that many (see pumice.actions.room). Best-effort pending tasks
-# count as ready, as in is_ready; pipelined ones only towards pipelined.
-_ready.short = lambda j: j.min_available - j.ready_num() - j.pending_best_effort_num()  # type: ignore[attr-defined]
-_pipelined.short = lambda j: j.min_available - j.ready_num() - j.waiting_num()  # type: ignore[attr-defined]
+# How many more tasks must be placed before the answer can turn yes (the ``short``
+# facet): allocate skips a turn that cannot place that many (see pumice.actions.room).
+# Best-effort pending tasks count as ready, as in is_ready; pipelined ones only towards
+# pipelined.
+def _ready_short(j: JobInfo) -> int:
+    return j.min_available - j.ready_num() - j.pending_best_effort_num()
 
 
-def _placeable_ready(room: BestEffortRoom) -> Callable[[JobInfo], bool]:
+def _pipelined_short(j: JobInfo) -> int:
+    return j.min_available - j.ready_num() - j.waiting_num()
+
+
+#: The facets of the job_ready function (``ready_facets``) and job_pipelined's.
+Facets = dict[str, Callable]
+
+
+def _placeable_ready(room: BestEffortRoom) -> tuple[Callable[[JobInfo], bool], Facets]:
     """``job_ready`` under ``placeable``: Volcano's answer, and then, unless the tasks
     placed already make the gang, the pending best-effort tasks it counts on must have
-    room (with the job's pending requesting tasks, which allocate may yet place)."""
+    room (with the job's pending requesting tasks, which allocate may yet place). With
+    its facets: ``short`` (a pending best-effort task may count, so Volcano's shortfall
+    stays a lower bound), ``whole`` (ready without counting any pending task) and
+    ``why_not`` (which best-effort task has no room; only where Volcano's arithmetic
+    says ready: otherwise something else stopped it)."""
 
     def ready(job: JobInfo) -> bool:
         if not job.is_ready():
             return False
         return job.is_placed() or room.can_complete(job, True)
 
-    # A pending best-effort task may count, so Volcano's shortfall stays a lower bound.
-    ready.short = _ready.short  # type: ignore[attr-defined]
-    ready.whole = lambda j: j.is_placed()  # type: ignore[attr-defined]
-    # (Only where Volcano's arithmetic says ready: otherwise something else stopped it.)
-    ready.why_not = lambda j: room.why_not(j) if j.is_ready() else None  # type: ignore[attr-defined]
-    return ready
+    return ready, {
+        "short": _ready_short,
+        "whole": lambda j: j.is_placed(),
+        "why_not": lambda j: room.why_not(j) if j.is_ready() else None,
+    }
 
 
 def _with_sub_groups(
@@ -133,8 +145,8 @@ def _with_sub_groups(
     """The gang functions for a session with sub-group policies: a job is also only
     valid when its pods make ``minSubGroups`` sub-groups of each policy, and only ready
     (pipelined) when that many of them are (Volcano's ``CheckSubJobValid``,
-    ``CheckSubJobReady``, ``CheckSubJobPipelined``). The functions' extra answers
-    (``short``, ``whole``, ``why_not``) are kept: sub-groups only add conditions."""
+    ``CheckSubJobReady``, ``CheckSubJobPipelined``). The functions' facets (``short``,
+    ``whole``, ``why_not``) still hold: sub-groups only add conditions."""
     from pumice.framework.topology import session_topology
 
     topo = session_topology(ssn)
@@ -154,10 +166,6 @@ def _with_sub_groups(
             return -1
         return vote
 
-    for fn, new in ((ready, ready_), (pipelined, pipelined_)):
-        for attr in ("short", "whole", "why_not"):
-            if hasattr(fn, attr):
-                setattr(new, attr, getattr(fn, attr))
     return valid_, ready_, pipelined_
 
 
@@ -187,9 +195,10 @@ class GangPlugin:
 
     def on_session_open(self, ssn: Session) -> None:
         ready: Callable[[JobInfo], bool] = _ready
+        ready_facets: Facets = {"short": _ready_short}
         if self.best_effort_ready == PLACEABLE:
             room = BestEffortRoom(ssn)
-            ready = _placeable_ready(room)
+            ready, ready_facets = _placeable_ready(room)
             # Nothing is placed after close: only the best-effort tasks with room count.
             self._ready_now = lambda j: j.is_ready() and (
                 j.is_placed() or room.can_complete(j, False)
@@ -212,18 +221,17 @@ class GangPlugin:
                     out.append(t)
             return out
 
-        job_order.key = lambda j: int(j.is_ready())  # type: ignore[attr-defined]
         valid, pipelined = _valid, _pipelined
         # (Only active jobs are asked whether they are valid or ready.)
         if any(j.sub_groups for j in ssn.active.values()):
             valid, ready, pipelined = _with_sub_groups(ssn, valid, ready, pipelined)
         ssn.on("job_valid", self.name, self.timeouts.valid(ssn, valid))
-        ssn.on("job_ready", self.name, ready)
-        ssn.on("job_pipelined", self.name, pipelined)
+        ssn.on("job_ready", self.name, ready, **ready_facets)
+        ssn.on("job_pipelined", self.name, pipelined, short=_pipelined_short)
         ssn.on("subjob_ready", self.name, lambda sj: sj.is_ready())
         ssn.on("subjob_pipelined", self.name, lambda sj: 1 if sj.is_pipelined() else -1)
         ssn.on("subjob_order", self.name, lambda a, b: int(a.is_ready()) - int(b.is_ready()))
-        ssn.on("job_order", self.name, job_order)
+        ssn.on("job_order", self.name, job_order, key=lambda j: int(j.is_ready()))
         ssn.on("preemptable", self.name, evictable)
         ssn.on("reclaimable", self.name, evictable)
         ssn.on(

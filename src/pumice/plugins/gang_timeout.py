@@ -184,9 +184,6 @@ class GangTimeouts:
                 return None
             return backoff_reason(clock)
 
-        for attr in ("short", "whole", "why_not"):  # (none today; kept if added)
-            if hasattr(valid, attr):
-                setattr(valid_, attr, getattr(valid, attr))
         return valid_
 
     def close(

@@ -171,7 +171,6 @@ class PredicatesPlugin:
         # the allocate fast path may then reuse it for every task of the same shape.
         # (Such tasks are left to the long way: see pumice.framework.fastpath. Spread
         # constraints bind only their own pod, so other tasks keep the shared answer.)
-        predicate.by_placement = not holders  # type: ignore[attr-defined]
 
         def after_eviction(
             task: TaskInfo, i: int, gone: set[str], inter_pod: bool = True
@@ -188,9 +187,14 @@ class PredicatesPlugin:
                 reasons.append("didn't have free host port")
             return reasons
 
-        predicate.after_eviction = after_eviction  # type: ignore[attr-defined]
-        predicate.resolvable = _resolvable  # type: ignore[attr-defined]
-        ssn.on("predicate", self.name, predicate)
+        ssn.on(
+            "predicate",
+            self.name,
+            predicate,
+            by_placement=not holders,
+            after_eviction=after_eviction,
+            resolvable=_resolvable,
+        )
 
 
 def _resolvable(reason: str) -> bool:

@@ -43,10 +43,8 @@ class PriorityPlugin:
             return out
 
         # Sort keys equivalent to the order functions (see pumice.framework.orders).
-        task_order.key = lambda t: -t.priority  # type: ignore[attr-defined]
-        job_order.key = lambda j: -j.priority  # type: ignore[attr-defined]
-        ssn.on("task_order", self.name, task_order)
-        ssn.on("job_order", self.name, job_order)
+        ssn.on("task_order", self.name, task_order, key=lambda t: -t.priority)
+        ssn.on("job_order", self.name, job_order, key=lambda j: -j.priority)
         ssn.on(
             "subjob_order",
             self.name,

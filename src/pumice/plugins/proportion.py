@@ -207,7 +207,6 @@ class ProportionPlugin:
             attr = self.attrs.get(q.name)
             return (-q.priority, attr.share if attr is not None else 0.0)
 
-        queue_order.key = queue_rank  # type: ignore[attr-defined]
 
         # overused and allocatable are asked once per job turn and per task: plain
         # floats over the few dimensions, the same comparisons as the vector forms.
@@ -274,7 +273,6 @@ class ProportionPlugin:
             memo[id(req)] = (req, n, limit)
             return n
 
-        allocatable.run = allocatable_run  # type: ignore[attr-defined]
 
         def asks(req: Vector) -> list[tuple[int, float]]:
             r = req.tolist()
@@ -403,9 +401,9 @@ class ProportionPlugin:
                     runs.pop(job.queue, None)
                     gives_nothing.pop(job.queue, None)
 
-        ssn.on("queue_order", self.name, queue_order)
+        ssn.on("queue_order", self.name, queue_order, key=queue_rank)
         ssn.on("overused", self.name, overused)
-        ssn.on("allocatable", self.name, allocatable)
+        ssn.on("allocatable", self.name, allocatable, run=allocatable_run)
         ssn.on("job_enqueueable", self.name, enqueueable)
         ssn.on("reclaimable", self.name, reclaimable)
         ssn.on("gang_evictable", self.name, on_kind("gangreclaim", reclaimable))
