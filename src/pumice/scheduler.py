@@ -202,6 +202,7 @@ class Scheduler:
         next_session_uid()  # (numbered as if it had opened one)
         decisions = last.decisions.repeated()
         decisions.notes.extend(snapshot.notes)
+        decisions.repeat_of = snapshot.stamp
         return decisions
 
     def _keep(self, ssn: Session, actions: list[Any], observer: CycleObserver | None) -> None:

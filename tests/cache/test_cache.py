@@ -142,6 +142,7 @@ def test_a_cycle_touching_a_shared_job_is_repaired():
     anyway (an eviction tried), the cache rebuilds it from what the cluster said."""
     from pumice.api.task import TaskStatus
     from pumice.framework.decisions import Decisions
+    from pumice.framework.session import Session
 
     store = MemoryCluster()
     store.create_all(
@@ -154,6 +155,7 @@ def test_a_cycle_touching_a_shared_job_is_repaired():
     )
     cache = SchedulerCache(store)
     snap = cache.snapshot()
+    Session(snap, Scheduler.from_file(None).config)  # (what writes into it opens one)
     job = snap.jobs["default/g"]
     assert job is cache.jobs["default/g"]  # shared: nothing for a cycle to do
     task = job.tasks["default/a"]

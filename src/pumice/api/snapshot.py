@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,6 +69,10 @@ class Snapshot:
     #: snapshot: two snapshots of one owner with the same stamp hold the same cluster
     #: state, only their clocks may differ. None: unknown (a snapshot built from files).
     stamp: int | None = None
+    #: Called by the session that opens on this snapshot, before anything writes into
+    #: it: the owner of shared jobs records what it will restore (see
+    #: ``SchedulerCache.settle``). None: nothing to tell.
+    lend: Callable[[], None] | None = None
 
     def job_ledger(self) -> Ledger:
         """Per-queue sums over ``jobs`` as they were when the cycle began."""

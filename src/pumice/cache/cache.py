@@ -240,6 +240,8 @@ class SchedulerCache:
         #: Answers kept from cycle to cycle with what they depend on
         #: (``Snapshot.verdicts``; ``changes`` stamps the cluster state).
         self.verdicts = Verdicts()
+        #: ``changes`` when the last apply wrote nothing to the cluster (else None).
+        self._quiet: int | None = None
         self.queues: dict[str, QueueInfo] = {}
         self.jobs: dict[str, JobInfo] = {}
         self.tasks: dict[str, TaskInfo] = {}  # pod key -> task
@@ -825,7 +827,13 @@ class SchedulerCache:
             )
         active = (self.unsettled | self.dirty) - self.queueless
         self.dirty = set()
-        self._lent_jobs = [(jobs[uid], jobs[uid]._version, jobs[uid].phase) for uid in active]
+        self._lent_jobs = []
+
+        def lend() -> None:
+            # What settle restores, taken when a session opens (before it writes): a
+            # cycle that repeats the last one opens none, and costs none of this.
+            self._lent_jobs = [(jobs[uid], jobs[uid].version, jobs[uid].phase) for uid in active]
+
         queues = dict(self.queues)  # (read-only specs: see ModelBuilder.queue)
         snap = self._lent = Snapshot(
             now=self.clock() if self.clock is not None else self.latest,
@@ -843,6 +851,7 @@ class SchedulerCache:
             carried=self.carried,
             verdicts=self.verdicts,
             stamp=self.changes,
+            lend=lend,
             topology=self.topology,
             notes=list(self.topology.notes) if self.topology is not None else [],
         )
@@ -868,7 +877,7 @@ class SchedulerCache:
             if job.fit_errors:
                 job.fit_errors = {}
             job.note, job.tentative, job.tentative_at_most = "", 0, False
-            if job._version != version:
+            if job.version != version:
                 rebuild.add(job.uid)
         for uid in sorted(rebuild):
             job = jobs.get(uid)
@@ -898,9 +907,17 @@ class SchedulerCache:
     # -- decisions ----------------------------------------------------------------------
 
     def apply(self, decisions: Decisions) -> ApplyResult:
-        """Carry out ``decisions``: evictions, then binds, then podgroup status."""
+        """Carry out ``decisions``: evictions, then binds, then podgroup status.
+
+        Decisions that repeat the last cycle's on the same cluster state
+        (``Decisions.repeat_of`` is this state's stamp) after an apply that wrote
+        nothing would write nothing again: they are not walked."""
         self.settle()
+        if decisions.repeat_of is not None and decisions.repeat_of == self._quiet == self.changes:
+            return ApplyResult()
+        self._quiet = None
         out = ApplyResult()
+        wrote = bool(decisions.evictions or decisions.binds)
         reasons = {a.get("task"): str(a.get("reason", "")) for a in decisions.audit if "task" in a}
         for pod in decisions.evictions:
             if self.cluster.evict(pod, reasons.get(pod, "")):
@@ -920,6 +937,7 @@ class SchedulerCache:
         for uid, upd in decisions.podgroups.items():
             rec = self.pgs_r.get(uid)
             if rec is None or rec.api != "volcano":
+                wrote = wrote or rec is not None  # (its status carries the time)
                 if upd.phase:
                     self._remember_admission(uid, upd.phase, out)
                 if rec is not None:
@@ -933,6 +951,7 @@ class SchedulerCache:
                 rec.conditions, upd.conditions
             ):
                 continue  # what the cluster already says (as far as the cache has seen)
+            wrote = True
             self.cluster.update_podgroup_status(
                 uid,
                 upd.phase,
@@ -941,6 +960,8 @@ class SchedulerCache:
                 succeeded=upd.succeeded,
                 failed=upd.failed,
             )
+        if not wrote and not out.phases:
+            self._quiet = self.changes
         return out
 
     def _write_gang_status(self, rec: parse.PodGroupRecord, upd: Any, bound_now: int) -> None:
@@ -1005,13 +1026,15 @@ def _same_conditions(seen: list[dict[str, Any]], new: list[dict[str, Any]]) -> b
     most say the same again."""
     if len(seen) != len(new):
         return False
-    for a, b in zip(seen, new, strict=True):
-        if (
-            a.get("message") != b.get("message")
-            or a.get("type") != b.get("type")
-            or a.get("reason") != b.get("reason")
-            or a.get("status") != b.get("status")
-        ):
+    for i in range(len(new)):  # (indexing, not zip: the hot path of a cycle's apply)
+        a, b = seen[i], new[i]
+        if a.get("message") != b.get("message"):
+            return False
+        if a.get("type") != b.get("type"):
+            return False
+        if a.get("reason") != b.get("reason"):
+            return False
+        if a.get("status") != b.get("status"):
             return False
     return True
 

@@ -31,6 +31,10 @@ class Decisions:
     pending: dict[str, str] = field(default_factory=dict)
     audit: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: For a cycle that repeated the last one's decisions (see
+    #: :meth:`pumice.scheduler.Scheduler.cycle`): the stamp of the cluster state both
+    #: were decided on. None for a cycle that ran.
+    repeat_of: int | None = None
 
     def repeated(self) -> Decisions:
         """These decisions again, for a cycle that decides the same: new containers,

@@ -90,6 +90,8 @@ class Session:
 
     def __init__(self, snapshot: Snapshot, config: SchedulerConfig) -> None:
         self.uid = next_session_uid()
+        if snapshot.lend is not None:
+            snapshot.lend()
         self.snapshot = snapshot
         self.space = snapshot.space
         self.nodes = snapshot.nodes
