@@ -58,6 +58,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from pumice.api.parse import timestamp
 from pumice.cluster.protocol import DELETED, WatchEvent
 from pumice.controllers.commands import JOB_ACTIONS, parse_command
@@ -193,6 +195,9 @@ class JobController:
         self._specs: dict[str, tuple[tuple[Any, ...], JobSpec, Any]] = {}
         #: Per Job, its PodGroup's minResources for a parse and its tasks' priorities.
         self._min_res: dict[str, tuple[JobSpec, tuple[int, ...], dict[str, str]]] = {}
+        #: minResources by the gang's shape (see :func:`_gang_shape`): the Jobs of a
+        #: workload repeat a few shapes, whose quantities need not be summed again.
+        self._min_res_shapes: dict[tuple[Any, ...], dict[str, str]] = {}
         #: Per Job, the parse, minResources and PodGroup (uid, generation) for which
         #: its PodGroup was last found to need no change.
         self._pg_kept: dict[str, tuple[JobSpec, dict[str, str], tuple[Any, Any]]] = {}
@@ -368,7 +373,14 @@ class JobController:
         hit = self._min_res.get(spec.key)
         if hit is not None and hit[0] is spec and hit[1] == prios:
             return hit[2]
-        got = min_resources(spec, self._priority)
+        shape = _gang_shape(spec, prios)
+        got = self._min_res_shapes.get(shape) if shape is not None else None
+        if got is None:
+            got = min_resources(spec, self._priority)
+            if shape is not None:
+                if len(self._min_res_shapes) >= _SHAPES_KEPT:
+                    self._min_res_shapes.clear()
+                self._min_res_shapes[shape] = got
         self._min_res[spec.key] = (spec, prios, got)
         return got
 
@@ -766,6 +778,31 @@ class JobController:
         self.store.delete(KIND, key)
         self._forget(key)
         return None
+
+
+#: Gang shapes whose minResources are kept (the table starts afresh beyond it).
+_SHAPES_KEPT = 4096
+
+
+def _gang_shape(spec: JobSpec, prios: tuple[int, ...]) -> tuple[Any, ...] | None:
+    """Everything :func:`min_resources` reads of ``spec``: the Job's minAvailable and,
+    per task in order, its minAvailable, replicas, priority and the resources of its
+    pod template (containers, init containers, overhead) as canonical JSON; None when
+    the template does not serialize (then nothing is shared)."""
+    try:
+        tasks = []
+        for t, prio in zip(spec.tasks, prios, strict=True):
+            ps = t.pod_spec
+            resources = [
+                [(c or {}).get("resources") for c in ps.get("containers") or ()],
+                [(c or {}).get("resources") for c in ps.get("initContainers") or ()],
+                ps.get("overhead"),
+            ]
+            raw = orjson.dumps(resources, option=orjson.OPT_SORT_KEYS)
+            tasks.append((t.min_available, t.replicas, prio, raw))
+    except Exception:  # (a malformed template: min_resources says what is wrong)
+        return None
+    return (spec.min_available, tuple(tasks))
 
 
 def _group_view(pg: Mapping[str, Any]) -> tuple[Any, ...] | None:
