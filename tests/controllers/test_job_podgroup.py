@@ -161,3 +161,41 @@ spec:
     assert spec.min_available == 3 and spec.max_retry == 3 and spec.queue == "default"
     assert spec.scheduler_name == "volcano" and "svc" in spec.plugins
     assert [t.max_retry for t in spec.tasks] == [3, 3]
+
+
+def test_jobs_alike_but_for_requests_or_priority_each_get_their_own_min_resources():
+    """The controller reuses the minResources of a gang it has seen, so Jobs that
+    differ only in a request, or in which task's pods go first, must not share one."""
+    w = World(queues=("default", "research"))
+    w.cluster.create(priority_class("high", 1000))
+
+    def variant(name: str, text: str) -> str:
+        job = job_yaml(text)
+        job["metadata"]["name"] = name
+        return w.submit(job)
+
+    first = variant("first", PS_WORKER)
+    bigger = variant("bigger", PS_WORKER.replace("requests: {cpu: 500m", "requests: {cpu: 1500m"))
+    again = variant("again", PS_WORKER)
+    # a gang of two: ps (priority 1000) and one worker; then the workers put first
+    two = PS_WORKER.replace("minAvailable: 3", "minAvailable: 2")
+    ps_first = variant("ps-first", two)
+    workers_first = variant(
+        "workers-first",
+        two.replace("          priorityClassName: high\n", "").replace(
+            "          containers:\n            - name: w",
+            "          priorityClassName: high\n          containers:\n            - name: w",
+        ),
+    )
+    got = {
+        k: (m["cpu"], m.get("nvidia.com/gpu"))
+        for k in (first, bigger, again, ps_first, workers_first)
+        for m in [w.podgroup(k)["spec"]["minResources"]]
+    }
+    assert got == {
+        first: ("4500m", "2"),
+        bigger: ("5500m", "2"),
+        again: ("4500m", "2"),
+        ps_first: ("2500m", "1"),
+        workers_first: ("4", "2"),
+    }
