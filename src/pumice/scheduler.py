@@ -157,7 +157,7 @@ class Scheduler:
             return again
         actions: list[Any] = []
 
-        def until(ssn: Session) -> None:
+        def keep(ssn: Session) -> None:
             self._keep(ssn, actions, observer)
 
         paused = gc.isenabled()
@@ -174,7 +174,7 @@ class Scheduler:
                     t = perf_counter()
                     action.execute(ssn)
                     observer.action_done(name, perf_counter() - t)
-            decisions = close_session(ssn, (update_podgroups, explain_pending, until), observer)
+            decisions = close_session(ssn, (update_podgroups, explain_pending, keep), observer)
         finally:
             if paused:
                 gc.enable()

@@ -76,10 +76,7 @@ class World:
 def _plain(decisions: Decisions) -> dict[str, Any]:
     """The decisions as JSON, with the notes; a condition's transitionID names the
     session that decided it, which a repeated cycle does not open."""
-    out = decisions.to_json()
-    for pg in out["podgroups"].values():
-        for c in pg["conditions"]:
-            c.pop("transitionID", None)
+    out = decisions.to_json(sessions=False)
     out["notes"] = list(decisions.notes)
     return out
 

@@ -49,13 +49,22 @@ class Decisions:
             notes=list(self.notes),
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, sessions: bool = True) -> dict[str, Any]:
+        """The decisions as JSON. ``sessions=False`` leaves out each condition's
+        ``transitionID`` (the session that decided it), to compare the decisions of
+        different sessions (a repeated cycle keeps the session that decided); the
+        conditions are then copies."""
+        conditions = (
+            (lambda cs: cs)
+            if sessions
+            else (lambda cs: [{k: x for k, x in c.items() if k != "transitionID"} for c in cs])
+        )
         return {
             "binds": dict(sorted(self.binds.items())),
             "evictions": sorted(self.evictions),
             "pipelined": dict(sorted(self.pipelined.items())),
             "podgroups": {
-                k: {"phase": v.phase, "conditions": v.conditions}
+                k: {"phase": v.phase, "conditions": conditions(v.conditions)}
                 for k, v in sorted(self.podgroups.items())
             },
             "pending": dict(sorted(self.pending.items())),
