@@ -8,7 +8,7 @@ sentences their answers make (:class:`Misses`, :func:`could_not_help`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from functools import cmp_to_key
 from typing import Any
 
@@ -16,7 +16,8 @@ import numpy as np
 
 from pumice.api.job import JobInfo
 from pumice.api.task import TaskInfo, TaskStatus
-from pumice.framework.fit import explain_no_fit, fits
+from pumice.framework.fastpath import shape_key
+from pumice.framework.fit import explain_no_fit, fits, fits_one
 from pumice.framework.pqueue import PriorityQueue
 from pumice.framework.session import Session
 from pumice.framework.statement import EVICT, Statement
@@ -182,15 +183,16 @@ def scored_nodes(ssn: Session, task: TaskInfo, nodes: list[int]) -> list[int]:
 def fits_future(ssn: Session, task: TaskInfo, i: int) -> bool:
     """``task`` fits node ``i``'s future idle resources (idle + releasing - pipelined)."""
     future = ssn.nodes.idle[i] + ssn.nodes.releasing[i] - ssn.nodes.pipelined[i]
-    return bool(fits(task.init_resreq, future[None, :])[0])
+    return fits_one(task.init_resreq, future)
 
 
 def victims_could_fit(ssn: Session, task: TaskInfo, i: int, victims: Iterable[TaskInfo]) -> bool:
     """Volcano's ``ValidateVictims``: future idle plus every victim covers the request."""
-    future = ssn.nodes.idle[i] + ssn.nodes.releasing[i] - ssn.nodes.pipelined[i]
+    nodes = ssn.nodes
+    future = nodes.idle[i] + nodes.releasing[i] - nodes.pipelined[i]
     for v in victims:
-        future = future + v.resreq
-    return bool(fits(task.init_resreq, future[None, :])[0])
+        future += v.resreq
+    return fits_one(task.init_resreq, future)
 
 
 def room_with_all(ssn: Session, task: TaskInfo, candidates: dict[int, list[TaskInfo]]) -> list[int]:
@@ -292,6 +294,20 @@ def gang_breaks(ssn: Session, victims: Iterable[TaskInfo]) -> dict[str, tuple[Jo
         if left < job.min_available <= job.ready_num():
             out[uid] = (job, left)
     return out
+
+
+def alike_key(job: JobInfo, task: TaskInfo) -> Hashable | None:
+    """What preempt and reclaim read of a task of ``job`` (its placement, requests,
+    spread, priority, preemption policy, best effort), so that two tasks of one job with the same
+    key meet the same answer while the session stays as it was; None for a task whose
+    answer may hang on who it is (host ports, inter-pod affinity, a network-topology
+    gang's sub-group). Victim functions see the task: they must answer alike for
+    tasks alike in these, as the built-in ones do."""
+    if task.host_ports or task.pod_affinity is not None:
+        return None
+    if job.network_topology is not None or job.sub_groups:
+        return None
+    return (shape_key(task), task.priority, task.preemption_policy, task.best_effort)
 
 
 def pending_tasks(job: JobInfo) -> list[TaskInfo]:
@@ -407,6 +423,21 @@ class Misses:
             for reason, n in self.counts.items()
         ]
         return f"task {name}: " + "; ".join(parts)
+
+
+class Unheard(Misses):
+    """Misses nobody will read (a task after the turn's first miss): the reasons are not
+    worked out, which on a large cluster costs more than the search itself."""
+
+    __slots__ = ()
+
+    def node(self, reason: str) -> None:
+        pass
+
+    def refused(
+        self, ssn: Session, hook: str, actor: TaskInfo, candidates: list[TaskInfo], deciders
+    ) -> None:
+        pass
 
 
 def _nodes(n: int) -> str:

@@ -126,8 +126,12 @@ class PreemptAction:
             tasks = tasks_of[job.uid]
             first_miss: ev.Misses | None = None
             placed = 0
+            failed: set = set()  # (as in reclaim: shapes that found nothing, no change since)
             while ssn.job_starving(job) and not tasks.empty():
                 preemptor = tasks.pop()
+                alike = ev.alike_key(job, preemptor)
+                if alike is not None and alike in failed:
+                    continue
 
                 def other_jobs(t: TaskInfo, p: TaskInfo = preemptor, j: JobInfo = job) -> bool:
                     if t.status not in ev.PREEMPTABLE_STATUSES:
@@ -142,7 +146,11 @@ class PreemptAction:
                 misses = ev.Misses(preemptor) if first_miss is None else None
                 if self.preempt(ssn, stmt, preemptor, other_jobs, misses):
                     placed += 1
-                elif misses is not None:
+                    failed.clear()
+                    continue
+                if alike is not None:
+                    failed.add(alike)
+                if misses is not None:
                     first_miss = misses
             ev.conclude_turn(ssn, stmt, job, ACTION, placed, first_miss)
 
@@ -178,7 +186,7 @@ class PreemptAction:
         """Try to place ``preemptor`` by evicting tasks ``keep`` allows; True if it was
         pipelined. ``misses``, when given, is told why each node did not work out."""
         if misses is None:
-            misses = ev.Misses(preemptor)
+            misses = ev.Unheard(preemptor)
         if preemptor.preemption_policy == "Never":
             misses.whole = f"task {preemptor.name} has preemptionPolicy: Never"
             return False

@@ -35,7 +35,7 @@ from pumice.api.job import JobInfo
 from pumice.api.queue import QueueInfo
 from pumice.api.task import TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
-from pumice.framework.fit import fits
+from pumice.framework.fit import fits_one
 from pumice.framework.pqueue import PriorityQueue
 from pumice.framework.session import Session
 from pumice.framework.statement import Statement
@@ -51,8 +51,10 @@ class ReclaimAction:
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments
+        self._held = _Reclaimees()
 
     def execute(self, ssn: Session) -> None:
+        self._held = _Reclaimees()
         queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_less)
         seen: set[str] = set()
         jobs_of: dict[str, PriorityQueue[JobInfo]] = {}
@@ -96,16 +98,26 @@ class ReclaimAction:
         tasks = tasks_of[job.uid]
         first_miss: ev.Misses | None = None
         placed = 0
+        # Shapes that found nothing since the session last changed: a failed try gives
+        # back what it did, so a task like it meets the same nodes, candidates and
+        # victim rules and fails the same way (only the first miss is told).
+        failed: set = set()
         while ssn.job_starving(job) and not tasks.empty():
             task = tasks.pop()
-            misses = ev.Misses(task)
+            alike = ev.alike_key(job, task)
+            if alike is not None and alike in failed:
+                continue
+            misses = ev.Misses(task) if first_miss is None else ev.Unheard(task)
             if task.preemption_policy == "Never":
                 misses.whole = f"task {task.name} has preemptionPolicy: Never"
             elif not ssn.preemptive(queue, task):
                 misses.whole = _not_preemptive(ssn, queue, task)
             elif self.reclaim_for(ssn, stmt, task, job, misses):
                 placed += 1
+                failed.clear()
                 continue
+            if alike is not None:
+                failed.add(alike)
             if first_miss is None:
                 first_miss = misses
         ev.conclude_turn(ssn, stmt, job, ACTION, placed, first_miss)
@@ -121,23 +133,15 @@ class ReclaimAction:
         """Try to pipeline ``task`` onto resources reclaimed from other queues;
         ``misses``, when given, is told why each node did not work out."""
         if misses is None:
-            misses = ev.Misses(task)
+            misses = ev.Unheard(task)
         nodes = ev.candidate_nodes(ssn, task)
         if not nodes:
             misses.whole = ev.no_node_text(ssn, task)
             return False
         found: dict[int, list[TaskInfo]] = {}
+        held = self._held.of(ssn, job.queue, task)
         for i in nodes:
-            reclaimees = []
-            for t in ssn.nodes.tasks[i].values():
-                if t.status != TaskStatus.RUNNING or not t.preemptable:
-                    continue
-                tj = ssn.jobs.get(t.job or "")
-                if tj is None or tj.queue == job.queue:
-                    continue
-                if not ssn.queues[tj.queue].reclaimable:
-                    continue
-                reclaimees.append(t)
+            reclaimees = held.takeable(i)
             if reclaimees:
                 found[i] = reclaimees
             else:
@@ -154,7 +158,7 @@ class ReclaimAction:
                 misses.node("too little room even with every task of another queue there gone")
                 continue
             name = ssn.nodes.names[i]
-            reclaimees = ev.in_victim_order(ssn, found[i], task)
+            reclaimees = held.ordered(i)
             victims, deciders = ssn.hooks.victims("reclaimable", task, reclaimees)
             if not ev.victims_could_fit(ssn, task, i, victims):
                 if victims:
@@ -209,10 +213,71 @@ class ReclaimAction:
         return False
 
 
+class _Reclaimees:
+    """What a queue could take back on each node, in victim order: the Running,
+    preemptable tasks there of the other queues that are ``reclaimable``.
+
+    Every starving task of the queue asks for every candidate node, and the answer
+    depends on the reclaimer only through its queue (the victim order asks the victim
+    queue order with the reclaimer's queue). It is kept per (queue, node) while the
+    session's nodes stay as they are (``NodeTable.version``): every statement operation
+    moves a task on a node, and with it what the victim order reads (task, job and queue
+    order)."""
+
+    __slots__ = ("_kept", "_version")
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple[str, int], list] = {}
+        self._version = -1
+
+    def of(self, ssn: Session, queue: str, reclaimer: TaskInfo) -> _Held:
+        """The answers for ``queue`` (``reclaimer`` is one of its tasks)."""
+        if ssn.nodes.version != self._version:
+            self._kept.clear()
+            self._version = ssn.nodes.version
+        return _Held(ssn, queue, reclaimer, self._kept)
+
+
+class _Held:
+    """:class:`_Reclaimees` for one queue: ``takeable(i)``, and ``ordered(i)`` (the same
+    in victim order, worked out only for nodes that get that far)."""
+
+    __slots__ = ("kept", "queue", "reclaimer", "ssn")
+
+    def __init__(self, ssn: Session, queue: str, reclaimer: TaskInfo, kept: dict) -> None:
+        self.ssn, self.queue, self.reclaimer, self.kept = ssn, queue, reclaimer, kept
+
+    def takeable(self, i: int) -> list[TaskInfo]:
+        got = self.kept.get((self.queue, i))
+        if got is None:
+            got = self.kept[(self.queue, i)] = [_takeable(self.ssn, self.queue, i), None]
+        return got[0]
+
+    def ordered(self, i: int) -> list[TaskInfo]:
+        got = self.kept[(self.queue, i)]
+        if got[1] is None:
+            got[1] = ev.in_victim_order(self.ssn, got[0], self.reclaimer)
+        return got[1]
+
+
+def _takeable(ssn: Session, queue: str, i: int) -> list[TaskInfo]:
+    out = []
+    for t in ssn.nodes.tasks[i].values():
+        if t.status != TaskStatus.RUNNING or not t.preemptable:
+            continue
+        tj = ssn.jobs.get(t.job or "")
+        if tj is None or tj.queue == queue:
+            continue
+        if not ssn.queues[tj.queue].reclaimable:
+            continue
+        out.append(t)
+    return out
+
+
 def _covers(task: TaskInfo, available) -> bool:
     """``available`` (the node's future idle resources plus what the victims so far
     free) holds the task's request."""
-    return bool(fits(task.init_resreq, available[None, :])[0])
+    return fits_one(task.init_resreq, available)
 
 
 def _not_preemptive(ssn: Session, queue: QueueInfo, task: TaskInfo) -> str:

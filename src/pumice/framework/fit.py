@@ -19,6 +19,13 @@ def fits(req: np.ndarray, avail: np.ndarray) -> np.ndarray:
     return np.all(avail[:, dims] >= req[dims], axis=1)
 
 
+def fits_one(req: np.ndarray, avail: np.ndarray) -> bool:
+    """:func:`fits` for one row of available resources (a vector): the eviction
+    actions ask it node by node, where the matrix form's indexing costs more than the
+    test."""
+    return bool(np.logical_or(avail >= req, req == 0).all())
+
+
 def predicate_filter(ssn: Session, task: TaskInfo):
     """The nodes the predicate hooks refuse for ``task`` and why: (blocked, reasons)."""
     blocked = None
