@@ -46,6 +46,7 @@ def clusters(draw) -> list[dict]:
     objs: list[dict] = [priority_class(k, v) for k, v in PRIORITIES.items()]
     for name in QUEUES:
         q = queue(name, weight=draw(st.integers(1, 3)), reclaimable=draw(st.booleans()))
+        q["spec"]["priority"] = draw(st.integers(0, 1))  # (served first, whatever its share)
         if draw(st.booleans()):
             q["spec"]["guarantee"] = {"resource": {"cpu": str(draw(st.integers(0, 2)))}}
         objs.append(q)

@@ -403,6 +403,14 @@ class Misses:
         text = f"{' and '.join(alone)} {verb} no victim"
         self.node(text + (f" ({'; '.join(rules)})" if rules else ""))
 
+    def retold(self, task: TaskInfo) -> Misses:
+        """The same misses, told of ``task`` (one alike, see :func:`alike_key`)."""
+        other = Misses(task)
+        other.counts = dict(self.counts)
+        other.whole = self.whole
+        other.at_minimum = set(self.at_minimum)
+        return other
+
     def render(self) -> str:
         name = self.task.name
         if self.whole:

@@ -30,6 +30,8 @@ another queue to take, the plugin that allowed no victim, or too little room.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from pumice.actions import eviction as ev
 from pumice.api.job import JobInfo
 from pumice.api.queue import QueueInfo
@@ -52,9 +54,11 @@ class ReclaimAction:
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments
         self._held = _Reclaimees()
+        self._hopeless = _Hopeless()
 
     def execute(self, ssn: Session) -> None:
         self._held = _Reclaimees()
+        self._hopeless = _Hopeless()
         queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_less)
         seen: set[str] = set()
         jobs_of: dict[str, PriorityQueue[JobInfo]] = {}
@@ -98,26 +102,24 @@ class ReclaimAction:
         tasks = tasks_of[job.uid]
         first_miss: ev.Misses | None = None
         placed = 0
-        # Shapes that found nothing since the session last changed: a failed try gives
-        # back what it did, so a task like it meets the same nodes, candidates and
-        # victim rules and fails the same way (only the first miss is told).
-        failed: set = set()
         while ssn.job_starving(job) and not tasks.empty():
             task = tasks.pop()
-            alike = ev.alike_key(job, task)
-            if alike is not None and alike in failed:
-                continue
-            misses = ev.Misses(task) if first_miss is None else ev.Unheard(task)
+            heard = first_miss is None  # (only the first miss is told)
+            misses = ev.Misses(task) if heard else ev.Unheard(task)
             if task.preemption_policy == "Never":
                 misses.whole = f"task {task.name} has preemptionPolicy: Never"
             elif not ssn.preemptive(queue, task):
                 misses.whole = _not_preemptive(ssn, queue, task)
-            elif self.reclaim_for(ssn, stmt, task, job, misses):
-                placed += 1
-                failed.clear()
-                continue
-            if alike is not None:
-                failed.add(alike)
+            else:
+                key = self._hopeless.key(ssn, job, task)
+                known = self._hopeless.recall(ssn, key, task, heard)
+                if known is not None:
+                    misses = known
+                elif self.reclaim_for(ssn, stmt, task, job, misses):
+                    placed += 1
+                    continue
+                else:
+                    self._hopeless.keep(ssn, key, misses)
             if first_miss is None:
                 first_miss = misses
         ev.conclude_turn(ssn, stmt, job, ACTION, placed, first_miss)
@@ -211,6 +213,64 @@ class ReclaimAction:
             )
             return True
         return False
+
+
+class _Hopeless:
+    """Tasks reclaim found nothing for, by what the answer hangs on, while the session's
+    nodes stay as they were (``NodeTable.version``, read after the try: a try that
+    fails gives back what it did).
+
+    The answer hangs on the task's queue (what it may take, the victim order) and on
+    what :func:`pumice.actions.eviction.alike_key` holds of the task (the nodes it may
+    use, its requests); the victim functions see the task too. When all of them say
+    they answer alike for such tasks (facet ``alike`` of ``reclaimable``, which the
+    built-ins give), the answer holds for every job of the queue: a backlog of starving
+    jobs of one shape costs one search per change, not one per job and cycle. Otherwise
+    it holds for the tasks of one job (a job's own tasks are alike to every function
+    the built-ins know). What the misses said is kept with the answer, to be told in
+    the words of the task that asks again."""
+
+    __slots__ = ("_kept", "_version")
+
+    def __init__(self) -> None:
+        self._kept: dict[Hashable, ev.Misses] = {}
+        self._version = -1
+
+    def key(self, ssn: Session, job: JobInfo, task: TaskInfo) -> Hashable | None:
+        alike = ev.alike_key(job, task)
+        if alike is None:
+            return None
+        every_job = all(ssn.hooks.facets("reclaimable", "alike"))
+        return (job.queue, alike, None if every_job else job.uid)
+
+    def recall(
+        self, ssn: Session, key: Hashable | None, task: TaskInfo, heard: bool
+    ) -> ev.Misses | None:
+        """The misses ``task`` would meet, if a task like it met them as things stand;
+        ``heard``: the reasons will be told (a try whose reasons were not worked out
+        does not answer then)."""
+        if key is None:
+            return None
+        if ssn.nodes.version != self._version:
+            self._kept.clear()
+            self._version = ssn.nodes.version
+            return None
+        known = self._kept.get(key)
+        if known is None:
+            return None
+        if not heard:
+            return ev.Unheard(task)
+        if isinstance(known, ev.Unheard):
+            return None
+        return known.retold(task)
+
+    def keep(self, ssn: Session, key: Hashable | None, misses: ev.Misses) -> None:
+        if key is None or misses.whole:  # (a sentence of its own names the task)
+            return
+        if ssn.nodes.version != self._version:
+            self._kept.clear()
+            self._version = ssn.nodes.version
+        self._kept[key] = misses
 
 
 class _Reclaimees:

@@ -454,7 +454,7 @@ class CapacityPlugin:
         ssn.on("allocatable", self.name, allocatable)
         ssn.on("job_enqueueable", self.name, enqueueable)
         ssn.on("job_enqueued", self.name, enqueued)
-        ssn.on("reclaimable", self.name, reclaimable)
+        ssn.on("reclaimable", self.name, reclaimable, alike=True)
         ssn.on("gang_evictable", self.name, on_kind("gangreclaim", reclaimable))
         ssn.on("preemptive", self.name, preemptive)
         if self.hierarchy:

@@ -97,5 +97,5 @@ class CdpPlugin:
             return victims
 
         ssn.on("preemptable", self.name, cooled)
-        ssn.on("reclaimable", self.name, cooled)
+        ssn.on("reclaimable", self.name, cooled, alike=True)
         ssn.on("gang_evictable", self.name, on_kind(None, cooled))

@@ -29,5 +29,5 @@ class ConformancePlugin:
             return [t for t in candidates if not is_critical(t)]
 
         ssn.on("preemptable", self.name, evictable)
-        ssn.on("reclaimable", self.name, evictable)
+        ssn.on("reclaimable", self.name, evictable, alike=True)
         ssn.on("gang_evictable", self.name, on_kind(None, evictable))

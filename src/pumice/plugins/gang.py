@@ -233,7 +233,7 @@ class GangPlugin:
         ssn.on("subjob_order", self.name, lambda a, b: int(a.is_ready()) - int(b.is_ready()))
         ssn.on("job_order", self.name, job_order, key=lambda j: int(j.is_ready()))
         ssn.on("preemptable", self.name, evictable)
-        ssn.on("reclaimable", self.name, evictable)
+        ssn.on("reclaimable", self.name, evictable, alike=True)
         ssn.on(
             "job_starving", self.name, lambda j: j.ready_num() + j.waiting_num() < j.min_available
         )

@@ -89,7 +89,7 @@ class PdbPlugin:
             return victims
 
         ssn.on("preemptable", self.name, guard)
-        ssn.on("reclaimable", self.name, guard)
+        ssn.on("reclaimable", self.name, guard, alike=True)
         ssn.on("gang_evictable", self.name, on_kind(None, guard))
 
     def explain(self) -> list[str]:

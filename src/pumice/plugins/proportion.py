@@ -405,7 +405,7 @@ class ProportionPlugin:
         ssn.on("overused", self.name, overused)
         ssn.on("allocatable", self.name, allocatable, run=allocatable_run)
         ssn.on("job_enqueueable", self.name, enqueueable)
-        ssn.on("reclaimable", self.name, reclaimable)
+        ssn.on("reclaimable", self.name, reclaimable, alike=True)
         ssn.on("gang_evictable", self.name, on_kind("gangreclaim", reclaimable))
         ssn.on("preemptive", self.name, preemptive)
         ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
