@@ -102,12 +102,7 @@ def test_no_node_over_capacity_and_no_half_gang(case) -> None:
 @given(clusters())
 def test_same_input_same_decisions(case) -> None:
     objs, _ = case
-    a, b = run(objs).to_json(), run(objs).to_json()
-    for d in (a, b):
-        for pg in d["podgroups"].values():
-            for c in pg["conditions"]:
-                c.pop("transitionID")
-    assert a == b
+    assert run(objs).to_json(sessions=False) == run(objs).to_json(sessions=False)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
