@@ -31,7 +31,7 @@ def without_shortcuts() -> Iterator[None]:
     fresh_of = reclaim._Reclaimees.of
 
     def of(self, ssn, queue, reclaimer):
-        self._version = -1  # forget what was kept
+        self._version, self._log = -1, None  # forget what was kept
         return fresh_of(self, ssn, queue, reclaimer)
 
     with contextlib.ExitStack() as stack:
@@ -96,7 +96,7 @@ def _seen(objs: list[dict], config: str) -> dict:
     return {"decisions": d.to_json(sessions=False), "audit": d.audit}
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     clusters(),
     st.sampled_from(["proportion", "capacity"]),

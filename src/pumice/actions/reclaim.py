@@ -274,50 +274,70 @@ class _Hopeless:
 
 
 class _Reclaimees:
-    """What a queue could take back on each node, in victim order: the Running,
-    preemptable tasks there of the other queues that are ``reclaimable``.
+    """What a queue could take back on each node: the Running, preemptable tasks there
+    of the other queues that are ``reclaimable`` (``takeable``), and the same in victim
+    order (``ordered``).
 
-    Every starving task of the queue asks for every candidate node, and the answer
-    depends on the reclaimer only through its queue (the victim order asks the victim
-    queue order with the reclaimer's queue). It is kept per (queue, node) while the
-    session's nodes stay as they are (``NodeTable.version``): every statement operation
-    moves a task on a node, and with it what the victim order reads (task, job and queue
-    order)."""
+    Every starving task of the queue asks for every candidate node, and the answers
+    depend on the reclaimer only through its queue (the victim order asks the victim
+    queue order with the reclaimer's queue). What is takeable on a node changes only
+    with the tasks there: it is kept until the node's row is logged as changed
+    (``NodeTable.changes``). The victim order also reads the job and queue orders,
+    which any statement operation may move: it is kept while the session's nodes stay
+    as they are (``NodeTable.version``)."""
 
-    __slots__ = ("_kept", "_version")
+    __slots__ = ("_log", "_ordered", "_seen", "_takeable", "_version")
 
     def __init__(self) -> None:
-        self._kept: dict[tuple[str, int], list] = {}
+        self._takeable: dict[int, dict[str, list[TaskInfo]]] = {}
+        self._ordered: dict[tuple[str, int], list[TaskInfo]] = {}
+        self._log: list[int] | None = None
+        self._seen = 0
         self._version = -1
 
     def of(self, ssn: Session, queue: str, reclaimer: TaskInfo) -> _Held:
         """The answers for ``queue`` (``reclaimer`` is one of its tasks)."""
-        if ssn.nodes.version != self._version:
-            self._kept.clear()
-            self._version = ssn.nodes.version
-        return _Held(ssn, queue, reclaimer, self._kept)
+        nodes = ssn.nodes
+        log = nodes.changes
+        if log is not self._log:
+            self._takeable.clear()
+            self._log = log
+        elif self._seen < len(log):
+            for i in set(log[self._seen :]):
+                self._takeable.pop(i, None)
+        self._seen = len(log)
+        if nodes.version != self._version:
+            self._ordered.clear()
+            self._version = nodes.version
+        return _Held(ssn, queue, reclaimer, self)
 
 
 class _Held:
-    """:class:`_Reclaimees` for one queue: ``takeable(i)``, and ``ordered(i)`` (the same
-    in victim order, worked out only for nodes that get that far)."""
+    """:class:`_Reclaimees` for one queue."""
 
     __slots__ = ("kept", "queue", "reclaimer", "ssn")
 
-    def __init__(self, ssn: Session, queue: str, reclaimer: TaskInfo, kept: dict) -> None:
+    def __init__(self, ssn: Session, queue: str, reclaimer: TaskInfo, kept: _Reclaimees) -> None:
         self.ssn, self.queue, self.reclaimer, self.kept = ssn, queue, reclaimer, kept
 
     def takeable(self, i: int) -> list[TaskInfo]:
-        got = self.kept.get((self.queue, i))
+        row = self.kept._takeable.get(i)
+        if row is None:
+            row = self.kept._takeable[i] = {}
+        got = row.get(self.queue)
         if got is None:
-            got = self.kept[(self.queue, i)] = [_takeable(self.ssn, self.queue, i), None]
-        return got[0]
+            got = row[self.queue] = _takeable(self.ssn, self.queue, i)
+        return got
 
     def ordered(self, i: int) -> list[TaskInfo]:
-        got = self.kept[(self.queue, i)]
-        if got[1] is None:
-            got[1] = ev.in_victim_order(self.ssn, got[0], self.reclaimer)
-        return got[1]
+        """``takeable(i)`` in victim order, worked out only for nodes that get that far."""
+        key = (self.queue, i)
+        got = self.kept._ordered.get(key)
+        if got is None:
+            got = self.kept._ordered[key] = ev.in_victim_order(
+                self.ssn, self.takeable(i), self.reclaimer
+            )
+        return got
 
 
 def _takeable(ssn: Session, queue: str, i: int) -> list[TaskInfo]:
