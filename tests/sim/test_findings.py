@@ -14,6 +14,7 @@ from pumice.sim.findings import (
     long_waits,
     queue_share,
     reason_label,
+    standstill,
 )
 from pumice.sim.metrics import JobRecord, Metrics
 from pumice.sim.workload import GPU, JobSpec, QueueSpec, TaskSpec, Workload
@@ -25,6 +26,10 @@ DESERVED = (
     "gang short: needs 2 tasks, 1 could be placed (worker: 1/2); queue b cannot take task "
     "big-worker-1 now: it would exceed its deserved share (cpu 96, memory 768Gi, "
     "nvidia.com/gpu 8)"
+)
+NO_ROOM = (
+    "gang short: needs 2 tasks, 0 could be placed; task gang-worker-0: 0/2 nodes are "
+    "available: 2 insufficient nvidia.com/gpu"
 )
 OVERCOMMIT = (
     "not enqueued: overcommit: cluster would be overcommitted beyond factor 1.2 in "
@@ -110,12 +115,12 @@ def test_idle_gpus_while_jobs_waited_are_counted_with_the_stretch_and_what_held_
     assert n["stretch_reasons"]["gang short: queue's deserved share"] == pytest.approx(10 * H)
 
 
-def test_overcommit_blocked_by_an_admitted_gang_suggests_a_factor():
+def test_overcommit_blocked_by_an_admitted_gang_waiting_for_room_suggests_a_factor():
     m = constructed()
     m.jobs["b/big"].reasons = [(0.0, OVERCOMMIT.replace("1.2", "1.0"))]
     m.jobs["a/small"].reasons = [(0.0, OVERCOMMIT.replace("1.2", "1.0"))]
     m.jobs["b/gang"] = JobRecord("b/gang", "b", 0.0, 2, 2, 16.0, "succeed",
-                                 reasons=[(0.0, DESERVED)])  # fmt: skip
+                                 reasons=[(0.0, NO_ROOM)])  # fmt: skip
     f = idle_while_waiting(m)
     assert f is not None
     n = f.numbers
@@ -125,6 +130,87 @@ def test_overcommit_blocked_by_an_admitted_gang_suggests_a_factor():
     # then 10 for 6; the median sample is one of the latter
     assert n["factor_needed_median"] == pytest.approx((10 + 16 + 2) / 16)
     assert "overcommit-factor from 1 to about 1.8" in f.remedy
+    assert n["admitted_refused_by_share"] == []
+
+
+def stalled() -> Metrics:
+    """16 GPUs for 10 hours, queues a and b of weight 1 (deserved 8 GPUs each): a/run
+    holds 8 GPUs for the first 2 hours; a 12-GPU gang of each queue is admitted and
+    refused by its queue's deserved share the whole time; three more 12-GPU jobs are
+    refused by overcommit (factor 2: the two admitted gangs' 24 GPUs plus 12 are more
+    than twice the cluster, less what is in use). After a/run ends, nothing can change."""
+    m = Metrics({"cpu": 192000.0, "memory": 1536 * GiB, GPU: 16.0},
+                [QueueSpec("a", weight=1), QueueSpec("b", weight=1)])  # fmt: skip
+    gpu = m.index[GPU]
+    for k in range(10):
+        util = [0.0, 0.0, 0.0]
+        util[gpu] = 0.5 if k < 2 else 0.0
+        m.series.time.append(k * H)
+        m.series.utilization.append(util)
+        m.series.queue_share.append([util[gpu], 0.0])
+        m.series.queue_deserved.append([0.5, 0.5])
+        m.series.queue_demand.append([1.0, 1.0])
+        m.series.pending.append(5)
+        m.series.running.append(1 if k < 2 else 0)
+    m.last_change = 10 * H
+    m.last_end = 2 * H
+    m.jobs["a/run"] = JobRecord("a/run", "a", 0.0, 1, 1, 8.0, "succeed", start=0.0,
+                                restart_start=0.0, end=2 * H)  # fmt: skip
+    for uid in ("a/gang", "b/gang"):
+        told = DESERVED.replace("queue b", f"queue {uid[0]}")
+        m.jobs[uid] = JobRecord(uid, uid[0], 0.0, 2, 2, 12.0, "succeed", reasons=[(0.0, told)])
+    for uid in ("a/next", "b/next1", "b/next2"):
+        m.jobs[uid] = JobRecord(uid, uid[0], 60.0, 2, 2, 12.0, "succeed",
+                                reasons=[(0.0, OVERCOMMIT.replace("1.2", "2"))])  # fmt: skip
+    return m
+
+
+def test_overcommit_blocked_by_gangs_their_queue_refuses_does_not_suggest_a_higher_factor():
+    """Raising the factor would admit more gangs into queues whose deserved share is
+    already smaller than the gang each holds: fewer admitted at once is what helps."""
+    f = idle_while_waiting(stalled())
+    assert f is not None
+    n = f.numbers
+    # in use + admitted 24 + the smallest refused 12, over 16, is above 2: what a higher
+    # factor would have let in, and only as more gangs that could not be placed
+    assert n["factor_needed_median"] == pytest.approx(36 / 16)
+    assert "to about" not in f.remedy
+    assert f.remedy.startswith("Do not raise overcommit-factor")
+    assert "lower overcommit's overcommit-factor from 2 toward 1.2" in f.remedy
+    assert "give queues a, b the weight or a guarantee" in f.remedy
+    assert "2 of them were refused by their queue's deserved share" in f.text
+    assert n["admitted_not_placed"] == ["a/gang", "b/gang"]
+    assert n["admitted_refused_by_share"] == ["a/gang", "b/gang"]
+    assert n["budget_held_by_refused_gangs"] == 1.0
+
+
+def test_a_run_that_ends_with_gangs_blocking_each_other_is_called_a_standstill():
+    found = findings(stalled())
+    assert [f.kind for f in found][:2] == ["standstill", "idle_while_waiting"]
+    f = found[0]
+    n = f.numbers
+    assert (n["waiting"], n["never_ran"]) == (5, 5)
+    assert n["by_reason"] == {"not admitted (overcommit)": 3,
+                              "gang short: queue's deserved share": 2}  # fmt: skip
+    assert n["refused_gangs"] == ["a/gang", "b/gang"] and n["refused_gangs_size"] == 24
+    assert n["refused_gangs_queues"] == ["a", "b"] and n["overcommit_factor"] == 2.0
+    assert "a/gang (12 GPUs), b/gang (12 GPUs)" in f.text
+    assert "the last job ended at 2.0 h" in f.text
+    assert "the 3 job(s) it refused could not be admitted either" in f.text
+    assert "Standstill: 5 job(s) never ran" in f.title
+    assert "lower overcommit's overcommit-factor from 2 toward 1.2" in f.remedy
+    assert "to about" not in f.remedy
+
+
+def test_a_run_cut_off_while_a_job_runs_is_no_standstill():
+    m = stalled()
+    m.jobs["a/run"].end = None
+    assert standstill(m) is None
+    m.jobs["a/run"].end = 2 * H
+    for uid in ("a/gang", "b/gang", "a/next", "b/next1", "b/next2"):
+        m.jobs[uid].start = m.jobs[uid].restart_start = 3 * H
+        m.jobs[uid].end = 9 * H
+    assert standstill(m) is None
 
 
 def test_nothing_to_say_about_a_run_where_nobody_waited():

@@ -15,9 +15,14 @@ allocated and deserved shares) and return :class:`Finding` records:
   that asked for it waited, the longest such stretch, and what the waiting jobs were
   told then (for instance ``overcommit`` refusing admission because admitted gangs that
   cannot be placed hold its budget);
+- ``standstill``: the run ended with jobs waiting and nothing running, what they were
+  told last, and the admitted gangs their queue's deserved share or capability refused
+  (which, admitted, hold ``overcommit``'s budget);
 - a ``remedy`` where one is known: a queue weight or a guarantee that would make the
-  gang fit its deserved share, a higher ``overcommit-factor``, ``binpack`` when idle
-  GPUs are scattered over nodes.
+  gang fit its deserved share, a higher ``overcommit-factor`` when the admitted jobs
+  holding its budget wait only for room, a lower one when they are gangs their queue
+  refuses (more admission only divides the cluster among more of them), ``binpack``
+  when idle GPUs are scattered over nodes.
 
 Everything is a pure function of the metrics: the same run gives the same findings. The
 remedies are estimates from what the run measured (the deserved share is the
@@ -486,6 +491,18 @@ def idle_while_waiting(m: Metrics) -> Finding | None:
 
 
 _ADMITTED = ("gang short", "admitted", "queue's")
+#: What a job admitted but not placed is told when its queue will not let its gang in
+#: whole (proportion's deserved share, or its capability): admitting more jobs cannot
+#: help it, and it keeps its place in overcommit's budget while it waits.
+_REFUSED_BY_SHARE = frozenset(
+    {
+        "gang short: queue's deserved share",
+        "gang short: queue's capability",
+        "queue's deserved share",
+    }
+)
+#: Volcano's default ``overcommit-factor``.
+DEFAULT_FACTOR = 1.2
 
 
 def _median(values: Sequence[float]) -> float:
@@ -503,17 +520,24 @@ def _idle_remedy(
     the cluster, less what is in use) was held by jobs admitted but not placed: per
     sample, their minimum is taken as their size (a gang's whole request), and the
     factor that would have let the smallest refused job in is the median over the
-    samples of (in use + admitted + that job) / cluster."""
+    samples of (in use + admitted + that job) / cluster. That factor is suggested only
+    when the admitted jobs wait for room: when gangs refused by their queue's deserved
+    share or capability hold at least half of the admitted jobs' budget over the stretch,
+    a higher factor would only admit more such gangs, and fewer admitted at once (a
+    lower factor) or a queue whose share holds its gang is suggested instead."""
     if not ranked:
         return "", "", {}
     top = ranked[0][0]
     if top.startswith("not admitted (overcommit)"):
-        factor = 1.2
+        factor = DEFAULT_FACTOR
         held_for: dict[str, float] = {}
+        share_for: dict[str, float] = {}  # of those, the time told their queue's share
         admitted_k: list[float] = []
+        stuck_k: list[float] = []
         need_k: list[float] = []
+        held_area = stuck_area = 0.0
         for k in range(a, b):
-            admitted = 0.0
+            admitted = stuck = 0.0
             refused: list[float] = []
             for uid, span in v.at[k]:
                 label = reason_label(span.text)
@@ -521,22 +545,39 @@ def _idle_remedy(
                 if label.startswith(_ADMITTED):
                     admitted += size
                     held_for[uid] = held_for.get(uid, 0.0) + v.dt(k)
+                    if label in _REFUSED_BY_SHARE:
+                        stuck += size
+                        share_for[uid] = share_for.get(uid, 0.0) + v.dt(k)
                 elif label == top:
                     refused.append(size)
                     hit = _FACTOR.search(span.text)
                     if hit:
                         factor = float(hit.group(1))
             admitted_k.append(admitted)
+            stuck_k.append(stuck)
+            held_area += admitted * v.dt(k)
+            stuck_area += stuck * v.dt(k)
             if refused:
                 need_k.append((v.total - v.idle[k] + admitted + min(refused)) / v.total)
         held = sorted(held_for, key=lambda u: (-held_for[u], -v.size(m.jobs[u]), u))
+        # most of the budget held first (size × time refused)
+        by_share = sorted(
+            share_for, key=lambda u: (-share_for[u] * v.size(m.jobs[u]), -share_for[u], u)
+        )
         admitted = _median(admitted_k)
         need = _median(need_k)
+        # the budget is held, most of the time, by gangs their queue will not let in:
+        # admitting more jobs only adds gangs that wait the same way
+        stuck = stuck_area > 0 and stuck_area >= 0.5 * held_area
         numbers: dict[str, Any] = {
             "overcommit_factor": factor,
             "admitted_not_placed": held[:10],
             "admitted_not_placed_count": len(held),
             "admitted_not_placed_median": round(admitted, 3),
+            "admitted_refused_by_share": by_share[:10],
+            "admitted_refused_by_share_count": len(by_share),
+            "admitted_refused_by_share_median": round(_median(stuck_k), 3),
+            "budget_held_by_refused_gangs": round(stuck_area / held_area, 6) if held_area else 0,
             "factor_needed_median": round(need, 3),
         }
         extra = ""
@@ -552,8 +593,23 @@ def _idle_remedy(
                 )
                 + f"; {first.uid} was told: {reason_label(_last_text(v, first.uid, a, b))}"
             )
+        if stuck:
+            extra += (
+                f". {len(by_share)} of them were refused by their queue's deserved share or "
+                f"capability ({_amount(v, _median(stuck_k))} of the budget, median; "
+                f"{stuck_area / held_area:.0%} of what admitted jobs held over the "
+                f"stretch): proportion does not let such a gang in whole, and admitted, it "
+                f"keeps its place in overcommit's budget"
+            )
         remedy = ""
-        if need > factor:
+        if stuck:
+            # the queues of the gangs refused for a tenth of the stretch or more (the
+            # others were refused a while, then placed)
+            span = sum(v.dt(k) for k in range(a, b))
+            lasting = [u for u in by_share if share_for[u] >= MIN_STRETCH * span]
+            queues = list(dict.fromkeys(m.jobs[u].queue for u in lasting or by_share[:1]))
+            remedy = _refused_gangs_remedy(factor, queues)
+        elif need > factor:
             remedy = (
                 f"Try: raise overcommit's overcommit-factor from {factor:g} to about "
                 f"{math.ceil(need * 10) / 10:g} (the median over the stretch of in use + "
@@ -573,6 +629,121 @@ def _idle_remedy(
     return "", "", {}
 
 
+def _refused_gangs_remedy(factor: float | None, queues: Sequence[str]) -> str:
+    """What to try when admitted gangs are refused by their queue's deserved share or
+    capability: queues whose deserved share holds a gang; and when they hold
+    overcommit's budget (``factor`` given), fewer gangs admitted at once."""
+    parts = []
+    if factor is not None and factor > DEFAULT_FACTOR + 1e-9:
+        parts.append(
+            f"lower overcommit's overcommit-factor from {factor:g} toward "
+            f"{DEFAULT_FACTOR:g} (Volcano's default), so that fewer gangs are admitted at "
+            f"once and proportion divides the cluster among fewer of them"
+        )
+    named = ", ".join(queues[:6]) + (f" and {len(queues) - 6} more" if len(queues) > 6 else "")
+    parts.append(
+        f"give queue{'s' if len(queues) > 1 else ''} {named} the weight or a guarantee "
+        f"(spec.guarantee.resource) with which each gang fits its deserved share (see the "
+        f"queue findings)"
+    )
+    head = (
+        "Do not raise overcommit-factor: the admitted gangs holding overcommit's budget "
+        "wait for their queue's deserved share, not for admission, and more admitted gangs "
+        "only divide the cluster further. "
+        if factor is not None
+        else ""
+    )
+    return head + "Try: " + "; or ".join(parts) + "."
+
+
+def standstill(m: Metrics) -> Finding | None:
+    """The run ended with jobs waiting and none running: nothing was left that could
+    change a decision, and the cluster sat idle. Says what the waiting jobs were told
+    last, and names the gangs admitted but refused by their queue's deserved share or
+    capability that, admitted, hold overcommit's budget; None when the run ended with
+    nothing waiting, or with something still running."""
+    v = _view(m)
+    waiting: list[JobRecord] = []
+    for rec in m.jobs.values():
+        if rec.end is not None:
+            continue
+        if rec.restart_start is not None:
+            return None  # still running: not a standstill
+        waiting.append(rec)
+    if not waiting:
+        return None
+    waiting.sort(key=lambda r: (-v.size(r), r.submit, r.uid))
+    told: dict[str, list[JobRecord]] = {}
+    factor: float | None = None
+    for rec in waiting:
+        text = rec.pending_reason or next((t for _t, t in reversed(rec.reasons) if t), "")
+        label = reason_label(text) if text else "no explanation"
+        told.setdefault(label, []).append(rec)
+        hit = _FACTOR.search(text)
+        if hit:
+            factor = float(hit.group(1))
+    sizes: dict[float, int] = {}
+    for rec in waiting:
+        sizes[v.size(rec)] = sizes.get(v.size(rec), 0) + 1
+    never = sum(1 for r in waiting if r.start is None)
+    ranked = sorted(told.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    stuck = [r for label, recs in ranked if label in _REFUSED_BY_SHARE for r in recs]
+    stuck.sort(key=lambda r: (-v.size(r), r.submit, r.uid))
+    queues = list(dict.fromkeys(r.queue for r in stuck))
+    refused = told.get("not admitted (overcommit)", [])
+    ended = (
+        f"the last job ended at {_h(m.last_end)}"
+        if any(r.start is not None for r in m.jobs.values())
+        else "no job ever started"
+    )
+    text = (
+        f"The run ended at {_h(v.run_end)} in a standstill: {never:,} job(s) never ran ("
+        + ", ".join(f"{n} of {_amount(v, size)}" for size, n in sorted(sizes.items(), reverse=True))
+        + ")"
+        + (f", {len(waiting) - never:,} more waited to start again" if len(waiting) > never else "")
+        + f" and no pod was running: {ended}, and from then on all {_amount(v, v.total)} sat "
+        "idle with nothing left that could change a decision. What they were told last: "
+        + ", ".join(f"{label} {len(recs)}" for label, recs in ranked)
+    )
+    numbers: dict[str, Any] = {
+        "waiting": len(waiting),
+        "never_ran": never,
+        "run_end": round(v.run_end, 3),
+        "last_end": round(m.last_end, 3),
+        "by_reason": {label: len(recs) for label, recs in ranked},
+        "by_size": {f"{size:g}": n for size, n in sorted(sizes.items(), reverse=True)},
+        "refused_gangs": [r.uid for r in stuck],
+        "refused_gangs_size": sum(v.size(r) for r in stuck),
+        "refused_gangs_queues": queues,
+    }
+    remedy = ""
+    if stuck:
+        text += (
+            f". {len(stuck)} admitted gang(s) of queue{'s' if len(queues) > 1 else ''} "
+            f"{', '.join(queues)} ({_amount(v, sum(v.size(r) for r in stuck))} in all) were "
+            f"refused by their queue's deserved share or capability: "
+            + ", ".join(f"{r.uid} ({_amount(v, v.size(r))})" for r in stuck[:8])
+            + (f" and {len(stuck) - 8} more" if len(stuck) > 8 else "")
+            + ". Each asks more than its queue's deserved share (or capability) allows: "
+            "proportion divides the cluster among the queues that ask for it, by weight, so "
+            "none could be placed, and none could end to make room"
+        )
+        if refused:
+            shown = factor if factor is not None else DEFAULT_FACTOR
+            numbers["overcommit_factor"] = shown
+            text += (
+                f"; admitted, they kept their place in overcommit's budget ({shown:g} × the "
+                f"cluster), so the {len(refused)} job(s) it refused could not be admitted "
+                f"either"
+            )
+            remedy = _refused_gangs_remedy(shown, queues)
+        else:
+            remedy = _refused_gangs_remedy(None, queues)
+    left = f"{never:,} job(s) never ran" if never else f"{len(waiting):,} job(s) left waiting"
+    title = f"Standstill: {left} and all {_amount(v, v.total)} sat idle at the end"
+    return Finding(kind="standstill", title=title, text=text + ".", remedy=remedy, numbers=numbers)
+
+
 def _last_text(v: _View, uid: str, a: int, b: int) -> str:
     """What ``uid`` was told last within samples ``[a, b)``."""
     text = ""
@@ -584,9 +755,12 @@ def _last_text(v: _View, uid: str, a: int, b: int) -> str:
 
 
 def findings(m: Metrics) -> list[Finding]:
-    """Every finding of a run, in the order the report shows them: the idle capacity,
-    the queues far from their share, the longest waits."""
+    """Every finding of a run, in the order the report shows them: a standstill at the
+    end, the idle capacity, the queues far from their share, the longest waits."""
     out: list[Finding] = []
+    stall = standstill(m)
+    if stall is not None:
+        out.append(stall)
     idle = idle_while_waiting(m)
     if idle is not None:
         out.append(idle)
@@ -606,5 +780,6 @@ __all__ = [
     "queue_share",
     "reason_hours",
     "reason_label",
+    "standstill",
     "wait_spans",
 ]
