@@ -2,10 +2,11 @@
 
 Both actions skip work on a large backlog: a task like one of its job that just found
 nothing is not tried again until something changes; the reasons of misses nobody reads
-are not worked out; reclaim keeps each node's takeable tasks, in victim order, while the
-session's nodes stay the same. Random clusters of gangs with identical and differing
-tasks, over several queues and priorities, are decided both ways: the binds, evictions,
-audit and every pending job's explanation must be the same.
+are not worked out; victims are sorted by the orders' keys where they offer them; reclaim
+keeps each node's takeable tasks, in victim order, while the session's nodes stay the
+same. Random clusters of gangs with identical and differing tasks, over several queues
+and priorities, are decided both ways: the binds, evictions, audit and every pending
+job's explanation must be the same.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ QUEUES = ("q1", "q2", "q3")
 
 @contextlib.contextmanager
 def without_shortcuts() -> Iterator[None]:
-    """Every task tried, every miss explained, takeable tasks found afresh each time."""
+    """Every task tried, every miss explained, victims sorted by comparisons, takeable
+    tasks found afresh each time."""
     fresh_of = reclaim._Reclaimees.of
 
     def of(self, ssn, queue, reclaimer):
@@ -37,6 +39,7 @@ def without_shortcuts() -> Iterator[None]:
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(ev, "alike_key", lambda job, task: None))
         stack.enter_context(mock.patch.object(ev, "Unheard", ev.Misses))
+        stack.enter_context(mock.patch.object(ev, "victim_key", lambda ssn, tasks: None))
         stack.enter_context(mock.patch.object(reclaim._Reclaimees, "of", of))
         yield
 

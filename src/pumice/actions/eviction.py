@@ -8,7 +8,7 @@ sentences their answers make (:class:`Misses`, :func:`could_not_help`).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from functools import cmp_to_key
 from typing import Any
 
@@ -18,6 +18,7 @@ from pumice.api.job import JobInfo
 from pumice.api.task import TaskInfo, TaskStatus
 from pumice.framework.fastpath import shape_key
 from pumice.framework.fit import explain_no_fit, fits, fits_one
+from pumice.framework.orders import job_key, queue_key, task_key
 from pumice.framework.pqueue import PriorityQueue
 from pumice.framework.session import Session
 from pumice.framework.statement import EVICT, Statement
@@ -228,12 +229,48 @@ def in_victim_order(ssn: Session, tasks: Iterable[TaskInfo], preemptor: TaskInfo
     them over in victim order, so that what a function allows is what would be evicted
     first, and the result is reproducible."""
 
+    tasks = list(tasks)
+    if len(tasks) < 2:
+        return tasks
+    key = victim_key(ssn, tasks)
+    if key is not None:
+        return sorted(tasks, key=key, reverse=True)
+
     def cmp(a: TaskInfo, b: TaskInfo) -> int:
         if ssn.victim_less(a, b, preemptor):
             return -1
         return 1 if ssn.victim_less(b, a, preemptor) else 0
 
     return sorted(tasks, key=cmp_to_key(cmp))
+
+
+def victim_key(ssn: Session, tasks: list[TaskInfo]) -> Callable[[TaskInfo], tuple] | None:
+    """A sort key whose *descending* order is the victim order of ``tasks``, when the
+    orders it is made of all offer keys (:mod:`pumice.framework.orders`) and no plugin
+    orders victim queues; else None.
+
+    The victim order puts first, across queues, the queue the queue order puts last;
+    within a queue the job the job order puts last; within a job the task the task
+    order puts last: the reverse of (queue key, job key, task key). Every key ends in a
+    unique fallback (name or uid), so no two tasks tie and the two sorts agree."""
+    if ssn.hooks.flat("victim_queue_order"):
+        return None
+    jobs, queues = ssn.jobs, ssn.queues
+    if any(t.job not in jobs for t in tasks):
+        return None
+    jkey, qkey, tkey = job_key(ssn), queue_key(ssn), task_key(ssn, tasks)
+    if jkey is None or qkey is None or tkey is None:
+        return None
+    of_job: dict[str, tuple] = {}
+
+    def key(t: TaskInfo) -> tuple:
+        outer = of_job.get(t.job)  # type: ignore[arg-type]
+        if outer is None:
+            job = jobs[t.job]  # type: ignore[index]
+            outer = of_job[job.uid] = (qkey(queues[job.queue]), jkey(job))
+        return (*outer, tkey(t))
+
+    return key
 
 
 def tier_of(ssn: Session, plugin: str) -> int | None:
