@@ -225,7 +225,8 @@ class _Hopeless:
     use, its requests); the victim functions see the task too. When all of them say
     they answer alike for such tasks (facet ``alike`` of ``reclaimable``, which the
     built-ins give), the answer holds for every job of the queue: a backlog of starving
-    jobs of one shape costs one search per change, not one per job and cycle. Otherwise
+    jobs of one shape costs one search per change of the session, not one per job (each
+    cycle still searches afresh: its session starts from the cluster). Otherwise
     it holds for the tasks of one job (a job's own tasks are alike to every function
     the built-ins know). What the misses said is kept with the answer, to be told in
     the words of the task that asks again."""
