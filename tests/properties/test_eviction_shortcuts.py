@@ -30,17 +30,17 @@ QUEUES = ("q1", "q2", "q3")
 def without_shortcuts() -> Iterator[None]:
     """Every task tried, every miss explained, victims sorted by comparisons, takeable
     tasks found afresh each time."""
-    fresh_of = reclaim._Reclaimees.of
+    synced = reclaim._Reclaimees.sync
 
-    def of(self, ssn, queue, reclaimer):
+    def sync(self, ssn):
         self._version, self._log = -1, None  # forget what was kept
-        return fresh_of(self, ssn, queue, reclaimer)
+        synced(self, ssn)
 
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(ev, "alike_key", lambda job, task: None))
         stack.enter_context(mock.patch.object(ev, "Unheard", ev.Misses))
         stack.enter_context(mock.patch.object(ev, "victim_key", lambda ssn, tasks: None))
-        stack.enter_context(mock.patch.object(reclaim._Reclaimees, "of", of))
+        stack.enter_context(mock.patch.object(reclaim._Reclaimees, "sync", sync))
         yield
 
 

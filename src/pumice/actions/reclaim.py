@@ -141,9 +141,10 @@ class ReclaimAction:
             misses.whole = ev.no_node_text(ssn, task)
             return False
         found: dict[int, list[TaskInfo]] = {}
-        held = self._held.of(ssn, job.queue, task)
+        held = self._held
+        held.sync(ssn)
         for i in nodes:
-            reclaimees = held.takeable(i)
+            reclaimees = held.takeable(ssn, job.queue, i)
             if reclaimees:
                 found[i] = reclaimees
             else:
@@ -160,7 +161,7 @@ class ReclaimAction:
                 misses.node("too little room even with every task of another queue there gone")
                 continue
             name = ssn.nodes.names[i]
-            reclaimees = held.ordered(i)
+            reclaimees = held.ordered(ssn, task, job.queue, i)
             victims, deciders = ssn.hooks.victims("reclaimable", task, reclaimees)
             if not ev.victims_could_fit(ssn, task, i, victims):
                 if victims:
@@ -296,8 +297,8 @@ class _Reclaimees:
         self._seen = 0
         self._version = -1
 
-    def of(self, ssn: Session, queue: str, reclaimer: TaskInfo) -> _Held:
-        """The answers for ``queue`` (``reclaimer`` is one of its tasks)."""
+    def sync(self, ssn: Session) -> None:
+        """Forget what the session's changes since the last call may have moved."""
         nodes = ssn.nodes
         log = nodes.changes
         if log is not self._log:
@@ -310,33 +311,23 @@ class _Reclaimees:
         if nodes.version != self._version:
             self._ordered.clear()
             self._version = nodes.version
-        return _Held(ssn, queue, reclaimer, self)
 
-
-class _Held:
-    """:class:`_Reclaimees` for one queue."""
-
-    __slots__ = ("kept", "queue", "reclaimer", "ssn")
-
-    def __init__(self, ssn: Session, queue: str, reclaimer: TaskInfo, kept: _Reclaimees) -> None:
-        self.ssn, self.queue, self.reclaimer, self.kept = ssn, queue, reclaimer, kept
-
-    def takeable(self, i: int) -> list[TaskInfo]:
-        row = self.kept._takeable.get(i)
+    def takeable(self, ssn: Session, queue: str, i: int) -> list[TaskInfo]:
+        row = self._takeable.get(i)
         if row is None:
-            row = self.kept._takeable[i] = {}
-        got = row.get(self.queue)
+            row = self._takeable[i] = {}
+        got = row.get(queue)
         if got is None:
-            got = row[self.queue] = _takeable(self.ssn, self.queue, i)
+            got = row[queue] = _takeable(ssn, queue, i)
         return got
 
-    def ordered(self, i: int) -> list[TaskInfo]:
-        """``takeable(i)`` in victim order, worked out only for nodes that get that far."""
-        key = (self.queue, i)
-        got = self.kept._ordered.get(key)
+    def ordered(self, ssn: Session, reclaimer: TaskInfo, queue: str, i: int) -> list[TaskInfo]:
+        """``takeable`` in victim order (``reclaimer`` is a task of ``queue``), worked out
+        only for nodes that get that far."""
+        got = self._ordered.get((queue, i))
         if got is None:
-            got = self.kept._ordered[key] = ev.in_victim_order(
-                self.ssn, self.takeable(i), self.reclaimer
+            got = self._ordered[(queue, i)] = ev.in_victim_order(
+                ssn, self.takeable(ssn, queue, i), reclaimer
             )
         return got
 
