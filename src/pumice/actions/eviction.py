@@ -485,6 +485,66 @@ class Unheard(Misses):
         pass
 
 
+class Hopeless:
+    """Tasks an eviction action found nothing for, by what the answer hangs on, while
+    the session's nodes stay as they were (``NodeTable.version``, read after the try: a
+    try that fails gives back what it did).
+
+    The answer hangs on the task's queue (what it may take, the victim order) and on
+    what :func:`alike_key` holds of the task (the nodes it may use, its requests); the
+    victim functions (``hook``: ``reclaimable``, ``preemptable``) see the task too.
+    When all of them say they answer alike for such tasks (facet ``alike``, which the
+    built-ins give for ``reclaimable``), the answer holds for every job of the queue: a
+    backlog of starving jobs of one shape costs one search per change of the session,
+    not one per job (each cycle still searches afresh: its session starts from the
+    cluster). Otherwise it holds for the tasks of one job (a job's own tasks are alike
+    to every function the built-ins know). What the misses said is kept with the
+    answer, to be told in the words of the task that asks again."""
+
+    __slots__ = ("_kept", "_version", "hook")
+
+    def __init__(self, hook: str) -> None:
+        self.hook = hook
+        self._kept: dict[Hashable, Misses] = {}
+        self._version = -1
+
+    def key(self, ssn: Session, job: JobInfo, task: TaskInfo) -> Hashable | None:
+        alike = alike_key(job, task)
+        if alike is None:
+            return None
+        every_job = all(ssn.hooks.facets(self.hook, "alike"))
+        return (job.queue, alike, None if every_job else job.uid)
+
+    def recall(
+        self, ssn: Session, key: Hashable | None, task: TaskInfo, heard: bool
+    ) -> Misses | None:
+        """The misses ``task`` would meet, if a task like it met them as things stand;
+        ``heard``: the reasons will be told (a try whose reasons were not worked out
+        does not answer then)."""
+        if key is None:
+            return None
+        if ssn.nodes.version != self._version:
+            self._kept.clear()
+            self._version = ssn.nodes.version
+            return None
+        known = self._kept.get(key)
+        if known is None:
+            return None
+        if not heard:
+            return Unheard(task)
+        if isinstance(known, Unheard):
+            return None
+        return known.retold(task)
+
+    def keep(self, ssn: Session, key: Hashable | None, misses: Misses) -> None:
+        if key is None or misses.whole:  # (a sentence of its own names the task)
+            return
+        if ssn.nodes.version != self._version:
+            self._kept.clear()
+            self._version = ssn.nodes.version
+        self._kept[key] = misses
+
+
 def _nodes(n: int) -> str:
     return "1 node" if n == 1 else f"{n} nodes"
 

@@ -109,9 +109,10 @@ class PreemptAction:
                 tasks_of[job.uid] = PriorityQueue(ssn.task_less, ev.pending_tasks(job))
         # Volcano walks a Go map (random order); pumice serves queues in queue order.
         order = PriorityQueue(ssn.queue_less, (ssn.queues[q] for q in preemptors))
+        hopeless = ev.Hopeless("preemptable")
         while not order.empty():
             queue = order.pop()
-            self._between_jobs(ssn, preemptors[queue.name], tasks_of)
+            self._between_jobs(ssn, preemptors[queue.name], tasks_of, hopeless)
             self._within_jobs(ssn, under_request[queue.name])
 
     def _between_jobs(
@@ -119,6 +120,7 @@ class PreemptAction:
         ssn: Session,
         jobs: PriorityQueue[JobInfo],
         tasks_of: dict[str, PriorityQueue[TaskInfo]],
+        hopeless: ev.Hopeless,
     ) -> None:
         while not jobs.empty():
             job = jobs.pop()
@@ -126,11 +128,13 @@ class PreemptAction:
             tasks = tasks_of[job.uid]
             first_miss: ev.Misses | None = None
             placed = 0
-            failed: set = set()  # (as in reclaim: shapes that found nothing, no change since)
             while ssn.job_starving(job) and not tasks.empty():
                 preemptor = tasks.pop()
-                alike = ev.alike_key(job, preemptor)
-                if alike is not None and alike in failed:
+                key = hopeless.key(ssn, job, preemptor)
+                known = hopeless.recall(ssn, key, preemptor, first_miss is None)
+                if known is not None:  # (a task like it found nothing as things stand)
+                    if first_miss is None:
+                        first_miss = known
                     continue
 
                 def other_jobs(t: TaskInfo, p: TaskInfo = preemptor, j: JobInfo = job) -> bool:
@@ -146,10 +150,8 @@ class PreemptAction:
                 misses = ev.Misses(preemptor) if first_miss is None else None
                 if self.preempt(ssn, stmt, preemptor, other_jobs, misses):
                     placed += 1
-                    failed.clear()
                     continue
-                if alike is not None:
-                    failed.add(alike)
+                hopeless.keep(ssn, key, misses if misses is not None else ev.Unheard(preemptor))
                 if misses is not None:
                     first_miss = misses
             ev.conclude_turn(ssn, stmt, job, ACTION, placed, first_miss)

@@ -30,8 +30,6 @@ another queue to take, the plugin that allowed no victim, or too little room.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
-
 from pumice.actions import eviction as ev
 from pumice.api.job import JobInfo
 from pumice.api.queue import QueueInfo
@@ -54,11 +52,11 @@ class ReclaimAction:
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments
         self._held = _Reclaimees()
-        self._hopeless = _Hopeless()
+        self._hopeless = ev.Hopeless("reclaimable")
 
     def execute(self, ssn: Session) -> None:
         self._held = _Reclaimees()
-        self._hopeless = _Hopeless()
+        self._hopeless = ev.Hopeless("reclaimable")
         queues: PriorityQueue[QueueInfo] = PriorityQueue(ssn.queue_less)
         seen: set[str] = set()
         jobs_of: dict[str, PriorityQueue[JobInfo]] = {}
@@ -214,65 +212,6 @@ class ReclaimAction:
             )
             return True
         return False
-
-
-class _Hopeless:
-    """Tasks reclaim found nothing for, by what the answer hangs on, while the session's
-    nodes stay as they were (``NodeTable.version``, read after the try: a try that
-    fails gives back what it did).
-
-    The answer hangs on the task's queue (what it may take, the victim order) and on
-    what :func:`pumice.actions.eviction.alike_key` holds of the task (the nodes it may
-    use, its requests); the victim functions see the task too. When all of them say
-    they answer alike for such tasks (facet ``alike`` of ``reclaimable``, which the
-    built-ins give), the answer holds for every job of the queue: a backlog of starving
-    jobs of one shape costs one search per change of the session, not one per job (each
-    cycle still searches afresh: its session starts from the cluster). Otherwise
-    it holds for the tasks of one job (a job's own tasks are alike to every function
-    the built-ins know). What the misses said is kept with the answer, to be told in
-    the words of the task that asks again."""
-
-    __slots__ = ("_kept", "_version")
-
-    def __init__(self) -> None:
-        self._kept: dict[Hashable, ev.Misses] = {}
-        self._version = -1
-
-    def key(self, ssn: Session, job: JobInfo, task: TaskInfo) -> Hashable | None:
-        alike = ev.alike_key(job, task)
-        if alike is None:
-            return None
-        every_job = all(ssn.hooks.facets("reclaimable", "alike"))
-        return (job.queue, alike, None if every_job else job.uid)
-
-    def recall(
-        self, ssn: Session, key: Hashable | None, task: TaskInfo, heard: bool
-    ) -> ev.Misses | None:
-        """The misses ``task`` would meet, if a task like it met them as things stand;
-        ``heard``: the reasons will be told (a try whose reasons were not worked out
-        does not answer then)."""
-        if key is None:
-            return None
-        if ssn.nodes.version != self._version:
-            self._kept.clear()
-            self._version = ssn.nodes.version
-            return None
-        known = self._kept.get(key)
-        if known is None:
-            return None
-        if not heard:
-            return ev.Unheard(task)
-        if isinstance(known, ev.Unheard):
-            return None
-        return known.retold(task)
-
-    def keep(self, ssn: Session, key: Hashable | None, misses: ev.Misses) -> None:
-        if key is None or misses.whole:  # (a sentence of its own names the task)
-            return
-        if ssn.nodes.version != self._version:
-            self._kept.clear()
-            self._version = ssn.nodes.version
-        self._kept[key] = misses
 
 
 class _Reclaimees:
