@@ -335,11 +335,11 @@ def gang_breaks(ssn: Session, victims: Iterable[TaskInfo]) -> dict[str, tuple[Jo
 
 def alike_key(job: JobInfo, task: TaskInfo) -> Hashable | None:
     """What preempt and reclaim read of a task of ``job`` (its placement, requests,
-    spread, priority, preemption policy, best effort), so that two tasks of one job with the same
-    key meet the same answer while the session stays as it was; None for a task whose
-    answer may hang on who it is (host ports, inter-pod affinity, a network-topology
-    gang's sub-group). Victim functions see the task: they must answer alike for
-    tasks alike in these, as the built-in ones do."""
+    spread, priority, preemption policy, best effort), so that two tasks of one job
+    with the same key meet the same answer while the session stays as it was; None for
+    a task whose answer may hang on who it is (host ports, inter-pod affinity, a
+    network-topology gang's sub-group). Victim functions see the task: they must answer
+    alike for tasks alike in these, as the built-in ones do."""
     if task.host_ports or task.pod_affinity is not None:
         return None
     if job.network_topology is not None or job.sub_groups:
@@ -523,11 +523,7 @@ class Hopeless:
         does not answer then)."""
         if key is None:
             return None
-        if ssn.nodes.version != self._version:
-            self._kept.clear()
-            self._version = ssn.nodes.version
-            return None
-        known = self._kept.get(key)
+        known = self._now(ssn).get(key)
         if known is None:
             return None
         if not heard:
@@ -539,10 +535,14 @@ class Hopeless:
     def keep(self, ssn: Session, key: Hashable | None, misses: Misses) -> None:
         if key is None or misses.whole:  # (a sentence of its own names the task)
             return
+        self._now(ssn)[key] = misses
+
+    def _now(self, ssn: Session) -> dict[Hashable, Misses]:
+        """The answers kept for the session's nodes as they are (none once they moved)."""
         if ssn.nodes.version != self._version:
             self._kept.clear()
             self._version = ssn.nodes.version
-        self._kept[key] = misses
+        return self._kept
 
 
 def _nodes(n: int) -> str:

@@ -147,12 +147,12 @@ class PreemptAction:
                     tj = ssn.jobs.get(t.job or "")
                     return tj is not None and tj.queue == j.queue and t.job != p.job
 
-                misses = ev.Misses(preemptor) if first_miss is None else None
+                misses = ev.Misses(preemptor) if first_miss is None else ev.Unheard(preemptor)
                 if self.preempt(ssn, stmt, preemptor, other_jobs, misses):
                     placed += 1
                     continue
-                hopeless.keep(ssn, key, misses if misses is not None else ev.Unheard(preemptor))
-                if misses is not None:
+                hopeless.keep(ssn, key, misses)
+                if first_miss is None:
                     first_miss = misses
             ev.conclude_turn(ssn, stmt, job, ACTION, placed, first_miss)
 
