@@ -53,6 +53,19 @@ class Limits:
         self._tasks: dict[tuple, str] = {}
         self._for_tasks = _checks(ssn, "allocatable")
         self._for_admission = _checks(ssn, "job_enqueueable")
+        #: What every answer here depends on besides the job: the configuration (which
+        #: plugins ask), the nodes' allocatable resources and labels (arrays replaced,
+        #: never written, when a node changes), whether nodes are left out. Queue specs
+        #: and the resource space change only with a rebuild of the cluster's model,
+        #: which starts every job afresh with an empty ``verdicts``. By identity: the
+        #: answer kept with it holds the objects, so no id is reused meanwhile.
+        self.world = (
+            ssn.config,
+            id(nodes.allocatable),
+            id(nodes.labels),
+            self._allocatable is None,
+        )
+        self.held = (nodes.allocatable, nodes.labels)
 
     def largest(self, selector: tuple[tuple[str, str], ...]) -> Vector | None:
         """Per resource, the most any node matching ``selector`` offers (None when no
@@ -180,7 +193,28 @@ def _checks(ssn: Session, hook: str) -> list[CapabilityCheck]:
 def never_fits(ssn: Session, job: JobInfo, limits: Limits) -> str:
     """Why ``job`` can never run as it stands: a pending task no node or queue could
     ever hold (the first by name), or, for a job not yet admitted, minResources beyond
-    its queue's capability. "" when nothing is known to be impossible."""
+    its queue's capability. "" when nothing is known to be impossible.
+
+    A waiting job is explained in every cycle, and its answer changes only with its
+    tasks, its gang, its admission or the world of ``limits``: it is kept with those in
+    the job's ``verdicts``."""
+    stamp = (
+        job.version, job.is_pending(), job.min_available, job.queue,
+        id(job.min_resources), limits.world,
+    )  # fmt: skip
+    kept = job.verdicts.recall(_NEVER, stamp)
+    if kept is None:
+        kept = job.verdicts.keep(
+            _NEVER, stamp, (_never_fits(job, limits), limits.held, job.min_resources)
+        )
+    return kept[0]
+
+
+#: ``JobInfo.verdicts`` key: :func:`never_fits`'s answer (with what its stamp names).
+_NEVER = "never.fits"
+
+
+def _never_fits(job: JobInfo, limits: Limits) -> str:
     worst = None
     task, queue = limits.task, job.queue
     pending = job.by_status.get(TaskStatus.PENDING, {})
