@@ -18,7 +18,7 @@ from pumice.api.job import JobInfo
 from pumice.api.task import TaskInfo, TaskStatus
 from pumice.framework.fastpath import shape_key
 from pumice.framework.fit import explain_no_fit, fits, fits_one
-from pumice.framework.orders import job_key, queue_key, task_key
+from pumice.framework.orders import job_key, queue_key, task_keys
 from pumice.framework.pqueue import PriorityQueue
 from pumice.framework.session import Session
 from pumice.framework.statement import EVICT, Statement
@@ -220,8 +220,14 @@ def victim_queue(ssn: Session, victims: Iterable[TaskInfo], preemptor: TaskInfo)
     return PriorityQueue(lambda a, b: ssn.victim_less(a, b, preemptor), victims)
 
 
-def in_victim_order(ssn: Session, tasks: Iterable[TaskInfo], preemptor: TaskInfo) -> list:
-    """``tasks`` sorted in the order they would be evicted.
+def in_victim_order(
+    ssn: Session,
+    tasks: Iterable[TaskInfo],
+    preemptor: TaskInfo,
+    keys: VictimKeys | None = None,
+) -> list:
+    """``tasks`` sorted in the order they would be evicted (with ``keys``, the sort keys
+    kept from earlier calls on the same session state).
 
     Volcano hands the candidates to the preemptable / reclaimable functions in Go map
     order, which is random; functions that count (gang lets a job lose tasks down to
@@ -232,7 +238,7 @@ def in_victim_order(ssn: Session, tasks: Iterable[TaskInfo], preemptor: TaskInfo
     tasks = list(tasks)
     if len(tasks) < 2:
         return tasks
-    key = victim_key(ssn, tasks)
+    key = (keys if keys is not None else VictimKeys()).key(ssn, tasks)
     if key is not None:
         return sorted(tasks, key=key, reverse=True)
 
@@ -247,30 +253,76 @@ def in_victim_order(ssn: Session, tasks: Iterable[TaskInfo], preemptor: TaskInfo
 def victim_key(ssn: Session, tasks: list[TaskInfo]) -> Callable[[TaskInfo], tuple] | None:
     """A sort key whose *descending* order is the victim order of ``tasks``, when the
     orders it is made of all offer keys (:mod:`pumice.framework.orders`) and no plugin
-    orders victim queues; else None.
+    orders victim queues; else None (see :class:`VictimKeys`)."""
+    return VictimKeys().key(ssn, tasks)
+
+
+class VictimKeys:
+    """Sort keys for the victim order, kept for one session while its nodes stay as they
+    are (``NodeTable.version``: every statement operation moves it, and with it the
+    shares the job and queue orders read).
 
     The victim order puts first, across queues, the queue the queue order puts last;
     within a queue the job the job order puts last; within a job the task the task
     order puts last: the reverse of (queue key, job key, task key). Every key ends in a
-    unique fallback (name or uid), so no two tasks tie and the two sorts agree."""
+    unique fallback (name or uid), so no two tasks tie and the two sorts agree.
+
+    Reclaim and preempt sort the candidates of every node they try, for every task they
+    try, and a victim's (queue key, job key) does not depend on who asks: it is worked
+    out once per job and state, the order functions once per session."""
+
+    __slots__ = ("_orders", "_outer", "_session", "_version")
+
+    def __init__(self) -> None:
+        self._session: int | None = None
+        self._version = -1
+        #: (job key, queue key, task key with pod indices, without), or None when the
+        #: orders do not all offer keys or a plugin orders victim queues.
+        self._orders: tuple | None = None
+        #: job uid -> (queue key, job key) at ``_version``
+        self._outer: dict[str, tuple] = {}
+
+    def key(self, ssn: Session, tasks: list[TaskInfo]) -> Callable[[TaskInfo], tuple] | None:
+        """The key for sorting ``tasks``, descending, into victim order; None when the
+        order has no key form (the caller compares with ``victim_less``)."""
+        if self._session != ssn.uid:
+            self._session, self._version = ssn.uid, -1
+            self._orders = _victim_orders(ssn)
+        if self._orders is None:
+            return None
+        jobs, queues = ssn.jobs, ssn.queues
+        if any(t.job not in jobs for t in tasks):
+            return None
+        jkey, qkey, by_index, plain = self._orders
+        # default_task_order compares pod indices only when both tasks have one.
+        with_index = sum(1 for t in tasks if t.name_index is not None)
+        tkey = by_index if with_index == len(tasks) else plain if with_index == 0 else None
+        if tkey is None:
+            return None
+        if ssn.nodes.version != self._version:
+            self._outer, self._version = {}, ssn.nodes.version
+        outer_of = self._outer
+
+        def key(t: TaskInfo) -> tuple:
+            outer = outer_of.get(t.job)  # type: ignore[arg-type]
+            if outer is None:
+                job = jobs[t.job]  # type: ignore[index]
+                outer = outer_of[job.uid] = (qkey(queues[job.queue]), jkey(job))
+            return (*outer, tkey(t))
+
+        return key
+
+
+def _victim_orders(ssn: Session) -> tuple | None:
     if ssn.hooks.flat("victim_queue_order"):
         return None
-    jobs, queues = ssn.jobs, ssn.queues
-    if any(t.job not in jobs for t in tasks):
+    jkey, qkey = job_key(ssn), queue_key(ssn)
+    if jkey is None or qkey is None:
         return None
-    jkey, qkey, tkey = job_key(ssn), queue_key(ssn), task_key(ssn, tasks)
-    if jkey is None or qkey is None or tkey is None:
+    by_index, plain = task_keys(ssn)
+    if by_index is None or plain is None:
         return None
-    of_job: dict[str, tuple] = {}
-
-    def key(t: TaskInfo) -> tuple:
-        outer = of_job.get(t.job)  # type: ignore[arg-type]
-        if outer is None:
-            job = jobs[t.job]  # type: ignore[index]
-            outer = of_job[job.uid] = (qkey(queues[job.queue]), jkey(job))
-        return (*outer, tkey(t))
-
-    return key
+    return (jkey, qkey, by_index, plain)
 
 
 def tier_of(ssn: Session, plugin: str) -> int | None:

@@ -88,6 +88,7 @@ class PreemptAction:
         self.min_abs = arguments.get_int("minCandidateNodesAbsolute", 1)
         self.max_abs = arguments.get_int("maxCandidateNodesAbsolute", 100)
         self.whole_gangs = arguments.get_bool("evictBrokenGangsWhole", False)
+        self._keys = ev.VictimKeys()  # (kept per session and state: see its docstring)
 
     # -- the action ---------------------------------------------------------------------
 
@@ -227,7 +228,7 @@ class PreemptAction:
                 misses.node(_why_no_room(cands[i]))
                 continue
             name = ssn.nodes.names[i]
-            candidates = ev.in_victim_order(ssn, possible[i], preemptor)
+            candidates = ev.in_victim_order(ssn, possible[i], preemptor, self._keys)
             victims, deciders = ssn.hooks.victims("preemptable", preemptor, candidates)
             if not ev.victims_could_fit(ssn, preemptor, i, victims):
                 if victims:
@@ -373,7 +374,7 @@ class PreemptAction:
         found: list[tuple[int, list[TaskInfo], str]] = []
         for i in nodes:
             candidates = ev.in_victim_order(
-                ssn, (t for t in ssn.nodes.tasks[i].values() if keep(t)), preemptor
+                ssn, (t for t in ssn.nodes.tasks[i].values() if keep(t)), preemptor, self._keys
             )
             if not candidates:
                 misses.node(_why_no_room(candidates))

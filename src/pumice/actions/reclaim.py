@@ -227,7 +227,7 @@ class _Reclaimees:
     which any statement operation may move: it is kept while the session's nodes stay
     as they are (``NodeTable.version``)."""
 
-    __slots__ = ("_log", "_ordered", "_seen", "_takeable", "_version")
+    __slots__ = ("_keys", "_log", "_ordered", "_seen", "_takeable", "_version")
 
     def __init__(self) -> None:
         self._takeable: dict[int, dict[str, list[TaskInfo]]] = {}
@@ -235,6 +235,7 @@ class _Reclaimees:
         self._log: list[int] | None = None
         self._seen = 0
         self._version = -1
+        self._keys = ev.VictimKeys()
 
     def sync(self, ssn: Session) -> None:
         """Forget what the session's changes since the last call may have moved."""
@@ -266,7 +267,7 @@ class _Reclaimees:
         got = self._ordered.get((queue, i))
         if got is None:
             got = self._ordered[(queue, i)] = ev.in_victim_order(
-                ssn, self.takeable(ssn, queue, i), reclaimer
+                ssn, self.takeable(ssn, queue, i), reclaimer, self._keys
             )
         return got
 

@@ -35,9 +35,19 @@ def task_key(ssn: Session, tasks: Sequence[TaskInfo]) -> Callable[[TaskInfo], tu
     when all of them have one or none does."""
     with_index = sum(1 for t in tasks if t.name_index is not None)
     if with_index == len(tasks):
-        return order_key(
-            ssn.hooks.facets("task_order", "key"), lambda t: (t.name_index, t.creation, t.uid)
-        )
+        return task_keys(ssn)[0]
     if with_index == 0:
-        return order_key(ssn.hooks.facets("task_order", "key"), lambda t: (t.creation, t.uid))
+        return task_keys(ssn)[1]
     return None
+
+
+def task_keys(
+    ssn: Session,
+) -> tuple[Callable[[TaskInfo], tuple] | None, Callable[[TaskInfo], tuple] | None]:
+    """The task key for tasks that all have a pod index, and for tasks none of which
+    has one (see :func:`task_key`)."""
+    facets = ssn.hooks.facets("task_order", "key")
+    return (
+        order_key(facets, lambda t: (t.name_index, t.creation, t.uid)),
+        order_key(facets, lambda t: (t.creation, t.uid)),
+    )
