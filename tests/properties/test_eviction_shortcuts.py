@@ -21,6 +21,7 @@ from tests.kit import conf, node, pod, podgroup, priority_class, queue, run
 
 from pumice.actions import eviction as ev
 from pumice.actions import reclaim
+from pumice.framework.hooks import HookTable
 
 PRIORITIES = {"p10": 10, "p100": 100, "p1000": 1000}
 QUEUES = ("q1", "q2", "q3")
@@ -29,18 +30,25 @@ QUEUES = ("q1", "q2", "q3")
 @contextlib.contextmanager
 def without_shortcuts() -> Iterator[None]:
     """Every task tried, every miss explained, victims sorted by comparisons, takeable
-    tasks found afresh each time."""
+    tasks found afresh each time, the plugins that refused victims asked again."""
     synced = reclaim._Reclaimees.sync
 
     def sync(self, ssn):
         self._version, self._log = -1, None  # forget what was kept
         synced(self, ssn)
 
+    detail = HookTable.victims_detail
+
+    def victims_detail(self, hook, actor, candidates):
+        chosen, deciders, _alone = detail(self, hook, actor, candidates)
+        return chosen, deciders, None  # (the refusing plugins asked again)
+
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(ev, "alike_key", lambda job, task: None))
         stack.enter_context(mock.patch.object(ev, "Unheard", ev.Misses))
         stack.enter_context(mock.patch.object(ev.VictimKeys, "key", lambda self, ssn, tasks: None))
         stack.enter_context(mock.patch.object(reclaim._Reclaimees, "sync", sync))
+        stack.enter_context(mock.patch.object(HookTable, "victims_detail", victims_detail))
         yield
 
 

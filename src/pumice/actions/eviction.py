@@ -469,16 +469,25 @@ class Misses:
         self.counts[reason] = self.counts.get(reason, 0) + 1
 
     def refused(
-        self, ssn: Session, hook: str, actor: TaskInfo, candidates: list[TaskInfo], deciders
+        self,
+        ssn: Session,
+        hook: str,
+        actor: TaskInfo,
+        candidates: list[TaskInfo],
+        deciders,
+        alone: list[str] | None = None,
     ) -> None:
         """The ``hook`` functions allowed none of ``candidates`` on one node; ``deciders``
-        are the plugins of the tier that refused (:meth:`HookTable.victims`)."""
+        are the plugins of the tier that refused, and ``alone`` those of them that
+        allowed none by themselves, when the caller has it from the same state
+        (:meth:`HookTable.victims_detail`); else they are asked again."""
         if not deciders:
             self.node(f"no plugin allows victims ({hook} functions abstain)")
             return
-        fns = {name: fn for tier in ssn.hooks.chain(hook) for name, fn in tier}
-        # Which of them allow none by themselves (the others only narrowed the choice).
-        alone = [p for p in deciders if p in fns and not fns[p](actor, candidates)]
+        if alone is None:
+            fns = {name: fn for tier in ssn.hooks.chain(hook) for name, fn in tier}
+            # Which of them allow none by themselves (the others only narrowed the choice).
+            alone = [p for p in deciders if p in fns and not fns[p](actor, candidates)]
         if not alone:
             self.node(f"no candidate is allowed by all of {', '.join(deciders)}")
             return
@@ -532,7 +541,13 @@ class Unheard(Misses):
         pass
 
     def refused(
-        self, ssn: Session, hook: str, actor: TaskInfo, candidates: list[TaskInfo], deciders
+        self,
+        ssn: Session,
+        hook: str,
+        actor: TaskInfo,
+        candidates: list[TaskInfo],
+        deciders,
+        alone: list[str] | None = None,
     ) -> None:
         pass
 

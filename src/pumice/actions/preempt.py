@@ -229,12 +229,14 @@ class PreemptAction:
                 continue
             name = ssn.nodes.names[i]
             candidates = ev.in_victim_order(ssn, possible[i], preemptor, self._keys)
-            victims, deciders = ssn.hooks.victims("preemptable", preemptor, candidates)
+            victims, deciders, alone = ssn.hooks.victims_detail(
+                "preemptable", preemptor, candidates
+            )
             if not ev.victims_could_fit(ssn, preemptor, i, victims):
                 if victims:
                     misses.node("the victims allowed there would free too little")
                 else:
-                    misses.refused(ssn, "preemptable", preemptor, candidates, deciders)
+                    misses.refused(ssn, "preemptable", preemptor, candidates, deciders, alone)
                 continue
             why = ev.deciders_text(ssn, "preemptable", deciders)
             pending = ev.victim_queue(ssn, victims, preemptor)
@@ -379,12 +381,14 @@ class PreemptAction:
             if not candidates:
                 misses.node(_why_no_room(candidates))
                 continue
-            victims, deciders = ssn.hooks.victims("preemptable", preemptor, candidates)
+            victims, deciders, alone = ssn.hooks.victims_detail(
+                "preemptable", preemptor, candidates
+            )
             if not ev.victims_could_fit(ssn, preemptor, i, victims):
                 if victims:
                     misses.node("the victims allowed there would free too little")
                 elif ev.victims_could_fit(ssn, preemptor, i, candidates):
-                    misses.refused(ssn, "preemptable", preemptor, candidates, deciders)
+                    misses.refused(ssn, "preemptable", preemptor, candidates, deciders, alone)
                 else:
                     misses.node(_why_no_room(candidates))
                 continue

@@ -160,12 +160,12 @@ class ReclaimAction:
                 continue
             name = ssn.nodes.names[i]
             reclaimees = held.ordered(ssn, task, job.queue, i)
-            victims, deciders = ssn.hooks.victims("reclaimable", task, reclaimees)
+            victims, deciders, alone = ssn.hooks.victims_detail("reclaimable", task, reclaimees)
             if not ev.victims_could_fit(ssn, task, i, victims):
                 if victims:
                     misses.node("the victims allowed there would free too little")
                 else:
-                    misses.refused(ssn, "reclaimable", task, reclaimees, deciders)
+                    misses.refused(ssn, "reclaimable", task, reclaimees, deciders, alone)
                 continue
             why = ev.deciders_text(ssn, "reclaimable", deciders)
             # What the node will have once the victims go: its future idle resources

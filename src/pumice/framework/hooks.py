@@ -230,7 +230,17 @@ class HookTable:
         return True, None
 
     def victims(self, hook: str, actor: Any, candidates: list) -> tuple[list, list[str]]:
-        """The victims the deciding tier allows, and the plugins that decided.
+        """The victims the deciding tier allows, and the plugins that decided (see
+        :meth:`victims_detail`)."""
+        chosen, deciders, _alone = self.victims_detail(hook, actor, candidates)
+        return chosen, deciders
+
+    def victims_detail(
+        self, hook: str, actor: Any, candidates: list
+    ) -> tuple[list, list[str], list[str]]:
+        """The victims the deciding tier allows, the plugins that decided, and, when no
+        tier allowed any, which of those plugins allowed none by itself (the others
+        only narrowed the choice): what an explanation of the refusal names.
 
         Volcano's walk: within a tier, a plugin that allows nothing ends the tier
         undecided, and the first tier that ends with victims decides. One deliberate
@@ -238,12 +248,16 @@ class HookTable:
         where Volcano (its intersection is then a nil slice) lets the next plugin of the
         tier start afresh, which can undo a veto such as conformance's. ``deciders``
         names the plugins of the deciding tier (or, when no tier decides, of the last
-        tier that refused everything).
+        tier that refused everything). A tier ends at the first plugin that allows
+        nothing, so that plugin alone refused, and the ones before it each allowed
+        some; a tier ended by an empty intersection has none that refused alone.
         """
         refused: list[str] = []
+        alone: list[str] = []
         for tier in self.chain(hook):
             chosen: list | None = None
             deciders: list[str] = []
+            empty: list[str] = []
             for name, fn in tier:
                 allowed = fn(actor, candidates)
                 if allowed is None:
@@ -251,6 +265,7 @@ class HookTable:
                 deciders.append(name)
                 if not allowed:
                     chosen = None
+                    empty = [name]
                     break
                 if chosen is None:
                     chosen = list(allowed)
@@ -260,10 +275,10 @@ class HookTable:
                     if chosen is None:
                         break
             if chosen:
-                return chosen, deciders
+                return chosen, deciders, []
             if deciders:
-                refused = deciders
-        return [], refused
+                refused, alone = deciders, empty
+        return [], refused, alone
 
     def filter(self, hook: str, actor: Any, candidates: list) -> tuple[list, list[str]]:
         """What every answering function allows of ``candidates`` (in their order), and
