@@ -250,13 +250,6 @@ def in_victim_order(
     return sorted(tasks, key=cmp_to_key(cmp))
 
 
-def victim_key(ssn: Session, tasks: list[TaskInfo]) -> Callable[[TaskInfo], tuple] | None:
-    """A sort key whose *descending* order is the victim order of ``tasks``, when the
-    orders it is made of all offer keys (:mod:`pumice.framework.orders`) and no plugin
-    orders victim queues; else None (see :class:`VictimKeys`)."""
-    return VictimKeys().key(ssn, tasks)
-
-
 class VictimKeys:
     """Sort keys for the victim order, kept for one session while its nodes stay as they
     are (``NodeTable.version``: every statement operation moves it, and with it the
