@@ -10,7 +10,7 @@ vcjob's pods are created on admission); placing it waits for the pods.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from pumice.api.job import INQUEUE, JobInfo
 from pumice.api.queue import QueueInfo
@@ -47,12 +47,14 @@ class EnqueueAction:
         queues one after the other, in queue order, each with all its jobs in job order.
         That is how it is written here, with one sort of the queues instead of a heap
         operation per job."""
-        jkey = job_key(ssn)  # job order cannot change during enqueue either
         jobs_of: dict[str, list[JobInfo]] = {}
         # Only Pending jobs have anything to enqueue, and they are all active.
         for job in ssn.active.values():
             if job.is_pending():
                 jobs_of.setdefault(job.queue, []).append(job)
+        if _refuse_all(ssn, jobs_of):
+            return
+        jkey = job_key(ssn)  # job order cannot change during enqueue either
 
         def cmp(a: QueueInfo, b: QueueInfo) -> int:
             return -1 if ssn.queue_less(a, b) else (1 if ssn.queue_less(b, a) else 0)
@@ -73,6 +75,73 @@ class EnqueueAction:
                     ssn.not_enqueued.pop(job.uid, None)
                 else:
                     ssn.not_enqueued[job.uid] = enqueue_refusal(ssn, refuser, job)
+
+
+def _refuse_all(ssn: Session, jobs_of: dict[str, list[JobInfo]]) -> bool:
+    """When no job can be admitted, say why each is refused and return True; False
+    (nothing said) when one could be, or when that cannot be known in advance.
+
+    What a vote depends on moves only when a job is admitted (``job_enqueued``) or a
+    voting function permits it (proportion counts the job into its queue then, even if
+    a later function of the tier refuses it): until then every job meets the same
+    state, in whatever order it is asked. So when every voting function can also answer
+    without that side effect (facet ``pure``: the same vote; the function itself changes
+    what later votes see only when it permits), the jobs are asked once each, in any
+    order; if each is refused before any function with a side effect permits it, the
+    loop in queue and job order would refuse each for the same reason, and the orders
+    need not be worked out (a backlog of refused jobs is asked this in every cycle).
+    Otherwise the loop runs as usual."""
+    chain = []
+    for tier in ssn.hooks.chain("job_enqueueable"):
+        pure = []
+        for name, fn in tier:
+            form = ssn.hooks.facet("job_enqueueable", fn, "pure")
+            if form is None:
+                return False
+            pure.append((name, form, form is not fn))
+        chain.append(pure)
+    refused: list[tuple[JobInfo, str | None]] = []
+    closed: list[tuple[JobInfo, QueueInfo]] = []
+    for name, jobs in jobs_of.items():
+        queue = ssn.queues[name]
+        if not queue.is_open():
+            closed.extend((job, queue) for job in jobs)
+            continue
+        for job in jobs:
+            if job.min_resources is None:
+                return False
+            refuser = _vote(chain, job)
+            if refuser is None:
+                return False
+            refused.append((job, refuser))
+    for job, queue in closed:
+        ssn.not_enqueued[job.uid] = f"queue {queue.name} is {queue.state}"
+    for job, refuser in refused:
+        ssn.not_enqueued[job.uid] = enqueue_refusal(ssn, refuser, job)
+    return True
+
+
+#: One tier of side-effect-free votes: (plugin, pure form, whether the function itself
+#: has a side effect when it permits).
+_PureTier = list[tuple[str, Callable[[JobInfo], int], bool]]
+
+
+def _vote(chain: list[_PureTier], job: JobInfo) -> str | None:
+    """The plugin whose function rejects ``job`` (``HookTable.vote_detail``'s walk), or
+    None when it is admitted or a function with a side effect permits it."""
+    for tier in chain:
+        permitted = False
+        for name, fn, moves in tier:
+            r = fn(job)
+            if r < 0:
+                return name
+            if r > 0:
+                if moves:
+                    return None
+                permitted = True
+        if permitted:
+            return None
+    return None
 
 
 def _in_order(ssn: Session, jobs: list[JobInfo], key) -> Iterator[JobInfo]:

@@ -73,7 +73,7 @@ class OvercommitPlugin:
                 self.inqueue += job.min_resources
                 self._lists = (self.inqueue.tolist(), self._lists[1])
 
-        ssn.on("job_enqueueable", self.name, enqueueable)
+        ssn.on("job_enqueueable", self.name, enqueueable, pure=enqueueable)
         ssn.on("job_enqueued", self.name, enqueued)
 
     def explain(self, ssn: Session, job: JobInfo) -> str:

@@ -281,20 +281,27 @@ class ProportionPlugin:
         # The shared dimensions a request asks for, as (dim, amount) floats.
         share_asks = _per_request(asks)
 
-        def enqueueable(job: JobInfo) -> int:
+        def admits(job: JobInfo) -> int:
+            """The vote, without counting the job into its queue (the ``pure`` facet)."""
             attr = self.attrs.get(job.queue)
             if attr is None or job.min_resources is None:
                 return 1
-            minreq = clip(job.min_resources)
             # need = minreq + allocated + inqueue - elastic; only the dimensions the job's
             # demand names are checked against capability (plain floats, once per job).
-            m, a = minreq.tolist(), attr.allocated.tolist()
+            m, a = clip(job.min_resources).tolist(), attr.allocated.tolist()
             q, e, cap = attr.inqueue.tolist(), attr.elastic.tolist(), attr.real_capability.tolist()
             for k in range(len(m)):
                 need = m[k] + a[k] + q[k] - e[k]
                 if (need > 0 or m[k] > 0) and not need <= cap[k]:
                     return -1
-            attr.inqueue += minreq
+            return 1
+
+        def enqueueable(job: JobInfo) -> int:
+            if admits(job) < 0:
+                return -1
+            attr = self.attrs.get(job.queue)
+            if attr is not None and job.min_resources is not None:
+                attr.inqueue += clip(job.min_resources)
             return 1
 
         # Clipped requests as plain floats.
@@ -404,7 +411,7 @@ class ProportionPlugin:
         ssn.on("queue_order", self.name, queue_order, key=queue_rank)
         ssn.on("overused", self.name, overused)
         ssn.on("allocatable", self.name, allocatable, run=allocatable_run)
-        ssn.on("job_enqueueable", self.name, enqueueable)
+        ssn.on("job_enqueueable", self.name, enqueueable, pure=admits)
         ssn.on("reclaimable", self.name, reclaimable, alike=True)
         ssn.on("gang_evictable", self.name, on_kind("gangreclaim", reclaimable))
         ssn.on("preemptive", self.name, preemptive)
