@@ -39,9 +39,7 @@ def backlogs(draw) -> list[dict]:
         objs.append(node(f"n{i}", cpu=str(cpus), memory="64Gi"))
         for k in range(draw(st.integers(0, cpus))):  # running pods, one job per node
             if k == 0:
-                objs.append(
-                    podgroup(f"r{i}", queue=draw(st.sampled_from(QUEUES)), phase="Running")
-                )
+                objs.append(podgroup(f"r{i}", queue=draw(st.sampled_from(QUEUES)), phase="Running"))
             objs.append(pod(f"r{i}-{k}", group=f"r{i}", cpu="1", node=f"n{i}"))
     for j in range(draw(st.integers(1, 8))):  # the backlog
         size = draw(st.integers(1, 4))
@@ -116,7 +114,9 @@ def _full_cluster_backlog() -> list[dict]:
     objs += [pod(f"r-{k}", group="r", cpu="1", node=f"n{k % 2}") for k in range(8)]
     for j, (q, cpu) in enumerate([("q1", 6), ("q2", 4), ("q3", 1), ("q1", 2)]):
         objs.append(
-            podgroup(f"w{j}", queue=q, min_member=1, phase="Pending", min_resources={"cpu": str(cpu)})
+            podgroup(
+                f"w{j}", queue=q, min_member=1, phase="Pending", min_resources={"cpu": str(cpu)}
+            )
         )
         objs.append(pod(f"w{j}-0", group=f"w{j}", cpu=str(cpu)))
     return objs

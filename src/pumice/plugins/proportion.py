@@ -207,7 +207,6 @@ class ProportionPlugin:
             attr = self.attrs.get(q.name)
             return (-q.priority, attr.share if attr is not None else 0.0)
 
-
         # overused and allocatable are asked once per job turn and per task: plain
         # floats over the few dimensions, the same comparisons as the vector forms.
         share_dims = np.flatnonzero(mask).tolist()
@@ -272,7 +271,6 @@ class ProportionPlugin:
                 n = run_length(r, des[k], alloc[k], add[k], n)
             memo[id(req)] = (req, n, limit)
             return n
-
 
         def asks(req: Vector) -> list[tuple[int, float]]:
             r = req.tolist()
