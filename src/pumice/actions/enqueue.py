@@ -23,12 +23,19 @@ from pumice.framework.verdicts import timeless
 
 def enqueue_refusal(ssn: Session, plugin_name: str | None, job: JobInfo) -> str:
     """A sentence naming the gate that refused ``job`` and why."""
+    return _refusal_text(ssn, plugin_name)(job)
+
+
+def _refusal_text(ssn: Session, plugin_name: str | None) -> Callable[[JobInfo], str]:
+    """:func:`enqueue_refusal` for the jobs ``plugin_name`` refuses (the plugin's
+    explanation looked up once)."""
     for plugin in ssn.plugins:
         if plugin.name == plugin_name:
             explain = getattr(plugin, "explain_enqueue", None) or getattr(plugin, "explain", None)
             if explain is not None:
-                return f"{plugin_name}: {explain(ssn, job)}"
-    return f"{plugin_name or 'a plugin'} refused to admit the job"
+                return lambda job: f"{plugin_name}: {explain(ssn, job)}"
+    text = f"{plugin_name or 'a plugin'} refused to admit the job"
+    return lambda job: text
 
 
 class EnqueueAction:
@@ -91,16 +98,17 @@ def _refuse_all(ssn: Session, jobs_of: dict[str, list[JobInfo]]) -> bool:
     loop in queue and job order would refuse each for the same reason, and the orders
     need not be worked out (a backlog of refused jobs is asked this in every cycle).
     Otherwise the loop runs as usual."""
-    chain = []
-    for tier in ssn.hooks.chain("job_enqueueable"):
-        pure = []
+    chain: list[_PureTier] = []
+    hooks = ssn.hooks
+    for tier in hooks.chain("job_enqueueable"):
+        pure: _PureTier = []
         for name, fn in tier:
-            form = ssn.hooks.facet("job_enqueueable", fn, "pure")
+            form = hooks.facet("job_enqueueable", fn, "pure")
             if form is None:
                 return False
             pure.append((name, form, form is not fn))
         chain.append(pure)
-    refused: list[tuple[JobInfo, str | None]] = []
+    refused: list[tuple[JobInfo, str]] = []
     closed: list[tuple[JobInfo, QueueInfo]] = []
     for name, jobs in jobs_of.items():
         queue = ssn.queues[name]
@@ -116,8 +124,12 @@ def _refuse_all(ssn: Session, jobs_of: dict[str, list[JobInfo]]) -> bool:
             refused.append((job, refuser))
     for job, queue in closed:
         ssn.not_enqueued[job.uid] = f"queue {queue.name} is {queue.state}"
+    texts: dict[str, Callable[[JobInfo], str]] = {}
     for job, refuser in refused:
-        ssn.not_enqueued[job.uid] = enqueue_refusal(ssn, refuser, job)
+        text = texts.get(refuser)
+        if text is None:
+            text = texts[refuser] = _refusal_text(ssn, refuser)
+        ssn.not_enqueued[job.uid] = text(job)
     return True
 
 
