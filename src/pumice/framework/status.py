@@ -58,7 +58,9 @@ def update_podgroups(ssn: Session) -> None:
         upd.succeeded = len(job.by_status.get(TaskStatus.SUCCEEDED, ()))
         upd.failed = len(job.by_status.get(TaskStatus.FAILED, ()))
     for uid, (job, _reason) in ssn.invalid.items():
-        upd = ssn.decisions.podgroups.setdefault(uid, PodGroupUpdate(phase=""))
+        upd = podgroups.get(uid)
+        if upd is None:  # (setdefault would build an update for every invalid job)
+            upd = podgroups[uid] = PodGroupUpdate(phase="")
         upd.phase = job.phase
 
 
