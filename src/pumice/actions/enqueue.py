@@ -53,7 +53,8 @@ class EnqueueAction:
         popped first is popped again until it runs out of jobs: the loop serves the
         queues one after the other, in queue order, each with all its jobs in job order.
         That is how it is written here, with one sort of the queues instead of a heap
-        operation per job."""
+        operation per job; and when no job can be admitted, without the orders at all
+        (see :func:`_refuse_all`)."""
         jobs_of: dict[str, list[JobInfo]] = {}
         # Only Pending jobs have anything to enqueue, and they are all active.
         for job in ssn.active.values():

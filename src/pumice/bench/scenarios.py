@@ -477,6 +477,9 @@ class SimScenario:
 
 #: The daily peak of the generated workload (arrivals peak at 15:00, the backlog later).
 PEAK_START, PEAK_END = 18.0 * HOUR, 18.5 * HOUR
+#: Two days in, the 100,000-job run carries its largest backlogs (300 to 650 jobs
+#: waiting, most of them Pending vcjobs whose pods come on admission).
+BACKLOG_START, BACKLOG_END = 40.0 * HOUR, 40.5 * HOUR
 
 SIM_SCENARIOS: dict[str, SimScenario] = {
     s.name: s
@@ -498,6 +501,15 @@ SIM_SCENARIOS: dict[str, SimScenario] = {
             jobs=100_000,
             start=PEAK_START,
             end=PEAK_END,
+        ),
+        SimScenario(
+            "sim-backlog",
+            "pumice simulate --jobs 100000 --nodes 1000 (seed 1, load 0.9): run to 40 h, "
+            "time the cycles from 40 h to 40.5 h, with some 350 jobs waiting (about 8 min)",
+            nodes=1000,
+            jobs=100_000,
+            start=BACKLOG_START,
+            end=BACKLOG_END,
         ),
     )
 }
