@@ -33,8 +33,9 @@ NO_ROOM = (
 )
 OVERCOMMIT = (
     "not enqueued: overcommit: cluster would be overcommitted beyond factor 1.2 in "
-    "nvidia.com/gpu: jobs already admitted plus this job's minResources exceed idle "
-    "resources"
+    "nvidia.com/gpu: this job's minResources (nvidia.com/gpu 2) plus those of the jobs "
+    "already admitted (nvidia.com/gpu 12) exceed what the cluster can take at that factor "
+    "(nvidia.com/gpu 11.2: its total times the factor, less what is in use)"
 )
 
 
@@ -102,6 +103,20 @@ def test_a_queue_whose_deserved_share_is_below_its_gang_gets_a_weight_and_a_guar
     assert "weight from 1 to about 3" in f.remedy
     assert "guarantee of nvidia.com/gpu: 12" in f.remedy
     assert "smaller than the gang" in f.text
+
+
+def test_a_queue_finding_counts_only_what_its_gang_was_told_while_the_queue_was_behind():
+    """Queue b falls behind only from hour 4 (it deserves nothing before): its gang's
+    reason counts the 6 hours it held then, not the 10 of the whole stretch."""
+    m = constructed()
+    for k in range(4):
+        m.series.queue_deserved[k] = [0.5, 0.0]
+    (f,) = queue_share(m)
+    assert f.numbers["seconds_below"] == pytest.approx(6 * H)
+    (reason,) = f.numbers["reasons"]
+    assert reason["reason"] == "gang short: queue's deserved share"
+    assert reason["seconds"] == pytest.approx(6 * H)
+    assert "waited 6.0 h then" in f.text
 
 
 def test_idle_gpus_while_jobs_waited_are_counted_with_the_stretch_and_what_held_it():

@@ -323,15 +323,19 @@ def queue_share(m: Metrics) -> list[Finding]:
         if not below or seconds < MIN_STRETCH * sampled:
             continue
         gap = sum((v.deserved[k][qi] - v.share[k][qi]) * v.dt(k) for k in below) / seconds
-        # the queue's jobs that waited in those samples: time waited then, stretches
+        # the queue's jobs that waited in those samples: time waited then, and what
+        # they were told then (each sample's share of its stretch, so that a reason
+        # told before or after the queue fell behind does not count)
         waited: dict[str, float] = {}
-        inside: dict[str, dict[int, Span]] = {}
+        inside: dict[str, list[Span]] = {}
         seen_at: dict[str, list[int]] = {}
         for k in below:
             for uid, span in v.at[k]:
                 if m.jobs[uid].queue == q:
                     waited[uid] = waited.get(uid, 0.0) + v.dt(k)
-                    inside.setdefault(uid, {})[id(span)] = span
+                    inside.setdefault(uid, []).append(
+                        Span(v.time[k], v.time[k] + v.dt(k), span.text)
+                    )
                     seen_at.setdefault(uid, []).append(k)
         text = (
             f"Queue {q} held {gap:.2f} less than its deserved share for {_h(seconds)} "
@@ -352,7 +356,7 @@ def queue_share(m: Metrics) -> list[Finding]:
             des = [v.deserved[k][qi] for k in at]
             top = max(des)
             typical = sorted(des)[len(des) // 2]
-            labels = reason_hours(list(inside[uid].values()))
+            labels = reason_hours(inside[uid])
             numbers.update(
                 job=rec.uid,
                 job_size=size,
