@@ -131,6 +131,13 @@ def test_a_refused_backlog_is_explained_without_working_out_the_orders() -> None
     assert pending["default/w2"] == "not enqueued: queue q3 is Closed"
     for uid in ("default/w0", "default/w1", "default/w3"):
         assert "not enqueued: overcommit: cluster would be overcommitted" in pending[uid]
+    # The figures a person needs to act: what the job asks, what is admitted, what the
+    # cluster can take at the factor (8 cpu x 1.2, less the 8 in use).
+    assert pending["default/w1"].endswith(
+        "this job's minResources (cpu 4) plus those of the jobs already admitted (cpu 0) "
+        "exceed what the cluster can take at that factor (cpu 1600m: its total times the "
+        "factor, less what is in use)"
+    )
     assert all(pg["phase"] == "Pending" for uid, pg in d["podgroups"].items() if "/w" in uid)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from pumice.api.job import JobInfo
+from pumice.api.quantity import format_amount
 from pumice.conf.arguments import Arguments
 from pumice.framework.session import Session
 from pumice.framework.verdicts import timeless
@@ -27,7 +28,6 @@ class OvercommitPlugin:
         factor = arguments.get_float("overcommit-factor", DEFAULT_FACTOR)
         self.factor = factor if factor >= 1.0 else DEFAULT_FACTOR
         self.per_resource: dict[str, float] = {}
-        self._sentences: dict[tuple[str, ...], str] = {}
         self._lists: tuple[list[float], list[float]] = ([], [])
         self._share_names: list[tuple[int, str]] = []
         #: (the ``_lists`` answered for, request bytes -> sentence): see :meth:`explain`.
@@ -77,11 +77,14 @@ class OvercommitPlugin:
         ssn.on("job_enqueued", self.name, enqueued)
 
     def explain(self, ssn: Session, job: JobInfo) -> str:
-        """Which resources the cluster is short of for admitting ``job``.
+        """Which resources the cluster is short of for admitting ``job``, with the
+        figures: the job's minResources, those of the jobs already admitted, and what
+        the cluster can take at the factor (its total times the factor, less what is in
+        use).
 
         A backlog of refused jobs asks this for each of them in every cycle, with a
-        handful of distinct answers: the sentences are kept by the resources named, and
-        the answer for a request until a job is admitted (which changes ``_lists``)."""
+        handful of distinct requests: the answer for a request is kept until a job is
+        admitted (which changes ``_lists``)."""
         lists = self._lists
         asked = job.min_resources.tobytes() if job.min_resources is not None else b""
         if self._answered[0] is lists:
@@ -92,17 +95,22 @@ class OvercommitPlugin:
             self._answered = (lists, {})
         inq, idle = lists
         want = job.min_resources.tolist() if job.min_resources is not None else None
-        short = tuple(
-            name
+        short = [
+            (k, name)
             for k, name in self._share_names
             if (inq[k] + want[k] if want is not None else inq[k]) > idle[k]
+        ]
+        names = ", ".join(name for _k, name in short)
+
+        def figures(values: list[float]) -> str:
+            return ", ".join(f"{name} {format_amount(name, values[k])}" for k, name in short)
+
+        asks = f"this job's minResources ({figures(want)}) plus " if want is not None else ""
+        text = (
+            f"cluster would be overcommitted beyond factor {self.factor:g} in {names}: "
+            f"{asks}those of the jobs already admitted ({figures(inq)}) exceed what the "
+            f"cluster can take at that factor ({figures(idle)}: its total times the "
+            f"factor, less what is in use)"
         )
-        text = self._sentences.get(short)
-        if text is None:
-            text = self._sentences[short] = (
-                f"cluster would be overcommitted beyond factor {self.factor:g} in "
-                f"{', '.join(short)}: jobs already admitted plus this job's minResources "
-                f"exceed idle resources"
-            )
         self._answered[1][asked] = text
         return text
