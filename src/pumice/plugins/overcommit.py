@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from pumice.api.job import JobInfo
-from pumice.api.quantity import format_amount
 from pumice.conf.arguments import Arguments
+from pumice.framework.limits import amounts
 from pumice.framework.session import Session
 from pumice.framework.verdicts import timeless
 
@@ -101,16 +101,19 @@ class OvercommitPlugin:
             if (inq[k] + want[k] if want is not None else inq[k]) > idle[k]
         ]
         names = ", ".join(name for _k, name in short)
-
-        def figures(values: list[float]) -> str:
-            return ", ".join(f"{name} {format_amount(name, values[k])}" for k, name in short)
-
-        asks = f"this job's minResources ({figures(want)}) plus " if want is not None else ""
+        dims = [k for k, _name in short]
+        space = ssn.space
+        asks = (
+            f"this job's minResources ({amounts(space, job.min_resources, dims)}) plus "
+            if job.min_resources is not None
+            else ""
+        )
         text = (
             f"cluster would be overcommitted beyond factor {self.factor:g} in {names}: "
-            f"{asks}those of the jobs already admitted ({figures(inq)}) exceed what the "
-            f"cluster can take at that factor ({figures(idle)}: its total times the "
-            f"factor, less what is in use)"
+            f"{asks}those of the jobs already admitted ({amounts(space, self.inqueue, dims)}) "
+            f"exceed what the cluster can take at that factor "
+            f"({amounts(space, self.idle, dims)}: its total times the factor, less what is "
+            f"in use)"
         )
         self._answered[1][asked] = text
         return text
