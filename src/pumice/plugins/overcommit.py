@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from pumice.api.job import JobInfo
+from pumice.api.resources import ResourceSpace
 from pumice.conf.arguments import Arguments
 from pumice.framework.limits import amounts
 from pumice.framework.session import Session
@@ -30,8 +31,6 @@ class OvercommitPlugin:
         self.per_resource: dict[str, float] = {}
         self._lists: tuple[list[float], list[float]] = ([], [])
         self._share_names: list[tuple[int, str]] = []
-        #: (the ``_lists`` answered for, request bytes -> sentence): see :meth:`explain`.
-        self._answered: tuple[object, dict[bytes, str]] = (None, {})
         for key in arguments:
             if key.startswith("overcommit-factor."):
                 f = arguments.get_float(key, self.factor)
@@ -77,43 +76,62 @@ class OvercommitPlugin:
         ssn.on("job_enqueued", self.name, enqueued)
 
     def explain(self, ssn: Session, job: JobInfo) -> str:
-        """Which resources the cluster is short of for admitting ``job``, with the
-        figures: the job's minResources, those of the jobs already admitted, and what
-        the cluster can take at the factor (its total times the factor, less what is in
-        use).
+        """Which resources the cluster is short of for admitting ``job``, at which
+        factor, with the figures: the job's minResources, those of the jobs already
+        admitted, and what the cluster can take at the factor (its total times the
+        factor, less what is in use).
 
-        A backlog of refused jobs asks this for each of them in every cycle, with a
-        handful of distinct requests: the answer for a request is kept until a job is
-        admitted (which changes ``_lists``)."""
-        lists = self._lists
-        asked = job.min_resources.tobytes() if job.min_resources is not None else b""
-        if self._answered[0] is lists:
-            text = self._answered[1].get(asked)
-            if text is not None:
-                return text
-        else:
-            self._answered = (lists, {})
-        inq, idle = lists
+        A backlog of refused jobs asks this for each of them in every cycle: the part
+        about the cluster is kept in the snapshot's verdicts while its figures stand,
+        the job's own part in the job's."""
+        inq, idle = self._lists
         want = job.min_resources.tolist() if job.min_resources is not None else None
-        short = [
-            (k, name)
-            for k, name in self._share_names
+        short = tuple(
+            k
+            for k, _name in self._share_names
             if (inq[k] + want[k] if want is not None else inq[k]) > idle[k]
-        ]
-        names = ", ".join(name for _k, name in short)
-        dims = [k for k, _name in short]
-        space = ssn.space
-        asks = (
-            f"this job's minResources ({amounts(space, job.min_resources, dims)}) plus "
-            if job.min_resources is not None
-            else ""
         )
-        text = (
-            f"cluster would be overcommitted beyond factor {self.factor:g} in {names}: "
-            f"{asks}those of the jobs already admitted ({amounts(space, self.inqueue, dims)}) "
-            f"exceed what the cluster can take at that factor "
-            f"({amounts(space, self.idle, dims)}: its total times the factor, less what is "
+        space = ssn.space
+        stamp = (self.factor, self.per_resource, space.names, inq, idle)
+        key = (_CLUSTER_PART, short)
+        head_tail = ssn.snapshot.verdicts.recall(key, stamp)
+        if head_tail is None:
+            head_tail = ssn.snapshot.verdicts.keep(key, stamp, self._cluster_part(space, short))
+        head, tail = head_tail
+        if job.min_resources is None:
+            return head + tail
+        asked = (short, job.min_resources.tobytes())
+        asks = job.verdicts.recall(_JOB_PART, asked)
+        if asks is None:
+            asks = job.verdicts.keep(
+                _JOB_PART,
+                asked,
+                f"this job's minResources ({amounts(space, job.min_resources, short)}) plus ",
+            )
+        return head + asks + tail
+
+    def _cluster_part(self, space: ResourceSpace, short: tuple[int, ...]) -> tuple[str, str]:
+        """The sentence around the job's figures, for a job short in ``short``: which
+        factor holds in which resources, and the cluster's figures."""
+        by_factor: dict[float, list[str]] = {}
+        for k in short:
+            name = space.names[k]
+            by_factor.setdefault(self.per_resource.get(name, self.factor), []).append(name)
+        where = ", ".join(f"factor {f:g} in {', '.join(ns)}" for f, ns in by_factor.items())
+        head = f"cluster would be overcommitted beyond {where}: "
+        which = "that factor" if len(by_factor) <= 1 else "those factors"
+        tail = (
+            f"those of the jobs already admitted ({amounts(space, self.inqueue, short)}) "
+            f"exceed what the cluster can take at {which} "
+            f"({amounts(space, self.idle, short)}: its total times the factor, less what is "
             f"in use)"
         )
-        self._answered[1][asked] = text
-        return text
+        return head, tail
+
+
+#: Snapshot verdicts key (with the resources the job is short of): the cluster's part of
+#: a refusal, stamped with the figures it quotes.
+_CLUSTER_PART = "overcommit.cluster"
+#: ``JobInfo.verdicts`` key: the job's part of a refusal (stamped with its request and
+#: the resources it is short of).
+_JOB_PART = "overcommit.job"
