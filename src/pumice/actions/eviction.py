@@ -196,21 +196,31 @@ def victims_could_fit(ssn: Session, task: TaskInfo, i: int, victims: Iterable[Ta
     return fits_one(task.init_resreq, future)
 
 
-def room_with_all(ssn: Session, task: TaskInfo, candidates: dict[int, list[TaskInfo]]) -> list[int]:
+def room_with_all(
+    ssn: Session,
+    task: TaskInfo,
+    candidates: dict[int, list[TaskInfo]],
+    sums: dict[int, np.ndarray] | None = None,
+) -> list[int]:
     """The nodes of ``candidates`` (node row -> evictable tasks) where evicting every
     candidate would make room for ``task`` (:func:`victims_could_fit` with all of them).
     Resources only add up, so on any other node no subset of the candidates passes that
     test either: callers pass those nodes over before ordering candidates and asking the
-    victim functions, for one vector test over all nodes instead of one per node."""
+    victim functions, for one vector test over all nodes instead of one per node.
+    ``sums``, when given, holds each row's candidates' requests already summed (in
+    their order)."""
     if not candidates:
         return []
     nodes = ssn.nodes
     rows = np.fromiter(candidates, dtype=np.intp, count=len(candidates))
-    held = np.zeros((len(rows), ssn.space.size))
-    for k, cands in enumerate(candidates.values()):
-        row = held[k]
-        for t in cands:
-            row += t.resreq
+    if sums is not None:
+        held = np.array([sums[i] for i in candidates])
+    else:
+        held = np.zeros((len(rows), ssn.space.size))
+        for k, cands in enumerate(candidates.values()):
+            row = held[k]
+            for t in cands:
+                row += t.resreq
     room = nodes.idle[rows] + nodes.releasing[rows] - nodes.pipelined[rows] + held
     return rows[fits(task.init_resreq, room)].tolist()
 
@@ -264,7 +274,7 @@ class VictimKeys:
     try, and a victim's (queue key, job key) does not depend on who asks: it is worked
     out once per job and state, the order functions once per session."""
 
-    __slots__ = ("_orders", "_outer", "_session", "_version")
+    __slots__ = ("_orders", "_outer", "_session", "_tasks", "_version")
 
     def __init__(self) -> None:
         self._session: int | None = None
@@ -274,6 +284,10 @@ class VictimKeys:
         self._orders: tuple | None = None
         #: job uid -> (queue key, job key) at ``_version``
         self._outer: dict[str, tuple] = {}
+        #: (with pod indices?, task uid) -> task key, for the session: the task order
+        #: compares what tasks are (priority, index, creation), which no statement
+        #: operation moves
+        self._tasks: dict[tuple[bool, str], tuple] = {}
 
     def key(self, ssn: Session, tasks: list[TaskInfo]) -> Callable[[TaskInfo], tuple] | None:
         """The key for sorting ``tasks``, descending, into victim order; None when the
@@ -281,6 +295,7 @@ class VictimKeys:
         if self._session != ssn.uid:
             self._session, self._version = ssn.uid, -1
             self._orders = _victim_orders(ssn)
+            self._tasks = {}
         if self._orders is None:
             return None
         jobs, queues = ssn.jobs, ssn.queues
@@ -294,14 +309,17 @@ class VictimKeys:
             return None
         if ssn.nodes.version != self._version:
             self._outer, self._version = {}, ssn.nodes.version
-        outer_of = self._outer
+        outer_of, inner_of, indexed = self._outer, self._tasks, tkey is by_index
 
         def key(t: TaskInfo) -> tuple:
             outer = outer_of.get(t.job)  # type: ignore[arg-type]
             if outer is None:
                 job = jobs[t.job]  # type: ignore[index]
                 outer = outer_of[job.uid] = (qkey(queues[job.queue]), jkey(job))
-            return (*outer, tkey(t))
+            inner = inner_of.get((indexed, t.uid))
+            if inner is None:
+                inner = inner_of[(indexed, t.uid)] = tkey(t)
+            return (*outer, inner)
 
         return key
 
@@ -458,8 +476,9 @@ class Misses:
         self.whole = ""
         self.at_minimum: set[str] = set()
 
-    def node(self, reason: str) -> None:
-        self.counts[reason] = self.counts.get(reason, 0) + 1
+    def node(self, reason: str, n: int = 1) -> None:
+        """``reason`` stopped ``n`` more nodes."""
+        self.counts[reason] = self.counts.get(reason, 0) + n
 
     def refused(
         self,
@@ -530,7 +549,7 @@ class Unheard(Misses):
 
     __slots__ = ()
 
-    def node(self, reason: str) -> None:
+    def node(self, reason: str, n: int = 1) -> None:
         pass
 
     def refused(

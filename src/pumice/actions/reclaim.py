@@ -30,6 +30,8 @@ another queue to take, the plugin that allowed no victim, or too little room.
 
 from __future__ import annotations
 
+import numpy as np
+
 from pumice.actions import eviction as ev
 from pumice.api.job import JobInfo
 from pumice.api.queue import QueueInfo
@@ -138,22 +140,20 @@ class ReclaimAction:
         if not nodes:
             misses.whole = ev.no_node_text(ssn, task)
             return False
-        found: dict[int, list[TaskInfo]] = {}
         held = self._held
         held.sync(ssn)
-        for i in nodes:
-            reclaimees = held.takeable(ssn, job.queue, i)
-            if reclaimees:
-                found[i] = reclaimees
-            else:
-                misses.node(
-                    "nothing to take there (no running, preemptable task of another "
-                    "queue that may be reclaimed)"
-                )
+        takeable, sums = held.rows(ssn, job.queue)
+        found = {i: takeable[i] for i in nodes if i in takeable}
+        if len(found) < len(nodes):
+            misses.node(
+                "nothing to take there (no running, preemptable task of another "
+                "queue that may be reclaimed)",
+                len(nodes) - len(found),
+            )
         # Only nodes where all the reclaimees together would fit the task (see
         # ev.room_with_all); a node that does not work out gives its evictions back, so
         # the test made here still holds when the loop reaches a node.
-        room = set(ev.room_with_all(ssn, task, found))
+        room = set(ev.room_with_all(ssn, task, found, sums))
         for i in found:
             if i not in room:
                 misses.node("too little room even with every task of another queue there gone")
@@ -161,7 +161,12 @@ class ReclaimAction:
             name = ssn.nodes.names[i]
             reclaimees = held.ordered(ssn, task, job.queue, i)
             victims, deciders, alone = ssn.hooks.victims_detail("reclaimable", task, reclaimees)
-            if not ev.victims_could_fit(ssn, task, i, victims):
+            # Victim functions choose among the candidates: as many as them are all of
+            # them, which room_with_all found enough (amounts are whole numbers in
+            # canonical units, so sums do not depend on their order).
+            if len(victims) < len(reclaimees) and not ev.victims_could_fit(
+                ssn, task, i, victims
+            ):
                 if victims:
                     misses.node("the victims allowed there would free too little")
                 else:
@@ -216,21 +221,26 @@ class ReclaimAction:
 
 class _Reclaimees:
     """What a queue could take back on each node: the Running, preemptable tasks there
-    of the other queues that are ``reclaimable`` (``takeable``), and the same in victim
-    order (``ordered``).
+    of the other queues that are ``reclaimable`` (``rows``, with their requests
+    summed), and the same in victim order (``ordered``).
 
     Every starving task of the queue asks for every candidate node, and the answers
     depend on the reclaimer only through its queue (the victim order asks the victim
     queue order with the reclaimer's queue). What is takeable on a node changes only
-    with the tasks there: it is kept until the node's row is logged as changed
-    (``NodeTable.changes``). The victim order also reads the job and queue orders,
-    which any statement operation may move: it is kept while the session's nodes stay
-    as they are (``NodeTable.version``)."""
+    with the tasks there: a queue's rows are worked out for every node once, then
+    only the rows logged as changed since (``NodeTable.changes``) are worked out again.
+    The victim order also reads the job and queue orders, which any statement
+    operation may move: it is kept while the session's nodes stay as they are
+    (``NodeTable.version``)."""
 
-    __slots__ = ("_keys", "_log", "_ordered", "_seen", "_takeable", "_version")
+    __slots__ = ("_base", "_keys", "_log", "_ordered", "_queues", "_seen", "_version")
 
     def __init__(self) -> None:
-        self._takeable: dict[int, dict[str, list[TaskInfo]]] = {}
+        #: row -> the tasks there any other queue could take, with their queues
+        self._base: dict[int, list[tuple[TaskInfo, str]]] = {}
+        #: queue -> (row -> takeable tasks, row -> their requests summed, stale rows);
+        #: rows with nothing takeable are left out
+        self._queues: dict[str, tuple[dict[int, list[TaskInfo]], dict, set[int]]] = {}
         self._ordered: dict[tuple[str, int], list[TaskInfo]] = {}
         self._log: list[int] | None = None
         self._seen = 0
@@ -238,51 +248,75 @@ class _Reclaimees:
         self._keys = ev.VictimKeys()
 
     def sync(self, ssn: Session) -> None:
-        """Forget what the session's changes since the last call may have moved."""
+        """Mark what the session's changes since the last call may have moved."""
         nodes = ssn.nodes
         log = nodes.changes
         if log is not self._log:
-            self._takeable.clear()
+            self._queues.clear()
+            self._base.clear()
             self._log = log
         elif self._seen < len(log):
-            for i in set(log[self._seen :]):
-                self._takeable.pop(i, None)
+            rows = set(log[self._seen :])
+            for i in rows:
+                self._base.pop(i, None)
+            for _takeable_rows, _sums, stale in self._queues.values():
+                stale.update(rows)
         self._seen = len(log)
         if nodes.version != self._version:
             self._ordered.clear()
             self._version = nodes.version
 
-    def takeable(self, ssn: Session, queue: str, i: int) -> list[TaskInfo]:
-        row = self._takeable.get(i)
-        if row is None:
-            row = self._takeable[i] = {}
-        got = row.get(queue)
+    def rows(
+        self, ssn: Session, queue: str
+    ) -> tuple[dict[int, list[TaskInfo]], dict[int, np.ndarray]]:
+        """For every node where ``queue`` could take something: the takeable tasks, and
+        their requests summed (as of the last :meth:`sync`)."""
+        got = self._queues.get(queue)
         if got is None:
-            got = row[queue] = _takeable(ssn, queue, i)
-        return got
+            got = self._queues[queue] = ({}, {}, set(range(len(ssn.nodes))))
+        takeable, sums, stale = got
+        if stale:
+            base = self._base
+            for i in sorted(stale):
+                row = base.get(i)
+                if row is None:
+                    row = base[i] = _reclaimable(ssn, i)
+                tasks = [t for t, q in row if q != queue]
+                if tasks:
+                    takeable[i] = tasks
+                    total = np.zeros(ssn.space.size)
+                    for t in tasks:
+                        total += t.resreq
+                    sums[i] = total
+                else:
+                    takeable.pop(i, None)
+                    sums.pop(i, None)
+            stale.clear()
+        return takeable, sums
 
     def ordered(self, ssn: Session, reclaimer: TaskInfo, queue: str, i: int) -> list[TaskInfo]:
-        """``takeable`` in victim order (``reclaimer`` is a task of ``queue``), worked out
-        only for nodes that get that far."""
+        """The takeable tasks on node ``i`` in victim order (``reclaimer`` is a task of
+        ``queue``), worked out only for nodes that get that far."""
         got = self._ordered.get((queue, i))
         if got is None:
             got = self._ordered[(queue, i)] = ev.in_victim_order(
-                ssn, self.takeable(ssn, queue, i), reclaimer, self._keys
+                ssn, self.rows(ssn, queue)[0].get(i, ()), reclaimer, self._keys
             )
         return got
 
 
-def _takeable(ssn: Session, queue: str, i: int) -> list[TaskInfo]:
+def _reclaimable(ssn: Session, i: int) -> list[tuple[TaskInfo, str]]:
+    """The Running, preemptable tasks on node ``i`` whose queues may be reclaimed from,
+    with their queues: what any queue but their own could take there."""
     out = []
+    jobs, queues = ssn.jobs, ssn.queues
     for t in ssn.nodes.tasks[i].values():
         if t.status != TaskStatus.RUNNING or not t.preemptable:
             continue
-        tj = ssn.jobs.get(t.job or "")
-        if tj is None or tj.queue == queue:
+        tj = jobs.get(t.job or "")
+        if tj is None or not queues[tj.queue].reclaimable:
             continue
-        if not ssn.queues[tj.queue].reclaimable:
-            continue
-        out.append(t)
+        out.append((t, tj.queue))
     return out
 
 

@@ -22,8 +22,11 @@ def fits(req: np.ndarray, avail: np.ndarray) -> np.ndarray:
 def fits_one(req: np.ndarray, avail: np.ndarray) -> bool:
     """:func:`fits` for one row of available resources (a vector): the eviction
     actions ask it node by node, where the matrix form's indexing costs more than the
-    test."""
-    return bool(np.logical_or(avail >= req, req == 0).all())
+    test, and plain floats cost less than numpy's calls on a handful of dimensions."""
+    for r, a in zip(req.tolist(), avail.tolist(), strict=True):  # noqa: SIM110 - hot path
+        if r and a < r:
+            return False
+    return True
 
 
 def predicate_filter(ssn: Session, task: TaskInfo):

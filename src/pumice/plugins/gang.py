@@ -215,7 +215,9 @@ class GangPlugin:
                 job = ssn.jobs.get(t.job or "")
                 if job is None:
                     continue
-                n = occupied.setdefault(job.uid, job.ready_num())
+                n = occupied.get(job.uid)
+                if n is None:
+                    n = job.ready_num()
                 if n > job.min_available:
                     occupied[job.uid] = n - 1
                     out.append(t)
