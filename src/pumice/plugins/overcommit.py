@@ -31,6 +31,10 @@ class OvercommitPlugin:
         self.per_resource: dict[str, float] = {}
         self._lists: tuple[list[float], list[float]] = ([], [])
         self._share_names: list[tuple[int, str]] = []
+        #: The cluster's part of a refusal by the resources short, for ``_parts_for``
+        #: (the ``_lists`` it was worked out with).
+        self._parts: dict[tuple[int, ...], tuple[str, str]] = {}
+        self._parts_for: object = None
         for key in arguments:
             if key.startswith("overcommit-factor."):
                 f = arguments.get_float(key, self.factor)
@@ -46,9 +50,7 @@ class OvercommitPlugin:
             if name in ssn.space.index:
                 factors[ssn.space.index[name]] = f
         self.idle = np.where(mask, ssn.total * factors - used, np.inf)
-        self.inqueue = ssn.space.zeros()
-        for row in ssn.snapshot.job_ledger().matrices(ssn.queues)[1].inqueue:
-            self.inqueue += row  # queue by queue, in name order
+        self.inqueue = ssn.snapshot.job_ledger().inqueue_total(ssn.queues)
 
         share_dims = np.flatnonzero(mask).tolist()
         # Plain floats, asked once per pending job: idle is fixed for the session and
@@ -83,20 +85,25 @@ class OvercommitPlugin:
 
         A backlog of refused jobs asks this for each of them in every cycle: the part
         about the cluster is kept in the snapshot's verdicts while its figures stand,
-        the job's own part in the job's."""
+        the job's own part in the job's; and within a session, while no job is admitted,
+        the cluster's part per set of short resources without comparing the stamp."""
         inq, idle = self._lists
-        want = job.min_resources.tolist() if job.min_resources is not None else None
-        short = tuple(
-            k
-            for k, _name in self._share_names
-            if (inq[k] + want[k] if want is not None else inq[k]) > idle[k]
-        )
+        if job.min_resources is None:
+            short = tuple([k for k, _name in self._share_names if inq[k] > idle[k]])
+        else:
+            want = job.min_resources.tolist()
+            short = tuple([k for k, _name in self._share_names if inq[k] + want[k] > idle[k]])
         space = ssn.space
-        stamp = (self.factor, self.per_resource, space.names, inq, idle)
-        key = (_CLUSTER_PART, short)
-        head_tail = ssn.snapshot.verdicts.recall(key, stamp)
+        if self._parts_for is not self._lists:  # (a job was admitted since)
+            self._parts_for, self._parts = self._lists, {}
+        head_tail = self._parts.get(short)
         if head_tail is None:
-            head_tail = ssn.snapshot.verdicts.keep(key, stamp, self._cluster_part(space, short))
+            stamp = (self.factor, self.per_resource, space.names, inq, idle)
+            key = (_CLUSTER_PART, short)
+            head_tail = ssn.snapshot.verdicts.recall(key, stamp)
+            if head_tail is None:
+                head_tail = ssn.snapshot.verdicts.keep(key, stamp, self._cluster_part(space, short))
+            self._parts[short] = head_tail
         head, tail = head_tail
         if job.min_resources is None:
             return head + tail
