@@ -66,6 +66,9 @@ class Limits:
             self._allocatable is None,
         )
         self.held = (nodes.allocatable, nodes.labels)
+        #: The limit a queue refusal names, per queue (``status._named_refusal``): the
+        #: plugins' figures stand while a session explains.
+        self.refusal_limits: dict[str, str | None] = {}
 
     def largest(self, selector: tuple[tuple[str, str], ...]) -> Vector | None:
         """Per resource, the most any node matching ``selector`` offers (None when no

@@ -96,9 +96,11 @@ def gang_short(job: JobInfo) -> str:
             if not short_total:
                 return ""
         else:
-            breakdown = " (" + ", ".join(
-                f"{r}: {counts.get(r, 0)}/{n}" for r, n in sorted(minimums.items())
-            ) + ")"
+            breakdown = (
+                " ("
+                + ", ".join(f"{r}: {counts.get(r, 0)}/{n}" for r, n in sorted(minimums.items()))
+                + ")"
+            )
             if could >= job.min_available:
                 return (
                     f"gang short: needs {plural(job.min_available, 'task')}, {at_most}{could} "
@@ -110,12 +112,29 @@ def gang_short(job: JobInfo) -> str:
     )
 
 
-def _named_refusal(ssn: Session, queue: QueueInfo, note: str) -> str:
+def _named_refusal(
+    ssn: Session, queue: QueueInfo, note: str, named: dict[str, str | None] | None = None
+) -> str:
     """``note``, with a queue refusal's limit named for what it is (the plugin that
     decides ``allocatable`` says: its deserved share, its capability, the cluster's
-    total). Left as it is when several plugins decide, or none can say."""
+    total). Left as it is when several plugins decide, or none can say.
+
+    ``named`` keeps the name found per queue while a session explains (nothing moves
+    then, and every refused job of a queue asks the same)."""
     if GENERIC_LIMIT not in note:
         return note
+    if named is not None and queue.name in named:
+        limit = named[queue.name]
+    else:
+        limit = _refusal_limit(ssn, queue)
+        if named is not None:
+            named[queue.name] = limit
+    return note if limit is None else note.replace(GENERIC_LIMIT, limit, 1)
+
+
+def _refusal_limit(ssn: Session, queue: QueueInfo) -> str | None:
+    """The limit of ``queue`` that the one plugin deciding ``allocatable`` names, or
+    None when several plugins decide, or none can say."""
     deciding = {name for tier in ssn.hooks.chain("allocatable") for name, _fn in tier}
     named = []
     for plugin in ssn.plugins:
@@ -123,8 +142,8 @@ def _named_refusal(ssn: Session, queue: QueueInfo, note: str) -> str:
         if limit is not None and plugin.name in deciding:
             named.append(limit(queue.name, ssn.space))
     if len(named) != 1 or not named[0]:
-        return note
-    return note.replace(GENERIC_LIMIT, named[0], 1)
+        return None
+    return named[0]
 
 
 def pending_reason(ssn: Session, job: JobInfo, limits: Limits | None = None) -> str:
@@ -132,16 +151,19 @@ def pending_reason(ssn: Session, job: JobInfo, limits: Limits | None = None) -> 
     (see :mod:`pumice.framework.never`; ``limits`` keeps its answers for a cycle's
     explanations), the real cause whatever stage stopped it this cycle; then that
     stage, and why."""
-    never = never_fits(ssn, job, limits if limits is not None else Limits(ssn))
-    stage = _stage_reason(ssn, job)
+    if limits is None:
+        limits = Limits(ssn)
+    never = never_fits(ssn, job, limits)
+    stage = _stage_reason(ssn, job, limits.refusal_limits)
     reason = f"{never}; {stage}" if never else stage
     # Why preempt or reclaim, run for the job, could not help it (actions/eviction.py).
     notes = getattr(ssn, "eviction_notes", {}).get(job.uid)
     return "; ".join([reason, *notes]) if notes else reason
 
 
-def _stage_reason(ssn: Session, job: JobInfo) -> str:
-    """The stage that stopped ``job`` this cycle, and why."""
+def _stage_reason(ssn: Session, job: JobInfo, named: dict[str, str | None] | None = None) -> str:
+    """The stage that stopped ``job`` this cycle, and why (``named``: see
+    :func:`_named_refusal`)."""
     queue = ssn.queues[job.queue]
     if job.uid in ssn.not_enqueued:
         return f"not enqueued: {ssn.not_enqueued[job.uid]}"
@@ -159,7 +181,7 @@ def _stage_reason(ssn: Session, job: JobInfo) -> str:
         name = job.tasks[uid].name if uid in job.tasks else uid
         detail = f"task {name}: {err.render()}"
     elif job.note:
-        detail = _named_refusal(ssn, queue, job.note)
+        detail = _named_refusal(ssn, queue, job.note, named)
     elif job.queue in ssn.overused_queues:
         detail = f"queue {job.queue} has used its deserved share this cycle"
         for plugin in ssn.plugins:
