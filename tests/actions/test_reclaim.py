@@ -110,13 +110,31 @@ def test_proportion_never_reclaims_below_a_guarantee() -> None:
     assert len(run(objs(guarantee={"memory": "3Gi"}), reclaim_conf()).evictions) == 1
 
 
-def test_gang_statement_discarded_when_the_job_cannot_be_pipelined() -> None:
-    """A gang of three can reclaim only two slots: nothing is evicted."""
+def test_gang_larger_than_its_queue_share_evicts_nothing() -> None:
+    """A gang of three in a queue that deserves two cpus: reclaim could take only two
+    slots for it, so nothing is evicted, and the job is told it is its queue's share
+    (not the nodes) that stops it."""
     objs = [queue("q1"), queue("q2"), node("n1", cpu="4", memory="64Gi")]
     objs += borrower("a", "q1", 4, min_member=2) + starving("b", "q2", 3)
     d = run(objs, reclaim_conf())
     assert d.evictions == [] and d.pipelined == {}
+    why = d.pending["default/b"]
+    assert "queue q2 may reclaim for at most 2 more task(s) like b-" in why
+    assert "(proportion: beyond that it would exceed its deserved share" in why
+    assert "the job needs 3 more to be pipelined (gang minimum 3)" in why
+    assert [r["kind"] for r in d.audit] == ["failed"]
+
+
+def test_gang_statement_discarded_when_the_job_cannot_be_pipelined() -> None:
+    """The queue's share would take both tasks of the gang, but the running gang keeps
+    its minimum of three: one of its four tasks may go, the second task finds no
+    victim, and the first eviction is given back."""
+    objs = [queue("q1"), queue("q2"), node("n1", cpu="4", memory="64Gi")]
+    objs += borrower("a", "q1", 4, min_member=3) + starving("b", "q2", 2)
+    d = run(objs, reclaim_conf())
+    assert d.evictions == [] and d.pipelined == {}
     assert any(r["kind"] == "discard" for r in d.audit)
+    assert "1 task(s) could be placed" in d.pending["default/b"]
 
 
 def test_victims_come_from_the_lowest_priority_queue_first() -> None:

@@ -119,3 +119,32 @@ def test_shortcuts_change_no_decision(objs: list[dict], share: str, actions: str
     with without_shortcuts():
         reference = _seen(objs, config)
     assert shipped == reference
+
+
+def _decided(objs: list[dict], config: str) -> dict:
+    """What reclaim did to the cluster: binds, evictions, pipelined pods, phases."""
+    d = run(objs, config)
+    return {
+        "binds": d.binds,
+        "evictions": sorted(d.evictions),
+        "pipelined": d.pipelined,
+        "podgroups": {k: v.phase for k, v in d.podgroups.items()},
+    }
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters())
+def test_share_shortfall_proof_changes_no_decision(objs: list[dict]) -> None:
+    """A turn reclaim skips because its queue's share cannot let enough of the gang
+    through would have evicted nothing: deciding with every turn tried gives the same
+    binds, evictions, pipelined pods and podgroup phases (only the explanation
+    differs: it names the share instead of the first task that missed)."""
+    config = conf(
+        "enqueue, allocate, reclaim",
+        ["priority", "gang", "conformance"],
+        ["predicates", "drf", "proportion"],
+    )
+    shipped = _decided(objs, config)
+    with mock.patch.object(reclaim, "share_shortfall", lambda ssn, queue, job: ""):
+        reference = _decided(objs, config)
+    assert shipped == reference

@@ -98,8 +98,12 @@ class ReclaimAction:
         tasks_of: dict[str, PriorityQueue[TaskInfo]],
     ) -> None:
         """One job's statement: its tasks reclaim while it starves."""
-        stmt = Statement(ssn)
         tasks = tasks_of[job.uid]
+        short = share_shortfall(ssn, queue, job)
+        if short:
+            ev.could_not_help(ssn, ACTION, job, short)
+            return
+        stmt = Statement(ssn)
         first_miss: ev.Misses | None = None
         placed = 0
         while ssn.job_starving(job) and not tasks.empty():
@@ -164,9 +168,7 @@ class ReclaimAction:
             # Victim functions choose among the candidates: as many as them are all of
             # them, which room_with_all found enough (amounts are whole numbers in
             # canonical units, so sums do not depend on their order).
-            if len(victims) < len(reclaimees) and not ev.victims_could_fit(
-                ssn, task, i, victims
-            ):
+            if len(victims) < len(reclaimees) and not ev.victims_could_fit(ssn, task, i, victims):
                 if victims:
                     misses.node("the victims allowed there would free too little")
                 else:
@@ -324,6 +326,67 @@ def _covers(task: TaskInfo, available) -> bool:
     """``available`` (the node's future idle resources plus what the victims so far
     free) holds the task's request."""
     return fits_one(task.init_resreq, available)
+
+
+def share_shortfall(ssn: Session, queue: QueueInfo, job: JobInfo) -> str:
+    """Why ``job``'s turn cannot end pipelined whatever reclaim evicts, proven before
+    it is tried ("" when it is not proven).
+
+    A turn asks ``preemptive`` before each task, and only the tasks it pipelines add
+    to the queue's allocation (what it evicts belongs to other queues). When the
+    job's pending tasks ask alike, every ``preemptive`` function says how many of
+    them in a row it would let through (facet ``run``, as proportion's does), and
+    that is fewer than the job needs to be pipelined (gang's ``short``), the turn
+    pipelines at most that many, is not pipelined, and gives everything back: no
+    decision differs from not trying it. The search is skipped (on a cluster where a
+    queue's deserved share is smaller than its gangs, it is most of reclaim's work)
+    and the job is told what stops it: its queue's share, not the nodes.
+
+    A queue that lets none through is left to the turn, whose first task says so as
+    cheaply."""
+    todo = ev.pending_tasks(job)
+    if len(todo) < 2:
+        return ""
+    first = todo[0]
+    for t in todo:
+        if t.resreq is not first.resreq and not np.array_equal(t.resreq, first.resreq):
+            return ""
+    need = _pipelined_shortfall(ssn, job)
+    if need is None or need < 2 or need > len(todo):
+        return ""
+    takes = need
+    limiting: list[str] = []
+    for tier in ssn.hooks.chain("preemptive"):
+        for plugin, fn in tier:
+            run = ssn.hooks.facet("preemptive", fn, "run")
+            if run is None:
+                return ""
+            n = run(queue, first, need)
+            if n < takes:
+                takes, limiting = n, [plugin]
+            elif n == takes and limiting:
+                limiting.append(plugin)
+    if takes >= need or takes == 0:
+        return ""
+    return (
+        f"queue {queue.name} may reclaim for at most {takes} more task(s) like "
+        f"{first.name} ({', '.join(limiting)}: beyond that it would exceed its deserved "
+        f"share or its capability), but the job needs {need} more to be pipelined (gang "
+        f"minimum {job.min_available}), so nothing is evicted"
+    )
+
+
+def _pipelined_shortfall(ssn: Session, job: JobInfo) -> int | None:
+    """The fewest pipelined tasks after which ``job_pipelined`` could say yes: it votes,
+    so it stays no while every function is short (None when one cannot say, or none
+    is registered, which means yes)."""
+    need = None
+    for short in ssn.hooks.facets("job_pipelined", "short"):
+        if short is None:
+            return None
+        n = short(job)
+        need = n if need is None else min(need, n)
+    return need
 
 
 def _not_preemptive(ssn: Session, queue: QueueInfo, task: TaskInfo) -> str:

@@ -379,10 +379,36 @@ class ProportionPlugin:
             attr = self.attrs.get(q.name)
             if attr is None:
                 return True
-            req = clip(task.resreq)
-            future = attr.allocated + req
-            sel = req > 0
-            return bool(np.all(future[sel] <= attr.deserved[sel]))
+            # Asked for every task of every reclaim turn: in plain floats (the same
+            # sums and comparisons as the vector form).
+            req = clipped_list(task.resreq)
+            a, d = attr.allocated.tolist(), attr.deserved.tolist()
+            for k, r in enumerate(req):  # noqa: SIM110 - hot path
+                if r > 0 and not a[k] + r <= d[k]:
+                    return False
+            return True
+
+        def preemptive_run(q: QueueInfo, task: TaskInfo, limit: int) -> int:
+            """How many tasks like ``task``, one after another, ``preemptive`` would let
+            the queue reclaim for (at most ``limit``), each one pipelined adding to the
+            queue's allocation as the allocation event does: the same float steps."""
+            if not q.is_open():
+                return 0
+            attr = self.attrs.get(q.name)
+            if attr is None:
+                return limit
+            req = clipped_list(task.resreq)
+            a, d = attr.allocated.tolist(), attr.deserved.tolist()
+            dims = [k for k, r in enumerate(req) if r > 0]
+            n = 0
+            while n < limit:
+                for k in dims:
+                    if not a[k] + req[k] <= d[k]:
+                        return n
+                for k in dims:
+                    a[k] += req[k]
+                n += 1
+            return n
 
         attrs = self.attrs
 
@@ -412,7 +438,7 @@ class ProportionPlugin:
         ssn.on("job_enqueueable", self.name, enqueueable, pure=admits)
         ssn.on("reclaimable", self.name, reclaimable, alike=True)
         ssn.on("gang_evictable", self.name, on_kind("gangreclaim", reclaimable))
-        ssn.on("preemptive", self.name, preemptive)
+        ssn.on("preemptive", self.name, preemptive, run=preemptive_run)
         ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
 
     def _water_fill(self, total: Vector) -> None:
