@@ -36,6 +36,7 @@ pending best-effort task the nodes have no room for, and why (for the pending re
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from pumice.api.job import JobInfo
 from pumice.api.task import ALLOCATED_STATUSES, TaskInfo, TaskStatus
@@ -200,8 +201,8 @@ class GangPlugin:
             room = BestEffortRoom(ssn)
             ready, ready_facets = _placeable_ready(room)
             # Nothing is placed after close: only the best-effort tasks with room count.
-            self._ready_now = lambda j: j.is_ready() and (
-                j.is_placed() or room.can_complete(j, False)
+            self._ready_now = lambda j: (
+                j.is_ready() and (j.is_placed() or room.can_complete(j, False))
             )
 
         def job_order(a: JobInfo, b: JobInfo) -> int:
@@ -241,12 +242,20 @@ class GangPlugin:
         )
 
     def on_session_close(self, ssn: Session) -> None:
-        for uid, (_job, reason) in ssn.invalid.items():
-            set_condition(ssn, uid, UNSCHEDULABLE, NOT_ENOUGH_PODS, reason)
+        podgroups, sid = ssn.decisions.podgroups, ssn.uid
+        invalid = ssn.invalid
+        for uid, (_job, reason) in invalid.items():
+            if uid in podgroups:
+                set_condition(ssn, uid, UNSCHEDULABLE, NOT_ENOUGH_PODS, reason)
+            else:  # (set_condition's outcome, built at once: a backlog asks every cycle)
+                podgroups[uid] = PodGroupUpdate(
+                    "", [_condition(UNSCHEDULABLE, NOT_ENOUGH_PODS, reason, sid)]
+                )
+        ready_now = self._ready_now
         for job in ssn.active.values():  # a settled job keeps the condition it has
-            if job.uid in ssn.invalid:
+            if job.uid in invalid:
                 continue
-            if self._ready_now(job):
+            if ready_now(job):
                 set_condition(ssn, job.uid, SCHEDULED, "tasks in gang are ready to be scheduled")
                 continue
             # Volcano counts only tasks that hold resources; pipelined ones still wait.
@@ -255,7 +264,7 @@ class GangPlugin:
             if job.waiting_num():
                 msg += f" ({job.waiting_num()} pipelined onto resources being released)"
             set_condition(ssn, job.uid, UNSCHEDULABLE, NOT_ENOUGH_RESOURCES, msg)
-        self.timeouts.close(ssn, self._ready_now, set_condition)
+        self.timeouts.close(ssn, ready_now, set_condition)
 
 
 def set_condition(ssn: Session, uid: str, ctype: str, reason: str, message: str = "") -> None:
@@ -266,12 +275,15 @@ def set_condition(ssn: Session, uid: str, ctype: str, reason: str, message: str 
         upd = podgroups[uid] = PodGroupUpdate(phase="")
     if upd.conditions:
         upd.conditions = [c for c in upd.conditions if c.get("type") != ctype]
-    upd.conditions.append(
-        {
-            "type": ctype,
-            "status": "True",
-            "reason": reason,
-            "message": message,
-            "transitionID": ssn.uid,
-        }
-    )
+    upd.conditions.append(_condition(ctype, reason, message, ssn.uid))
+
+
+def _condition(ctype: str, reason: str, message: str, session: str) -> dict[str, Any]:
+    """A podgroup condition as Volcano writes it, decided by session ``session``."""
+    return {
+        "type": ctype,
+        "status": "True",
+        "reason": reason,
+        "message": message,
+        "transitionID": session,
+    }
