@@ -68,6 +68,7 @@ class EnqueueAction:
             return -1 if ssn.queue_less(a, b) else (1 if ssn.queue_less(b, a) else 0)
 
         queues = sorted((ssn.queues[name] for name in jobs_of), key=functools.cmp_to_key(cmp))
+        texts: dict[str | None, Callable[[JobInfo], str]] = {}  # (refuser -> its sentence)
         for queue in queues:
             for job in _in_order(ssn, jobs_of[queue.name], jkey):
                 if not queue.is_open():
@@ -82,7 +83,10 @@ class EnqueueAction:
                     job.phase = INQUEUE
                     ssn.not_enqueued.pop(job.uid, None)
                 else:
-                    ssn.not_enqueued[job.uid] = enqueue_refusal(ssn, refuser, job)
+                    text = texts.get(refuser)
+                    if text is None:
+                        text = texts[refuser] = _refusal_text(ssn, refuser)
+                    ssn.not_enqueued[job.uid] = text(job)
 
 
 def _refuse_all(ssn: Session, jobs_of: dict[str, list[JobInfo]]) -> bool:
