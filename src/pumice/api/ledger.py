@@ -70,7 +70,9 @@ class Ledger:
         #: Bumped by every change of the sums; keys the last matrices handed out.
         self._changes = 0
         self._last: tuple[tuple, QueueSums] | None = None
-        self._last_inqueue: tuple[tuple, Vector] | None = None
+        #: ``inqueue_total`` of the matrices it was summed from (held, so compared by
+        #: identity).
+        self._last_inqueue: tuple[QueueSums, Vector] | None = None
         #: Jobs with a task that has required inter-pod (anti-)affinity.
         self.affinity_jobs = 0
 
@@ -158,13 +160,7 @@ class Ledger:
         """The sums of the queues of ``queues`` that have jobs, in canonical units, as
         new matrices (one row per queue, in name order): the names, and a
         :class:`QueueSums` of arrays (``jobs`` a vector of counts)."""
-        names = sorted(set(queues) & set(self._queues))
-        key = (self._changes, tuple(names))
-        if self._last is not None and self._last[0] == key:
-            got = self._last[1]
-        else:
-            got = self._matrices(names)
-            self._last = (key, got)
+        names, got = self._kept(queues)
         return names, QueueSums(
             got.jobs.copy(),
             got.allocated.copy(),
@@ -174,19 +170,29 @@ class Ledger:
         )
 
     def inqueue_total(self, queues: Iterable[str]) -> Vector:
-        """What the admitted jobs of the queues of ``queues`` ask (``QueueSums.inqueue``
-        of :meth:`matrices`), summed row by row in name order onto zeros: the same
-        figures, without copying every matrix (overcommit asks this at every session
-        open). A new vector; the sum is kept until the ledger changes."""
+        """The rows of :meth:`matrices`' ``inqueue`` (what the admitted jobs of each
+        queue ask) summed one by one in name order onto zeros, as a new vector:
+        overcommit asks this at every session open, and needs no copy of the matrices.
+        Kept with them until the ledger changes."""
+        _names, got = self._kept(queues)
+        kept = self._last_inqueue
+        if kept is None or kept[0] is not got:
+            total = self.space.zeros()
+            for row in got.inqueue:
+                total += row
+            kept = self._last_inqueue = (got, total)
+        return kept[1].copy()
+
+    def _kept(self, queues: Iterable[str]) -> tuple[list[str], QueueSums]:
+        """:meth:`_matrices` of the queues of ``queues`` that have jobs, kept (and
+        shared: callers copy) until the ledger changes or other queues are asked."""
         names = sorted(set(queues) & set(self._queues))
         key = (self._changes, tuple(names))
-        if self._last_inqueue is None or self._last_inqueue[0] != key:
-            total = self.space.zeros()
-            for n in names:
-                row = self._queues[n][3]
-                total += row / self._scale if self._scaled else row
-            self._last_inqueue = (key, total)
-        return self._last_inqueue[1].copy()
+        if self._last is not None and self._last[0] == key:
+            return names, self._last[1]
+        got = self._matrices(names)
+        self._last = (key, got)
+        return names, got
 
     def _matrices(self, names: list[str]) -> QueueSums:
         if not names:
