@@ -470,30 +470,36 @@ class ProportionPlugin:
 
     @staticmethod
     def _fill(total, attrs, deserved, request, cap, guarantee, weight) -> np.ndarray:
-        deserved = deserved.copy()
-        met = np.zeros(len(attrs), dtype=bool)
-        remaining = total.copy()
+        """The rounds, in plain floats: a dozen queues by four resources is too small
+        for numpy's calls to pay. Every step is the vector form's, element by element
+        (sums over queues add rows in name order), so the floats are the same."""
+        rows, dims = range(len(attrs)), range(total.size)
+        des, req, cp, gu = deserved.tolist(), request.tolist(), cap.tolist(), guarantee.tolist()
+        w = weight.tolist()
+        met = [False] * len(attrs)
+        remaining = total.tolist()
         while True:
-            open_rows = np.flatnonzero(~met)
-            total_weight = sum(attrs[i].weight for i in open_rows.tolist())
+            open_rows = [i for i in rows if not met[i]]
+            total_weight = sum(attrs[i].weight for i in open_rows)
             if total_weight == 0:
                 break
-            old_remaining = remaining.copy()
-            old = deserved[open_rows]
-            new = old + remaining[None, :] * (weight[open_rows] / total_weight)[:, None]
-            new = np.minimum(new, cap[open_rows])
-            new = np.minimum(new, request[open_rows])
-            new = np.maximum(new, guarantee[open_rows])
-            done = np.all(request[open_rows] <= new, axis=1) | np.all(new == old, axis=1)
-            diff = new - old
-            increased = _sum_rows(np.maximum(diff, 0.0))
-            decreased = _sum_rows(np.maximum(-diff, 0.0))
-            deserved[open_rows] = new
-            met[open_rows[done]] = True
-            remaining = remaining - increased + decreased
-            if bool(np.all(remaining < 0.1)) or np.array_equal(remaining, old_remaining):
+            increased, decreased = [0.0] * total.size, [0.0] * total.size
+            for i in open_rows:
+                part = w[i] / total_weight
+                old, c, r, g = des[i], cp[i], req[i], gu[i]
+                new = [max(min(min(old[k] + remaining[k] * part, c[k]), r[k]), g[k]) for k in dims]
+                if all(r[k] <= new[k] for k in dims) or new == old:
+                    met[i] = True
+                for k in dims:
+                    diff = new[k] - old[k]
+                    increased[k] += max(diff, 0.0)
+                    decreased[k] += max(-diff, 0.0)
+                des[i] = new
+            old_remaining = remaining
+            remaining = [remaining[k] - increased[k] + decreased[k] for k in dims]
+            if all(v < 0.1 for v in remaining) or remaining == old_remaining:
                 break
-        return deserved
+        return np.array(des, dtype=np.float64).reshape(deserved.shape)
 
     # -- explanations -------------------------------------------------------------------
 
