@@ -46,11 +46,18 @@ class _Allocations(dict):
 
 
 class _Shares(dict):
-    """uid -> dominant share, computed when first asked (0.0 for an unknown job)."""
+    """uid -> dominant share, computed when first asked (0.0 for an unknown job).
+
+    A job the session has not moved holds what ``JobInfo.allocated`` says, which
+    changes only with its task index: its share is kept in the job's verdicts, stamped
+    with its version and the cluster's total, so that the running jobs reclaim and
+    preempt order as victims in every cycle cost one division each, not one per
+    session."""
 
     def __init__(self, allocated: _Allocations, total: np.ndarray, mask: np.ndarray) -> None:
         super().__init__()
         self.allocated, self.total, self.mask = allocated, total, mask
+        self.stamp = (total.tobytes(), mask.tobytes())
 
     def __missing__(self, uid: str) -> float:
         allocated = self.allocated
@@ -58,12 +65,21 @@ class _Shares(dict):
             job = allocated.jobs.get(uid)
             if job is None:
                 return 0.0
-            if not np.count_nonzero(job.allocated):  # holds nothing (yet): nothing to copy
-                self[uid] = 0.0
-                return 0.0
+            stamp = (job.version, self.stamp)
+            share = job.verdicts.recall(_SHARE, stamp)
+            if share is None:
+                held = job.allocated
+                share = share_of(held, self.total, self.mask) if held.any() else 0.0
+                job.verdicts.keep(_SHARE, stamp, share)
+            self[uid] = share
+            return share
         alloc = allocated[uid]
         share = self[uid] = share_of(alloc, self.total, self.mask) if alloc.any() else 0.0
         return share
+
+
+#: ``JobInfo.verdicts`` key: the dominant share of what the job holds (see _Shares).
+_SHARE = "drf.share"
 
 
 class DrfPlugin:
