@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from pumice.actions import eviction as ev
+from pumice.actions.room import placements_needed
 from pumice.api.job import JobInfo
 from pumice.api.queue import QueueInfo
 from pumice.api.task import TaskInfo, TaskStatus
@@ -339,8 +340,9 @@ def share_shortfall(ssn: Session, queue: QueueInfo, job: JobInfo) -> str:
     that is fewer than the job needs to be pipelined (gang's ``short``), the turn
     pipelines at most that many, is not pipelined, and gives everything back: no
     decision differs from not trying it. The search is skipped (on a cluster where a
-    queue's deserved share is smaller than its gangs, it is most of reclaim's work)
-    and the job is told what stops it: its queue's share, not the nodes.
+    queue's deserved share is smaller than its gangs, these are reclaim's costliest
+    turns: each pipelines what it can before giving it back) and the job is told what
+    stops it: its queue's share, not the nodes.
 
     A queue that lets none through is left to the turn, whose first task says so as
     cheaply."""
@@ -351,7 +353,7 @@ def share_shortfall(ssn: Session, queue: QueueInfo, job: JobInfo) -> str:
     for t in todo:
         if t.resreq is not first.resreq and not np.array_equal(t.resreq, first.resreq):
             return ""
-    need = _pipelined_shortfall(ssn, job)
+    need = placements_needed(ssn, job)
     if need is None or need < 2 or need > len(todo):
         return ""
     takes = need
@@ -374,19 +376,6 @@ def share_shortfall(ssn: Session, queue: QueueInfo, job: JobInfo) -> str:
         f"share or its capability), but the job needs {need} more to be pipelined (gang "
         f"minimum {job.min_available}), so nothing is evicted"
     )
-
-
-def _pipelined_shortfall(ssn: Session, job: JobInfo) -> int | None:
-    """The fewest pipelined tasks after which ``job_pipelined`` could say yes: it votes,
-    so it stays no while every function is short (None when one cannot say, or none
-    is registered, which means yes)."""
-    need = None
-    for short in ssn.hooks.facets("job_pipelined", "short"):
-        if short is None:
-            return None
-        n = short(job)
-        need = n if need is None else min(need, n)
-    return need
 
 
 def _not_preemptive(ssn: Session, queue: QueueInfo, task: TaskInfo) -> str:

@@ -72,7 +72,7 @@ def hopeless_turn(
         return False
     if len(groups) > 1:
         return _mixed_turn(ssn, fast, queue, job, todo, key, groups)
-    need = _needed(ssn, job)
+    need = placements_needed(ssn, job)
     if need is None or need <= 0 or need > len(todo):
         return False
     shape = groups[0][0]
@@ -129,7 +129,7 @@ def _mixed_turn(
     taken (or, failing that, the last task the queue's share refuses). The try itself
     might have placed fewer, or been stopped elsewhere first, where the shapes compete
     for a node or for the queue's share; the decisions are the same."""
-    need = _needed(ssn, job)
+    need = placements_needed(ssn, job)
     if need is None or need <= 0 or need > len(todo):
         return False
     room: dict[Hashable, int] = {}
@@ -198,8 +198,8 @@ def _queue_takes(ssn: Session, queue: QueueInfo, task: TaskInfo, limit: int) -> 
     return taken
 
 
-def _needed(ssn: Session, job: JobInfo) -> int | None:
-    """The fewest placements after which the turn could be kept: ``job_ready`` needs
+def placements_needed(ssn: Session, job: JobInfo) -> int | None:
+    """The fewest placements after which a turn of ``job`` could be kept: ``job_ready`` needs
     every function to agree, so the largest shortfall counts; ``job_pipelined`` votes,
     so it stays no only while every function is short. None when a function cannot
     say (or none is registered, which means yes).
@@ -276,4 +276,4 @@ def _shape_groups(job: JobInfo, todo: list[TaskInfo]) -> _Groups | None:
     return memo[0] if memo is not None else None
 
 
-__all__ = ["hopeless_turn"]
+__all__ = ["hopeless_turn", "placements_needed"]
