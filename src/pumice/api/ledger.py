@@ -42,11 +42,13 @@ class _Part:
     job: JobInfo  # (kept so that the identity in ``key`` stays the job's)
     key: tuple  # what the part was computed from: identity, task index version, phase
     queue: str
-    allocated: Vector
-    pending: Vector
-    inqueue: Vector
-    elastic: Vector
+    #: allocated, pending, inqueue and elastic, one row each, in integer units.
+    units: np.ndarray
     affinity: bool
+
+
+#: The rows of a queue's sums (and of a part): allocated, pending, inqueue, elastic.
+_ROWS = 4
 
 
 def _integral(name: str) -> bool:
@@ -65,7 +67,16 @@ class Ledger:
         self._scale = np.array([1.0 if _integral(n) else 1000.0 for n in space.names])
         self._scaled = not bool(np.all(self._scale == 1.0))
         self._parts: dict[str, _Part] = {}
-        self._queues: dict[str, list] = {}  # name -> [jobs, allocated, pending, inqueue, elastic]
+        #: Queue -> job count, for the queues that have jobs.
+        self._counts: dict[str, int] = {}
+        #: Queue -> its row block in ``_sums`` (a queue keeps it until its last job goes,
+        #: when the block is zeroed and freed).
+        self._slots: dict[str, int] = {}
+        self._free: list[int] = []
+        #: The sums: (allocated, pending, inqueue, elastic) x queue slot x dimensions,
+        #: so that a job's part goes in or out in one operation and a session's
+        #: matrices are taken in one.
+        self._sums = np.zeros((_ROWS, 4, space.size))
         self._read_only = False
         #: Bumped by every change of the sums; keys the last matrices handed out.
         self._changes = 0
@@ -97,12 +108,29 @@ class Ledger:
                 np.array([zero if d is None else d for d in demands]),
                 np.maximum(alloc - minres, 0.0),
             )
-            ledger._queues[queue] = [len(members), *(ledger._units(m).sum(axis=0) for m in mats)]
+            slot = ledger._slot(queue)
+            ledger._counts[queue] = len(members)
+            for k, m in enumerate(mats):
+                ledger._sums[k, slot] = ledger._units(m).sum(axis=0)
         ledger._read_only = True
         return ledger
 
-    def _units(self, v: Vector) -> Vector:
-        return np.round(v * self._scale) if self._scaled else v.copy()
+    def _units(self, v: np.ndarray) -> np.ndarray:
+        """``v`` in integer units (a new array)."""
+        return np.rint(v * self._scale) if self._scaled else v.copy()
+
+    def _slot(self, queue: str) -> int:
+        """A zeroed block of ``_sums`` for ``queue``, which has none."""
+        if self._free:
+            slot = self._free.pop()
+        else:
+            slot = len(self._slots)
+            if slot == self._sums.shape[1]:
+                grown = np.zeros((_ROWS, 2 * slot, self.space.size))
+                grown[:, :slot] = self._sums
+                self._sums = grown
+        self._slots[queue] = slot
+        return slot
 
     def update(self, job: JobInfo) -> None:
         """Take ``job``'s part as it is now (replacing the part it had). Nothing to do
@@ -114,30 +142,33 @@ class Ledger:
         if old is not None and old.key == key and old.job is job:
             return
         self.remove(job.uid)
-        zero = self.space.zeros()
         minres = job.min_resources
-        elastic = job.allocated - minres if minres is not None else job.allocated
+        allocated = job.allocated
+        elastic = allocated - minres if minres is not None else allocated
         demand = job.inqueue_demand()
+        rows = np.array(
+            (
+                allocated,
+                job.pending_request,
+                self.space.zeros() if demand is None else demand,
+                np.maximum(elastic, 0.0),
+            )
+        )
+        queue = job.queue
         part = _Part(
             job=job,
             key=key,
-            queue=job.queue,
-            allocated=self._units(job.allocated),
-            pending=self._units(job.pending_request),
-            inqueue=self._units(demand) if demand is not None else zero,
-            elastic=self._units(np.maximum(elastic, 0.0)),
+            queue=queue,
+            units=np.rint(rows * self._scale) if self._scaled else rows,
             affinity=any(t.pod_affinity is not None for t in job.tasks.values()),
         )
         self._parts[job.uid] = part
         self._changes += 1
-        sums = self._queues.get(part.queue)
-        if sums is None:
-            sums = self._queues[part.queue] = [0, *(self.space.zeros() for _ in range(4))]
-        sums[0] += 1
-        sums[1] += part.allocated
-        sums[2] += part.pending
-        sums[3] += part.inqueue
-        sums[4] += part.elastic
+        slot = self._slots.get(queue)
+        if slot is None:
+            slot = self._slot(queue)
+        self._counts[queue] = self._counts.get(queue, 0) + 1
+        self._sums[:, slot] += part.units
         self.affinity_jobs += part.affinity
 
     def remove(self, uid: str) -> None:
@@ -145,15 +176,16 @@ class Ledger:
         if part is None:
             return
         self._changes += 1
-        sums = self._queues[part.queue]
-        sums[0] -= 1
-        if sums[0] == 0:
-            del self._queues[part.queue]
+        queue = part.queue
+        count = self._counts[queue] - 1
+        if count == 0:
+            del self._counts[queue]
+            slot = self._slots.pop(queue)
+            self._sums[:, slot] = 0.0
+            self._free.append(slot)
         else:
-            sums[1] -= part.allocated
-            sums[2] -= part.pending
-            sums[3] -= part.inqueue
-            sums[4] -= part.elastic
+            self._counts[queue] = count
+            self._sums[:, self._slots[queue]] -= part.units
         self.affinity_jobs -= part.affinity
 
     def matrices(self, queues: Iterable[str]) -> tuple[list[str], QueueSums]:
@@ -177,16 +209,19 @@ class Ledger:
         _names, got = self._kept(queues)
         kept = self._last_inqueue
         if kept is None or kept[0] is not got:
-            total = self.space.zeros()
-            for row in got.inqueue:
-                total += row
-            kept = self._last_inqueue = (got, total)
+            total = []
+            for column in got.inqueue.T.tolist():  # (plain floats: the same additions)
+                t = 0.0
+                for x in column:
+                    t += x
+                total.append(t)
+            kept = self._last_inqueue = (got, np.array(total, dtype=np.float64))
         return kept[1].copy()
 
     def _kept(self, queues: Iterable[str]) -> tuple[list[str], QueueSums]:
         """:meth:`_matrices` of the queues of ``queues`` that have jobs, kept (and
         shared: callers copy) until the ledger changes or other queues are asked."""
-        names = sorted(set(queues) & set(self._queues))
+        names = sorted(set(queues) & self._counts.keys())
         key = (self._changes, tuple(names))
         if self._last is not None and self._last[0] == key:
             return names, self._last[1]
@@ -198,12 +233,11 @@ class Ledger:
         if not names:
             z = np.zeros((0, self.space.size))
             return QueueSums(np.zeros(0, dtype=int), z, z.copy(), z.copy(), z.copy())
-        rows = [self._queues[n] for n in names]
-        counts = np.array([r[0] for r in rows])
-        mats = [np.array([r[k] for r in rows]) for k in range(1, 5)]
+        got = self._sums[:, [self._slots[n] for n in names]]  # (a new array)
         if self._scaled:
-            mats = [m / self._scale for m in mats]
-        return QueueSums(counts, *mats)
+            got = got / self._scale
+        counts = np.array([self._counts[n] for n in names])
+        return QueueSums(counts, got[0], got[1], got[2], got[3])
 
 
 __all__ = ["Ledger", "QueueSums"]

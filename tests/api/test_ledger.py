@@ -1,0 +1,75 @@
+"""Tests for the Ledger: sums kept job by job equal sums taken at once, whatever the
+order of updates and removals (queues that empty and come back included)."""
+
+from __future__ import annotations
+
+import numpy as np
+from tests.kit import node, pod, podgroup, queue
+
+from pumice.api.ledger import Ledger
+from pumice.cache.build import SourcedObject, build_snapshot
+
+
+def _snapshot():
+    objs = [node("n1", cpu="64", memory="256Gi", gpu="8")]
+    phases = ("Inqueue", "Running", "Pending")
+    for q in range(7):  # (more queues than the ledger's first block of slots)
+        objs.append(queue(f"q{q}"))
+        for j in range(3):
+            name = f"j{q}-{j}"
+            objs.append(
+                podgroup(
+                    name,
+                    queue=f"q{q}",
+                    min_member=2,
+                    phase=phases[j],
+                    min_resources={"cpu": "3", "memory": "3Gi", "nvidia.com/gpu": "1.5"},
+                )
+            )
+            for i in range(2):
+                objs.append(
+                    pod(
+                        f"{name}-{i}",
+                        group=name,
+                        cpu="1500m",
+                        gpu="0.5" if i else None,
+                        node="n1" if j == 1 else None,
+                        phase="Running" if j == 1 else None,
+                    )
+                )
+    return build_snapshot([SourcedObject(o) for o in objs])
+
+
+def _same(a: Ledger, b: Ledger, queues) -> None:
+    (na, qa), (nb, qb) = a.matrices(queues), b.matrices(queues)
+    assert na == nb
+    for field in ("jobs", "allocated", "pending", "inqueue", "elastic"):
+        assert np.array_equal(getattr(qa, field), getattr(qb, field)), field
+    assert np.array_equal(a.inqueue_total(queues), b.inqueue_total(queues))
+    assert a.affinity_jobs == b.affinity_jobs
+
+
+def test_kept_sums_equal_fresh_sums():
+    snap = _snapshot()
+    jobs = sorted(snap.jobs.values(), key=lambda j: j.uid)
+    kept = Ledger(snap.space)
+    for job in jobs:
+        kept.update(job)
+    _same(kept, Ledger.of(snap.space, jobs), snap.queues)
+    # Queues that empty give their slot back; jobs coming back (in another order) find
+    # zeroed sums.
+    gone = [j for j in jobs if j.queue in ("q0", "q3", "q6")]
+    for job in gone:
+        kept.remove(job.uid)
+    left = [j for j in jobs if j not in gone]
+    _same(kept, Ledger.of(snap.space, left), snap.queues)
+    assert kept.matrices(["q0"])[0] == []
+    for job in reversed(gone):
+        kept.update(job)
+    _same(kept, Ledger.of(snap.space, jobs), snap.queues)
+    # An update of an unchanged job changes nothing; the matrices handed out are new.
+    for job in jobs:
+        kept.update(job)
+    _names, m = kept.matrices(snap.queues)
+    m.allocated += 1.0
+    _same(kept, Ledger.of(snap.space, jobs), snap.queues)
