@@ -39,7 +39,6 @@ is derived from its pods (see ``derived_phase``).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import time
@@ -58,6 +57,7 @@ from pumice.api.hypernode import (
 from pumice.api.job import INQUEUE, PENDING, JobInfo
 from pumice.api.ledger import Ledger
 from pumice.api.node import NodeSpec, NodeTable
+from pumice.api.parse import copy_tree
 from pumice.api.pdb import PdbRecord, parse_pdb
 from pumice.api.queue import QueueInfo
 from pumice.api.resources import ResourceSpace
@@ -343,7 +343,7 @@ class SchedulerCache:
             self._pg_uids[(kind, key)] = rec.uid
             self._pg_objects[rec.uid] = (kind, key)
             if rec.api != "volcano":
-                self._gang_seen[rec.uid] = copy.deepcopy(dict(obj.get("status") or {}))
+                self._gang_seen[rec.uid] = copy_tree(dict(obj.get("status") or {}))
             self.latest = max(self.latest, rec.creation)
         elif kind == "PodDisruptionBudget":
             self.pdbs_r[key] = rec
@@ -525,7 +525,7 @@ class SchedulerCache:
             if old.api != "volcano":
                 # Its status is pumice's own writing in another vocabulary: kept to
                 # compare the next write with, and not read.
-                self._gang_seen[old.uid] = copy.deepcopy(dict(ev.obj.get("status") or {}))
+                self._gang_seen[old.uid] = copy_tree(dict(ev.obj.get("status") or {}))
                 self.changes -= 1
                 return
             # Only the status moved (the scheduler's own writes, mostly): read that.
@@ -538,7 +538,7 @@ class SchedulerCache:
             rec = old
         else:
             rec = self._record(kind, key, ev.obj)
-            self._pg_seen[(kind, key)] = copy.deepcopy(now_seen)
+            self._pg_seen[(kind, key)] = copy_tree(now_seen)
         if self._stale:
             return
         if old is not None and old.uid != rec.uid:

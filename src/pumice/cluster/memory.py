@@ -18,10 +18,10 @@ so that PodGroups of one name in one namespace but of different groups do not co
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from pumice.api.parse import copy_tree
 from pumice.cluster.protocol import (
     ADDED,
     DELETED,
@@ -242,7 +242,7 @@ class MemoryCluster:
         old = obj.setdefault("status", {})
         if all(old.get(k) == v for k, v in status.items()):
             return True
-        old.update({k: copy.deepcopy(v) for k, v in status.items()})
+        old.update({k: copy_tree(v) for k, v in status.items()})
         self.stats["status_writes"] += 1
         self._emit(MODIFIED, kind, key, obj)
         return True

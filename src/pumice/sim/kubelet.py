@@ -52,11 +52,11 @@ decide (work arrived, resources freed), to ``on_change``.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pumice.api.parse import copy_tree
 from pumice.cluster.memory import DISRUPTION_TARGET, MemoryCluster
 from pumice.cluster.protocol import ADDED, DELETED, MODIFIED
 from pumice.controllers.store import Store
@@ -203,7 +203,7 @@ class Kubelet:
             job.awaiting_admission = True
             job.roles = {t.name: r for r, t in enumerate(spec.tasks)}
             if spec.manifest is not None:
-                manifest = copy.deepcopy(dict(spec.manifest))
+                manifest = copy_tree(dict(spec.manifest))
             else:
                 manifest = volcano_job(spec, scheduler_name=self.scheduler_name)
             self.api.create(manifest)

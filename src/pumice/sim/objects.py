@@ -10,10 +10,10 @@ asks for less than the model holds, pods are named ``{job}-{task}-{index}``, and
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pumice.api.parse import copy_tree
 from pumice.api.quantity import CPU, MEMORY, render_resources
 from pumice.sim.workload import (
     ANNOTATION_ARRIVAL,
@@ -125,7 +125,7 @@ def group_object(job: JobSpec) -> dict[str, Any]:
     coscheduling PodGroup with ``minMember`` and ``minResources``, a v1alpha2 PodGroup or
     a Workload whose pod group is a gang of ``minCount`` ``min_available``)."""
     if job.group is not None:
-        obj = copy.deepcopy(dict(job.group))
+        obj = copy_tree(dict(job.group))
         obj.pop("status", None)
         obj.setdefault("metadata", {})["namespace"] = job.namespace
         return obj

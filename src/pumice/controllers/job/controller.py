@@ -52,7 +52,6 @@ cluster) makes every Job and PodGroup event count.
 from __future__ import annotations
 
 import contextlib
-import copy
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -60,7 +59,7 @@ from typing import Any
 
 import orjson
 
-from pumice.api.parse import timestamp
+from pumice.api.parse import copy_tree, timestamp
 from pumice.cluster.protocol import DELETED, WatchEvent
 from pumice.controllers.commands import JOB_ACTIONS, parse_command
 from pumice.controllers.job import state as st
@@ -347,7 +346,7 @@ class JobController:
                     return spec
             elif own == read:
                 return spec
-        own = copy.deepcopy(read)
+        own = copy_tree(read)
         ns, name, uid, labels, annotations, body = own
         meta_copy = {
             "namespace": ns,

@@ -24,12 +24,12 @@ Quota usage is Kubernetes' ``PodUsageFunc``, as Volcano uses it: ``pods`` and
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
+from pumice.api.parse import copy_tree
 from pumice.api.quantity import parse_quantity
 from pumice.controllers.job.spec import API_VERSION, KIND, JobSpec, TaskSpec
 
@@ -292,7 +292,7 @@ def build_pod(
 ) -> dict[str, Any]:
     """Pod number ``index`` of ``task`` at job version ``version`` (module docstring);
     job plugins then add to it."""
-    template = copy.deepcopy(dict(task.template))
+    template = copy_tree(dict(task.template))
     tmeta = template.get("metadata") or {}
     pod_spec = dict(template.get("spec") or {})
     if not pod_spec.get("schedulerName"):
