@@ -36,6 +36,7 @@ in pumice (:func:`pumice.cluster.protocol.object_key`).
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -164,6 +165,8 @@ class MemoryStore:
         self._owners: dict[tuple[str, str], tuple[str, ...]] = {}
         self._owned: dict[str, set[tuple[str, str]]] = {}
         self._seq = itertools.count()
+        #: The last instant stamped and its RFC 3339 text.
+        self._stamped: tuple[float, str] = (math.nan, "")
         self._all = cluster.watch(())
         self._all.kinds = _EveryKind()  # type: ignore[assignment]
         for kind, objs in cluster.objects.items():
@@ -273,7 +276,10 @@ class MemoryStore:
         return self.cluster.clock()
 
     def stamp(self) -> str:
-        return rfc3339(self.now())
+        now = self.now()
+        if now != self._stamped[0]:  # (a reconcile and its writes share an instant)
+            self._stamped = (now, rfc3339(now))
+        return self._stamped[1]
 
 
 __all__ = [

@@ -220,10 +220,9 @@ class JobController:
                     name, task_of(pod), version_of(pod), uid, PodView.of(pod).owner
                 )
             return job, True
-        view = PodView.of(pod)
         pods = self._pods.setdefault(job, {})
         old = pods.get(key)
-        pods[key] = view
+        view = pods[key] = PodView.of(pod, old)
         return job, old is None or old.seen != view.seen
 
     @staticmethod

@@ -64,14 +64,36 @@ class PodView:
     seen: tuple[Any, ...] = ()
 
     @classmethod
-    def of(cls, pod: Mapping[str, Any]) -> PodView:
+    def of(cls, pod: Mapping[str, Any], like: PodView | None = None) -> PodView:
+        """The view of ``pod``; ``like`` itself when it is the view of the same object
+        and nothing it reads moved (a bind, a condition: most pod events)."""
         meta = pod.get("metadata") or {}
+        annotations = meta.get("annotations") or {}
+        status = pod.get("status") or {}
         name = str(meta.get("name", ""))
         uid = str(meta.get("uid", ""))
-        task, phase, version = task_of(pod), phase_of(pod), version_of(pod)
-        ending = terminating(pod)
+        task = str(annotations.get(TASK_SPEC) or "")  # (task_of)
+        phase = str(status.get("phase") or "Pending")  # (phase_of)
+        try:  # (version_of)
+            version = int(annotations.get(JOB_VERSION, -1))
+        except ValueError:
+            version = -1
+        ending = meta.get("deletionTimestamp") is not None  # (terminating)
         refs = meta.get("ownerReferences") or ()
         owner = next((str(r.get("uid", "")) for r in refs if r.get("controller")), "")
+        seen = (
+            uid,
+            name,
+            task,
+            phase,
+            version,
+            ending,
+            owner,
+            _exit_code(status),
+            _status_restarts(status),
+        )
+        if like is not None and like.obj is pod and like.seen == seen:
+            return like
         return cls(
             obj=pod,
             key=f"{meta.get('namespace') or 'default'}/{name}",
@@ -83,7 +105,7 @@ class PodView:
             version=version,
             terminating=ending,
             owner=owner,
-            seen=(uid, name, task, phase, version, ending, owner, exit_code(pod), _restarts(pod)),
+            seen=seen,
         )
 
 
@@ -121,7 +143,11 @@ def terminating(pod: Mapping[str, Any]) -> bool:
 
 def exit_code(pod: Mapping[str, Any]) -> int | None:
     """The first container's exit code (Volcano reads only the first)."""
-    statuses = (pod.get("status") or {}).get("containerStatuses") or ()
+    return _exit_code(pod.get("status") or {})
+
+
+def _exit_code(status: Mapping[str, Any]) -> int | None:
+    statuses = status.get("containerStatuses") or ()
     if not statuses:
         return None
     term = ((statuses[0] or {}).get("state") or {}).get("terminated") or {}
@@ -130,7 +156,10 @@ def exit_code(pod: Mapping[str, Any]) -> int | None:
 
 
 def _restarts(pod: Mapping[str, Any]) -> int:
-    status = pod.get("status") or {}
+    return _status_restarts(pod.get("status") or {})
+
+
+def _status_restarts(status: Mapping[str, Any]) -> int:
     return sum(
         int((s or {}).get("restartCount") or 0)
         for s in (
