@@ -348,6 +348,13 @@ class JobInfo:
         the same."""
         return self._version
 
+    @property
+    def best_effort_version(self) -> int:
+        """Changes whenever a best-effort task starts or stops pending (and only then):
+        what is known of where the pending best-effort tasks could go stays true while
+        it is the same."""
+        return self._best_effort_version
+
     def is_valid(self) -> bool:
         """Enough tasks exist (placed or not) for the gang; memoized like is_ready."""
         version, min_available, valid = self._valid_memo

@@ -137,7 +137,7 @@ class Ledger:
         when neither the task index nor the phase moved since (a status rewrite)."""
         if self._read_only:
             raise RuntimeError("a ledger summed at once (Ledger.of) cannot be updated")
-        key = (id(job), job._version, job.phase, job.queue, job.min_available)
+        key = (id(job), job.version, job.phase, job.queue, job.min_available)
         old = self._parts.get(job.uid)
         if old is not None and old.key == key and old.job is job:
             return

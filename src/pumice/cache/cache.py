@@ -862,7 +862,7 @@ class SchedulerCache:
 
         A cycle writes session notes and phases into its active jobs, and moves tasks
         through statements (allocations, evictions, whether committed or rolled back);
-        every such job is in ``Snapshot.touched`` or changed its ``JobInfo._version``.
+        every such job is in ``Snapshot.touched`` or changed its ``JobInfo.version``.
         Those jobs are rebuilt from the cache's records, which a cycle never sees, and
         the decisions reach the base the way every change does: as cluster events.
         """

@@ -151,9 +151,7 @@ class _JobRoom:
         #: Every task asks for one pod slot and nothing else: a change to a node (one
         #: task more or less) moves each group's slots there by one at most.
         self.pods_only = all(
-            p.dims == [pods] and p.init == [1.0] and p.use == [1.0]
-            for g in groups
-            for p in g.parts
+            p.dims == [pods] and p.init == [1.0] and p.use == [1.0] for g in groups for p in g.parts
         )
         #: The last placement found (change log position, tasks placed, per role): with
         #: ``pods_only`` it stands, less one task per change since, without a new flow.
@@ -186,7 +184,7 @@ class BestEffortRoom:
         has ready, its pending best-effort tasks that the nodes can take now (together),
         and, with ``with_requests``, every pending task that requests resources (those
         allocate may still place in a later turn of the job)?"""
-        key = (job._version, self.nodes.version, with_requests)
+        key = (job.version, self.nodes.version, with_requests)
         got = self._answers.get(job.uid)
         if got is not None and got[0] == key:
             return got[1]
@@ -204,7 +202,7 @@ class BestEffortRoom:
         if not self.placed or not job.pending_best_effort_num():
             return False
         room = self._jobs.get(job.uid)
-        if room is not None and room.version == job._best_effort_version and room.proof:
+        if room is not None and room.version == job.best_effort_version and room.proof:
             # A job that yields its turn once ready asks again after the other jobs'
             # turns: the placement found last time, less what those took, may still do.
             at, placed, by_role = room.proof
@@ -253,7 +251,7 @@ class BestEffortRoom:
     def _room(self, job: JobInfo) -> _JobRoom:
         """``job``'s groups with their slots and lumps up to date with the nodes."""
         room = self._jobs.get(job.uid)
-        if room is None or room.version != job._best_effort_version:
+        if room is None or room.version != job.best_effort_version:
             room = self._jobs[job.uid] = self._group(job)
         nodes = self.nodes
         changes = nodes.changes
@@ -290,7 +288,7 @@ class BestEffortRoom:
             if len(groups) > MAX_GROUPS:
                 groups = [_Group(parts)]
         pods = self.nodes.space.names.index(PODS)
-        return _JobRoom(job._best_effort_version, groups, static, pods)
+        return _JobRoom(job.best_effort_version, groups, static, pods)
 
     def _rebuild(self, room: _JobRoom) -> None:
         idle = self.nodes.idle
