@@ -1026,14 +1026,6 @@ def _same_conditions(seen: list[dict[str, Any]], new: list[dict[str, Any]]) -> b
     n = len(new)
     if len(seen) != n:
         return False
-    if n == 1:  # (the usual: gang's one condition)
-        a, b = seen[0], new[0]
-        return (
-            a.get("message") == b.get("message")
-            and a.get("type") == b.get("type")
-            and a.get("reason") == b.get("reason")
-            and a.get("status") == b.get("status")
-        )
     for i in range(n):  # (indexing, not zip: the hot path of a cycle's apply)
         a, b = seen[i], new[i]
         if a.get("message") != b.get("message"):

@@ -248,16 +248,11 @@ def open_session(
             t = perf_counter()
             plugin.on_session_open(ssn)
             observer.plugin_opened(opt.name, perf_counter() - t)
-    # Only active jobs can be invalid: a settled job is a valid gang. (Session.job_valid
-    # inline, with the functions looked up once: a backlog of jobs whose pods do not
-    # exist yet is asked this in every cycle.)
-    valid = ssn.hooks.flat("job_valid")
+    # Only active jobs can be invalid: a settled job is a valid gang.
     for uid, job in ssn.active.items():
-        for fn in valid:
-            reason = fn(job)
-            if reason:
-                ssn.invalid[uid] = (job, reason)
-                break
+        reason = ssn.job_valid(job)
+        if reason:
+            ssn.invalid[uid] = (job, reason)
     if observer is not None:
         observer.session_opened(perf_counter() - start)
     return ssn

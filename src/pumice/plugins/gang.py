@@ -242,15 +242,9 @@ class GangPlugin:
         )
 
     def on_session_close(self, ssn: Session) -> None:
-        podgroups, sid = ssn.decisions.podgroups, ssn.uid
         invalid = ssn.invalid
         for uid, (_job, reason) in invalid.items():
-            if uid in podgroups:
-                set_condition(ssn, uid, UNSCHEDULABLE, NOT_ENOUGH_PODS, reason)
-            else:  # (set_condition's outcome, built at once: a backlog asks every cycle)
-                podgroups[uid] = PodGroupUpdate(
-                    "", [_condition(UNSCHEDULABLE, NOT_ENOUGH_PODS, reason, sid)]
-                )
+            set_condition(ssn, uid, UNSCHEDULABLE, NOT_ENOUGH_PODS, reason)
         ready_now = self._ready_now
         for job in ssn.active.values():  # a settled job keeps the condition it has
             if job.uid in invalid:

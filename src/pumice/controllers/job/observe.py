@@ -68,17 +68,11 @@ class PodView:
         """The view of ``pod``; ``like`` itself when it is the view of the same object
         and nothing it reads moved (a bind, a condition: most pod events)."""
         meta = pod.get("metadata") or {}
-        annotations = meta.get("annotations") or {}
         status = pod.get("status") or {}
         name = str(meta.get("name", ""))
         uid = str(meta.get("uid", ""))
-        task = str(annotations.get(TASK_SPEC) or "")  # (task_of)
-        phase = str(status.get("phase") or "Pending")  # (phase_of)
-        try:  # (version_of)
-            version = int(annotations.get(JOB_VERSION, -1))
-        except ValueError:
-            version = -1
-        ending = meta.get("deletionTimestamp") is not None  # (terminating)
+        task, phase, version = task_of(pod), phase_of(pod), version_of(pod)
+        ending = terminating(pod)
         refs = meta.get("ownerReferences") or ()
         owner = next((str(r.get("uid", "")) for r in refs if r.get("controller")), "")
         seen = (
