@@ -21,14 +21,23 @@ from pumice.framework.session import Session
 from pumice.framework.verdicts import timeless
 
 
-def enqueue_refusal(ssn: Session, plugin_name: str | None, job: JobInfo) -> str:
-    """A sentence naming the gate that refused ``job`` and why."""
-    return _refusal_text(ssn, plugin_name)(job)
+def refusals(ssn: Session) -> Callable[[str | None, JobInfo], str]:
+    """``refusal(plugin, job)``: a sentence naming the gate that refused ``job`` and why.
+    A refused backlog asks this for every job in every cycle: each refusing plugin's
+    explanation is looked up once per session."""
+    texts: dict[str | None, Callable[[JobInfo], str]] = {}
+
+    def refusal(plugin_name: str | None, job: JobInfo) -> str:
+        text = texts.get(plugin_name)
+        if text is None:
+            text = texts[plugin_name] = _refusal_text(ssn, plugin_name)
+        return text(job)
+
+    return refusal
 
 
 def _refusal_text(ssn: Session, plugin_name: str | None) -> Callable[[JobInfo], str]:
-    """:func:`enqueue_refusal` for the jobs ``plugin_name`` refuses (the plugin's
-    explanation looked up once)."""
+    """The sentence for the jobs ``plugin_name`` refuses."""
     for plugin in ssn.plugins:
         if plugin.name == plugin_name:
             explain = getattr(plugin, "explain_enqueue", None) or getattr(plugin, "explain", None)
@@ -68,7 +77,7 @@ class EnqueueAction:
             return -1 if ssn.queue_less(a, b) else (1 if ssn.queue_less(b, a) else 0)
 
         queues = sorted((ssn.queues[name] for name in jobs_of), key=functools.cmp_to_key(cmp))
-        texts: dict[str | None, Callable[[JobInfo], str]] = {}  # (refuser -> its sentence)
+        refusal = refusals(ssn)
         for queue in queues:
             for job in _in_order(ssn, jobs_of[queue.name], jkey):
                 if not queue.is_open():
@@ -83,10 +92,7 @@ class EnqueueAction:
                     job.phase = INQUEUE
                     ssn.not_enqueued.pop(job.uid, None)
                 else:
-                    text = texts.get(refuser)
-                    if text is None:
-                        text = texts[refuser] = _refusal_text(ssn, refuser)
-                    ssn.not_enqueued[job.uid] = text(job)
+                    ssn.not_enqueued[job.uid] = refusal(refuser, job)
 
 
 def _refuse_all(ssn: Session, jobs_of: dict[str, list[JobInfo]]) -> bool:
@@ -129,12 +135,9 @@ def _refuse_all(ssn: Session, jobs_of: dict[str, list[JobInfo]]) -> bool:
             refused.append((job, refuser))
     for job, queue in closed:
         ssn.not_enqueued[job.uid] = f"queue {queue.name} is {queue.state}"
-    texts: dict[str, Callable[[JobInfo], str]] = {}
+    refusal = refusals(ssn)
     for job, refuser in refused:
-        text = texts.get(refuser)
-        if text is None:
-            text = texts[refuser] = _refusal_text(ssn, refuser)
-        ssn.not_enqueued[job.uid] = text(job)
+        ssn.not_enqueued[job.uid] = refusal(refuser, job)
     return True
 
 
