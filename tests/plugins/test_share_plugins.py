@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.kit import conf, node, pod, podgroup, priority_class, queue, run
 
-from pumice.plugins.proportion import _sum_rows, run_length
+from pumice.plugins.proportion import run_length
 
 
 def test_proportion_weights_split_a_contended_cluster() -> None:
@@ -135,33 +134,6 @@ def test_a_running_job_whose_tasks_ended_claims_nothing_at_admission() -> None:
     objs = [queue(), node("n1", cpu="4"), done, *finished, new, pod("new-0", group="new", cpu="4")]
     d = run(objs)
     assert d.binds == {"default/new-0": "n1"}
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    st.integers(1, 30).flatmap(
-        lambda rows: st.integers(1, 8).flatmap(
-            lambda cols: st.lists(
-                st.lists(
-                    st.floats(0, 1e12, allow_nan=False) | st.sampled_from([0.0, 0.1, 1e-3]),
-                    min_size=cols,
-                    max_size=cols,
-                ),
-                min_size=rows,
-                max_size=rows,
-            )
-        )
-    )
-)
-def test_water_fill_sums_rows_in_order(rows: list[list[float]]) -> None:
-    """proportion's deserved shares must be the same floats as Volcano's queue-by-queue
-    loop: the vectorized row sum adds the rows in order (a numpy change that summed them
-    pairwise would shift deserved shares by an ulp and, at a boundary, a decision)."""
-    m = np.array(rows)
-    expected = np.zeros(m.shape[1])
-    for row in m:
-        expected += row
-    assert np.array_equal(_sum_rows(m), expected)
 
 
 def _stepped(r: float, d: float, a: float, x: float, limit: int) -> int:

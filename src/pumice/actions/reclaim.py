@@ -166,9 +166,9 @@ class ReclaimAction:
             name = ssn.nodes.names[i]
             reclaimees = held.ordered(ssn, task, job.queue, i)
             victims, deciders, alone = ssn.hooks.victims_detail("reclaimable", task, reclaimees)
-            # Victim functions choose among the candidates: as many as them are all of
-            # them, which room_with_all found enough (amounts are whole numbers in
-            # canonical units, so sums do not depend on their order).
+            # Victims are chosen among the candidates: when every candidate is chosen,
+            # room_with_all has already found them enough (amounts are whole numbers in
+            # canonical units, so the sum does not depend on the order).
             if len(victims) < len(reclaimees) and not ev.victims_could_fit(ssn, task, i, victims):
                 if victims:
                     misses.node("the victims allowed there would free too little")

@@ -52,20 +52,6 @@ class QueueAttr:
     share: float = 0.0
 
 
-def _sum_rows(m: np.ndarray) -> np.ndarray:
-    """The rows of ``m`` added one after another, in order (0 + row0 + row1 + ...).
-
-    numpy reduces along axis 0 of a C-contiguous matrix with more than one column by
-    adding whole rows in order, which is these floats; a single column is one contiguous
-    run, which numpy sums pairwise, so that case loops."""
-    if m.ndim == 2 and m.shape[1] > 1 and m.flags.c_contiguous:
-        return np.add.reduce(m, axis=0) if len(m) else np.zeros(m.shape[1])
-    out = np.zeros(m.shape[1])
-    for row in m:
-        out += row
-    return out
-
-
 def _share(attr: QueueAttr) -> float:
     """max of allocated / deserved over the dimensions deserved > 0 (0 if none), in
     plain floats: it runs on every allocation."""
@@ -371,23 +357,6 @@ class ProportionPlugin:
                 out.append(t)
             return out
 
-        def preemptive(q: QueueInfo, task: TaskInfo) -> bool:
-            """May the queue reclaim for ``task``: it is open and, with the task, stays
-            within its deserved share in every dimension the task asks for."""
-            if not q.is_open():
-                return False
-            attr = self.attrs.get(q.name)
-            if attr is None:
-                return True
-            # Asked for every task of every reclaim turn: in plain floats (the same
-            # sums and comparisons as the vector form).
-            req = clipped_list(task.resreq)
-            a, d = attr.allocated.tolist(), attr.deserved.tolist()
-            for k, r in enumerate(req):  # noqa: SIM110 - hot path
-                if r > 0 and not a[k] + r <= d[k]:
-                    return False
-            return True
-
         def preemptive_run(q: QueueInfo, task: TaskInfo, limit: int) -> int:
             """How many tasks like ``task``, one after another, ``preemptive`` would let
             the queue reclaim for (at most ``limit``), each one pipelined adding to the
@@ -409,6 +378,12 @@ class ProportionPlugin:
                     a[k] += req[k]
                 n += 1
             return n
+
+        def preemptive(q: QueueInfo, task: TaskInfo) -> bool:
+            """May the queue reclaim for ``task``: it is open and, with the task, stays
+            within its deserved share in every dimension the task asks for (the first
+            step of :func:`preemptive_run`)."""
+            return preemptive_run(q, task, 1) > 0
 
         attrs = self.attrs
 
