@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import gc
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
 
@@ -31,6 +31,7 @@ from pumice.framework.session import (
     close_session,
     next_session_uid,
     open_session,
+    renew_session,
 )
 from pumice.framework.status import explain_pending, update_podgroups
 from pumice.framework.verdicts import valid_until
@@ -63,6 +64,12 @@ class Scheduler:
     #: Repeat a cycle on an unchanged cluster instead of running it (see :meth:`cycle`);
     #: False runs every cycle, to check that repeating changes nothing.
     repeat: bool = True
+    #: Keep one session living from cycle to cycle (see :meth:`cycle`); False opens a
+    #: new one for every cycle, to check that living changes nothing.
+    living: bool = True
+    #: The living session between two cycles (None before the first, or while a cycle
+    #: runs).
+    _session: Session | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def from_file(
@@ -148,7 +155,14 @@ class Scheduler:
         records inside are shared with the last decisions (callers never write them);
         the podgroup conditions keep the last session's ``transitionID``, the session
         that decided them. The observer is then told ``cycle_repeated`` and
-        ``cycle_done`` only."""
+        ``cycle_done`` only.
+
+        **A living session.** The session of one cycle is renewed for the next (see
+        :func:`~pumice.framework.session.renew_session`): the plugins that can keep
+        their registrations from cycle to cycle do, and only the others are built and
+        opened again. Each cycle still decides on its own snapshot alone, as a new
+        session would. A cycle that fails leaves no session behind: the next opens a
+        new one."""
         start = perf_counter() if observer is not None else 0.0
         again = self._repeat(snapshot, observer)
         if again is not None:
@@ -163,8 +177,12 @@ class Scheduler:
         paused = gc.isenabled()
         if paused:
             gc.disable()
+        ssn, self._session = self._session, None
         try:
-            ssn = self.open(snapshot, observer)
+            if ssn is not None and self.living:
+                renew_session(ssn, snapshot, self.plugins, observer)
+            else:
+                ssn = self.open(snapshot, observer)
             for name in self.config.actions:
                 action = self.actions.create(name, self.config.action_arguments(name))
                 actions.append(action)
@@ -174,7 +192,11 @@ class Scheduler:
                     t = perf_counter()
                     action.execute(ssn)
                     observer.action_done(name, perf_counter() - t)
-            decisions = close_session(ssn, (update_podgroups, explain_pending, keep), observer)
+            decisions = close_session(
+                ssn, (update_podgroups, explain_pending, keep), observer, keep=self.living
+            )
+            if self.living:
+                self._session = ssn
         finally:
             if paused:
                 gc.enable()

@@ -4,8 +4,9 @@ Two copies of one cluster (an in-memory store watched by a scheduler cache) go t
 the same random events: jobs arriving (gangs, minResources against queue capabilities,
 an SLA waiting time on some), pods starting and ending, evicted pods leaving, nodes
 joining, the clock moving, and cycles, often several in a row with nothing in between.
-One copy's scheduler repeats a cycle on an unchanged cluster; the other runs every
-cycle, and without enqueue's shortcut for a backlog none of which can be admitted (it
+One copy's scheduler repeats a cycle on an unchanged cluster, and renews one living
+session from cycle to cycle; the other opens a new session for every cycle, and runs
+without enqueue's shortcut for a backlog none of which can be admitted (it
 serves every Pending job in order). Every cycle's decisions and explanations must be
 the same, under Volcano's
 default configuration and under one with preemption, reclaim, sla and cdp, whose
@@ -162,11 +163,16 @@ def _apply(op: tuple, world: World, n: int, now: float) -> None:
         store.create(node(f"n-extra-{n}", cpu=op[1], memory="64Gi"))
 
 
-def _worlds(config: str | None) -> tuple[World, World, list[float]]:
+def _worlds(
+    config: str | None, *, repeat_first: bool = True, plain: bool = True
+) -> tuple[World, World, list[float]]:
+    """Two copies of the cluster: the first scheduled by one living session that
+    repeats unchanged cycles (or, without ``repeat_first``, runs every cycle), the
+    second by a new session for every cycle (``plain``: without enqueue's shortcut)."""
     clock = [START]
-    repeat = _scheduler(config)
-    fresh = dataclasses.replace(repeat, repeat=False)
-    worlds = (World(repeat, clock), World(fresh, clock, plain=True))
+    repeat = dataclasses.replace(_scheduler(config), repeat=repeat_first)
+    fresh = dataclasses.replace(repeat, repeat=False, living=False)
+    worlds = (World(repeat, clock), World(fresh, clock, plain=plain))
     for w in worlds:
         w.store.create_all(
             [
@@ -182,8 +188,8 @@ def _worlds(config: str | None) -> tuple[World, World, list[float]]:
 REPEATS: Counter[str] = Counter()
 
 
-def _check(config: str | None, label: str, ops: list[tuple]) -> None:
-    repeat, fresh, clock = _worlds(config)
+def _check(config: str | None, label: str, ops: list[tuple], **worlds: bool) -> None:
+    repeat, fresh, clock = _worlds(config, **worlds)
     for n, op in enumerate(ops):
         if op[0] == "tick":
             clock[0] += op[1]

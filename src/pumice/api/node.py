@@ -65,8 +65,10 @@ class NodeTable:
     """All nodes of a snapshot: static specs plus resource matrices (nodes x dims)."""
 
     __slots__ = (
-        "_borrowed",
+        "_owned",
         "_session",
+        "_shared",
+        "_total_of",
         "affinity",
         "allocatable",
         "changes",
@@ -105,9 +107,11 @@ class NodeTable:
         self.nonzero = np.zeros((n, 2), dtype=np.float64)
         self.labels = NodeIndex(self.specs)
         self.tasks: list[dict[str, TaskInfo]] = [{} for _ in range(n)]
-        #: Rows whose task dict is still shared with the table this one was copied from
-        #: (copied on first write: a cycle touches few nodes of a large cluster).
-        self._borrowed: set[int] = set()
+        #: For a copy (``_shared``): the rows whose task dict it has copied; the others
+        #: still share the dict of the table it was copied from (copied on first write:
+        #: a cycle touches few nodes of a large cluster).
+        self._shared = False
+        self._owned: set[int] = set()
         #: Tasks on the nodes with required inter-pod (anti-)affinity terms.
         self.affinity = 0
         #: (protocol, host port) -> {node index: pods using it}
@@ -128,6 +132,9 @@ class NodeTable:
         #: What the copies that leave nodes out share while the same nodes are left out
         #: (see :meth:`_subset`).
         self._session: _Subset | None = None
+        #: (the allocatable matrix, its column sums): :meth:`total` while the matrix is
+        #: the same object (it is replaced, never written, once a copy shares it).
+        self._total_of: tuple[np.ndarray, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self.names)
@@ -220,7 +227,7 @@ class NodeTable:
         other.releasing = self.releasing.copy()
         other.pipelined = self.pipelined.copy()
         other.tasks = list(self.tasks)
-        other._borrowed = set(range(len(self.tasks)))
+        other._shared, other._owned = True, set()
         other.affinity = self.affinity
         other.ports = {k: dict(v) for k, v in self.ports.items()}
         other.version = 0
@@ -228,6 +235,7 @@ class NodeTable:
         other.origin = (self.changes, len(self.changes))
         other.left_out = dict(self.left_out)
         other._session = None
+        other._total_of = self._total_of
         return other
 
     def _subset(self, out: np.ndarray) -> NodeTable:
@@ -258,7 +266,7 @@ class NodeTable:
         other.releasing = self.releasing[keep]
         other.pipelined = self.pipelined[keep]
         other.tasks = [self.tasks[i] for i in keep.tolist()]
-        other._borrowed = set(range(len(keep)))
+        other._shared, other._owned = True, set()
         gone = np.flatnonzero(out).tolist()
         other.affinity = self.affinity - sum(
             1 for i in gone for t in self.tasks[i].values() if t.pod_affinity is not None
@@ -276,11 +284,12 @@ class NodeTable:
         left.update((self.names[i], self._why(i)) for i in gone)
         other.left_out = dict(sorted(left.items()))
         other._session = None
+        other._total_of = None
         return other
 
     def _own(self, i: int) -> None:
         self.tasks[i] = dict(self.tasks[i])
-        self._borrowed.discard(i)
+        self._owned.add(i)
 
     def future_idle(self, rows: np.ndarray | None = None) -> np.ndarray:
         """What a task may be pipelined onto, per node (of ``rows``, or all): idle plus
@@ -299,7 +308,7 @@ class NodeTable:
         """Account ``task`` (with its current status) on node ``i``."""
         if task.status in TERMINATED_STATUSES:
             return
-        if i in self._borrowed:
+        if self._shared and i not in self._owned:
             self._own(i)
         self.tasks[i][task.uid] = task
         if task.pod_affinity is not None:
@@ -330,7 +339,7 @@ class NodeTable:
         """Undo :meth:`add_task` for ``task`` with the status it was added with."""
         if task.uid not in self.tasks[i]:
             return
-        if i in self._borrowed:
+        if self._shared and i not in self._owned:
             self._own(i)
         del self.tasks[i][task.uid]
         if task.pod_affinity is not None:
@@ -374,7 +383,15 @@ class NodeTable:
         self.changes.append(i)
 
     def total(self) -> np.ndarray:
-        return self.allocatable.sum(axis=0) if len(self) else self.space.zeros()
+        """The cluster's allocatable resources (a new array). Every cycle asks, and the
+        sum over a large cluster changes only when a node's allocatable does: it is
+        kept with the matrix it was taken from."""
+        if not len(self):
+            return self.space.zeros()
+        got = self._total_of
+        if got is None or got[0] is not self.allocatable:
+            got = self._total_of = (self.allocatable, self.allocatable.sum(axis=0))
+        return got[1].copy()
 
 
 class _Subset:

@@ -35,7 +35,7 @@ Combination rules (Volcano's):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,9 +133,29 @@ class HookTable:
         self._fns[hook][plugin] = fn
         if facets:
             self._facets[(hook, fn)] = dict(facets)
-        self._chains = None
-        self._flat = {}
-        self._flat_facets = {}
+        self._changed(hook)
+
+    def _changed(self, hook: str) -> None:
+        """Forget what was built from ``hook``'s registrations (only its own: a living
+        session re-registers a few hooks in a cycle and keeps the rest)."""
+        if self._chains is not None:
+            self._chains.pop(hook, None)
+        self._flat.pop(hook, None)
+        for key in [k for k in self._flat_facets if k[0] == hook]:
+            del self._flat_facets[key]
+
+    def drop(self, plugin: str, hooks: Iterable[str] | None = None) -> None:
+        """Forget every function ``plugin`` registered (or those for ``hooks``), with
+        what it said of them, so that it can register afresh: a plugin rebuilt for a
+        new cycle of a living session, or one whose functions are a cycle's own (see
+        :func:`pumice.framework.session.renew_session`)."""
+        for hook in self._fns if hooks is None else hooks:
+            fns = self._fns[hook]
+            fn = fns.pop(plugin, None)
+            if fn is not None:
+                if not any(other is fn for other in fns.values()):  # (a shared function)
+                    self._facets.pop((hook, fn), None)
+                self._changed(hook)
 
     def facet(self, hook: str, fn: Callable, name: str, default: Any = None) -> Any:
         """What the plugin that registered ``fn`` for ``hook`` said of it as ``name``,

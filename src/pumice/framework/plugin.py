@@ -1,7 +1,10 @@
 """The plugin and action protocols and their registries.
 
 A plugin is a class with a ``name`` and ``on_session_open(session)`` that registers
-functions on the session's hook table (and, optionally, ``on_session_close``). An action
+functions on the session's hook table (and, optionally, ``on_session_close``). A plugin
+that also declares ``on_cycle_open(session)`` is *living*: built once, it keeps its
+registrations while the session lives from cycle to cycle, and refreshes the cycle's
+state in ``on_cycle_open`` (see :func:`pumice.framework.session.renew_session`). An action
 has a ``name`` and ``execute(session)``. Registries are values: a duplicate name is an
 error, and the configuration is checked against them before any cycle runs.
 
@@ -33,6 +36,8 @@ class Plugin(Protocol):
 
     def on_session_close(self, session: Session) -> None:
         """Record what the plugin concludes about the cycle (e.g. podgroup conditions)."""
+
+    # Optional: ``on_cycle_open(session)``, which makes the plugin living (see above).
 
 
 class Action(Protocol):

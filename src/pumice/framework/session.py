@@ -86,9 +86,36 @@ class CycleObserver(Protocol):
 
 
 class Session:
-    """The state of one scheduling cycle and the functions plugins registered for it."""
+    """The state of one scheduling cycle and the functions plugins registered for it.
+
+    A session may live from cycle to cycle (see :func:`renew_session`): what plugins
+    registered stays, and :meth:`renew` puts the next cycle's snapshot in place of the
+    last one's, with every per-cycle field afresh."""
 
     def __init__(self, snapshot: Snapshot, config: SchedulerConfig) -> None:
+        self.config = config
+        self.hooks = HookTable(config.tiers)
+        self.handlers: list[EventHandler] = []
+        self.plugins: list[Plugin] = []
+        #: The event handlers each plugin of ``plugins`` added, in the same order (a
+        #: plugin rebuilt for a new cycle takes its own out with it).
+        self.handlers_of: list[list[EventHandler]] = []
+        self._begin(snapshot)
+
+    def renew(self, snapshot: Snapshot) -> None:
+        """Start the next cycle on ``snapshot``: the registrations stay, everything the
+        last cycle knew or decided goes (including what actions hung on the session)."""
+        self.forget_cycle()
+        self._begin(snapshot)
+
+    def forget_cycle(self) -> None:
+        """Drop everything but the registrations: between two cycles a living session
+        holds nothing of the cluster as it was."""
+        kept = {k: self.__dict__[k] for k in _LIVING}
+        self.__dict__.clear()
+        self.__dict__.update(kept)
+
+    def _begin(self, snapshot: Snapshot) -> None:
         self.uid = next_session_uid()
         if snapshot.lend is not None:
             snapshot.lend()
@@ -100,10 +127,6 @@ class Session:
         #: actions that only serve pending work and the closers walk these, not ``jobs``.
         self.active: dict[str, JobInfo] = snapshot.active_jobs()
         self.queues: dict[str, QueueInfo] = snapshot.queues
-        self.config = config
-        self.hooks = HookTable(config.tiers)
-        self.handlers: list[EventHandler] = []
-        self.plugins: list[Plugin] = []
         self.decisions = Decisions()
         self.total = snapshot.nodes.total()
         self.now = snapshot.now
@@ -242,33 +265,97 @@ def open_session(
     for opt in config.instances():  # a plugin listed twice is built once, as it acts
         plugin = plugins.create(opt.name, opt.arguments)
         ssn.plugins.append(plugin)
-        if observer is None:
-            plugin.on_session_open(ssn)
-        else:
-            t = perf_counter()
-            plugin.on_session_open(ssn)
-            observer.plugin_opened(opt.name, perf_counter() - t)
+        ssn.handlers_of.append(_open(ssn, plugin, opt.name, observer))
+    _mark_invalid(ssn)
+    if observer is not None:
+        observer.session_opened(perf_counter() - start)
+    return ssn
+
+
+def living(plugin: object) -> bool:
+    """Does ``plugin`` keep its registrations from cycle to cycle? It does when it
+    declares ``on_cycle_open(session)``: its hook functions read the cycle's state when
+    they are called (from the session, or from what ``on_cycle_open`` refreshes), never
+    from what one cycle's open captured. Any other plugin is built and opened afresh
+    for every cycle."""
+    return getattr(plugin, "on_cycle_open", None) is not None
+
+
+def renew_session(
+    ssn: Session,
+    snapshot: Snapshot,
+    plugins: Registry,
+    observer: CycleObserver | None = None,
+) -> Session:
+    """The next cycle of a living session (one :func:`open_session` made for the same
+    configuration, closed by :func:`close_session` with ``keep=True``): the same as
+    opening a new session on ``snapshot``, at the cost of what changed.
+
+    Living plugins (see :func:`living`) keep their registrations and refresh their
+    per-cycle state in ``on_cycle_open``; each of the others is built anew and opens as
+    it would in a new session, in place of its last cycle's self. The hook table and
+    the event handlers stay in configuration order either way."""
+    start = perf_counter() if observer is not None else 0.0
+    ssn.renew(snapshot)
+    ssn.handlers = []
+    for k, opt in enumerate(ssn.config.instances()):
+        plugin = ssn.plugins[k]
+        if living(plugin):
+            ssn.handlers.extend(ssn.handlers_of[k])
+            if observer is None:
+                plugin.on_cycle_open(ssn)
+            else:
+                t = perf_counter()
+                plugin.on_cycle_open(ssn)
+                observer.plugin_opened(opt.name, perf_counter() - t)
+            continue
+        plugin = ssn.plugins[k] = plugins.create(opt.name, opt.arguments)
+        ssn.handlers_of[k] = _open(ssn, plugin, opt.name, observer)
+    _mark_invalid(ssn)
+    if observer is not None:
+        observer.session_opened(perf_counter() - start)
+    return ssn
+
+
+def _open(
+    ssn: Session, plugin: Plugin, name: str, observer: CycleObserver | None
+) -> list[EventHandler]:
+    """Let ``plugin`` register (and, when it lives, refresh for this cycle); the event
+    handlers it added."""
+    first = len(ssn.handlers)
+    t = perf_counter() if observer is not None else 0.0
+    plugin.on_session_open(ssn)
+    cycle_open = getattr(plugin, "on_cycle_open", None)
+    if cycle_open is not None:
+        cycle_open(ssn)
+    if observer is not None:
+        observer.plugin_opened(name, perf_counter() - t)
+    return ssn.handlers[first:]
+
+
+def _mark_invalid(ssn: Session) -> None:
     # Only active jobs can be invalid: a settled job is a valid gang.
     for uid, job in ssn.active.items():
         reason = ssn.job_valid(job)
         if reason:
             ssn.invalid[uid] = (job, reason)
-    if observer is not None:
-        observer.session_opened(perf_counter() - start)
-    return ssn
 
 
 def close_session(
     ssn: Session,
     closers: Sequence[Callable[[Session], None]] = (),
     observer: CycleObserver | None = None,
+    *,
+    keep: bool = False,
 ) -> Decisions:
     """Let plugins conclude, then run the given closers (status, explanations).
 
     Jobs that a statement changed during the cycle (a victim evicted) join the active
     set first, so the closers write their status too. ``observer`` (see
     :class:`CycleObserver`) is told how long each plugin's close took, then shown the
-    session, before what the plugins registered is dropped."""
+    session, before what the plugins registered is dropped: all of it, or with
+    ``keep`` (a living session, see :func:`renew_session`) what the plugins that are
+    built anew for each cycle registered, and the cycle's state."""
     extra = [uid for uid in ssn.snapshot.touched if uid in ssn.jobs and uid not in ssn.active]
     if extra:
         ssn.active.update((uid, ssn.jobs[uid]) for uid in extra)
@@ -290,8 +377,12 @@ def close_session(
         fn(ssn)
     if observer is not None:
         observer.session_closing(ssn)
-    _release(ssn)
-    return ssn.decisions
+    decisions = ssn.decisions
+    if keep:
+        _retire(ssn)
+    else:
+        _release(ssn)
+    return decisions
 
 
 def _release(ssn: Session) -> None:
@@ -300,8 +391,32 @@ def _release(ssn: Session) -> None:
     a full garbage collection to be freed."""
     ssn.hooks = HookTable(())
     ssn.handlers = []
+    ssn.handlers_of = []
     ssn.plugins = []
     ssn.__dict__.pop("_fastpath", None)
 
 
-__all__ = ["CycleObserver", "EventHandler", "Session", "close_session", "open_session"]
+def _retire(ssn: Session) -> None:
+    """Between two cycles of a living session: what the plugins built for one cycle
+    registered is dropped (its closures hold the cycle's snapshot), and so is the
+    cycle's own state, so that nothing of the cluster as it was stays alive."""
+    for plugin in ssn.plugins:
+        if not living(plugin):
+            ssn.hooks.drop(plugin.name)
+    ssn.handlers = []
+    ssn.forget_cycle()
+
+
+#: What a session keeps from cycle to cycle when it lives (see :func:`renew_session`).
+_LIVING = ("config", "hooks", "handlers", "plugins", "handlers_of")
+
+
+__all__ = [
+    "CycleObserver",
+    "EventHandler",
+    "Session",
+    "close_session",
+    "living",
+    "open_session",
+    "renew_session",
+]

@@ -32,6 +32,7 @@ class BinpackPlugin:
     )
 
     def __init__(self, arguments: Arguments) -> None:
+        self.score: BinpackScore | None = None
         self.weight = arguments.get_int("binpack.weight", 1)
         self.resource_weights: dict[str, int] = {
             "cpu": arguments.get_int("binpack.cpu", 1),
@@ -50,6 +51,17 @@ class BinpackPlugin:
                 )
 
     def on_session_open(self, ssn: Session) -> None:
+        self.score = None
+        if self.weight:
+            self.score = BinpackScore(ssn, self._weights(ssn), MAX_SCORE * self.weight)
+            ssn.on("node_order", self.name, self.score)
+
+    def on_cycle_open(self, ssn: Session) -> None:
+        """The score reads the cycle's nodes (the weights follow its resources)."""
+        if self.score is not None:
+            self.score.renew(ssn, self._weights(ssn))
+
+    def _weights(self, ssn: Session) -> np.ndarray:
         space = ssn.space
         weights = np.zeros(space.size)
         for name, wt in self.resource_weights.items():
@@ -57,8 +69,7 @@ class BinpackPlugin:
                 weights[space.index[name]] = wt
         weights[space.index["pods"]] = 0.0
         weights[~space.share] = 0.0
-        if self.weight:
-            ssn.on("node_order", self.name, BinpackScore(ssn, weights, MAX_SCORE * self.weight))
+        return weights
 
 
 class BinpackScore:
@@ -70,9 +81,13 @@ class BinpackScore:
     __slots__ = ("_prep", "factor", "nodes", "weights")
 
     def __init__(self, ssn: Session, weights: np.ndarray, factor: float) -> None:
+        self.factor = factor
+        self.renew(ssn, weights)
+
+    def renew(self, ssn: Session, weights: np.ndarray) -> None:
+        """Score the nodes of ``ssn``'s cycle (a living session's next one)."""
         self.nodes = ssn.nodes
         self.weights = weights
-        self.factor = factor
         self._prep: dict[int, tuple] = {}
 
     def context(self, task: TaskInfo, cand: np.ndarray) -> None:

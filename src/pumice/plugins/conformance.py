@@ -31,3 +31,7 @@ class ConformancePlugin:
         ssn.on("preemptable", self.name, evictable)
         ssn.on("reclaimable", self.name, evictable, alike=True)
         ssn.on("gang_evictable", self.name, on_kind(None, evictable))
+
+    def on_cycle_open(self, ssn: Session) -> None:
+        """Nothing to refresh: the functions read the session when they are called, so
+        they stay registered from cycle to cycle."""

@@ -92,47 +92,23 @@ class DrfPlugin:
         self.allocated: _Allocations = _Allocations({})
         self.share: _Shares = _Shares(self.allocated, np.zeros(0), np.zeros(0, dtype=bool))
         self.total_allocated: np.ndarray | None = None
+        #: The cycle's cluster total and shared dimensions, and the dimensions a share
+        #: is taken over as (dim, total) floats.
+        self._total = np.zeros(0)
+        self._mask = np.zeros(0, dtype=bool)
+        self._dims: list[tuple[int, float]] = []
+        #: With ``enableHierarchy``: the cycle's queue tree and each queue's path in it.
+        self._hdrf: HierarchicalDrf | None = None
+        self._paths: dict[str, tuple] = {}
 
     def on_session_open(self, ssn: Session) -> None:
-        total = ssn.total
-        mask = ssn.space.share
-        # Each job's allocation and share, filled in when first asked (job order asks
-        # only for the jobs it compares; most running jobs are never asked).
-        self.allocated = _Allocations(ssn.jobs)
-        self.share = _Shares(self.allocated, total, mask)
-        hdrf = self._open_hierarchy(ssn) if hierarchy_enabled(ssn, self.name) else None
-
-        share = self.share
-
         def job_order(a: JobInfo, b: JobInfo) -> int:
+            share = self.share
             sa, sb = share[a.uid], share[b.uid]
             return (sa > sb) - (sa < sb)
 
-        # The event handlers run on every allocation: the dominant share over the
-        # dimensions share_of looks at, as plain floats (the same divisions, the same
-        # maximum, the first of equals kept).
-        total_l = total.tolist()
-        dims = [
-            (k, t)
-            for k, (t, m) in enumerate(zip(total_l, mask.tolist(), strict=True))
-            if m and t > 0 and t != math.inf
-        ]
-
-        def share_fast(alloc: np.ndarray) -> float:
-            a = alloc.tolist()
-            best = None
-            for k, t in dims:
-                v = a[k] / t
-                if best is None or v > best:
-                    best = v
-            return 0.0 if best is None else best
-
-        allocated = self.allocated
-        for uid, job in ssn.active.items():  # jobs whose tasks may be allocated or pipelined
-            if job.tasks:
-                allocated[uid]
-
         def moved(task: TaskInfo, sign: float) -> None:
+            allocated, share = self.allocated, self.share
             uid = task.job
             alloc = allocated.get(uid) if uid is not None else None
             if alloc is not None:
@@ -141,14 +117,17 @@ class DrfPlugin:
                 else:
                     alloc -= task.resreq
             elif uid is not None and uid in ssn.jobs:
-                # First seen now: a running job losing (or regaining) a victim. Its
-                # JobInfo.allocated already reflects the move (evictions go through the
-                # job's task index, as allocations do; only pipelining, which never
-                # reaches a job that was not active, does not).
                 alloc = allocated[uid]
             else:
                 return
-            share[uid] = share_fast(alloc)
+            a = alloc.tolist()
+            best = None
+            for k, t in self._dims:
+                v = a[k] / t
+                if best is None or v > best:
+                    best = v
+            share[uid] = 0.0 if best is None else best
+            hdrf = self._hdrf
             if hdrf is not None:
                 if sign > 0:
                     self.total_allocated += task.resreq
@@ -165,6 +144,7 @@ class DrfPlugin:
         def preemptable(preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
             """A victim's job must keep a share, after losing the victim (and the victims
             before it), no smaller than the preemptor's job after gaining the task."""
+            total, mask = self._total, self._mask
             palloc = self.allocated.lookup(preemptor.job)
             if palloc is None:
                 return []
@@ -182,16 +162,37 @@ class DrfPlugin:
                     out.append(t)
             return out
 
-        ssn.on("job_order", self.name, job_order, key=lambda j: share[j.uid])
+        ssn.on("job_order", self.name, job_order, key=lambda j: self.share[j.uid])
         ssn.on("preemptable", self.name, preemptable)
         ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
+        if hierarchy_enabled(ssn, self.name):
+            self._register_hierarchy(ssn)
 
-    def _open_hierarchy(self, ssn: Session) -> HierarchicalDrf:
-        """Hierarchical DRF (``enableHierarchy``): build the queue tree, order queues by
-        it and let a task reclaim from queues that would still come after its own."""
+    def on_cycle_open(self, ssn: Session) -> None:
+        """The cycle's allocations and shares (taken from the jobs when first asked),
+        and with ``enableHierarchy`` its queue tree."""
+        total = self._total = ssn.total
+        mask = self._mask = ssn.space.share
+        self.allocated = _Allocations(ssn.jobs)
+        self.share = _Shares(self.allocated, total, mask)
+        self._dims = [
+            (k, t)
+            for k, (t, m) in enumerate(zip(total.tolist(), mask.tolist(), strict=True))
+            if m and t > 0 and t != math.inf
+        ]
+        allocated = self.allocated
+        for uid, job in ssn.active.items():  # jobs whose tasks may be allocated or pipelined
+            if job.tasks:
+                allocated[uid]
+        if hierarchy_enabled(ssn, self.name):
+            self._open_hierarchy(ssn)
+
+    def _open_hierarchy(self, ssn: Session) -> None:
+        """Hierarchical DRF (``enableHierarchy``): the cycle's queue tree, with every
+        job's request and allocation placed in it."""
         total, mask = ssn.total, ssn.space.share
-        hdrf = HierarchicalDrf(total, mask, lambda v: share_of(v, total, mask))
-        paths = queue_paths(ssn.queues)
+        hdrf = self._hdrf = HierarchicalDrf(total, mask, lambda v: share_of(v, total, mask))
+        paths = self._paths = queue_paths(ssn.queues)
         self.total_allocated = ssn.space.zeros()
         for uid in sorted(ssn.jobs):
             job = ssn.jobs[uid]
@@ -202,11 +203,17 @@ class DrfPlugin:
             self.total_allocated += self.allocated[uid]
         hdrf.update(self.allocated.__getitem__, self.total_allocated)
 
+    def _register_hierarchy(self, ssn: Session) -> None:
+        """Order queues by the tree and let a task reclaim from queues that would still
+        come after its own."""
+
         def queue_order(a: QueueInfo, b: QueueInfo) -> int:
-            r = hdrf.compare(paths[a.name][0], paths[b.name][0])
+            paths = self._paths
+            r = self._hdrf.compare(paths[a.name][0], paths[b.name][0])
             return (r > 0) - (r < 0)
 
         def reclaimable(reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+            hdrf, paths = self._hdrf, self._paths
             rjob = ssn.jobs.get(reclaimer.job or "")
             if rjob is None:
                 return []
@@ -232,4 +239,3 @@ class DrfPlugin:
 
         ssn.on("queue_order", self.name, queue_order)
         ssn.on("reclaimable", self.name, reclaimable)
-        return hdrf

@@ -72,6 +72,9 @@ def _valid(job: JobInfo) -> str | None:
     return reason
 
 
+#: The hooks whose functions may be a cycle's own (see :meth:`GangPlugin.on_cycle_open`).
+_CYCLE_HOOKS = ("job_valid", "job_ready", "job_pipelined")
+
 #: ``JobInfo.verdicts`` key: why the job is not a valid gang.
 _INVALID = "gang.invalid"
 
@@ -116,24 +119,27 @@ def _pipelined_short(j: JobInfo) -> int:
 Facets = dict[str, Callable]
 
 
-def _placeable_ready(room: BestEffortRoom) -> tuple[Callable[[JobInfo], bool], Facets]:
+def _placeable_ready(
+    room: Callable[[], BestEffortRoom],
+) -> tuple[Callable[[JobInfo], bool], Facets]:
     """``job_ready`` under ``placeable``: Volcano's answer, and then, unless the tasks
     placed already make the gang, the pending best-effort tasks it counts on must have
     room (with the job's pending requesting tasks, which allocate may yet place). With
     its facets: ``short`` (a pending best-effort task may count, so Volcano's shortfall
     stays a lower bound), ``whole`` (ready without counting any pending task) and
     ``why_not`` (which best-effort task has no room; only where Volcano's arithmetic
-    says ready: otherwise something else stopped it)."""
+    says ready: otherwise something else stopped it). ``room`` gives the cycle's room
+    for best-effort tasks."""
 
     def ready(job: JobInfo) -> bool:
         if not job.is_ready():
             return False
-        return job.is_placed() or room.can_complete(job, True)
+        return job.is_placed() or room().can_complete(job, True)
 
     return ready, {
         "short": _ready_short,
         "whole": lambda j: j.is_placed(),
-        "why_not": lambda j: room.why_not(j) if j.is_ready() else None,
+        "why_not": lambda j: room().why_not(j) if j.is_ready() else None,
     }
 
 
@@ -188,6 +194,15 @@ class GangPlugin:
         self.timeouts = GangTimeouts(arguments)
         #: Is the job ready as the cycle ends (for its condition)? Set at open.
         self._ready_now: Callable[[JobInfo], bool] = JobInfo.is_ready
+        #: job_ready under this mode, with its facets (see :func:`_placeable_ready`).
+        self._ready: Callable[[JobInfo], bool] = _ready
+        self._ready_facets: Facets = {"short": _ready_short}
+        #: The cycle's best-effort room (``placeable``), made at each cycle's open.
+        self._room: BestEffortRoom | None = None
+        #: Are job_valid, job_ready and job_pipelined registered, and are they the
+        #: last cycle's own (sub-groups, back-offs)?
+        self._registered = False
+        self._own = False
 
     def valid_until(self, ssn: Session) -> float:
         """Gangs of Volcano's own API never time out; those of other dialects do, at
@@ -195,16 +210,6 @@ class GangPlugin:
         return self.timeouts.valid_until(ssn)
 
     def on_session_open(self, ssn: Session) -> None:
-        ready: Callable[[JobInfo], bool] = _ready
-        ready_facets: Facets = {"short": _ready_short}
-        if self.best_effort_ready == PLACEABLE:
-            room = BestEffortRoom(ssn)
-            ready, ready_facets = _placeable_ready(room)
-            # Nothing is placed after close: only the best-effort tasks with room count.
-            self._ready_now = lambda j: (
-                j.is_ready() and (j.is_placed() or room.can_complete(j, False))
-            )
-
         def job_order(a: JobInfo, b: JobInfo) -> int:
             ra, rb = a.is_ready(), b.is_ready()
             return int(ra) - int(rb)
@@ -224,13 +229,12 @@ class GangPlugin:
                     out.append(t)
             return out
 
-        valid, pipelined = _valid, _pipelined
-        # (Only active jobs are asked whether they are valid or ready.)
-        if any(j.sub_groups for j in ssn.active.values()):
-            valid, ready, pipelined = _with_sub_groups(ssn, valid, ready, pipelined)
-        ssn.on("job_valid", self.name, self.timeouts.valid(ssn, valid))
-        ssn.on("job_ready", self.name, ready, **ready_facets)
-        ssn.on("job_pipelined", self.name, pipelined, short=_pipelined_short)
+        if self.best_effort_ready == PLACEABLE:
+            self._ready, self._ready_facets = _placeable_ready(lambda: self._room)
+            # Nothing is placed after close: only the best-effort tasks with room count.
+            self._ready_now = lambda j: (
+                j.is_ready() and (j.is_placed() or self._room.can_complete(j, False))
+            )
         ssn.on("subjob_ready", self.name, lambda sj: sj.is_ready())
         ssn.on("subjob_pipelined", self.name, lambda sj: 1 if sj.is_pipelined() else -1)
         ssn.on("subjob_order", self.name, lambda a, b: int(a.is_ready()) - int(b.is_ready()))
@@ -240,6 +244,28 @@ class GangPlugin:
         ssn.on(
             "job_starving", self.name, lambda j: j.ready_num() + j.waiting_num() < j.min_available
         )
+
+    def on_cycle_open(self, ssn: Session) -> None:
+        """The cycle's best-effort room; and, in a cycle with sub-group policies or
+        gangs backing off, the cycle's own ``job_valid``, ``job_ready`` and
+        ``job_pipelined`` (they read its sub-groups and clocks), registered in place
+        of the last cycle's."""
+        if self.best_effort_ready == PLACEABLE:
+            self._room = BestEffortRoom(ssn)
+        valid = self.timeouts.valid(ssn, _valid)
+        ready, pipelined = self._ready, _pipelined
+        # (Only active jobs are asked whether they are valid or ready.)
+        sub_groups = any(j.sub_groups for j in ssn.active.values())
+        if sub_groups:
+            valid, ready, pipelined = _with_sub_groups(ssn, valid, ready, pipelined)
+        own = sub_groups or valid is not _valid
+        if self._registered and not own and not self._own:
+            return
+        ssn.hooks.drop(self.name, _CYCLE_HOOKS)
+        ssn.on("job_valid", self.name, valid)
+        ssn.on("job_ready", self.name, ready, **self._ready_facets)
+        ssn.on("job_pipelined", self.name, pipelined, short=_pipelined_short)
+        self._registered, self._own = True, own
 
     def on_session_close(self, ssn: Session) -> None:
         invalid = ssn.invalid

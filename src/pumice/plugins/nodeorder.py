@@ -235,8 +235,13 @@ class NodeOrderScore:
     )  # fmt: skip
 
     def __init__(self, ssn: Session, weights: dict[str, int]) -> None:
-        self.nodes = ssn.nodes
         self.w = weights
+        self.renew(ssn)
+
+    def renew(self, ssn: Session) -> None:
+        """Score the nodes of ``ssn``'s cycle (a living session's next one)."""
+        weights = self.w
+        self.nodes = ssn.nodes
         space = ssn.space
         self._cpu, self._mem = space.index["cpu"], space.index["memory"]
         bal = [space.index[r] for r in BALANCED_RESOURCES if r in space.index]
@@ -413,6 +418,13 @@ class NodeOrderPlugin:
 
     def __init__(self, arguments: Arguments) -> None:
         self.weights = {k: arguments.get_int(k, v) for k, v in WEIGHT_KEYS.items()}
+        self.score: NodeOrderScore | None = None
 
     def on_session_open(self, ssn: Session) -> None:
-        ssn.on("node_order", self.name, NodeOrderScore(ssn, self.weights))
+        self.score = NodeOrderScore(ssn, self.weights)
+        ssn.on("node_order", self.name, self.score)
+
+    def on_cycle_open(self, ssn: Session) -> None:
+        """The score reads the cycle's nodes."""
+        if self.score is not None:
+            self.score.renew(ssn)

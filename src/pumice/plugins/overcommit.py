@@ -31,6 +31,7 @@ class OvercommitPlugin:
         self.per_resource: dict[str, float] = {}
         self._lists: tuple[list[float], list[float]] = ([], [])
         self._share_names: list[tuple[int, str]] = []
+        self._share_dims: list[int] = []
         #: The cluster's part of a refusal by the resources short, for ``_parts_for``
         #: (the ``_lists`` it was worked out with).
         self._parts: dict[tuple[int, ...], tuple[str, str]] = {}
@@ -43,28 +44,13 @@ class OvercommitPlugin:
                 )
 
     def on_session_open(self, ssn: Session) -> None:
-        mask = ssn.space.share
-        used = ssn.nodes.used.sum(axis=0) if len(ssn.nodes) else ssn.space.zeros()
-        factors = np.full(ssn.space.size, self.factor)
-        for name, f in self.per_resource.items():
-            if name in ssn.space.index:
-                factors[ssn.space.index[name]] = f
-        self.idle = np.where(mask, ssn.total * factors - used, np.inf)
-        self.inqueue = ssn.snapshot.job_ledger().inqueue_total(ssn.queues)
-
-        share_dims = np.flatnonzero(mask).tolist()
-        # Plain floats, asked once per pending job: idle is fixed for the session and
-        # inqueue changes only when a job is admitted.
-        self._lists = (self.inqueue.tolist(), self.idle.tolist())
-        self._share_names = [(k, ssn.space.names[k]) for k in share_dims]
-
         def enqueueable(job: JobInfo) -> int:
             if job.min_resources is None:
                 return 1
             # inqueue + minResources <= idle, in the shared dimensions the job asks for.
             want = job.min_resources.tolist()
             inq, idle = self._lists
-            for k in share_dims:
+            for k in self._share_dims:
                 if want[k] > 0 and not inq[k] + want[k] <= idle[k]:
                     return -1
             return 1
@@ -76,6 +62,23 @@ class OvercommitPlugin:
 
         ssn.on("job_enqueueable", self.name, enqueueable, pure=enqueueable)
         ssn.on("job_enqueued", self.name, enqueued)
+
+    def on_cycle_open(self, ssn: Session) -> None:
+        """The cycle's figures: what the cluster can take at the factor, and what the
+        jobs already admitted ask."""
+        mask = ssn.space.share
+        used = ssn.nodes.used.sum(axis=0) if len(ssn.nodes) else ssn.space.zeros()
+        factors = np.full(ssn.space.size, self.factor)
+        for name, f in self.per_resource.items():
+            if name in ssn.space.index:
+                factors[ssn.space.index[name]] = f
+        self.idle = np.where(mask, ssn.total * factors - used, np.inf)
+        self.inqueue = ssn.snapshot.job_ledger().inqueue_total(ssn.queues)
+        self._share_dims = np.flatnonzero(mask).tolist()
+        # Plain floats, asked once per pending job: idle is fixed for the cycle and
+        # inqueue changes only when a job is admitted.
+        self._lists = (self.inqueue.tolist(), self.idle.tolist())
+        self._share_names = [(k, ssn.space.names[k]) for k in self._share_dims]
 
     def explain(self, ssn: Session, job: JobInfo) -> str:
         """Which resources the cluster is short of for admitting ``job``, at which

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pumice.api.node import NodeTable
 from pumice.api.spread import SpreadConstraint, SpreadCounts, hard
 from pumice.api.task import Placement, TaskInfo, Toleration
 from pumice.conf.arguments import Arguments
@@ -132,19 +133,42 @@ class PredicatesPlugin:
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments
+        #: Each placement's node filter, while the node label columns stay the same.
         self._static: dict[Placement, tuple[np.ndarray | None, Reasons]] = {}
+        self._static_for: object = None
+        #: What the predicate was last registered saying (``by_placement``), if it was.
+        self._registered: bool | None = None
+        self._nodes: NodeTable | None = None
+        self._holders = False
+        self._spread: SpreadCounts | None = None
 
     def on_session_open(self, ssn: Session) -> None:
+        """Registration waits for :meth:`on_cycle_open`: what the plugin says of its
+        predicate depends on the cycle's pods."""
+
+    def on_cycle_open(self, ssn: Session) -> None:
+        """The cycle's nodes; the predicate registered again only when a pod with
+        inter-pod affinity comes or goes (whether one answer serves every task of a
+        placement)."""
         nodes = ssn.nodes
-        index = nodes.labels
+        if self._static_for is not nodes.labels:  # (replaced, never changed in place)
+            self._static, self._static_for = {}, nodes.labels
+        self._nodes = nodes
+        self._holders = ssn.snapshot.affinity_about()
+        self._spread = SpreadCounts(nodes)
+        by_placement = not self._holders
+        if self._registered != by_placement:
+            if self._registered is not None:
+                ssn.hooks.drop(self.name)
+            self._register(ssn, by_placement)
+            self._registered = by_placement
 
-        holders = ssn.snapshot.affinity_about()
-        spread = SpreadCounts(nodes)
-
+    def _register(self, ssn: Session, by_placement: bool) -> None:
         def predicate(task: TaskInfo) -> tuple[np.ndarray | None, Reasons]:
+            nodes, holders = self._nodes, self._holders
             cached = self._static.get(task.placement)
             if cached is None:
-                reasons = placement_filter(index, task.placement)
+                reasons = placement_filter(nodes.labels, task.placement)
                 cached = (_combine(reasons), reasons)
                 self._static[task.placement] = cached
             dynamic = (
@@ -163,7 +187,7 @@ class PredicatesPlugin:
                     mask[list(users)] = True
                     reasons.append((f"didn't have free host port {port[0]}/{port[1]}", mask))
             if constraints:
-                reasons += spread_reasons(spread, task, constraints)
+                reasons += spread_reasons(self._spread, task, constraints)
             return _combine(reasons), reasons
 
         # Unless some pod of the session has pod (anti-)affinity, the answer for a task
@@ -178,7 +202,10 @@ class PredicatesPlugin:
             """What eviction could clear but still refuses ``task`` on node ``i`` once the
             tasks whose keys are in ``gone`` have left (for preempt); ``inter_pod``: the
             anti-affinity refusals too (else only host ports)."""
-            reasons = resolvable_on_node(nodes, task, i, holders, gone) if inter_pod else []
+            nodes = self._nodes
+            reasons = (
+                resolvable_on_node(nodes, task, i, self._holders, gone) if inter_pod else []
+            )
             ports = set(task.host_ports)
             if ports and any(
                 t.key not in gone and ports.intersection(t.host_ports)
@@ -191,7 +218,7 @@ class PredicatesPlugin:
             "predicate",
             self.name,
             predicate,
-            by_placement=not holders,
+            by_placement=by_placement,
             after_eviction=after_eviction,
             resolvable=_resolvable,
         )

@@ -54,3 +54,7 @@ class PriorityPlugin:
         # gangpreempt asks the same rule of a whole gang (its first pending task).
         ssn.on("gang_evictable", self.name, on_kind("gangpreempt", preemptable))
         ssn.on("job_starving", self.name, JobInfo.is_starving)
+
+    def on_cycle_open(self, ssn: Session) -> None:
+        """Nothing to refresh: the functions read the session when they are called, so
+        they stay registered from cycle to cycle."""

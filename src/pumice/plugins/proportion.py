@@ -134,13 +134,27 @@ class ProportionPlugin:
         self._queues: dict[str, QueueInfo] = {}
         self._mask = np.zeros(0, dtype=bool)
         self._guarantees = False  # does any queue have a guarantee (the derived limit)
+        #: The cycle's memos (see :meth:`on_cycle_open` and :meth:`on_session_open`).
+        self._share_dims: list[int] = []
+        self._runs: dict[str, dict[int, tuple[Vector, int, int]]] = {}
+        self._gives_nothing: dict[str, set[int]] = {}
+        self._clip_req: Callable[[Vector], Vector] = self._clip
+        self._share_asks: Callable[[Vector], list[tuple[int, float]]] = self._asks
+        self._clipped_list: Callable[[Vector], list[float]] = lambda req: self._clip(req).tolist()
 
-    def on_session_open(self, ssn: Session) -> None:
-        mask = ssn.space.share
+    def on_cycle_open(self, ssn: Session) -> None:
+        """The cycle's deserved shares (water-filled from what the queues hold and ask)
+        and its memos afresh; the functions registered at open read them."""
+        mask = self._mask = ssn.space.share
         zero = ssn.space.zeros
-
-        def clip(v: Vector) -> Vector:
-            return np.where(mask, v, 0.0)
+        clip = self._clip
+        self._clip_req = _per_request(clip)  # the same values as clip(t.resreq)
+        self._share_asks = _per_request(self._asks)
+        self._clipped_list = _per_request(lambda req: self._clip_req(req).tolist())
+        self._share_dims[:] = np.flatnonzero(mask).tolist()
+        self._runs.clear()
+        self._gives_nothing.clear()
+        self._refusals = {}
 
         total = clip(ssn.total)
         # Every queue's guarantee, clipped, one row per queue; summed row by row in the
@@ -156,11 +170,8 @@ class ProportionPlugin:
         for row in guarantees:
             total_guarantee += row
         free = np.maximum(total - total_guarantee, 0.0)
-        self._queues, self._mask = ssn.queues, mask
+        self._queues = ssn.queues
         self._guarantees = bool(np.any(total_guarantee > 0))
-
-        # The same values as clip(t.resreq), once per request vector.
-        clip_req = _per_request(clip)
 
         # A queue takes part when it has jobs; its sums come from the snapshot's ledger
         # (kept job by job, so running jobs cost nothing here). Clipping is a mask, so
@@ -168,6 +179,7 @@ class ProportionPlugin:
         names, m = ssn.snapshot.job_ledger().matrices(ssn.queues)
         allocated, pending = clip(m.allocated), clip(m.pending)
         request, inqueue, elastic = allocated + pending, clip(m.inqueue), clip(m.elastic)
+        self.attrs.clear()
         for k, name in enumerate(names):
             q = ssn.queues[name]
             guarantee = guarantees[row_of[name]]
@@ -182,6 +194,32 @@ class ProportionPlugin:
 
         self._water_fill(total)
 
+    def _clip(self, v: Vector) -> Vector:
+        """``v`` in the cycle's shared dimensions (0 elsewhere)."""
+        return np.where(self._mask, v, 0.0)
+
+    def _asks(self, req: Vector) -> list[tuple[int, float]]:
+        """The shared dimensions ``req`` asks for, as (dim, amount) floats."""
+        r = req.tolist()
+        return [(k, r[k]) for k in self._share_dims if r[k] != 0]
+
+    def on_session_open(self, ssn: Session) -> None:
+        """Register the functions, once for as long as the session lives: they read the
+        cycle's shares and memos from the plugin (see :meth:`on_cycle_open`)."""
+        attrs = self.attrs
+        clip = self._clip
+        # allocatable_run's answers, kept until the queue's next allocation event: a
+        # backlog of gangs asks the same question for each job of a shape between two
+        # placements. Per queue, keyed by the request's identity; the entry keeps the
+        # vector alive, with the run and the limit it was counted to (a run cut short
+        # by the limit answers smaller limits; one the share ended answers every limit).
+        # Only the queue's own allocation moves its answer: deserved is fixed for the
+        # cycle.
+        runs = self._runs
+        # queue -> ids of the requests it has nothing to give to, as its allocation
+        # stands: cleared with the queue's next allocation event.
+        gives_nothing = self._gives_nothing
+
         def queue_order(a: QueueInfo, b: QueueInfo) -> int:
             if a.priority != b.priority:
                 return -1 if a.priority > b.priority else 1
@@ -195,7 +233,6 @@ class ProportionPlugin:
 
         # overused and allocatable are asked once per job turn and per task: plain
         # floats over the few dimensions, the same comparisons as the vector forms.
-        share_dims = np.flatnonzero(mask).tolist()
 
         def overused(q: QueueInfo) -> bool:
             attr = self.attrs.get(q.name)
@@ -215,7 +252,7 @@ class ProportionPlugin:
                 return True
             # free = max(deserved - allocated, 0); the request clipped to the shared
             # dimensions must fit it wherever it asks for something.
-            asks = share_asks(task.resreq)
+            asks = self._share_asks(task.resreq)
             if not asks:
                 return True
             des, alloc = attr.deserved.tolist(), attr.allocated.tolist()
@@ -224,15 +261,6 @@ class ProportionPlugin:
                     return False
             return True
 
-        # allocatable_run's answers, kept until the queue's next allocation event: a
-        # backlog of gangs asks the same question for each job of a shape between two
-        # placements. Per queue, keyed by the request's identity; the entry keeps the
-        # vector alive, with the run and the limit it was counted to (a run cut short
-        # by the limit answers smaller limits; one the share ended answers every limit).
-        # Only the queue's own allocation moves its answer: deserved is fixed for the
-        # session.
-        runs: dict[str, dict[int, tuple[Vector, int, int]]] = {}
-
         def allocatable_run(q: QueueInfo, task: TaskInfo, limit: int) -> int:
             """How many tasks like ``task``, one after another, ``allocatable`` would
             let the queue take (at most ``limit``): the same float steps as the
@@ -240,7 +268,7 @@ class ProportionPlugin:
             if not q.is_open():
                 return 0
             attr = self.attrs.get(q.name)
-            asks = share_asks(task.resreq)
+            asks = self._share_asks(task.resreq)
             if attr is None or not asks:
                 return limit
             req = task.resreq
@@ -251,19 +279,12 @@ class ProportionPlugin:
             if got is not None and got[0] is req and (got[1] < got[2] or limit <= got[2]):
                 return min(got[1], limit)
             des, alloc = attr.deserved.tolist(), attr.allocated.tolist()
-            add = clip_req(req).tolist()
+            add = self._clip_req(req).tolist()
             n = limit
             for k, r in asks:
                 n = run_length(r, des[k], alloc[k], add[k], n)
             memo[id(req)] = (req, n, limit)
             return n
-
-        def asks(req: Vector) -> list[tuple[int, float]]:
-            r = req.tolist()
-            return [(k, r[k]) for k in share_dims if r[k] != 0]
-
-        # The shared dimensions a request asks for, as (dim, amount) floats.
-        share_asks = _per_request(asks)
 
         def admits(job: JobInfo) -> int:
             """The vote, without counting the job into its queue (the ``pure`` facet)."""
@@ -288,13 +309,6 @@ class ProportionPlugin:
                 attr.inqueue += clip(job.min_resources)
             return 1
 
-        # Clipped requests as plain floats.
-        clipped_list = _per_request(lambda req: clip_req(req).tolist())
-
-        # queue -> ids of the requests it has nothing to give to, as its allocation
-        # stands: cleared with the queue's next allocation event.
-        gives_nothing: dict[str, set[int]] = {}
-
         def reclaimable(reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
             """Take from a queue only while it holds more than its deserved share, and
             never below its guarantee.
@@ -307,6 +321,7 @@ class ProportionPlugin:
             still give: reclaim counts the node's idle resources too, as Volcano has
             since 1.12.) That a queue gives nothing to a request as it stands is also
             kept from call to call, until the queue's next allocation event."""
+            clipped_list = self._clipped_list
             want = clipped_list(reclaimer.resreq)
             dims = range(len(want))
             out = []
@@ -366,7 +381,7 @@ class ProportionPlugin:
             attr = self.attrs.get(q.name)
             if attr is None:
                 return limit
-            req = clipped_list(task.resreq)
+            req = self._clipped_list(task.resreq)
             a, d = attr.allocated.tolist(), attr.deserved.tolist()
             dims = [k for k, r in enumerate(req) if r > 0]
             n = 0
@@ -385,14 +400,12 @@ class ProportionPlugin:
             step of :func:`preemptive_run`)."""
             return preemptive_run(q, task, 1) > 0
 
-        attrs = self.attrs
-
         def on_allocate(task: TaskInfo) -> None:
             job = ssn.jobs.get(task.job or "")
             if job is not None:
                 attr = attrs.get(job.queue)
                 if attr is not None:
-                    attr.allocated += clip_req(task.resreq)
+                    attr.allocated += self._clip_req(task.resreq)
                     attr.share = _share(attr)
                     runs.pop(job.queue, None)
                     gives_nothing.pop(job.queue, None)
@@ -402,7 +415,7 @@ class ProportionPlugin:
             if job is not None:
                 attr = attrs.get(job.queue)
                 if attr is not None:
-                    attr.allocated -= clip_req(task.resreq)
+                    attr.allocated -= self._clip_req(task.resreq)
                     attr.share = _share(attr)
                     runs.pop(job.queue, None)
                     gives_nothing.pop(job.queue, None)
