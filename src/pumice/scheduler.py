@@ -49,8 +49,10 @@ class _Cycle:
     now: float
     #: The session's answers stand while the clock is below this.
     until: float
-    #: The decisions, without the snapshot's notes.
+    #: The decisions as the cycle returned them (read-only: callers add only notes).
     decisions: Decisions
+    #: Their notes before the snapshot's were added.
+    notes: list[str]
     observer: CycleObserver | None
 
 
@@ -223,7 +225,7 @@ class Scheduler:
             told(last.observer)
         next_session_uid()  # (numbered as if it had opened one)
         decisions = last.decisions.repeated()
-        decisions.notes.extend(snapshot.notes)
+        decisions.notes = [*last.notes, *snapshot.notes]
         decisions.repeat_of = snapshot.stamp
         return decisions
 
@@ -238,8 +240,9 @@ class Scheduler:
         if until <= ssn.now:
             snapshot.verdicts.forget(CYCLE_KEY)
             return
-        # (A copy: the caller gets ``ssn.decisions``, and the snapshot's notes go on it.)
-        kept = _Cycle(self, ssn.now, until, ssn.decisions.repeated(), observer)
+        # Not a copy (a repeat makes one): callers only add the snapshot's notes.
+        d = ssn.decisions
+        kept = _Cycle(self, ssn.now, until, d, list(d.notes), observer)
         snapshot.verdicts.keep(CYCLE_KEY, stamp, kept)
 
 

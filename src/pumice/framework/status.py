@@ -75,7 +75,28 @@ def gang_short(job: JobInfo) -> str:
     """How the gang falls short, one story in its numbers: the tasks placed and those a
     turn placed and gave back (``tentative``) count in the total and, for a job with
     per-role minimums that Volcano checks, role by role (``master: 1/1, worker: 0/4``
-    adds up to 1 that could be placed). "" when the gang is not short."""
+    adds up to 1 that could be placed). "" when the gang is not short.
+
+    A waiting job is explained in every cycle: the sentence is kept in the job's
+    verdicts with what it counts (the job's tasks, and what its last turn placed)."""
+    tentative = job.tentative
+    stamp = (
+        job.version,
+        tentative,
+        job.tentative_at_most,
+        tuple(job.tentative_roles.items()) if tentative else (),
+    )
+    said = job.verdicts.recall(_GANG_SHORT, stamp)
+    if said is None:
+        said = job.verdicts.keep(_GANG_SHORT, stamp, _gang_short(job))
+    return said
+
+
+#: ``JobInfo.verdicts`` key: :func:`gang_short`'s sentence.
+_GANG_SHORT = "status.gang-short"
+
+
+def _gang_short(job: JobInfo) -> str:
     placed = job.ready_num() + job.waiting_num()
     minimums = job.min_task_member
     # Volcano skips the per-role check when the roles ask for more than minMember.
