@@ -116,8 +116,8 @@ def _per_request(derive: Callable[[Vector], T]) -> Callable[[Vector], T]:
     return get
 
 
-#: Water-fill results by their inputs (oldest dropped first beyond 256 entries).
-_FILLED: dict[bytes, np.ndarray] = {}
+#: How many water-fill results a plugin keeps by their inputs (oldest dropped first).
+_FILLED_KEPT = 256
 
 
 class ProportionPlugin:
@@ -134,6 +134,8 @@ class ProportionPlugin:
         self._queues: dict[str, QueueInfo] = {}
         self._mask = np.zeros(0, dtype=bool)
         self._guarantees = False  # does any queue have a guarantee (the derived limit)
+        #: Water-fill results by their inputs (see :meth:`_water_fill`).
+        self._filled: dict[bytes, np.ndarray] = {}
         #: The cycle's memos (see :meth:`on_cycle_open` and :meth:`on_session_open`).
         self._share_dims: list[int] = []
         self._runs: dict[str, dict[int, tuple[Vector, int, int]]] = {}
@@ -175,24 +177,30 @@ class ProportionPlugin:
 
         # A queue takes part when it has jobs; its sums come from the snapshot's ledger
         # (kept job by job, so running jobs cost nothing here). Clipping is a mask, so
-        # the clipped sums are the sums of the clipped parts.
+        # the clipped sums are the sums of the clipped parts. Every figure is a row of a
+        # matrix (one per queue, in name order), worked out row by row as one.
         names, m = ssn.snapshot.job_ledger().matrices(ssn.queues)
+        self.attrs.clear()
+        if not names:
+            return
         allocated, pending = clip(m.allocated), clip(m.pending)
         request, inqueue, elastic = allocated + pending, clip(m.inqueue), clip(m.elastic)
-        self.attrs.clear()
-        for k, name in enumerate(names):
-            q = ssn.queues[name]
-            guarantee = guarantees[row_of[name]]
-            real_cap = free + guarantee
-            if q.has_capability:
-                real_cap = np.minimum(real_cap, q.capability)
-            self.attrs[name] = QueueAttr(
-                name=q.name, weight=q.weight, deserved=zero(), allocated=allocated[k],
-                request=request[k], inqueue=inqueue[k], elastic=elastic[k],
-                guarantee=guarantee, capability=q.capability, real_capability=real_cap,
+        queues = [ssn.queues[name] for name in names]
+        guarantee = guarantees[[row_of[name] for name in names]]
+        real_cap = free + guarantee
+        capped = [q.has_capability for q in queues]
+        if any(capped):
+            caps = np.array([q.capability for q in queues])
+            real_cap = np.where(np.array(capped)[:, None], np.minimum(real_cap, caps), real_cap)
+        deserved = self._water_fill(total, request, real_cap, guarantee, [q.weight for q in queues])
+        for k, q in enumerate(queues):
+            attr = self.attrs[q.name] = QueueAttr(
+                name=q.name, weight=q.weight, deserved=deserved[k].copy(),
+                allocated=allocated[k], request=request[k], inqueue=inqueue[k],
+                elastic=elastic[k], guarantee=guarantee[k], capability=q.capability,
+                real_capability=real_cap[k],
             )  # fmt: skip
-
-        self._water_fill(total)
+            attr.share = _share(attr)
 
     def _clip(self, v: Vector) -> Vector:
         """``v`` in the cycle's shared dimensions (0 elsewhere)."""
@@ -429,46 +437,43 @@ class ProportionPlugin:
         ssn.on("preemptive", self.name, preemptive, run=preemptive_run)
         ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
 
-    def _water_fill(self, total: Vector) -> None:
-        """Volcano's loop, with the queues as rows of matrices: within one round every
-        queue that still wants more takes its weight's part of what remained at the
-        start of the round, so the rows can be updated together. The arithmetic is the
-        per-queue arithmetic (sums over queues add rows in name order, as the loop
-        did), so the deserved shares are the same floats."""
-        attrs = [self.attrs[k] for k in sorted(self.attrs)]
-        if not attrs:
-            return
-        deserved = np.array([a.deserved for a in attrs])
-        request = np.array([a.request for a in attrs])
-        cap = np.array([a.real_capability for a in attrs])
-        guarantee = np.array([a.guarantee for a in attrs])
-        weight = np.array([float(a.weight) for a in attrs])
-        # A pure function of these inputs, which most cycles repeat (a task moving from
-        # pending to allocated leaves a queue's request as it was).
+    def _water_fill(
+        self, total: Vector, request: Vector, cap: Vector, guarantee: Vector, weights: list[int]
+    ) -> np.ndarray:
+        """The deserved shares, one row per queue (name order): Volcano's loop, with the
+        queues as rows of matrices. Within one round every queue that still wants more
+        takes its weight's part of what remained at the start of the round, so the rows
+        can be updated together. The arithmetic is the per-queue arithmetic (sums over
+        queues add rows in name order, as the loop did), so the deserved shares are the
+        same floats.
+
+        A pure function of its inputs, which most cycles repeat (a task moving from
+        pending to allocated leaves a queue's request as it was): the last few hundred
+        answers are kept by their inputs."""
+        deserved = np.zeros(request.shape)
+        weight = np.array([float(w) for w in weights])
         key = b"".join(m.tobytes() for m in (total, deserved, request, cap, guarantee, weight))
-        got = _FILLED.get(key)
+        got = self._filled.get(key)
         if got is None:
-            got = self._fill(total, attrs, deserved, request, cap, guarantee, weight)
-            _FILLED[key] = got
-            if len(_FILLED) > 256:
-                del _FILLED[next(iter(_FILLED))]
-        for a, d in zip(attrs, got, strict=True):
-            a.deserved = d.copy()
-            a.share = _share(a)
+            got = self._fill(total, weights, deserved, request, cap, guarantee, weight)
+            self._filled[key] = got
+            if len(self._filled) > _FILLED_KEPT:
+                del self._filled[next(iter(self._filled))]
+        return got
 
     @staticmethod
-    def _fill(total, attrs, deserved, request, cap, guarantee, weight) -> np.ndarray:
+    def _fill(total, weights, deserved, request, cap, guarantee, weight) -> np.ndarray:
         """The rounds, in plain floats: a dozen queues by four resources is too small
         for numpy's calls to pay. Every step is the vector form's, element by element
         (sums over queues add rows in name order), so the floats are the same."""
-        rows, dims = range(len(attrs)), range(total.size)
+        rows, dims = range(len(weights)), range(total.size)
         des, req, cp, gu = deserved.tolist(), request.tolist(), cap.tolist(), guarantee.tolist()
         w = weight.tolist()
-        met = [False] * len(attrs)
+        met = [False] * len(weights)
         remaining = total.tolist()
         while True:
             open_rows = [i for i in rows if not met[i]]
-            total_weight = sum(attrs[i].weight for i in open_rows)
+            total_weight = sum(weights[i] for i in open_rows)
             if total_weight == 0:
                 break
             increased, decreased = [0.0] * total.size, [0.0] * total.size
