@@ -431,8 +431,7 @@ def for_session(ssn: Session) -> FastPath:
     holds the plugins' hook closures, which hold the session, so a weak key would never
     die and every session of a long run (``pumice simulate``) would be kept alive.
     """
-    fast = getattr(ssn, "_fastpath", None)
+    fast = ssn.fastpath
     if fast is None:
-        fast = FastPath(ssn)
-        ssn._fastpath = fast  # type: ignore[attr-defined]
+        fast = ssn.fastpath = FastPath(ssn)
     return fast

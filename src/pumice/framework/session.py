@@ -23,6 +23,7 @@ from pumice.framework.hooks import HookTable
 from pumice.framework.plugin import Plugin, Registry
 
 if TYPE_CHECKING:
+    from pumice.framework.fastpath import FastPath
     from pumice.framework.statement import Statement
     from pumice.framework.topology import SessionTopology
 
@@ -148,6 +149,9 @@ class Session:
         #: The network as this session sees it (HyperNode rows, sub-jobs), made when
         #: first asked (:func:`pumice.framework.topology.session_topology`).
         self.topology: SessionTopology | None = None
+        #: The allocate fast path of this cycle, made when first asked
+        #: (:func:`pumice.framework.fastpath.for_session`).
+        self.fastpath: FastPath | None = None
 
     # -- registration -------------------------------------------------------------------
 
@@ -393,7 +397,7 @@ def _release(ssn: Session) -> None:
     ssn.handlers = []
     ssn.handlers_of = []
     ssn.plugins = []
-    ssn.__dict__.pop("_fastpath", None)
+    ssn.fastpath = None
 
 
 def _retire(ssn: Session) -> None:

@@ -178,7 +178,7 @@ def pending_reason(ssn: Session, job: JobInfo, limits: Limits | None = None) -> 
     stage = _stage_reason(ssn, job, limits.refusal_limits)
     reason = f"{never}; {stage}" if never else stage
     # Why preempt or reclaim, run for the job, could not help it (actions/eviction.py).
-    notes = getattr(ssn, "eviction_notes", {}).get(job.uid)
+    notes = ssn.eviction_notes.get(job.uid)
     return "; ".join([reason, *notes]) if notes else reason
 
 
