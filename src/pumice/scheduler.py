@@ -73,6 +73,22 @@ class Scheduler:
     #: runs).
     _session: Session | None = field(default=None, init=False, repr=False, compare=False)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (a sweep hands schedulers to worker processes) without its living
+        session, whose plugins hold the last cycle's closures: the copy opens its own."""
+        return {
+            "config": self.config,
+            "plugins": self.plugins,
+            "actions": self.actions,
+            "repeat": self.repeat,
+            "living": self.living,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+        self._session = None
+
     @classmethod
     def from_file(
         cls, path: str | None, plugins_dir: str | os.PathLike[str] | None = None

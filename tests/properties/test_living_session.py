@@ -12,6 +12,8 @@ preemption, reclaim and clocked plugins, and under one whose plugins cannot all 
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -88,3 +90,20 @@ def test_a_session_that_fails_is_not_renewed(monkeypatch):
     assert world.scheduler._session is not kept
     assert "default/j1-0" in first["binds"]
     assert "default/j2-0" in again["binds"]
+
+
+def test_a_scheduler_that_has_run_cycles_still_pickles():
+    """A sweep hands schedulers to worker processes: one that has a living session
+    pickles without it, and the copy schedules the next cycle as the original does."""
+    world, _clock = _world(MIXED)
+    world.store.create_all(_job(1, 2, 1, 2, "a", None, 0))
+    world.cycle()
+    assert world.scheduler._session is not None
+    copy = pickle.loads(pickle.dumps(world.scheduler))
+    assert copy._session is None
+    world.store.create_all(_job(2, 1, 1, 1, "a", None, 0))
+    snapshot = world.cache.snapshot()
+    mine = world.scheduler.cycle(snapshot).to_json(sessions=False)
+    theirs = copy.cycle(world.cache.snapshot()).to_json(sessions=False)
+    assert mine == theirs
+    assert "default/j2-0" in mine["binds"]
