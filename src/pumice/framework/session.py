@@ -111,7 +111,7 @@ class Session:
 
     def forget_cycle(self) -> None:
         """Drop everything but the registrations: between two cycles a living session
-        holds nothing of the cluster as it was."""
+        holds no snapshot, no decisions and nothing an action hung on it."""
         kept = {k: self.__dict__[k] for k in _LIVING}
         self.__dict__.clear()
         self.__dict__.update(kept)
@@ -403,10 +403,12 @@ def _release(ssn: Session) -> None:
 def _retire(ssn: Session) -> None:
     """Between two cycles of a living session: what the plugins built for one cycle
     registered is dropped (its closures hold the cycle's snapshot), and so is the
-    cycle's own state, so that nothing of the cluster as it was stays alive."""
-    for plugin in ssn.plugins:
+    cycle's own state. Living plugins keep their last figures until the next cycle's
+    ``on_cycle_open`` replaces them."""
+    for k, plugin in enumerate(ssn.plugins):
         if not living(plugin):
             ssn.hooks.drop(plugin.name)
+            ssn.handlers_of[k] = []
     ssn.handlers = []
     ssn.forget_cycle()
 
