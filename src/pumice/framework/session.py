@@ -293,7 +293,8 @@ def renew_session(
 ) -> Session:
     """The next cycle of a living session (one :func:`open_session` made for the same
     configuration, closed by :func:`close_session` with ``keep=True``): the same as
-    opening a new session on ``snapshot``, at the cost of what changed.
+    opening a new session on ``snapshot``, without building the living plugins and
+    their registrations again.
 
     Living plugins (see :func:`living`) keep their registrations and refresh their
     per-cycle state in ``on_cycle_open``; each of the others is built anew and opens as
