@@ -6,8 +6,8 @@ of one cluster go through the same random events (see
 :mod:`tests.properties.test_repeated_cycles`), one scheduled by a living session that
 runs every cycle, the other by a new session for each: every cycle's decisions and
 explanations must be the same, under Volcano's default configuration, under one with
-preemption, reclaim and clocked plugins, and under one whose plugins cannot all live
-(so that rebuilt and living plugins share the hook table).
+preemption, reclaim and clocked plugins, under one whose plugins cannot all live (so
+that rebuilt and living plugins share the hook table), and under hierarchical drf.
 """
 
 from __future__ import annotations
@@ -32,6 +32,14 @@ MIXED = conf(
     ["drf", "predicates", "proportion", "nodeorder", "binpack", "pdb", "cdp"],
 )
 
+#: drf's hierarchical mode (its queue tree is the cycle's own) and gang's optimistic
+#: readiness.
+HIERARCHY = conf(
+    "enqueue, allocate, reclaim, backfill",
+    ["priority", {"name": "gang", "arguments": {"gang.bestEffortReady": "optimistic"}}],
+    [{"name": "drf", "enableHierarchy": True}, "predicates", "nodeorder", "binpack"],
+)
+
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(OPS)
@@ -49,6 +57,12 @@ def test_a_living_session_decides_as_new_ones_with_clocked_plugins(ops):
 @given(OPS)
 def test_a_living_session_decides_as_new_ones_with_rebuilt_plugins(ops):
     _check(MIXED, "living-mixed", ops, repeat_first=False, plain=False)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(OPS)
+def test_a_living_session_decides_as_new_ones_with_hierarchical_drf(ops):
+    _check(HIERARCHY, "living-hierarchy", ops, repeat_first=False, plain=False)
 
 
 def test_the_default_configuration_lives_whole():
