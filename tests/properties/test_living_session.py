@@ -41,25 +41,25 @@ HIERARCHY = conf(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(OPS)
 def test_a_living_session_decides_as_new_ones_default_config(ops):
     _check(None, "living-default", ops, repeat_first=False, plain=False)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(OPS)
 def test_a_living_session_decides_as_new_ones_with_clocked_plugins(ops):
     _check(CLOCKED, "living-clocked", ops, repeat_first=False, plain=False)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(OPS)
 def test_a_living_session_decides_as_new_ones_with_rebuilt_plugins(ops):
     _check(MIXED, "living-mixed", ops, repeat_first=False, plain=False)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(OPS)
 def test_a_living_session_decides_as_new_ones_with_hierarchical_drf(ops):
     _check(HIERARCHY, "living-hierarchy", ops, repeat_first=False, plain=False)
