@@ -64,6 +64,11 @@ def _share(attr: QueueAttr) -> float:
     return 0.0 if best is None else best
 
 
+def _run_stamp(attr: QueueAttr) -> bytes:
+    """What a queue's allocatable_run answers depend on besides the request."""
+    return attr.deserved.tobytes() + attr.allocated.tobytes()
+
+
 def run_length(r: float, d: float, a: float, x: float, limit: int) -> int:
     """How many steps in a row, at most ``limit``, pass ``r <= max(d - a, 0)`` while
     ``a`` grows by ``x`` after each (one dimension of a queue taking equal tasks: ``r``
@@ -139,6 +144,8 @@ class ProportionPlugin:
         #: The cycle's memos (see :meth:`on_cycle_open` and :meth:`on_session_open`).
         self._share_dims: list[int] = []
         self._runs: dict[str, dict[int, tuple[Vector, int, int]]] = {}
+        #: queue -> its figures when its ``_runs`` were counted (see on_cycle_open).
+        self._run_stamps: dict[str, bytes] = {}
         self._gives_nothing: dict[str, set[int]] = {}
         self._clip_req: Callable[[Vector], Vector] = self._clip
         self._share_asks: Callable[[Vector], list[tuple[int, float]]] = self._asks
@@ -154,7 +161,6 @@ class ProportionPlugin:
         self._share_asks = _per_request(self._asks)
         self._clipped_list = _per_request(lambda req: self._clip_req(req).tolist())
         self._share_dims[:] = np.flatnonzero(mask).tolist()
-        self._runs.clear()
         self._gives_nothing.clear()
         self._refusals = {}
 
@@ -182,6 +188,7 @@ class ProportionPlugin:
         names, m = ssn.snapshot.job_ledger().matrices(ssn.queues)
         self.attrs.clear()
         if not names:
+            self._runs.clear()
             return
         allocated, pending = clip(m.allocated), clip(m.pending)
         request, inqueue, elastic = allocated + pending, clip(m.inqueue), clip(m.elastic)
@@ -201,6 +208,16 @@ class ProportionPlugin:
                 real_capability=real_cap[k],
             )  # fmt: skip
             attr.share = _share(attr)
+        # allocatable_run's answers stand while the queue's deserved share and its
+        # allocation are what they were when they were counted: kept from the last
+        # cycle for a queue that had no allocation event since and whose figures came
+        # back the same (a backlog that waits asks the same questions every cycle).
+        stamps = {name: _run_stamp(attr) for name, attr in self.attrs.items()}
+        runs, kept = self._runs, self._run_stamps
+        for name in [n for n in runs if n not in kept or kept[n] != stamps.get(n)]:
+            del runs[name]
+        kept.clear()  # (in place: the allocation events forget a queue's stamp)
+        kept.update(stamps)
 
     def _clip(self, v: Vector) -> Vector:
         """``v`` in the cycle's shared dimensions (0 elsewhere)."""
@@ -224,6 +241,7 @@ class ProportionPlugin:
         # Only the queue's own allocation moves its answer: deserved is fixed for the
         # cycle.
         runs = self._runs
+        run_stamps = self._run_stamps
         # queue -> ids of the requests it has nothing to give to, as its allocation
         # stands: cleared with the queue's next allocation event.
         gives_nothing = self._gives_nothing
@@ -416,6 +434,7 @@ class ProportionPlugin:
                     attr.allocated += self._clip_req(task.resreq)
                     attr.share = _share(attr)
                     runs.pop(job.queue, None)
+                    run_stamps.pop(job.queue, None)
                     gives_nothing.pop(job.queue, None)
 
         def on_deallocate(task: TaskInfo) -> None:
@@ -426,6 +445,7 @@ class ProportionPlugin:
                     attr.allocated -= self._clip_req(task.resreq)
                     attr.share = _share(attr)
                     runs.pop(job.queue, None)
+                    run_stamps.pop(job.queue, None)
                     gives_nothing.pop(job.queue, None)
 
         ssn.on("queue_order", self.name, queue_order, key=queue_rank)
