@@ -339,11 +339,18 @@ def _open(
 
 
 def _mark_invalid(ssn: Session) -> None:
-    # Only active jobs can be invalid: a settled job is a valid gang.
+    """:meth:`Session.job_valid` of every active job (a settled job is a valid gang),
+    with the functions looked up once: a waiting backlog is asked in every cycle."""
+    fns = ssn.hooks.flat("job_valid")
+    if not fns:
+        return
+    invalid = ssn.invalid
     for uid, job in ssn.active.items():
-        reason = ssn.job_valid(job)
-        if reason:
-            ssn.invalid[uid] = (job, reason)
+        for fn in fns:
+            reason = fn(job)
+            if reason:
+                invalid[uid] = (job, reason)
+                break
 
 
 def close_session(
