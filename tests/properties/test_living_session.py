@@ -41,28 +41,15 @@ HIERARCHY = conf(
 )
 
 
+@pytest.mark.parametrize(
+    ("config", "label"),
+    [(None, "default"), (CLOCKED, "clocked"), (MIXED, "mixed"), (HIERARCHY, "hierarchy")],
+    ids=["default", "clocked-plugins", "rebuilt-plugins", "hierarchical-drf"],
+)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(OPS)
-def test_a_living_session_decides_as_new_ones_default_config(ops):
-    _check(None, "living-default", ops, repeat_first=False, plain=False)
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(OPS)
-def test_a_living_session_decides_as_new_ones_with_clocked_plugins(ops):
-    _check(CLOCKED, "living-clocked", ops, repeat_first=False, plain=False)
-
-
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(OPS)
-def test_a_living_session_decides_as_new_ones_with_rebuilt_plugins(ops):
-    _check(MIXED, "living-mixed", ops, repeat_first=False, plain=False)
-
-
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(OPS)
-def test_a_living_session_decides_as_new_ones_with_hierarchical_drf(ops):
-    _check(HIERARCHY, "living-hierarchy", ops, repeat_first=False, plain=False)
+@given(ops=OPS)
+def test_a_living_session_decides_as_new_ones(config, label, ops):
+    _check(config, f"living-{label}", ops, repeat_first=False, plain=False)
 
 
 def test_the_default_configuration_lives_whole():
