@@ -55,18 +55,18 @@ class QueueAttr:
 def _share(attr: QueueAttr) -> float:
     """max of allocated / deserved over the dimensions deserved > 0 (0 if none), in
     plain floats: it runs on every allocation."""
+    return _share_of(attr.allocated.tolist(), attr.deserved.tolist())
+
+
+def _share_of(allocated: list[float], deserved: list[float]) -> float:
+    """:func:`_share` of a queue's figures as lists."""
     best = None
-    for a, d in zip(attr.allocated.tolist(), attr.deserved.tolist(), strict=True):
+    for a, d in zip(allocated, deserved, strict=True):
         if d > 0:
             v = a / d
             if best is None or v > best:
                 best = v
     return 0.0 if best is None else best
-
-
-def _run_stamp(attr: QueueAttr) -> bytes:
-    """What a queue's allocatable_run answers depend on besides the request."""
-    return attr.deserved.tobytes() + attr.allocated.tobytes()
 
 
 def run_length(r: float, d: float, a: float, x: float, limit: int) -> int:
@@ -121,6 +121,73 @@ def _per_request(derive: Callable[[Vector], T]) -> Callable[[Vector], T]:
     return get
 
 
+class _Rows:
+    """The fixed figures of the queues that have jobs (name order), as matrices: their
+    guarantees, real capabilities and weights, and the water fill's fixed inputs as
+    bytes. Read-only: every cycle with the same queues shares them."""
+
+    __slots__ = ("guarantee", "inputs", "queues", "real_cap", "weight", "weights")
+
+    def __init__(self, fixed: _Fixed, names: list[str]) -> None:
+        self.queues = [fixed.by_name[n] for n in names]
+        self.guarantee = fixed.guarantees[[fixed.row_of[n] for n in names]]
+        real_cap = fixed.free + self.guarantee
+        capped = [q.has_capability for q in self.queues]
+        if any(capped):
+            caps = np.array([q.capability for q in self.queues])
+            real_cap = np.where(np.array(capped)[:, None], np.minimum(real_cap, caps), real_cap)
+        self.real_cap = real_cap
+        self.weights = [q.weight for q in self.queues]
+        self.weight = np.array([float(w) for w in self.weights])
+        for m in (self.guarantee, self.real_cap, self.weight):
+            m.setflags(write=False)
+        self.inputs = b"".join(
+            m.tobytes() for m in (fixed.total, self.real_cap, self.guarantee, self.weight)
+        )
+
+
+class _Fixed:
+    """What follows from the queues' specs and the cluster's total alone (see
+    :meth:`ProportionPlugin._fixed_figures`): the clipped total and guarantees, what is
+    left free beyond the guarantees, and the :class:`_Rows` of the last set of queues
+    with jobs."""
+
+    __slots__ = (
+        "_names", "_rows", "by_name", "free", "guaranteed", "guarantees", "mask", "queues",
+        "row_of", "share_dims", "total", "total_bytes",
+    )  # fmt: skip
+
+    def __init__(self, mask: np.ndarray, queues: tuple[QueueInfo, ...], total: Vector) -> None:
+        self.mask, self.queues, self.total = mask, queues, total
+        self.total_bytes = total.tobytes()
+        self.share_dims: list[int] = np.flatnonzero(mask).tolist()
+        self.by_name = {q.name: q for q in queues}
+        self.row_of = {q.name: k for k, q in enumerate(queues)}
+        # Every queue's guarantee, clipped, one row per queue; summed row by row in the
+        # queues' order (the same floats as adding them one at a time).
+        guarantees = (
+            np.where(mask, np.array([q.guarantee for q in queues]), 0.0)
+            if queues
+            else np.zeros((0, total.size))
+        )
+        total_guarantee = np.zeros(total.size)
+        for row in guarantees:
+            total_guarantee += row
+        self.guarantees = guarantees
+        self.free = np.maximum(total - total_guarantee, 0.0)
+        self.guaranteed = bool(np.any(total_guarantee > 0))
+        for m in (total, guarantees, self.free):
+            m.setflags(write=False)
+        self._names: list[str] | None = None
+        self._rows: _Rows | None = None
+
+    def rows(self, names: list[str]) -> _Rows:
+        """The :class:`_Rows` of the queues ``names`` (kept for the last names asked)."""
+        if self._rows is None or self._names != names:
+            self._rows, self._names = _Rows(self, names), names
+        return self._rows
+
+
 #: How many water-fill results a plugin keeps by their inputs (oldest dropped first).
 _FILLED_KEPT = 256
 
@@ -140,12 +207,14 @@ class ProportionPlugin:
         self._mask = np.zeros(0, dtype=bool)
         self._guarantees = False  # does any queue have a guarantee (the derived limit)
         #: Water-fill results by their inputs (see :meth:`_water_fill`).
-        self._filled: dict[bytes, np.ndarray] = {}
+        self._filled: dict[tuple[tuple[int, ...], bytes, bytes], np.ndarray] = {}
+        #: The figures that follow from the queues' specs (see :meth:`_fixed_figures`).
+        self._fixed: _Fixed | None = None
         #: The cycle's memos (see :meth:`on_cycle_open` and :meth:`on_session_open`).
         self._share_dims: list[int] = []
         self._runs: dict[str, dict[int, tuple[Vector, int, int]]] = {}
         #: queue -> its figures when its ``_runs`` were counted (see on_cycle_open).
-        self._run_stamps: dict[str, bytes] = {}
+        self._run_stamps: dict[str, list[float]] = {}
         self._gives_nothing: dict[str, set[int]] = {}
         self._clip_req: Callable[[Vector], Vector] = self._clip
         self._share_asks: Callable[[Vector], list[tuple[int, float]]] = self._asks
@@ -154,32 +223,17 @@ class ProportionPlugin:
     def on_cycle_open(self, ssn: Session) -> None:
         """The cycle's deserved shares (water-filled from what the queues hold and ask)
         and its memos afresh; the functions registered at open read them."""
-        mask = self._mask = ssn.space.share
-        zero = ssn.space.zeros
+        self._mask = ssn.space.share
         clip = self._clip
         self._clip_req = _per_request(clip)  # the same values as clip(t.resreq)
         self._share_asks = _per_request(self._asks)
         self._clipped_list = _per_request(lambda req: self._clip_req(req).tolist())
-        self._share_dims[:] = np.flatnonzero(mask).tolist()
         self._gives_nothing.clear()
         self._refusals = {}
-
-        total = clip(ssn.total)
-        # Every queue's guarantee, clipped, one row per queue; summed row by row in the
-        # queues' order (the same floats as adding them one at a time).
-        qnames = list(ssn.queues)
-        guarantees = (
-            clip(np.array([ssn.queues[n].guarantee for n in qnames]))
-            if qnames
-            else np.zeros((0, ssn.space.size))
-        )
-        row_of = {n: k for k, n in enumerate(qnames)}
-        total_guarantee = zero()
-        for row in guarantees:
-            total_guarantee += row
-        free = np.maximum(total - total_guarantee, 0.0)
         self._queues = ssn.queues
-        self._guarantees = bool(np.any(total_guarantee > 0))
+        fixed = self._fixed_figures(ssn)
+        self._share_dims[:] = fixed.share_dims
+        self._guarantees = fixed.guaranteed
 
         # A queue takes part when it has jobs; its sums come from the snapshot's ledger
         # (kept job by job, so running jobs cost nothing here). Clipping is a mask, so
@@ -192,32 +246,46 @@ class ProportionPlugin:
             return
         allocated, pending = clip(m.allocated), clip(m.pending)
         request, inqueue, elastic = allocated + pending, clip(m.inqueue), clip(m.elastic)
-        queues = [ssn.queues[name] for name in names]
-        guarantee = guarantees[[row_of[name] for name in names]]
-        real_cap = free + guarantee
-        capped = [q.has_capability for q in queues]
-        if any(capped):
-            caps = np.array([q.capability for q in queues])
-            real_cap = np.where(np.array(capped)[:, None], np.minimum(real_cap, caps), real_cap)
-        deserved = self._water_fill(total, request, real_cap, guarantee, [q.weight for q in queues])
-        for k, q in enumerate(queues):
-            attr = self.attrs[q.name] = QueueAttr(
-                name=q.name, weight=q.weight, deserved=deserved[k].copy(),
-                allocated=allocated[k], request=request[k], inqueue=inqueue[k],
-                elastic=elastic[k], guarantee=guarantee[k], capability=q.capability,
-                real_capability=real_cap[k],
+        rows = fixed.rows(names)
+        deserved = self._water_fill(fixed, rows, request).copy()
+        # Shares and stamps in plain floats, a row at a time (the same comparisons and
+        # divisions as :func:`_share`).
+        alloc_rows, des_rows = allocated.tolist(), deserved.tolist()
+        attrs, stamps = self.attrs, {}
+        for k, q in enumerate(rows.queues):
+            attrs[q.name] = QueueAttr(
+                q.name, q.weight, deserved[k], allocated[k], request[k], inqueue[k],
+                elastic[k], rows.guarantee[k], q.capability, rows.real_cap[k],
+                _share_of(alloc_rows[k], des_rows[k]),
             )  # fmt: skip
-            attr.share = _share(attr)
+            stamps[q.name] = des_rows[k] + alloc_rows[k]
         # allocatable_run's answers stand while the queue's deserved share and its
         # allocation are what they were when they were counted: kept from the last
         # cycle for a queue that had no allocation event since and whose figures came
         # back the same (a backlog that waits asks the same questions every cycle).
-        stamps = {name: _run_stamp(attr) for name, attr in self.attrs.items()}
         runs, kept = self._runs, self._run_stamps
         for name in [n for n in runs if n not in kept or kept[n] != stamps.get(n)]:
             del runs[name]
         kept.clear()  # (in place: the allocation events forget a queue's stamp)
         kept.update(stamps)
+
+    def _fixed_figures(self, ssn: Session) -> _Fixed:
+        """The figures that follow from the queues' specs and the cluster's total alone,
+        kept while the snapshot has the same queue objects, total and shared dimensions
+        (they change with a queue or node event, not with pods)."""
+        total = self._clip(ssn.total)
+        queues = tuple(ssn.queues.values())
+        got = self._fixed
+        if (
+            got is not None
+            and got.mask is self._mask
+            and len(got.queues) == len(queues)
+            and all(a is b for a, b in zip(got.queues, queues, strict=True))
+            and got.total_bytes == total.tobytes()
+        ):
+            return got
+        got = self._fixed = _Fixed(self._mask, queues, total)
+        return got
 
     def _clip(self, v: Vector) -> Vector:
         """``v`` in the cycle's shared dimensions (0 elsewhere)."""
@@ -457,9 +525,7 @@ class ProportionPlugin:
         ssn.on("preemptive", self.name, preemptive, run=preemptive_run)
         ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
 
-    def _water_fill(
-        self, total: Vector, request: Vector, cap: Vector, guarantee: Vector, weights: list[int]
-    ) -> np.ndarray:
+    def _water_fill(self, fixed: _Fixed, rows: _Rows, request: Vector) -> np.ndarray:
         """The deserved shares, one row per queue (name order): Volcano's loop, with the
         queues as rows of matrices. Within one round every queue that still wants more
         takes its weight's part of what remained at the start of the round, so the rows
@@ -469,13 +535,15 @@ class ProportionPlugin:
 
         A pure function of its inputs, which most cycles repeat (a task moving from
         pending to allocated leaves a queue's request as it was): the last few hundred
-        answers are kept by their inputs."""
-        deserved = np.zeros(request.shape)
-        weight = np.array([float(w) for w in weights])
-        key = b"".join(m.tobytes() for m in (total, deserved, request, cap, guarantee, weight))
+        answers are kept by their inputs (read-only: callers copy)."""
+        key = (request.shape, rows.inputs, request.tobytes())
         got = self._filled.get(key)
         if got is None:
-            got = self._fill(total, weights, deserved, request, cap, guarantee, weight)
+            got = self._fill(
+                fixed.total, rows.weights, np.zeros(request.shape), request, rows.real_cap,
+                rows.guarantee, rows.weight,
+            )  # fmt: skip
+            got.setflags(write=False)
             self._filled[key] = got
             if len(self._filled) > _FILLED_KEPT:
                 del self._filled[next(iter(self._filled))]
