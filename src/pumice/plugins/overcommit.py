@@ -32,6 +32,9 @@ class OvercommitPlugin:
         self._lists: tuple[list[float], list[float]] = ([], [])
         self._share_names: list[tuple[int, str]] = []
         self._share_dims: list[int] = []
+        #: The resource space the factors and dimensions above were worked out for.
+        self._space: ResourceSpace | None = None
+        self._factors = np.zeros(0)
         #: The cluster's part of a refusal by the resources short, for ``_parts_for``
         #: (the ``_lists`` it was worked out with).
         self._parts: dict[tuple[int, ...], tuple[str, str]] = {}
@@ -66,19 +69,22 @@ class OvercommitPlugin:
     def on_cycle_open(self, ssn: Session) -> None:
         """The cycle's figures: what the cluster can take at the factor, and what the
         jobs already admitted ask."""
-        mask = ssn.space.share
-        used = ssn.nodes.used.sum(axis=0) if len(ssn.nodes) else ssn.space.zeros()
-        factors = np.full(ssn.space.size, self.factor)
-        for name, f in self.per_resource.items():
-            if name in ssn.space.index:
-                factors[ssn.space.index[name]] = f
-        self.idle = np.where(mask, ssn.total * factors - used, np.inf)
+        space = ssn.space
+        if self._space is not space:  # (the factors and dimensions follow the space)
+            self._space = space
+            factors = np.full(space.size, self.factor)
+            for name, f in self.per_resource.items():
+                if name in space.index:
+                    factors[space.index[name]] = f
+            self._factors = factors
+            self._share_dims = np.flatnonzero(space.share).tolist()
+            self._share_names = [(k, space.names[k]) for k in self._share_dims]
+        used = ssn.nodes.used.sum(axis=0) if len(ssn.nodes) else space.zeros()
+        self.idle = np.where(space.share, ssn.total * self._factors - used, np.inf)
         self.inqueue = ssn.snapshot.job_ledger().inqueue_total(ssn.queues)
-        self._share_dims = np.flatnonzero(mask).tolist()
         # Plain floats, asked once per pending job: idle is fixed for the cycle and
         # inqueue changes only when a job is admitted.
         self._lists = (self.inqueue.tolist(), self.idle.tolist())
-        self._share_names = [(k, ssn.space.names[k]) for k in self._share_dims]
 
     def explain(self, ssn: Session, job: JobInfo) -> str:
         """Which resources the cluster is short of for admitting ``job``, at which
