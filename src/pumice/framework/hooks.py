@@ -37,9 +37,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pumice.conf.config import Tier
+
+T = TypeVar("T")
+#: What :meth:`HookTable.derived` finds when nothing is kept (None is an answer).
+_NONE: Any = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +107,7 @@ HOOKS: dict[str, Hook] = {
 class HookTable:
     """The functions registered for one session, grouped by hook, tier and plugin."""
 
-    __slots__ = ("_chains", "_facets", "_flat", "_flat_facets", "_fns", "_tiers")
+    __slots__ = ("_chains", "_derived", "_facets", "_flat", "_flat_facets", "_fns", "_tiers")
 
     def __init__(self, tiers: Sequence[Tier]) -> None:
         self._tiers = tiers
@@ -116,6 +120,9 @@ class HookTable:
         self._facets: dict[tuple[str, Callable], dict[str, Any]] = {}
         #: (hook, facet name) -> :meth:`facets`, built once per registration change.
         self._flat_facets: dict[tuple[str, str], tuple[Any, ...]] = {}
+        #: (hook, facet name, builder) -> :meth:`derived`, built once per registration
+        #: change.
+        self._derived: dict[tuple[str, str, Callable], Any] = {}
 
     def register(
         self, hook: str, plugin: str, fn: Callable, facets: Mapping[str, Any] | None = None
@@ -143,6 +150,8 @@ class HookTable:
         self._flat.pop(hook, None)
         for key in [k for k in self._flat_facets if k[0] == hook]:
             del self._flat_facets[key]
+        for key in [k for k in self._derived if k[0] == hook]:
+            del self._derived[key]
 
     def drop(self, plugin: str, hooks: Iterable[str] | None = None) -> None:
         """Forget every function ``plugin`` registered (or those for ``hooks``), with
@@ -170,6 +179,17 @@ class HookTable:
         if got is None:
             got = tuple(self.facet(hook, fn, name) for fn in self.flat(hook))
             self._flat_facets[(hook, name)] = got
+        return got
+
+    def derived(self, hook: str, name: str, build: Callable[[tuple[Any, ...]], T]) -> T:
+        """``build(self.facets(hook, name))``, kept until ``hook``'s registrations
+        change: the sort keys made from the order functions' ``key`` facets are asked
+        for every job of a backlog, every cycle. ``build`` must be a pure function of
+        the facets (a module-level function, so that it names the answer)."""
+        key = (hook, name, build)
+        got = self._derived.get(key, _NONE)
+        if got is _NONE:
+            got = self._derived[key] = build(self.facets(hook, name))
         return got
 
     def registered(self, hook: str) -> tuple[str, ...]:

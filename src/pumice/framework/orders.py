@@ -13,6 +13,7 @@ evicting a victim changes the share of a queue that waits).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from pumice.api.job import JobInfo
 from pumice.api.queue import QueueInfo
@@ -22,11 +23,19 @@ from pumice.framework.session import Session
 
 
 def job_key(ssn: Session) -> Callable[[JobInfo], tuple] | None:
-    return order_key(ssn.hooks.facets("job_order", "key"), lambda j: (j.creation, j.uid))
+    return ssn.hooks.derived("job_order", "key", _job_key)
+
+
+def _job_key(facets: tuple[Any, ...]) -> Callable[[JobInfo], tuple] | None:
+    return order_key(facets, lambda j: (j.creation, j.uid))
 
 
 def queue_key(ssn: Session) -> Callable[[QueueInfo], tuple] | None:
-    return order_key(ssn.hooks.facets("queue_order", "key"), lambda q: (q.creation, q.name))
+    return ssn.hooks.derived("queue_order", "key", _queue_key)
+
+
+def _queue_key(facets: tuple[Any, ...]) -> Callable[[QueueInfo], tuple] | None:
+    return order_key(facets, lambda q: (q.creation, q.name))
 
 
 def task_key(ssn: Session, tasks: Sequence[TaskInfo]) -> Callable[[TaskInfo], tuple] | None:
@@ -45,8 +54,13 @@ def task_keys(
     ssn: Session,
 ) -> tuple[Callable[[TaskInfo], tuple] | None, Callable[[TaskInfo], tuple] | None]:
     """The task key for tasks that all have a pod index, and for tasks none of which
-    has one (see :func:`task_key`)."""
-    facets = ssn.hooks.facets("task_order", "key")
+    has one (see :func:`task_key`); made once per change of the task order functions."""
+    return ssn.hooks.derived("task_order", "key", _task_keys)
+
+
+def _task_keys(
+    facets: tuple[Any, ...],
+) -> tuple[Callable[[TaskInfo], tuple] | None, Callable[[TaskInfo], tuple] | None]:
     return (
         order_key(facets, lambda t: (t.name_index, t.creation, t.uid)),
         order_key(facets, lambda t: (t.creation, t.uid)),
