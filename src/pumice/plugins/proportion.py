@@ -568,13 +568,30 @@ class ProportionPlugin:
             for i in open_rows:
                 part = w[i] / total_weight
                 old, c, r, g = des[i], cp[i], req[i], gu[i]
-                new = [max(min(min(old[k] + remaining[k] * part, c[k]), r[k]), g[k]) for k in dims]
-                if all(r[k] <= new[k] for k in dims) or new == old:
-                    met[i] = True
+                new = []
+                reached = True
                 for k in dims:
-                    diff = new[k] - old[k]
-                    increased[k] += max(diff, 0.0)
-                    decreased[k] += max(-diff, 0.0)
+                    # max(min(min(old + remaining * part, c), r), g), with the builtins'
+                    # choices spelled out (their calls are most of the fill's time).
+                    x = old[k] + remaining[k] * part
+                    if c[k] < x:
+                        x = c[k]
+                    if r[k] < x:
+                        x = r[k]
+                    if g[k] > x:
+                        x = g[k]
+                    new.append(x)
+                    if not r[k] <= x:
+                        reached = False
+                    # increased += max(diff, 0.0), decreased += max(-diff, 0.0): adding
+                    # a zero to these sums (never -0.0) changes nothing.
+                    diff = x - old[k]
+                    if not diff < 0.0:
+                        increased[k] += diff
+                    if not -diff < 0.0:
+                        decreased[k] += -diff
+                if reached or new == old:
+                    met[i] = True
                 des[i] = new
             old_remaining = remaining
             remaining = [remaining[k] - increased[k] + decreased[k] for k in dims]
