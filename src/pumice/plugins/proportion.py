@@ -216,6 +216,7 @@ class ProportionPlugin:
         #: queue -> its figures when its ``_runs`` were counted (see on_cycle_open).
         self._run_stamps: dict[str, list[float]] = {}
         self._gives_nothing: dict[str, set[int]] = {}
+        self._admission: dict[str, tuple[list[float], ...]] = {}
         self._clip_req: Callable[[Vector], Vector] = self._clip
         self._share_asks: Callable[[Vector], list[tuple[int, float]]] = self._asks
         self._clipped_list: Callable[[Vector], list[float]] = lambda req: self._clip(req).tolist()
@@ -229,6 +230,7 @@ class ProportionPlugin:
         self._share_asks = _per_request(self._asks)
         self._clipped_list = _per_request(lambda req: self._clip_req(req).tolist())
         self._gives_nothing.clear()
+        self._admission.clear()
         self._refusals = {}
         self._queues = ssn.queues
         fixed = self._fixed_figures(ssn)
@@ -313,6 +315,10 @@ class ProportionPlugin:
         # queue -> ids of the requests it has nothing to give to, as its allocation
         # stands: cleared with the queue's next allocation event.
         gives_nothing = self._gives_nothing
+        # queue -> its allocated, inqueue, elastic and real capability as lists, for the
+        # admission vote of each waiting job: forgotten when the queue's allocation or
+        # admitted demand moves.
+        admission = self._admission
 
         def queue_order(a: QueueInfo, b: QueueInfo) -> int:
             if a.priority != b.priority:
@@ -387,9 +393,16 @@ class ProportionPlugin:
                 return 1
             # need = minreq + allocated + inqueue - elastic; only the dimensions the job's
             # demand names are checked against capability (plain floats, once per job).
-            m, a = clip(job.min_resources).tolist(), attr.allocated.tolist()
-            q, e, cap = attr.inqueue.tolist(), attr.elastic.tolist(), attr.real_capability.tolist()
-            for k in range(len(m)):
+            # Outside the shared dimensions every term is clipped to 0: nothing to check.
+            m = job.min_resources.tolist()
+            figures = admission.get(job.queue)
+            if figures is None:
+                figures = admission[job.queue] = (
+                    attr.allocated.tolist(), attr.inqueue.tolist(), attr.elastic.tolist(),
+                    attr.real_capability.tolist(),
+                )  # fmt: skip
+            a, q, e, cap = figures
+            for k in self._share_dims:
                 need = m[k] + a[k] + q[k] - e[k]
                 if (need > 0 or m[k] > 0) and not need <= cap[k]:
                     return -1
@@ -401,6 +414,7 @@ class ProportionPlugin:
             attr = self.attrs.get(job.queue)
             if attr is not None and job.min_resources is not None:
                 attr.inqueue += clip(job.min_resources)
+                admission.pop(job.queue, None)
             return 1
 
         def reclaimable(reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
@@ -502,6 +516,7 @@ class ProportionPlugin:
                     attr.allocated += self._clip_req(task.resreq)
                     attr.share = _share(attr)
                     runs.pop(job.queue, None)
+                    admission.pop(job.queue, None)
                     run_stamps.pop(job.queue, None)
                     gives_nothing.pop(job.queue, None)
 
@@ -513,6 +528,7 @@ class ProportionPlugin:
                     attr.allocated -= self._clip_req(task.resreq)
                     attr.share = _share(attr)
                     runs.pop(job.queue, None)
+                    admission.pop(job.queue, None)
                     run_stamps.pop(job.queue, None)
                     gives_nothing.pop(job.queue, None)
 
