@@ -12,25 +12,42 @@ that rebuilt and living plugins share the hook table), and under hierarchical dr
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import pickle
+from pathlib import Path
 
 import pytest
-import yaml
 from hypothesis import HealthCheck, given, settings
-from tests.kit import conf, node, queue
-from tests.properties.test_repeated_cycles import CLOCKED, OPS, START, World, _check, _job
+from tests.kit import conf, node, pod, podgroup, queue
+from tests.plugins.test_pdb_cdp import guarded, pdb, web_cluster
+from tests.properties.test_repeated_cycles import (
+    CLOCKED,
+    OPS,
+    START,
+    World,
+    _check,
+    _job,
+    _scheduler,
+)
 
 from pumice.api.snapshot import Snapshot
-from pumice.conf.config import parse_config
 from pumice.framework.session import Session, living
 from pumice.plugins import default_registry
 from pumice.scheduler import Scheduler
 
+#: A plugin built anew for every cycle (a user's plugin without ``on_cycle_open``)
+#: between living ones, with the clocked and victim-guarding plugins.
 MIXED = conf(
     "enqueue, allocate, preempt, reclaim, backfill",
     ["priority", "gang", "conformance", "sla"],
-    ["drf", "predicates", "proportion", "nodeorder", "binpack", "pdb", "cdp"],
-)
+    [
+        "drf", "predicates", "proportion", "nodeorder",
+        {"name": "prefer-label", "arguments": {"label": "pool", "value": "reserved"}},
+        "binpack", "pdb", "cdp",
+    ],
+)  # fmt: skip
+EXAMPLE_PLUGINS = Path(__file__).parents[2] / "src" / "pumice" / "examples" / "plugins"
 
 #: drf's hierarchical mode (its queue tree is the cycle's own) and gang's optimistic
 #: readiness.
@@ -49,7 +66,8 @@ HIERARCHY = conf(
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=OPS)
 def test_a_living_session_decides_as_new_ones(config, label, ops):
-    _check(config, f"living-{label}", ops, repeat_first=False, plain=False)
+    extra = EXAMPLE_PLUGINS if config is MIXED else None
+    _check(config, f"living-{label}", ops, repeat_first=False, plain=False, plugins_dir=extra)
 
 
 def test_the_default_configuration_lives_whole():
@@ -61,9 +79,17 @@ def test_the_default_configuration_lives_whole():
     assert [p.name for p in built if not living(p)] == []
 
 
+def test_only_a_plugin_without_on_cycle_open_is_rebuilt():
+    """pumice's clocked and victim-guarding plugins live too; a user's plugin that
+    declares no ``on_cycle_open`` is built anew for every cycle."""
+    sched = _scheduler(MIXED, EXAMPLE_PLUGINS)
+    built = [sched.plugins.create(o.name, o.arguments) for o in sched.config.instances()]
+    assert [p.name for p in built if not living(p)] == ["prefer-label"]
+
+
 def _world(config: str) -> tuple[World, list[float]]:
     clock = [START]
-    world = World(Scheduler.create(parse_config(yaml.safe_load(config))), clock)
+    world = World(_scheduler(config, EXAMPLE_PLUGINS), clock)
     world.store.create_all([queue("a", weight=1), node("n1", cpu="8", memory="64Gi")])
     return world, clock
 
@@ -108,3 +134,37 @@ def test_a_scheduler_that_has_run_cycles_still_pickles():
     theirs = copy.cycle(world.cache.snapshot()).to_json(sessions=False)
     assert mine == theirs
     assert "default/j2-0" in mine["binds"]
+
+
+def test_a_disruption_budget_is_counted_afresh_every_cycle():
+    """pdb lives: what a budget allows is counted again when a cycle opens. Four web
+    pods fill the node; with minAvailable 2 they may lose two. Once one has ended, the
+    three left may lose only one: too few for a gang of three (the ended pod's cpu is
+    free, two more are needed), which a budget allowing two would let in."""
+
+    def worlds(min_available: int) -> tuple[World, World]:
+        config = guarded("pdb")
+        cluster = [
+            o for o in web_cluster(4, pdb(min_available=min_available))
+            if o["kind"] not in ("Pod", "PodGroup") or not o["metadata"]["name"].startswith("high")
+        ]  # fmt: skip
+        gang = [podgroup("high", priority_class="high", min_member=3)]
+        gang += [pod(f"high-{i}", group="high", cpu="1", priority_class="high") for i in range(3)]
+        living_world = World(_scheduler(config), [START])
+        living_world.store.create_all(cluster)
+        assert living_world.cycle()["evictions"] == []  # (nothing waits; budget counted)
+        living_world.store.delete("Pod", "default/web-3")
+        living_world.store.create_all(gang)
+        fresh_world = World(dataclasses.replace(_scheduler(config), living=False), [START])
+        left = [o for o in cluster if o["metadata"]["name"] != "web-3"]
+        fresh_world.store.create_all(copy.deepcopy(left + gang))  # (a store keeps the dicts)
+        return living_world, fresh_world
+
+    living_world, fresh_world = worlds(2)
+    got = living_world.cycle()
+    assert got["evictions"] == []
+    assert got == fresh_world.cycle()
+    living_world, fresh_world = worlds(1)  # three pods may lose two: the gang gets in
+    got = living_world.cycle()
+    assert len(got["evictions"]) == 2
+    assert got == fresh_world.cycle()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -31,6 +32,7 @@ from pumice.cache.cache import SchedulerCache
 from pumice.cluster.memory import MemoryCluster
 from pumice.conf.config import parse_config
 from pumice.framework.decisions import Decisions
+from pumice.framework.extensions import load_registries
 from pumice.run.metrics import CycleRecord
 from pumice.scheduler import Scheduler
 
@@ -43,10 +45,10 @@ CLOCKED = conf(
 START = 1_767_225_600.0  # 2026-01-01T00:00:00Z, the kit's timestamps
 
 
-def _scheduler(config: str | None) -> Scheduler:
+def _scheduler(config: str | None, plugins_dir: Path | None = None) -> Scheduler:
     if config is None:
-        return Scheduler.from_file(None)
-    return Scheduler.create(parse_config(yaml.safe_load(config)))
+        return Scheduler.from_file(None, plugins_dir)
+    return Scheduler.create(parse_config(yaml.safe_load(config)), *load_registries(plugins_dir))
 
 
 class Counted(CycleRecord):
@@ -105,8 +107,22 @@ def _job(n: int, size: int, cpu: int, min_member: int, q: str, sla: int | None, 
     for i in range(size):
         p = pod(f"j{n}-{i}", cpu=str(cpu), memory="1Gi", group=f"j{n}", priority=prio)
         p["metadata"]["annotations"]["volcano.sh/cooldown-time"] = "20s"
+        p["metadata"]["labels"] = {"app": APPS[n % len(APPS)]}  # (what budgets select)
         pods.append(p)
     return [group, *pods]
+
+
+#: The app labels of the jobs' pods, which disruption budgets select.
+APPS = ("web", "batch")
+
+
+def _budget(n: int, app: str, max_unavailable: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": f"budget-{n}", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": app}}, "maxUnavailable": max_unavailable},
+    }
 
 
 JOB = st.tuples(
@@ -127,6 +143,7 @@ OPS = st.lists(
         st.tuples(st.just("end"), st.integers(0, 50)),
         st.tuples(st.just("reap")),
         st.tuples(st.just("node"), st.sampled_from(["4", "8"])),
+        st.tuples(st.just("budget"), st.sampled_from(APPS), st.integers(0, 2)),
     ),
     min_size=4,
     max_size=30,
@@ -161,16 +178,23 @@ def _apply(op: tuple, world: World, n: int, now: float) -> None:
                 store.delete("Pod", f"default/{p['metadata']['name']}")
     elif kind == "node":
         store.create(node(f"n-extra-{n}", cpu=op[1], memory="64Gi"))
+    elif kind == "budget":
+        store.create(_budget(n, op[1], op[2]))
 
 
 def _worlds(
-    config: str | None, *, repeat_first: bool = True, plain: bool = True
+    config: str | None,
+    *,
+    repeat_first: bool = True,
+    plain: bool = True,
+    plugins_dir: Path | None = None,
 ) -> tuple[World, World, list[float]]:
     """Two copies of the cluster: the first scheduled by one living session that
     repeats unchanged cycles (or, without ``repeat_first``, runs every cycle), the
-    second by a new session for every cycle (``plain``: without enqueue's shortcut)."""
+    second by a new session for every cycle (``plain``: without enqueue's shortcut).
+    ``plugins_dir`` adds the plugins its modules list (see docs/plugins.md)."""
     clock = [START]
-    repeat = dataclasses.replace(_scheduler(config), repeat=repeat_first)
+    repeat = dataclasses.replace(_scheduler(config, plugins_dir), repeat=repeat_first)
     fresh = dataclasses.replace(repeat, repeat=False, living=False)
     worlds = (World(repeat, clock), World(fresh, clock, plain=plain))
     for w in worlds:
@@ -179,7 +203,7 @@ def _worlds(
                 queue("a", weight=2, capability={"cpu": "10"}),
                 queue("b", weight=1),
                 node("n1", cpu="8", memory="64Gi"),
-                node("n2", cpu="4", memory="64Gi"),
+                node("n2", cpu="4", memory="64Gi", labels={"pool": "reserved"}),
             ]
         )
     return worlds[0], worlds[1], clock
@@ -188,7 +212,7 @@ def _worlds(
 REPEATS: Counter[str] = Counter()
 
 
-def _check(config: str | None, label: str, ops: list[tuple], **worlds: bool) -> None:
+def _check(config: str | None, label: str, ops: list[tuple], **worlds: Any) -> None:
     repeat, fresh, clock = _worlds(config, **worlds)
     for n, op in enumerate(ops):
         if op[0] == "tick":

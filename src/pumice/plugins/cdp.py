@@ -76,11 +76,14 @@ class CdpPlugin:
         """The first cooldown to end among the pods it protected this session."""
         return self._turns
 
-    def on_session_open(self, ssn: Session) -> None:
-        now = ssn.now
+    def on_cycle_open(self, _ssn: Session) -> None:
+        """A new cycle asks afresh which cooldowns end ahead (see :meth:`valid_until`);
+        the function registered at open reads the cycle's clock from the session."""
         self._turns = math.inf
 
+    def on_session_open(self, ssn: Session) -> None:
         def cooled(_actor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+            now = ssn.now
             victims = []
             for t in candidates:
                 cooldown = cooldown_of(t)

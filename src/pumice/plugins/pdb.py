@@ -36,8 +36,13 @@ class PdbPlugin:
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments
         self.allowed: list[tuple[PdbRecord, int]] = []
+        #: The pods already releasing when the cycle opened (evictions of earlier
+        #: cycles, which the budgets counted).
+        self._releasing_at_open: set[str] = set()
 
-    def on_session_open(self, ssn: Session) -> None:
+    def on_cycle_open(self, ssn: Session) -> None:
+        """The cycle's budgets: each budget's disruptions allowed, from the pods that
+        match it as the cycle opens."""
         pdbs = [p for p in ssn.snapshot.pdbs if p.selector is not None and not p.selector.empty()]
         pods = [t for tasks in ssn.nodes.tasks for t in tasks.values()]
         for job in ssn.jobs.values():
@@ -50,12 +55,17 @@ class PdbPlugin:
             healthy = sum(1 for t in matching if t.status in _HEALTHY)
             self.allowed.append((pdb, disruptions_allowed(pdb, len(matching), healthy)))
 
-        releasing_at_open = {
+        self._releasing_at_open = {
             t.uid for tasks in ssn.nodes.tasks for t in tasks.values()
             if t.status == TaskStatus.RELEASING
         }  # fmt: skip
 
+    def on_session_open(self, ssn: Session) -> None:
+        """Register the guard once, for as long as the session lives: it reads the
+        cycle's budgets from the plugin (see :meth:`on_cycle_open`)."""
+
         def evicted_this_cycle() -> list[TaskInfo]:
+            releasing_at_open = self._releasing_at_open
             return [
                 t
                 for tasks in ssn.nodes.tasks

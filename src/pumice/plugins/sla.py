@@ -65,6 +65,11 @@ class SlaPlugin:
                 return self.default
         return self.default
 
+    def on_cycle_open(self, _ssn: Session) -> None:
+        """A new cycle asks afresh which deadlines lie ahead (see :meth:`valid_until`);
+        the functions registered at open read the cycle's clock from the session."""
+        self._turns = math.inf
+
     def on_session_open(self, ssn: Session) -> None:
         def deadline(job: JobInfo) -> float | None:
             w = self._waiting(job)
@@ -85,8 +90,6 @@ class SlaPlugin:
             if d < self._turns:
                 self._turns = d
             return 0
-
-        self._turns = math.inf
 
         ssn.on("job_order", self.name, job_order)
         ssn.on("job_enqueueable", self.name, permit)
