@@ -6,8 +6,9 @@ of one cluster go through the same random events (see
 :mod:`tests.properties.test_repeated_cycles`), one scheduled by a living session that
 runs every cycle, the other by a new session for each: every cycle's decisions and
 explanations must be the same, under Volcano's default configuration, under one with
-preemption, reclaim and clocked plugins, under one whose plugins cannot all live (so
-that rebuilt and living plugins share the hook table), and under hierarchical drf.
+preemption, reclaim and clocked plugins, under one with a plugin that does not live (so
+that rebuilt and living plugins share the hook table), under hierarchical drf, and
+under capacity (flat and as a queue tree).
 """
 
 from __future__ import annotations
@@ -47,6 +48,17 @@ MIXED = conf(
         "binpack", "pdb", "cdp",
     ],
 )  # fmt: skip
+#: capacity in place of proportion, flat and as a queue tree.
+CAPACITY = conf(
+    "enqueue, allocate, reclaim, backfill",
+    ["priority", "gang", "conformance"],
+    ["drf", "predicates", "capacity", "nodeorder", "binpack"],
+)
+CAPACITY_TREE = conf(
+    "enqueue, allocate, reclaim, backfill",
+    ["priority", "gang", "conformance"],
+    ["drf", "predicates", {"name": "capacity", "enableHierarchy": True}, "nodeorder"],
+)
 EXAMPLE_PLUGINS = Path(__file__).parents[2] / "src" / "pumice" / "examples" / "plugins"
 
 #: drf's hierarchical mode (its queue tree is the cycle's own) and gang's optimistic
@@ -60,8 +72,22 @@ HIERARCHY = conf(
 
 @pytest.mark.parametrize(
     ("config", "label"),
-    [(None, "default"), (CLOCKED, "clocked"), (MIXED, "mixed"), (HIERARCHY, "hierarchy")],
-    ids=["default", "clocked-plugins", "rebuilt-plugins", "hierarchical-drf"],
+    [
+        (None, "default"),
+        (CLOCKED, "clocked"),
+        (MIXED, "mixed"),
+        (HIERARCHY, "hierarchy"),
+        (CAPACITY, "capacity"),
+        (CAPACITY_TREE, "capacity-tree"),
+    ],
+    ids=[
+        "default",
+        "clocked-plugins",
+        "rebuilt-plugins",
+        "hierarchical-drf",
+        "capacity",
+        "capacity-tree",
+    ],
 )
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=OPS)

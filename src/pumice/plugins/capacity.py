@@ -250,15 +250,25 @@ class CapacityPlugin:
 
     # -- the session --------------------------------------------------------------------
 
-    def on_session_open(self, ssn: Session) -> None:
+    def on_cycle_open(self, ssn: Session) -> None:
+        """The cycle's queue attributes (the queue tree, with hierarchy), from the
+        snapshot's queues and jobs; the functions registered at open read them. A tree
+        that is not sound (a parent missing, a cycle, a child's capability above its
+        parent's) raises :class:`InputError`, and the cycle decides nothing."""
         total = self._clip(ssn, ssn.total)
         self._space = ssn.space
         self._queues = ssn.queues
-        self.hierarchy = hierarchy_enabled(ssn, self.name)
+        self.ready, self.not_ready_reason = True, ""
+        self.attrs.clear()  # (in place: the registered functions hold the dict)
         if self.hierarchy:
             self._build_tree(ssn, total)
         else:
             self._build_flat(ssn, total)
+
+    def on_session_open(self, ssn: Session) -> None:
+        """Register the functions, once for as long as the session lives (see
+        :meth:`on_cycle_open`)."""
+        self.hierarchy = hierarchy_enabled(ssn, self.name)
         attrs = self.attrs
 
         def chain(queue: str) -> list[QueueAttr]:
