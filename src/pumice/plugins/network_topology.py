@@ -82,28 +82,58 @@ class NetworkTopologyPlugin:
         self.normal_pods = arguments.get_bool("hypernode.binpack.normal-pod.enable", True)
         fading = arguments.get_float("hypernode.binpack.normal-pod.fading", 0.8)
         self.fading = 0.8 if fading < 0 else fading
+        #: The cycle's sums per HyperNode (see :meth:`on_cycle_open`).
+        self._state: _State | None = None
         most = arguments.get_int("hypernode.gradient.evict.max-hypernodes", 8)
         self.evict_max = 8 if most <= 0 else most
 
+    def on_cycle_open(self, ssn: Session) -> None:
+        """The cycle's sums per HyperNode, from the session's network and nodes; the
+        functions registered at open read them."""
+        self._state = _State(ssn, session_topology(ssn), self)
+
     def on_session_open(self, ssn: Session) -> None:
-        state = _State(ssn, session_topology(ssn), self)
-        ssn.on("hypernode_gradient", self.name, state.gradient)
-        ssn.on("hypernode_order", self.name, _Order(state))
-        ssn.on("node_order", self.name, state.node_order)
-        ssn.add_event_handler(EventHandler(allocate=state.allocated, deallocate=state.released))
+        """Register the functions, once for as long as the session lives: each hands
+        the call to the cycle's :class:`_State`."""
+
+        def gradient(
+            limit: int | None,
+            allocated: str,
+            min_request: Vector | None,
+            start: str,
+            purpose: str,
+        ) -> list[list[str]] | None:
+            return self._state.gradient(limit, allocated, min_request, start, purpose)
+
+        def node_order(task: TaskInfo, cand: np.ndarray) -> np.ndarray:
+            return self._state.node_order(task, cand)
+
+        def allocated(task: TaskInfo) -> None:
+            self._state.allocated(task)
+
+        def released(task: TaskInfo) -> None:
+            self._state.released(task)
+
+        ssn.on("hypernode_gradient", self.name, gradient)
+        ssn.on("hypernode_order", self.name, _Order(self))
+        ssn.on("node_order", self.name, node_order)
+        ssn.add_event_handler(EventHandler(allocate=allocated, deallocate=released))
 
 
 class _Order:
-    """The ``hypernode_order`` function, with its terms apart (``parts``)."""
+    """The ``hypernode_order`` function, with its terms apart (``parts``), of the
+    plugin's cycle state."""
 
-    __slots__ = ("parts", "score")
+    __slots__ = ("plugin",)
 
-    def __init__(self, state: _State) -> None:
-        self.score = state.hypernode_order
-        self.parts = state.parts
+    def __init__(self, plugin: NetworkTopologyPlugin) -> None:
+        self.plugin = plugin
 
     def __call__(self, sj: SubJob, names: list[str]) -> dict[str, float]:
-        return self.score(sj, names)
+        return self.plugin._state.hypernode_order(sj, names)
+
+    def parts(self, sj: SubJob, names: list[str]) -> tuple[dict[str, float], dict[str, float]]:
+        return self.plugin._state.parts(sj, names)
 
 
 class _State:

@@ -304,6 +304,10 @@ class ReschedulingPlugin:
     def __init__(self, arguments: Arguments) -> None:
         self.settings = parse_settings(arguments)
 
+    def on_cycle_open(self, ssn: Session) -> None:
+        """Nothing to refresh: the registered function reads the cycle's clock, nodes
+        and carried state from the session when it is called."""
+
     def on_session_open(self, ssn: Session) -> None:
         settings = self.settings
 
