@@ -28,6 +28,8 @@ held statements are concluded when allocate ends.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pumice.actions.place import need_continue, place
 from pumice.actions.room import hopeless_turn, queue_refusal
 from pumice.actions.topology import Worksheet, allocate_for_job, worksheet
@@ -35,12 +37,16 @@ from pumice.api.job import INQUEUE, JobInfo
 from pumice.api.queue import QueueInfo
 from pumice.api.task import TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
-from pumice.framework.orders import job_key, queue_key, task_key
+from pumice.framework.orders import job_key, queue_key, task_key, task_keys
 from pumice.framework.pqueue import KeyedQueue, PriorityQueue, ordered
 from pumice.framework.session import Session
 from pumice.framework.statement import Statement
 from pumice.framework.topology import session_topology
 from pumice.framework.verdicts import timeless
+
+#: ``JobInfo.verdicts`` key, stamped with the job's version: its pending tasks that
+#: allocate places, and which of the task keys orders them (see :func:`_to_place`).
+_TO_PLACE = "allocate.to-place"
 
 
 class AllocateAction:
@@ -92,8 +98,7 @@ class AllocateAction:
                 continue
             tasks = pending.get(job.uid)
             if tasks is None:
-                todo = [t for t in job.with_status(TaskStatus.PENDING) if not t.best_effort]
-                tkey = task_key(ssn, todo) if len(todo) > 1 else None  # one: no order
+                todo, tkey = _to_place(ssn, job)
                 if hopeless_turn(ssn, queue, job, todo, tkey):
                     queues.push(queue)  # as after a try that kept nothing
                     continue
@@ -243,3 +248,23 @@ def conclude_held(ssn: Session) -> None:
             explain_best_effort(ssn, job)
             release(ssn, job, commit=False)
     kept.clear()
+
+
+def _to_place(
+    ssn: Session, job: JobInfo
+) -> tuple[list[TaskInfo], Callable[[TaskInfo], tuple] | None]:
+    """``job``'s pending tasks that allocate places (best-effort ones are backfill's),
+    and their task key (:func:`~pumice.framework.orders.task_key`; None for a single
+    task). A job of the backlog asks in every cycle, and a gang's tasks are many: the
+    tasks and which key fits them are kept with the job's version (the list is
+    read-only: the queues built from it copy it)."""
+    got = job.verdicts.recall(_TO_PLACE, job.version)
+    if got is None:
+        todo = [t for t in job.with_status(TaskStatus.PENDING) if not t.best_effort]
+        with_index = sum(1 for t in todo if t.name_index is not None)
+        which = 0 if with_index == len(todo) else (1 if with_index == 0 else None)
+        got = job.verdicts.keep(_TO_PLACE, job.version, (todo, which))
+    todo, which = got
+    if len(todo) < 2 or which is None:
+        return todo, None  # (one task: no order; mixed pod indices: no key)
+    return todo, task_keys(ssn)[which]
