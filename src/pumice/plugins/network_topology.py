@@ -38,6 +38,7 @@ the gradient filter reads it).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -96,14 +97,8 @@ class NetworkTopologyPlugin:
         """Register the functions, once for as long as the session lives: each hands
         the call to the cycle's :class:`_State`."""
 
-        def gradient(
-            limit: int | None,
-            allocated: str,
-            min_request: Vector | None,
-            start: str,
-            purpose: str,
-        ) -> list[list[str]] | None:
-            return self._state.gradient(limit, allocated, min_request, start, purpose)
+        def gradient(*args: Any) -> list[list[str]] | None:  # (see _State.gradient)
+            return self._state.gradient(*args)
 
         def node_order(task: TaskInfo, cand: np.ndarray) -> np.ndarray:
             return self._state.node_order(task, cand)
