@@ -63,7 +63,7 @@ class _Shares(dict):
         allocated = self.allocated
         if uid not in allocated:
             job = allocated.jobs.get(uid)
-            if job is None:
+            if job is None or not job.tasks:  # (no pods yet, as a Job waiting to be admitted)
                 return 0.0
             stamp = (job.version, self.stamp)
             share = job.verdicts.recall(_SHARE, stamp)
