@@ -17,10 +17,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/ruff format --check src tests
 	$(VENV)/bin/python -m pytest -n 2
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/ruff format --check src tests
 
 # Benchmarks of the scheduling core (see docs/performance.md); BENCH=... picks scenarios.
 BENCH ?=

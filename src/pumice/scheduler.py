@@ -227,9 +227,7 @@ class Scheduler:
         """The last cycle's decisions again, if this cycle would decide the same."""
         if not self.repeat or snapshot.stamp is None:
             return None
-        last: _Cycle | None = snapshot.verdicts.recall(
-            CYCLE_KEY, (snapshot.stamp, snapshot.active)
-        )
+        last: _Cycle | None = snapshot.verdicts.recall(CYCLE_KEY, (snapshot.stamp, snapshot.active))
         if last is None or last.scheduler is not self:
             return None
         if not last.now <= snapshot.now < last.until:

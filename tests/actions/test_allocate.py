@@ -160,9 +160,7 @@ def test_without_backfill_a_gang_that_needs_its_best_effort_tasks_is_not_bound()
     ours = run(_master_and_worker(), GANG_ONLY.format(actions="allocate", arguments="{}"))
     assert ours.binds == {}
     assert "no action of this configuration places best-effort tasks" in ours.pending["default/pg"]
-    volcano = GANG_ONLY.format(
-        actions="allocate", arguments="{gang.bestEffortReady: optimistic}"
-    )
+    volcano = GANG_ONLY.format(actions="allocate", arguments="{gang.bestEffortReady: optimistic}")
     assert run(_master_and_worker(), volcano).binds == {"default/m": "n1"}
 
 
@@ -171,8 +169,9 @@ def test_a_gang_ready_on_its_best_effort_tasks_is_bound_whole_by_backfill() -> N
     assert run(_master_and_worker(), config).binds == {"default/m": "n1", "default/w": "n1"}
     one_slot = run(_master_and_worker(pods="1"), config)
     assert one_slot.binds == {}
-    assert "best-effort task w has no node: node n1 is at its pod limit (1)" in (
-        one_slot.pending["default/pg"]
+    assert (
+        "best-effort task w has no node: node n1 is at its pod limit (1)"
+        in (one_slot.pending["default/pg"])
     )
 
 

@@ -165,8 +165,9 @@ def test_reclaim_for_a_queue_that_may_not_reclaim_says_so() -> None:
     objs += borrower("a", "q1", 2) + borrower("c", "q2", 2) + starving("b", "q2", 1)
     d = run(objs, reclaim_conf())
     assert d.evictions == []
-    assert "reclaim could not help: queue q2 may not reclaim for task b-0 (proportion" in (
-        d.pending["default/b"]
+    assert (
+        "reclaim could not help: queue q2 may not reclaim for task b-0 (proportion"
+        in (d.pending["default/b"])
     )
     failed = [r for r in d.audit if r["kind"] == "failed"]
     assert [(r["action"], r["preemptor"]) for r in failed] == [("reclaim", "default/b")]

@@ -31,6 +31,11 @@ def admin(plane: Any) -> Iterator[KubeClient]:
 def ns(admin: KubeClient) -> str:
     """A namespace of this test's own (a module's tests share its API server)."""
     name = f"t{next(_names)}"
-    k.ok(admin.request("POST", RESOURCES["Namespace"].path(),
-                       body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}))
+    k.ok(
+        admin.request(
+            "POST",
+            RESOURCES["Namespace"].path(),
+            body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+        )
+    )
     return name  # fmt: skip

@@ -37,8 +37,12 @@ def plane(k8s_binaries: None) -> Iterator[ControlPlane]:
     cp = ControlPlane().start()
     client = KubeClient.from_config(cp.kubeconfig)
     k.install_crds(client)
-    k.wait_for("the Job and Command CRDs", lambda: all(
-        client.request("GET", RESOURCES[kind].path())[0] == 200 for kind in ("Job", "Command")))
+    k.wait_for(
+        "the Job and Command CRDs",
+        lambda: all(
+            client.request("GET", RESOURCES[kind].path())[0] == 200 for kind in ("Job", "Command")
+        ),
+    )
     nodes = k.nodes(client, 4, cpu="4", memory="8Gi")
     kubelet = FakeKubelet(client, nodes, startup_delay=0.1)
     kubelet.start()
@@ -121,8 +125,14 @@ def test_a_deployments_pods_get_one_podgroup(pumice: Any, admin: KubeClient, ns:
                  "template": {"metadata": {"labels": {"app": "web"}},
                               "spec": {"containers": [{"name": "c", "image": "nginx"}]}}},
     }))  # fmt: skip
-    ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d9f",
-           "uid": rs["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+    ref = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "name": "web-7d9f",
+        "uid": rs["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
     for i in range(3):
         body = {
             "apiVersion": "v1", "kind": "Pod",
@@ -189,9 +199,7 @@ def test_deleting_a_job_removes_its_pods_and_podgroup(
     assert k.get(admin, "Job", key) is None
 
 
-def test_an_invalid_job_is_refused_with_its_reason(
-    pumice: Any, admin: KubeClient, ns: str
-) -> None:
+def test_an_invalid_job_is_refused_with_its_reason(pumice: Any, admin: KubeClient, ns: str) -> None:
     """Volcano's own example of a Job its webhook denies (minAvailable above the
     replicas): it stays Pending with the reason, gets a Warning Event, and nothing else
     is created."""
@@ -253,8 +261,13 @@ def fail(client: KubeClient, pod: dict) -> None:
 
 def running_pods(client: KubeClient, ns: str, n: int, seen: set[str]) -> list[dict]:
     """``n`` pods Running, not terminating, none of them one already failed."""
-    pods = [p for p in listed(client, "Pod", ns) if p["status"].get("phase") == "Running"
-            and not p["metadata"].get("deletionTimestamp") and p["metadata"]["uid"] not in seen]
+    pods = [
+        p
+        for p in listed(client, "Pod", ns)
+        if p["status"].get("phase") == "Running"
+        and not p["metadata"].get("deletionTimestamp")
+        and p["metadata"]["uid"] not in seen
+    ]
     return pods if len(pods) == n else []
 
 
@@ -297,8 +310,11 @@ def test_task_completed_completes_the_job(pumice: Any, admin: KubeClient, ns: st
     k.wait_for("the job Completed", lambda: phase(admin, key) == "Completed", timeout=60)
     pods = {p["metadata"]["name"]: p for p in listed(admin, "Pod", ns)}
     assert pods["mpi-master-0"]["status"]["phase"] == "Succeeded"
-    k.wait_for("the workers stopped", lambda: all(
-        p["metadata"]["name"] == "mpi-master-0" for p in listed(admin, "Pod", ns)), timeout=60)
+    k.wait_for(
+        "the workers stopped",
+        lambda: all(p["metadata"]["name"] == "mpi-master-0" for p in listed(admin, "Pod", ns)),
+        timeout=60,
+    )
 
 
 def test_suspend_and_resume(pumice: Any, plane: ControlPlane, admin: KubeClient, ns: str,

@@ -67,8 +67,9 @@ class MirrorController:
                              copy.get("data") or {}}, **data}})  # fmt: skip
         ticks = (meta.get("annotations") or {}).get(TICKS)
         if ticks is not None and int(ticks) < 3:
-            self.store.patch("ConfigMap", key,
-                             {"metadata": {"annotations": {TICKS: str(int(ticks) + 1)}}})
+            self.store.patch(
+                "ConfigMap", key, {"metadata": {"annotations": {TICKS: str(int(ticks) + 1)}}}
+            )
             return 0.2
         return None
 

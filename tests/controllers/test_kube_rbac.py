@@ -47,12 +47,22 @@ def test_the_shipped_roles_are_enough_to_run_a_job(
             job: dict[str, Any] = vcjob("default", "mpi", duration="3s")
             job["spec"]["plugins"] = {"svc": [], "ssh": [], "env": []}
             submit(admin, job)
-            k.wait_for("the plugins' Service and Secret", lambda: k.get(
-                admin, "Service", "default/mpi") and k.get(admin, "Secret", "default/mpi-ssh"))
+            k.wait_for(
+                "the plugins' Service and Secret",
+                lambda: (
+                    k.get(admin, "Service", "default/mpi")
+                    and k.get(admin, "Secret", "default/mpi-ssh")
+                ),
+            )
             k.wait_for("the job Completed", lambda: phase(admin, "default/mpi") == "Completed",
                        timeout=60)  # fmt: skip
-        k.wait_for("the plugins' objects gone", lambda: k.get(admin, "Service", "default/mpi")
-                   is None and k.get(admin, "Secret", "default/mpi-ssh") is None)
+        k.wait_for(
+            "the plugins' objects gone",
+            lambda: (
+                k.get(admin, "Service", "default/mpi") is None
+                and k.get(admin, "Secret", "default/mpi-ssh") is None
+            ),
+        )
         refused = {label: n for label, n in store.writes.items()
                    if not label.endswith((":200", ":201", ":404", ":409"))}  # fmt: skip
         assert refused == {}

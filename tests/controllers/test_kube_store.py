@@ -18,7 +18,6 @@ from pumice.sandbox import ControlPlane
 pytestmark = pytest.mark.k8s
 
 
-
 @pytest.fixture(scope="module")
 def plane(k8s_binaries: None) -> Iterator[ControlPlane]:
     """One API server for the module, with pumice's CRDs (Job and Command included)."""
@@ -103,8 +102,10 @@ def test_objects_made_by_others_arrive_sorted(make_store: Any, admin: KubeClient
     watch = store.watch(["ConfigMap"])
     for name in ("b", "a", "c"):
         k.ok(admin.request("POST", RESOURCES["ConfigMap"].path(ns), body=configmap(ns, name)))
-    k.wait_for("three configmaps", lambda: len([o for o in store.list("ConfigMap")
-                                                if o["metadata"]["namespace"] == ns]) == 3)
+    k.wait_for(
+        "three configmaps",
+        lambda: len([o for o in store.list("ConfigMap") if o["metadata"]["namespace"] == ns]) == 3,
+    )
     names = [o["metadata"]["name"] for o in store.list("ConfigMap")
              if o["metadata"]["namespace"] == ns]  # fmt: skip
     assert names == ["a", "b", "c"]
@@ -239,10 +240,19 @@ def test_delete_without_cascade_keeps_what_the_object_owns(
     store.create(owned(ns, "collected", gone_owner))
     assert store.delete("ConfigMap", f"{ns}/keep-owner", cascade=False)
     assert store.delete("ConfigMap", f"{ns}/gone-owner")
-    k.wait_for("both owners gone", lambda: k.get(admin, "ConfigMap", f"{ns}/keep-owner") is None
-               and k.get(admin, "ConfigMap", f"{ns}/gone-owner") is None, timeout=60)
-    k.wait_for("the dependent collected",
-               lambda: k.get(admin, "ConfigMap", f"{ns}/collected") is None, timeout=60)
+    k.wait_for(
+        "both owners gone",
+        lambda: (
+            k.get(admin, "ConfigMap", f"{ns}/keep-owner") is None
+            and k.get(admin, "ConfigMap", f"{ns}/gone-owner") is None
+        ),
+        timeout=60,
+    )
+    k.wait_for(
+        "the dependent collected",
+        lambda: k.get(admin, "ConfigMap", f"{ns}/collected") is None,
+        timeout=60,
+    )
     kept = k.get(admin, "ConfigMap", f"{ns}/kept")
     assert kept is not None and not kept["metadata"].get("ownerReferences")
 

@@ -1,4 +1,4 @@
-""""Can never fit" is kept from cycle to cycle for a waiting job, and must follow every
+""" "Can never fit" is kept from cycle to cycle for a waiting job, and must follow every
 change that could cure it: a node growing, labels moving to a bigger node, a queue's
 capability set. Each cycle of the scheduler cache (which keeps the answer) is compared
 with a cycle on a snapshot built afresh from the same objects (which keeps nothing)."""

@@ -166,9 +166,7 @@ def _refused(ssn, task) -> dict[str, list[str]]:
     (fn,) = ssn.hooks.flat("predicate")
     _blocked, reasons = fn(task)
     names = ssn.nodes.names
-    return {
-        r: [names[i] for i in np.flatnonzero(m)] for r, m in reasons if r in (SPREAD, MISSING)
-    }
+    return {r: [names[i] for i in np.flatnonzero(m)] for r, m in reasons if r in (SPREAD, MISSING)}
 
 
 def _pending(name: str, spread: list, app: str = "x", **extra) -> dict:

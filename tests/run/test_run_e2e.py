@@ -111,6 +111,7 @@ def test_preemption_deletes_victims_and_binds_the_preemptor_once_they_are_gone(
     with k.running(kubeconfig, config=str(config)):
         k.wait_for("the low pods bound", lambda: len(k.bound(client)) == 2)
         k.pod(client, "high-0", cpu="3", priority_class="high")
+
         # Eviction is a graceful delete: the kubelet's part (none runs here) is ours.
         # Both low pods must go for high-0 to fit (3 of 4 cpu), and their evictions are
         # written one by one: wait until both are terminating.

@@ -368,7 +368,7 @@ def job_view(
                 "pods": {p: _int(n) for p, n in phases.items()},
             }
         )
-    shown = sorted((_event(e) for e in events), key=lambda e: (_epoch(e["last"]) or 0.0))
+    shown = sorted((_event(e) for e in events), key=lambda e: _epoch(e["last"]) or 0.0)
     pg = None
     if podgroup is not None:
         pg_status = podgroup.get("status") or {}

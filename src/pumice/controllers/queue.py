@@ -150,9 +150,7 @@ class QueueController:
         names.add(self.default_queue)
         if self.hierarchy:
             names.add(ROOT)
-        commands = [
-            _CMD + _pg_key(c) for c in self.store.list("Command") if self._for_queue(c)
-        ]
+        commands = [_CMD + _pg_key(c) for c in self.store.list("Command") if self._for_queue(c)]
         return [*sorted(names), *commands]
 
     def reconcile(self, key: str) -> float | None:

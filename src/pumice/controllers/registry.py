@@ -111,9 +111,7 @@ def _settings_for(cls: type, settings: Settings) -> dict[str, Any]:
     return {k: v for k, v in wanted.items() if k in params}
 
 
-def build(
-    names: Iterable[str], store: Store, settings: Settings | None = None
-) -> list[Controller]:
+def build(names: Iterable[str], store: Store, settings: Settings | None = None) -> list[Controller]:
     """The controllers ``names`` over ``store``, in registry order."""
     settings = settings or Settings()
     wanted = set(names)
@@ -125,9 +123,7 @@ def build(
     return out
 
 
-def kinds_of(
-    controllers: Sequence[Controller], *, direct: Collection[str] = ()
-) -> tuple[str, ...]:
+def kinds_of(controllers: Sequence[Controller], *, direct: Collection[str] = ()) -> tuple[str, ...]:
     """The kinds ``controllers`` watch or read (a controller names what it reads beyond
     what it watches in a ``reads`` attribute), sorted; a kind in ``direct`` only read is
     left out (a store that reads it one object at a time needs no informer for it)."""

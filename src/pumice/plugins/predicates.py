@@ -203,9 +203,7 @@ class PredicatesPlugin:
             tasks whose keys are in ``gone`` have left (for preempt); ``inter_pod``: the
             anti-affinity refusals too (else only host ports)."""
             nodes = self._nodes
-            reasons = (
-                resolvable_on_node(nodes, task, i, self._holders, gone) if inter_pod else []
-            )
+            reasons = resolvable_on_node(nodes, task, i, self._holders, gone) if inter_pod else []
             ports = set(task.host_ports)
             if ports and any(
                 t.key not in gone and ports.intersection(t.host_ports)

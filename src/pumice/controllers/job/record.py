@@ -31,9 +31,7 @@ def record(
         "namespace": meta.get("namespace") or "default",
         "uid": meta.get("uid", ""),
     }
-    events.record(
-        store, involved, type_, reason, message, component=COMPONENT, counts=counts
-    )
+    events.record(store, involved, type_, reason, message, component=COMPONENT, counts=counts)
 
 
 __all__ = ["COMPONENT", "record"]
