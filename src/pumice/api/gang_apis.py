@@ -43,7 +43,7 @@ WORKLOAD_VERSIONS = ("v1alpha1", "v1alpha2")
 
 
 def _group_version(obj: Mapping[str, Any]) -> tuple[str, str]:
-    api_version = parse._str(obj.get("apiVersion"), "apiVersion")
+    api_version = parse.as_str(obj.get("apiVersion"), "apiVersion")
     group, _, version = api_version.rpartition("/")
     return group, version
 
@@ -93,10 +93,10 @@ def _group_record(
     (their status is another scheduler's vocabulary; the phase is derived from the pods,
     see :func:`pumice.cache.model.derived_phase`)."""
     meta = as_mapping(obj.get("metadata"), "metadata")
-    annotations = parse._labels(meta.get("annotations"), "metadata.annotations")
+    annotations = parse.as_labels(meta.get("annotations"), "metadata.annotations")
     return PodGroupRecord(
-        namespace=parse._str(meta.get("namespace"), "metadata.namespace") or "default",
-        name=parse._str(meta.get("name"), "metadata.name", required=True),
+        namespace=parse.as_str(meta.get("namespace"), "metadata.namespace") or "default",
+        name=parse.as_str(meta.get("name"), "metadata.name", required=True),
         min_member=min_member,
         min_task_member={},
         min_resources=None,
@@ -106,7 +106,7 @@ def _group_record(
         conditions=[],
         creation=parse.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
         annotations=annotations,
-        labels=parse._labels(meta.get("labels"), "metadata.labels"),
+        labels=parse.as_labels(meta.get("labels"), "metadata.labels"),
         api=api,
     )
 
@@ -122,7 +122,7 @@ def parse_coscheduling_podgroup(
         obj,
         "coscheduling",
         default_queue,
-        parse._int(spec.get("minMember"), "spec.minMember", 0, minimum=0),
+        parse.as_int(spec.get("minMember"), "spec.minMember", 0, minimum=0),
     )
     min_res = spec.get("minResources")
     if min_res is not None:
@@ -130,7 +130,7 @@ def parse_coscheduling_podgroup(
     timeout = spec.get("scheduleTimeoutSeconds")
     if timeout is not None:
         path = "spec.scheduleTimeoutSeconds"
-        rec.schedule_timeout = float(parse._int(timeout, path, 0, minimum=0))
+        rec.schedule_timeout = float(parse.as_int(timeout, path, 0, minimum=0))
     status = obj.get("status")
     start = as_mapping(status, "status").get("scheduleStartTime") if status is not None else None
     if start is not None and start != "":
@@ -151,7 +151,7 @@ def scheduling_policy(value: Any, path: str) -> int | None:
     gang = as_mapping(gang, f"{path}.gang")
     if gang.get("minCount") is None:
         raise InputError("is required", field=f"{path}.gang.minCount")
-    return parse._int(gang["minCount"], f"{path}.gang.minCount", 1, minimum=1)
+    return parse.as_int(gang["minCount"], f"{path}.gang.minCount", 1, minimum=1)
 
 
 def parse_k8s_podgroup(
@@ -227,19 +227,19 @@ def parse_workload(obj: Mapping[str, Any]) -> WorkloadRecord:
     for i, item in enumerate(items):
         p = f"{path}[{i}]"
         item = as_mapping(item, p)
-        name = parse._str(item.get("name"), f"{p}.name", required=True)
+        name = parse.as_str(item.get("name"), f"{p}.name", required=True)
         if name in groups:
             raise InputError(f"pod group {name!r} appears twice", field=f"{p}.name")
         if item.get(policy_key) is None:
             raise InputError("is required", field=f"{p}.{policy_key}")
         groups[name] = scheduling_policy(item[policy_key], f"{p}.{policy_key}")
     return WorkloadRecord(
-        namespace=parse._str(meta.get("namespace"), "metadata.namespace") or "default",
-        name=parse._str(meta.get("name"), "metadata.name", required=True),
+        namespace=parse.as_str(meta.get("namespace"), "metadata.namespace") or "default",
+        name=parse.as_str(meta.get("name"), "metadata.name", required=True),
         version=version,
         groups=groups,
         creation=parse.timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
-        annotations=parse._labels(meta.get("annotations"), "metadata.annotations"),
+        annotations=parse.as_labels(meta.get("annotations"), "metadata.annotations"),
     )
 
 

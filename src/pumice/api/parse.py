@@ -124,7 +124,9 @@ def copy_tree(value: Any, memo: dict[int, Any] | None = None) -> Any:
     return copy.deepcopy(value, memo)
 
 
-def _str(value: Any, path: str, *, required: bool = False) -> str:
+def as_str(value: Any, path: str, *, required: bool = False) -> str:
+    """``value`` as text (None: empty, or an error when ``required``; YAML's numbers as
+    written), or an InputError naming ``path``."""
     if value is None:
         if required:
             raise InputError("is required", field=path)
@@ -141,7 +143,9 @@ def _str(value: Any, path: str, *, required: bool = False) -> str:
 INT32_MAX = 2**31 - 1
 
 
-def _int(value: Any, path: str, default: int, *, minimum: int | None = None) -> int:
+def as_int(value: Any, path: str, default: int, *, minimum: int | None = None) -> int:
+    """``value`` as an int32 of at least ``minimum`` (None: ``default``; digits in a string
+    count), or an InputError naming ``path``."""
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
@@ -166,11 +170,13 @@ def _key(key: Any, path: str) -> str:
     return str(key)
 
 
-def _labels(value: Any, path: str) -> dict[str, str]:
+def as_labels(value: Any, path: str) -> dict[str, str]:
+    """``value`` as a map of text to text (labels, annotations, selectors), or an
+    InputError naming ``path`` or the entry."""
     out = {}
     for k, v in as_mapping(value, path).items():
         key = _key(k, path)
-        out[key] = _str(v, f"{path}.{key}")
+        out[key] = as_str(v, f"{path}.{key}")
     return out
 
 
@@ -254,18 +260,20 @@ def _taints(value: Any, path: str) -> tuple[Taint, ...]:
     for i, t in enumerate(as_list(value, path)):
         p = f"{path}[{i}]"
         t = as_mapping(t, p)
-        effect = _str(t.get("effect"), f"{p}.effect", required=True)
+        effect = as_str(t.get("effect"), f"{p}.effect", required=True)
         if effect not in _EFFECTS:
             raise InputError(f"unknown taint effect {effect!r}", field=f"{p}.effect")
         out.append(
-            Taint(_str(t.get("key"), f"{p}.key", required=True), _str(t.get("value"), p), effect)
+            Taint(
+                as_str(t.get("key"), f"{p}.key", required=True), as_str(t.get("value"), p), effect
+            )
         )
     return tuple(out)
 
 
 def parse_node(obj: Mapping[str, Any]) -> NodeSpec:
     meta = as_mapping(obj.get("metadata"), "metadata")
-    name = _str(meta.get("name"), "metadata.name", required=True)
+    name = as_str(meta.get("name"), "metadata.name", required=True)
     spec = as_mapping(obj.get("spec"), "spec")
     status = as_mapping(obj.get("status"), "status")
     if "allocatable" in status:
@@ -284,7 +292,7 @@ def parse_node(obj: Mapping[str, Any]) -> NodeSpec:
             ready = cond.get("status") in ("True", True)  # (unquoted YAML gives a bool)
     return NodeSpec(
         name=name,
-        labels=_labels(meta.get("labels"), "metadata.labels"),
+        labels=as_labels(meta.get("labels"), "metadata.labels"),
         taints=_taints(spec.get("taints"), "spec.taints"),
         unschedulable=bool(spec.get("unschedulable", False)),
         ready=ready,
@@ -397,14 +405,14 @@ def _gang_ref(spec: Mapping[str, Any], labels: Mapping[str, str]) -> GangRef | N
     if spec.get("schedulingGroup") is not None:
         path = "spec.schedulingGroup.podGroupName"
         group = as_mapping(spec["schedulingGroup"], "spec.schedulingGroup")
-        return GangRef("workload", _str(group.get("podGroupName"), path, required=True))
+        return GangRef("workload", as_str(group.get("podGroupName"), path, required=True))
     if spec.get("workloadRef") is not None:
         ref = as_mapping(spec["workloadRef"], "spec.workloadRef")
         return GangRef(
             "workload",
-            _str(ref.get("name"), "spec.workloadRef.name", required=True),
-            _str(ref.get("podGroup"), "spec.workloadRef.podGroup", required=True),
-            _str(ref.get("podGroupReplicaKey"), "spec.workloadRef.podGroupReplicaKey"),
+            as_str(ref.get("name"), "spec.workloadRef.name", required=True),
+            as_str(ref.get("podGroup"), "spec.workloadRef.podGroup", required=True),
+            as_str(ref.get("podGroupReplicaKey"), "spec.workloadRef.podGroupReplicaKey"),
         )
     if labels.get(COSCHEDULING_LABEL):
         return GangRef("coscheduling", labels[COSCHEDULING_LABEL])
@@ -425,15 +433,15 @@ def _requirements(value: Any, path: str, *, fields: bool) -> tuple[Requirement, 
     for i, e in enumerate(as_list(value, path)):
         p = f"{path}[{i}]"
         e = as_mapping(e, p)
-        op = _str(e.get("operator"), f"{p}.operator", required=True)
+        op = as_str(e.get("operator"), f"{p}.operator", required=True)
         if op not in _OPERATORS:
             raise InputError(f"unknown operator {op!r}", field=f"{p}.operator")
-        values = tuple(_str(v, f"{p}.values") for v in as_list(e.get("values"), f"{p}.values"))
+        values = tuple(as_str(v, f"{p}.values") for v in as_list(e.get("values"), f"{p}.values"))
         if op in ("In", "NotIn") and not values:
             raise InputError(f"operator {op} needs values", field=f"{p}.values")
         if op in ("Gt", "Lt") and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
             raise InputError(f"operator {op} needs one integer value", field=f"{p}.values")
-        key = _str(e.get("key"), f"{p}.key", required=True)
+        key = as_str(e.get("key"), f"{p}.key", required=True)
         out.append(Requirement(key, op, values, fields))
     return tuple(out)
 
@@ -446,7 +454,7 @@ def _term(value: Any, path: str) -> SelectorTerm:
 
 
 def _placement(spec: Mapping[str, Any]) -> Placement:
-    selector = tuple(sorted(_labels(spec.get("nodeSelector"), "spec.nodeSelector").items()))
+    selector = tuple(sorted(as_labels(spec.get("nodeSelector"), "spec.nodeSelector").items()))
     na_path = "spec.affinity.nodeAffinity"
     na = as_mapping(as_mapping(spec.get("affinity"), "spec.affinity").get("nodeAffinity"), na_path)
     required = None
@@ -459,21 +467,21 @@ def _placement(spec: Mapping[str, Any]) -> Placement:
     pp = f"{na_path}.preferredDuringSchedulingIgnoredDuringExecution"
     for i, p in enumerate(as_list(na.get("preferredDuringSchedulingIgnoredDuringExecution"), pp)):
         p = as_mapping(p, f"{pp}[{i}]")
-        weight = _int(p.get("weight"), f"{pp}[{i}].weight", 1, minimum=0)
+        weight = as_int(p.get("weight"), f"{pp}[{i}].weight", 1, minimum=0)
         preferred.append((weight, _term(p.get("preference"), f"{pp}[{i}].preference")))
     tolerations = []
     for i, t in enumerate(as_list(spec.get("tolerations"), "spec.tolerations")):
         p = f"spec.tolerations[{i}]"
         t = as_mapping(t, p)
-        op = _str(t.get("operator"), f"{p}.operator") or "Equal"
+        op = as_str(t.get("operator"), f"{p}.operator") or "Equal"
         if op not in ("Equal", "Exists"):
             raise InputError(f"unknown toleration operator {op!r}", field=f"{p}.operator")
         tolerations.append(
             Toleration(
-                _str(t.get("key"), f"{p}.key"),
+                as_str(t.get("key"), f"{p}.key"),
                 op,
-                _str(t.get("value"), f"{p}.value"),
-                _str(t.get("effect"), f"{p}.effect"),
+                as_str(t.get("value"), f"{p}.value"),
+                as_str(t.get("effect"), f"{p}.effect"),
             )
         )
     return Placement(selector, required, tuple(preferred), tuple(tolerations))
@@ -485,17 +493,17 @@ def _controller_uid(meta: Mapping[str, Any]) -> str:
     for i, ref in enumerate(as_list(meta.get("ownerReferences"), path)):
         ref = as_mapping(ref, f"{path}[{i}]")
         if ref.get("controller") in (True, "true"):
-            return _str(ref.get("uid"), f"{path}[{i}].uid")
+            return as_str(ref.get("uid"), f"{path}[{i}].uid")
     return ""
 
 
 def parse_pod(obj: Mapping[str, Any]) -> PodRecord:
     meta = as_mapping(obj.get("metadata"), "metadata")
-    name = _str(meta.get("name"), "metadata.name", required=True)
-    namespace = _str(meta.get("namespace"), "metadata.namespace") or "default"
+    name = as_str(meta.get("name"), "metadata.name", required=True)
+    namespace = as_str(meta.get("namespace"), "metadata.namespace") or "default"
     spec = as_mapping(obj.get("spec"), "spec")
     status = as_mapping(obj.get("status"), "status")
-    annotations = _labels(meta.get("annotations"), "metadata.annotations")
+    annotations = as_labels(meta.get("annotations"), "metadata.annotations")
 
     containers = as_list(spec.get("containers"), "spec.containers")
     resreq: dict[str, float] = {}
@@ -506,9 +514,9 @@ def parse_pod(obj: Mapping[str, Any]) -> PodRecord:
         _add(resreq, _container_requests(c, path))
         for j, port in enumerate(as_list(c.get("ports"), f"{path}.ports")):
             port = as_mapping(port, f"{path}.ports[{j}]")
-            hp = _int(port.get("hostPort"), f"{path}.ports[{j}].hostPort", 0, minimum=0)
+            hp = as_int(port.get("hostPort"), f"{path}.ports[{j}].hostPort", 0, minimum=0)
             if hp:
-                ports.append((_str(port.get("protocol"), "protocol") or "TCP", hp))
+                ports.append((as_str(port.get("protocol"), "protocol") or "TCP", hp))
     # Init containers: restartable ones (sidecars) run alongside; the others one by one.
     sidecars: dict[str, float] = {}
     init_peak: dict[str, float] = {}
@@ -535,24 +543,24 @@ def parse_pod(obj: Mapping[str, Any]) -> PodRecord:
 
     priority = spec.get("priority")
     if priority is not None:
-        priority = _int(priority, "spec.priority", 0)
-    labels = _labels(meta.get("labels"), "metadata.labels")
+        priority = as_int(priority, "spec.priority", 0)
+    labels = as_labels(meta.get("labels"), "metadata.labels")
     gang = _gang_ref(spec, labels)
-    policy = _str(spec.get("preemptionPolicy"), "spec.preemptionPolicy") or "PreemptLowerPriority"
+    policy = as_str(spec.get("preemptionPolicy"), "spec.preemptionPolicy") or "PreemptLowerPriority"
     if policy not in ("PreemptLowerPriority", "Never"):
         raise InputError(f"unknown preemption policy {policy!r}", field="spec.preemptionPolicy")
     return PodRecord(
-        uid=_str(meta.get("uid"), "metadata.uid") or f"{namespace}/{name}",
+        uid=as_str(meta.get("uid"), "metadata.uid") or f"{namespace}/{name}",
         namespace=namespace,
         name=name,
-        scheduler_name=_str(spec.get("schedulerName"), "spec.schedulerName"),
-        node_name=_str(spec.get("nodeName"), "spec.nodeName"),
-        phase=_str(status.get("phase"), "status.phase") or "Pending",
+        scheduler_name=as_str(spec.get("schedulerName"), "spec.schedulerName"),
+        node_name=as_str(spec.get("nodeName"), "spec.nodeName"),
+        phase=as_str(status.get("phase"), "status.phase") or "Pending",
         terminating=meta.get("deletionTimestamp") is not None,
         resreq=resreq,
         init_resreq=init_resreq,
         priority=priority,
-        priority_class=_str(spec.get("priorityClassName"), "spec.priorityClassName"),
+        priority_class=as_str(spec.get("priorityClassName"), "spec.priorityClassName"),
         preemption_policy=policy,
         placement=_placement(spec),
         host_ports=tuple(sorted(set(ports))),
@@ -560,7 +568,7 @@ def parse_pod(obj: Mapping[str, Any]) -> PodRecord:
         group=annotations.get(GROUP_ANNOTATION, ""),
         annotations=annotations,
         labels=labels,
-        scheduled_at=_scheduled_at(status),
+        scheduled_at=pod_scheduled_at(status),
         pod_affinity=_pod_affinity(spec),
         spread=parse_spread(spec),
         containers=len(containers),
@@ -575,12 +583,12 @@ def _pod_terms(value: Any, path: str) -> tuple[PodTerm, ...]:
         p = f"{path}[{i}]"
         t = as_mapping(t, p)
         spaces = tuple(
-            _str(n, f"{p}.namespaces") for n in as_list(t.get("namespaces"), f"{p}.namespaces")
+            as_str(n, f"{p}.namespaces") for n in as_list(t.get("namespaces"), f"{p}.namespaces")
         )
         out.append(
             PodTerm(
                 parse_label_selector(t.get("labelSelector"), f"{p}.labelSelector"),
-                _str(t.get("topologyKey"), f"{p}.topologyKey", required=True),
+                as_str(t.get("topologyKey"), f"{p}.topologyKey", required=True),
                 spaces,
             )
         )
@@ -600,7 +608,7 @@ def _pod_affinity(spec: Mapping[str, Any]) -> PodAffinity | None:
     return PodAffinity(terms[0], terms[1])
 
 
-def _scheduled_at(status: Mapping[str, Any]) -> float:
+def pod_scheduled_at(status: Mapping[str, Any]) -> float:
     """When the PodScheduled condition turned True (Volcano's cdp plugin reads it)."""
     for i, c in enumerate(as_list(status.get("conditions"), "status.conditions")):
         c = as_mapping(c, f"status.conditions[{i}]")
@@ -652,7 +660,7 @@ def podgroup_status(obj: Mapping[str, Any]) -> tuple[str, list[dict], tuple[int,
     """A PodGroup's status, validated: (phase, conditions, (running, succeeded, failed)).
     Apart from :func:`parse_podgroup` for the status writes that change nothing else."""
     status = as_mapping(obj.get("status"), "status")
-    phase = _str(status.get("phase"), "status.phase") or "Pending"
+    phase = as_str(status.get("phase"), "status.phase") or "Pending"
     if phase not in _PG_PHASES:
         raise InputError(f"unknown phase {phase!r}", field="status.phase")
     conditions = [
@@ -660,39 +668,40 @@ def podgroup_status(obj: Mapping[str, Any]) -> tuple[str, list[dict], tuple[int,
         for i, c in enumerate(as_list(status.get("conditions"), "status.conditions"))
     ]
     counts = tuple(
-        _int(status.get(k), f"status.{k}", 0, minimum=0) for k in ("running", "succeeded", "failed")
+        as_int(status.get(k), f"status.{k}", 0, minimum=0)
+        for k in ("running", "succeeded", "failed")
     )
     return phase, conditions, counts  # type: ignore[return-value]
 
 
 def parse_podgroup(obj: Mapping[str, Any], default_queue: str = DEFAULT_QUEUE) -> PodGroupRecord:
     meta = as_mapping(obj.get("metadata"), "metadata")
-    name = _str(meta.get("name"), "metadata.name", required=True)
+    name = as_str(meta.get("name"), "metadata.name", required=True)
     spec = as_mapping(obj.get("spec"), "spec")
     mtm = {
-        _key(k, "spec.minTaskMember"): _int(v, f"spec.minTaskMember.{_shown(k)}", 0, minimum=0)
+        _key(k, "spec.minTaskMember"): as_int(v, f"spec.minTaskMember.{_shown(k)}", 0, minimum=0)
         for k, v in as_mapping(spec.get("minTaskMember"), "spec.minTaskMember").items()
     }
     phase, conditions, counts = podgroup_status(obj)
     min_res = spec.get("minResources")
     return PodGroupRecord(
-        namespace=_str(meta.get("namespace"), "metadata.namespace") or "default",
+        namespace=as_str(meta.get("namespace"), "metadata.namespace") or "default",
         name=name,
-        min_member=_int(spec.get("minMember"), "spec.minMember", 1, minimum=0),
+        min_member=as_int(spec.get("minMember"), "spec.minMember", 1, minimum=0),
         min_task_member=mtm,
         min_resources=None if min_res is None else resources(min_res, "spec.minResources"),
-        queue=_str(spec.get("queue"), "spec.queue") or default_queue,
-        priority_class=_str(spec.get("priorityClassName"), "spec.priorityClassName"),
+        queue=as_str(spec.get("queue"), "spec.queue") or default_queue,
+        priority_class=as_str(spec.get("priorityClassName"), "spec.priorityClassName"),
         phase=phase,
         conditions=conditions,
         creation=timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
-        annotations=_labels(meta.get("annotations"), "metadata.annotations"),
+        annotations=as_labels(meta.get("annotations"), "metadata.annotations"),
         counts=counts,
         network_topology=parse_network_topology(
             spec.get("networkTopology"), "spec.networkTopology"
         ),
         sub_groups=parse_sub_group_policies(spec.get("subGroupPolicy"), "spec.subGroupPolicy"),
-        labels=_labels(meta.get("labels"), "metadata.labels"),
+        labels=as_labels(meta.get("labels"), "metadata.labels"),
     )
 
 
@@ -716,7 +725,7 @@ class QueueRecord:
 
 def parse_queue(obj: Mapping[str, Any]) -> QueueRecord:
     meta = as_mapping(obj.get("metadata"), "metadata")
-    name = _str(meta.get("name"), "metadata.name", required=True)
+    name = as_str(meta.get("name"), "metadata.name", required=True)
     spec = as_mapping(obj.get("spec"), "spec")
     status = as_mapping(obj.get("status"), "status")
     cap = spec.get("capability")
@@ -727,21 +736,21 @@ def parse_queue(obj: Mapping[str, Any]) -> QueueRecord:
         raise InputError(
             f"expected true or false, got {_shown(reclaimable)}", field="spec.reclaimable"
         )
-    state = _str(status.get("state"), "status.state") or "Open"
+    state = as_str(status.get("state"), "status.state") or "Open"
     if state not in ("Open", "Closed", "Closing", "Unknown"):
         raise InputError(f"unknown queue state {state!r}", field="status.state")
     return QueueRecord(
         name=name,
-        weight=_int(spec.get("weight"), "spec.weight", 1, minimum=0),
+        weight=as_int(spec.get("weight"), "spec.weight", 1, minimum=0),
         capability=None if cap is None else resources(cap, "spec.capability"),
         deserved=None if des is None else resources(des, "spec.deserved"),
         guarantee=resources(guarantee.get("resource"), "spec.guarantee.resource"),
         reclaimable=reclaimable,
-        parent=_str(spec.get("parent"), "spec.parent") or None,
+        parent=as_str(spec.get("parent"), "spec.parent") or None,
         state=state,
         creation=timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
-        annotations=_labels(meta.get("annotations"), "metadata.annotations"),
-        priority=_int(spec.get("priority"), "spec.priority", 0),
+        annotations=as_labels(meta.get("annotations"), "metadata.annotations"),
+        priority=as_int(spec.get("priority"), "spec.priority", 0),
     )
 
 
@@ -757,8 +766,8 @@ class PriorityClassRecord:
 
 def parse_priority_class(obj: Mapping[str, Any]) -> PriorityClassRecord:
     meta = as_mapping(obj.get("metadata"), "metadata")
-    name = _str(meta.get("name"), "metadata.name", required=True)
+    name = as_str(meta.get("name"), "metadata.name", required=True)
     if obj.get("value") is None:
         raise InputError("is required", field="value")
-    value = _int(obj.get("value"), "value", 0)
+    value = as_int(obj.get("value"), "value", 0)
     return PriorityClassRecord(name, value, bool(obj.get("globalDefault", False)))

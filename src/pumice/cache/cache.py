@@ -135,7 +135,7 @@ def _pod_state(obj: Mapping[str, Any]) -> tuple[str, str, bool, float]:
         spec.get("nodeName") or "",
         status.get("phase") or "Pending",
         meta.get("deletionTimestamp") is not None,
-        parse._scheduled_at(status) if status.get("conditions") else 0.0,
+        parse.pod_scheduled_at(status) if status.get("conditions") else 0.0,
     )
 
 
