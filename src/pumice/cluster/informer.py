@@ -95,6 +95,11 @@ class Informer:
         self.served = True
         self._thread: threading.Thread | None = None
 
+    @property
+    def started(self) -> bool:
+        """Whether :meth:`start` was called (an informer starts once)."""
+        return self._thread is not None
+
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=f"informer-{self.kind}", daemon=True)
         self._thread.start()

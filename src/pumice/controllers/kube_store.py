@@ -199,7 +199,7 @@ class KubeStore:
         with self._lock:
             self._started = True
             for inf in self._informers.values():
-                if inf._thread is None:
+                if not inf.started:
                     inf.start()
 
     def synced(self) -> bool:

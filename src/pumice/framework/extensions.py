@@ -161,8 +161,8 @@ def load_registries(plugins_dir: str | os.PathLike[str] | None = None) -> Regist
     registries: dict[str, ExtensionRegistry] = {}
     for kind, builtins in (("plugin", default_plugins()), ("action", default_actions())):
         reg = ExtensionRegistry(kind, dir_key)
-        for name in sorted(builtins.names()):  # Registry has no public class lookup
-            reg.add(builtins._classes[name], BUILTIN)
+        for name in sorted(builtins.names()):
+            reg.add(builtins.cls(name), BUILTIN)
         for cls, origin in _entry_point_classes(kind):
             reg.add(cls, origin)
         registries[kind] = reg

@@ -68,6 +68,10 @@ class Registry:
     def names(self) -> set[str]:
         return set(self._classes)
 
+    def cls(self, name: str) -> type:
+        """The class registered as ``name`` (KeyError if none is)."""
+        return self._classes[name]
+
     def create(self, name: str, arguments: Arguments):
         return self._classes[name](arguments)
 
