@@ -123,18 +123,26 @@ class SlotView:
         self.error = None
 
     def refresh(self, future: np.ndarray, rows: set[int]) -> None:
+        """Bring ``rows`` up to date one by one, in plain floats (the same arithmetic as
+        :meth:`rebuild`); the arrays are read and written only where a value changes."""
         init, use, dims = self.init, self.use, self.dims
         blocked, claimed = self.blocked, self.claimed
         slots, short, counts = self.slots, self.short, self.counts
         total = self.total
-        for i in rows:
-            row = future[i].tolist()
-            if blocked is not None and blocked[i]:
+        order = sorted(rows)
+        idle = future[order][:, dims].tolist() if dims else [[] for _ in order]
+        was = short[order].tolist()
+        before = slots[order].tolist()
+        off = [] if blocked is None else blocked[order].tolist()
+        uncounted = [] if claimed is None else claimed[order].tolist()
+        for j, i in enumerate(order):
+            row = idle[j]
+            if off and off[j]:
                 s = 0.0
             else:
                 s = math.inf
-                for k, d in enumerate(dims):
-                    head = row[d] - init[k]
+                for k, head in enumerate(row):
+                    head -= init[k]
                     if not head >= 0:
                         s = 0.0
                         break
@@ -144,13 +152,15 @@ class SlotView:
                         if head - (more + 1) * u >= 0:
                             more += 1
                         s = min(s, more + 1)
-            total += s - slots[i]
-            slots[i] = s
+            if s != before[j]:
+                total += s - before[j]
+                slots[i] = s
             taken = s if s != math.inf else 0.0
-            counts_row = claimed is None or not claimed[i]
-            for k, d in enumerate(dims):
-                now = row[d] - taken * use[k] < init[k]
-                if now != short[i, k]:
+            counts_row = not (uncounted and uncounted[j])
+            flags = was[j]
+            for k, x in enumerate(row):
+                now = x - taken * use[k] < init[k]
+                if now != flags[k]:
                     short[i, k] = now
                     if counts_row:
                         counts[k] += 1 if now else -1
