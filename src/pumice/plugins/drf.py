@@ -54,9 +54,15 @@ class _Shares(dict):
     preempt order as victims in every cycle cost one division each, not one per
     session."""
 
-    def __init__(self, allocated: _Allocations, total: np.ndarray, mask: np.ndarray) -> None:
+    def __init__(
+        self,
+        allocated: _Allocations,
+        total: np.ndarray,
+        mask: np.ndarray,
+        dims: list[tuple[int, float]],
+    ) -> None:
         super().__init__()
-        self.allocated, self.total, self.mask = allocated, total, mask
+        self.allocated, self.dims = allocated, dims
         self.stamp = (total.tobytes(), mask.tobytes())
 
     def __missing__(self, uid: str) -> float:
@@ -68,14 +74,23 @@ class _Shares(dict):
             stamp = (job.version, self.stamp)
             share = job.verdicts.recall(_SHARE, stamp)
             if share is None:
-                held = job.allocated
-                share = share_of(held, self.total, self.mask) if held.any() else 0.0
-                job.verdicts.keep(_SHARE, stamp, share)
+                share = job.verdicts.keep(_SHARE, stamp, dominant(job.allocated, self.dims))
             self[uid] = share
             return share
-        alloc = allocated[uid]
-        share = self[uid] = share_of(alloc, self.total, self.mask) if alloc.any() else 0.0
+        share = self[uid] = dominant(allocated[uid], self.dims)
         return share
+
+
+def dominant(held: np.ndarray, dims: list[tuple[int, float]]) -> float:
+    """``share_of`` over the cycle's ``dims`` ((dimension, total) pairs with a finite
+    positive total, worked out once per cycle): the largest fraction, 0.0 when none."""
+    a = held.tolist()
+    best = None
+    for k, t in dims:
+        v = a[k] / t
+        if best is None or v > best:
+            best = v
+    return 0.0 if best is None else best
 
 
 #: ``JobInfo.verdicts`` key: the dominant share of what the job holds (see _Shares).
@@ -90,7 +105,7 @@ class DrfPlugin:
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments
         self.allocated: _Allocations = _Allocations({})
-        self.share: _Shares = _Shares(self.allocated, np.zeros(0), np.zeros(0, dtype=bool))
+        self.share: _Shares = _Shares(self.allocated, np.zeros(0), np.zeros(0, dtype=bool), [])
         self.total_allocated: np.ndarray | None = None
         #: The cycle's cluster total and shared dimensions, and the dimensions a share
         #: is taken over as (dim, total) floats.
@@ -120,13 +135,7 @@ class DrfPlugin:
                 alloc = allocated[uid]
             else:
                 return
-            a = alloc.tolist()
-            best = None
-            for k, t in self._dims:
-                v = a[k] / t
-                if best is None or v > best:
-                    best = v
-            share[uid] = 0.0 if best is None else best
+            share[uid] = dominant(alloc, self._dims)
             hdrf = self._hdrf
             if hdrf is not None:
                 if sign > 0:
@@ -174,12 +183,12 @@ class DrfPlugin:
         total = self._total = ssn.total
         mask = self._mask = ssn.space.share
         self.allocated = _Allocations(ssn.jobs)
-        self.share = _Shares(self.allocated, total, mask)
         self._dims = [
             (k, t)
             for k, (t, m) in enumerate(zip(total.tolist(), mask.tolist(), strict=True))
             if m and t > 0 and t != math.inf
         ]
+        self.share = _Shares(self.allocated, total, mask, self._dims)
         allocated = self.allocated
         for uid, job in ssn.active.items():  # jobs whose tasks may be allocated or pipelined
             if job.tasks:
