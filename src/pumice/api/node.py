@@ -132,9 +132,11 @@ class NodeTable:
         #: What the copies that leave nodes out share while the same nodes are left out
         #: (see :meth:`_subset`).
         self._session: _Subset | None = None
-        #: (the allocatable matrix, its column sums): :meth:`total` while the matrix is
-        #: the same object (it is replaced, never written, once a copy shares it).
-        self._total_of: tuple[np.ndarray, np.ndarray] | None = None
+        #: [(the allocatable matrix, its column sums)]: :meth:`total` while the matrix
+        #: is the same object (it is replaced, never written, once a copy shares it).
+        #: One holder for a table and its copies (those that leave nodes out share
+        #: theirs), so that the sum a session's copy takes is kept for the next.
+        self._total_of: list[tuple[np.ndarray, np.ndarray] | None] = [None]
 
     def __len__(self) -> int:
         return len(self.names)
@@ -284,7 +286,7 @@ class NodeTable:
         left.update((self.names[i], self._why(i)) for i in gone)
         other.left_out = dict(sorted(left.items()))
         other._session = None
-        other._total_of = None
+        other._total_of = sub.total_of
         return other
 
     def _own(self, i: int) -> None:
@@ -388,9 +390,10 @@ class NodeTable:
         kept with the matrix it was taken from."""
         if not len(self):
             return self.space.zeros()
-        got = self._total_of
+        holder = self._total_of
+        got = holder[0]
         if got is None or got[0] is not self.allocatable:
-            got = self._total_of = (self.allocatable, self.allocatable.sum(axis=0))
+            got = holder[0] = (self.allocatable, self.allocatable.sum(axis=0))
         return got[1].copy()
 
 
@@ -402,7 +405,7 @@ class _Subset:
 
     __slots__ = (
         "_alloc_of", "_labels_of", "_specs_of", "allocatable", "index", "inverse", "keep",
-        "key", "labels", "log", "names", "seen", "source", "specs",
+        "key", "labels", "log", "names", "seen", "source", "specs", "total_of",
     )  # fmt: skip
 
     def __init__(self, key: bytes, keep: np.ndarray, n: int, source: list[int]) -> None:
@@ -417,6 +420,8 @@ class _Subset:
         self._specs_of: list[NodeSpec] | None = None
         self._labels_of: NodeIndex | None = None
         self._alloc_of: np.ndarray | None = None
+        #: The copies' holder of their column sums (see ``NodeTable._total_of``).
+        self.total_of: list[tuple[np.ndarray, np.ndarray] | None] = [None]
 
     def refresh(self, table: NodeTable) -> None:
         keep = self.keep.tolist()
