@@ -122,3 +122,30 @@ def test_cycles_with_a_node_left_out_decide_as_fresh_snapshots() -> None:
     final = cache.snapshot()
     assert not any(t.node == "n2" for t in cache.tasks.values())
     assert np.array_equal(final.nodes.used, _rebuilt(store).nodes.used)
+
+
+def test_cluster_total_follows_allocatable_and_left_out_nodes_cycle_after_cycle() -> None:
+    """The cluster's total (what proportion shares out and overcommit multiplies) is
+    kept from one snapshot to the next while no node's allocatable changes: it must
+    follow a node that shrinks, one that leaves the session and comes back, and each
+    snapshot's total must be the one a snapshot built from the objects has."""
+    store = MemoryCluster()
+    store.create_all([queue("default"), node("n1", cpu="4"), node("n2", cpu="8")])
+    cache = SchedulerCache(store)
+
+    def totals() -> tuple[float, float]:
+        return cache.snapshot().nodes.total()[0], _rebuilt(store).nodes.total()[0]
+
+    assert totals() == (12000, 12000)
+    assert totals() == (12000, 12000)  # (kept: nothing changed)
+
+    def shrink(n: dict) -> None:
+        n["status"]["allocatable"]["cpu"] = "2"
+
+    store.modify("Node", "n2", shrink)
+    assert totals() == (6000, 6000)
+    store.modify("Node", "n1", _ready("Unknown"))
+    assert totals() == (2000, 2000)
+    assert totals() == (2000, 2000)
+    store.modify("Node", "n1", _ready("True"))
+    assert totals() == (6000, 6000)
