@@ -75,10 +75,26 @@ def share_of(allocated: Vector, total: Vector, mask: np.ndarray) -> float:
 
     Plain floats over the few dimensions (it runs on every allocation): the same
     divisions as the vector form, and their maximum."""
+    return dominant_share(allocated, share_dims(total, mask))
+
+
+def share_dims(total: Vector, mask: np.ndarray) -> list[tuple[int, float]]:
+    """The dimensions a dominant share is taken over, as (dimension, total) pairs:
+    shared ones with a finite positive total. A caller that asks many shares of one
+    cluster lists them once and calls :func:`dominant_share`."""
+    return [
+        (k, t)
+        for k, (t, m) in enumerate(zip(total.tolist(), mask.tolist(), strict=True))
+        if m and t > 0 and t != math.inf
+    ]
+
+
+def dominant_share(allocated: Vector, dims: list[tuple[int, float]]) -> float:
+    """:func:`share_of` over ``dims`` (see :func:`share_dims`); 0.0 when there are none."""
+    a = allocated.tolist()
     best = None
-    for a, t, m in zip(allocated.tolist(), total.tolist(), mask.tolist(), strict=True):
-        if m and t > 0 and t != math.inf:
-            v = a / t
-            if best is None or v > best:
-                best = v
+    for k, t in dims:
+        v = a[k] / t
+        if best is None or v > best:
+            best = v
     return 0.0 if best is None else best

@@ -8,13 +8,11 @@ session through event handlers, so the order is always current.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from pumice.api.job import JobInfo
 from pumice.api.queue import QueueInfo
-from pumice.api.resources import share_of
+from pumice.api.resources import dominant_share, share_dims, share_of
 from pumice.api.task import TaskInfo
 from pumice.conf.arguments import Arguments
 from pumice.framework.session import EventHandler, Session
@@ -74,23 +72,11 @@ class _Shares(dict):
             stamp = (job.version, self.stamp)
             share = job.verdicts.recall(_SHARE, stamp)
             if share is None:
-                share = job.verdicts.keep(_SHARE, stamp, dominant(job.allocated, self.dims))
+                share = job.verdicts.keep(_SHARE, stamp, dominant_share(job.allocated, self.dims))
             self[uid] = share
             return share
-        share = self[uid] = dominant(allocated[uid], self.dims)
+        share = self[uid] = dominant_share(allocated[uid], self.dims)
         return share
-
-
-def dominant(held: np.ndarray, dims: list[tuple[int, float]]) -> float:
-    """``share_of`` over the cycle's ``dims`` ((dimension, total) pairs with a finite
-    positive total, worked out once per cycle): the largest fraction, 0.0 when none."""
-    a = held.tolist()
-    best = None
-    for k, t in dims:
-        v = a[k] / t
-        if best is None or v > best:
-            best = v
-    return 0.0 if best is None else best
 
 
 #: ``JobInfo.verdicts`` key: the dominant share of what the job holds (see _Shares).
@@ -135,7 +121,7 @@ class DrfPlugin:
                 alloc = allocated[uid]
             else:
                 return
-            share[uid] = dominant(alloc, self._dims)
+            share[uid] = dominant_share(alloc, self._dims)
             hdrf = self._hdrf
             if hdrf is not None:
                 if sign > 0:
@@ -183,11 +169,7 @@ class DrfPlugin:
         total = self._total = ssn.total
         mask = self._mask = ssn.space.share
         self.allocated = _Allocations(ssn.jobs)
-        self._dims = [
-            (k, t)
-            for k, (t, m) in enumerate(zip(total.tolist(), mask.tolist(), strict=True))
-            if m and t > 0 and t != math.inf
-        ]
+        self._dims = share_dims(total, mask)
         self.share = _Shares(self.allocated, total, mask, self._dims)
         allocated = self.allocated
         for uid, job in ssn.active.items():  # jobs whose tasks may be allocated or pipelined
