@@ -12,6 +12,7 @@ than the try managed.
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Iterator
 from unittest import mock
 
@@ -19,8 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.kit import assert_same_but_bounded, node, pod, podgroup, queue
 
-from pumice.actions import allocate
+from pumice.actions import allocate, room
 from pumice.cache.build import SourcedObject, build_snapshot
+from pumice.cache.cache import SchedulerCache
+from pumice.cluster.memory import MemoryCluster
 from pumice.scheduler import Scheduler
 
 
@@ -177,3 +180,51 @@ def test_a_parameter_server_gang_short_of_gpus_is_skipped_and_explained() -> Non
     assert reason.startswith("gang short: needs 5 tasks, at most 4 could be placed; task big-w-3:")
     assert "4 insufficient nvidia.com/gpu" in reason
     assert tried["pending"]["default/big"] == reason.replace("at most ", "")
+
+
+@st.composite
+def crowded_then_freed(draw) -> tuple[list[dict], list[list[str]]]:
+    """A crowded cluster with gangs of several shapes, then a few rounds of its other
+    pods ending (by name, some rounds none): the rounds between cycles."""
+    objs = draw(crowded(mixed=True))
+    others = [o["metadata"]["name"] for o in objs if o["metadata"]["name"].startswith("other-")]
+    ending = st.lists(st.sampled_from(others), max_size=2) if others else st.just([])
+    rounds = draw(st.lists(ending, max_size=4))
+    return objs, rounds
+
+
+@contextlib.contextmanager
+def walking_afresh() -> Iterator[None]:
+    """Every mixed turn walks its tasks again, as if nothing had been kept."""
+    real = room._walk
+
+    def afresh(ssn, job, *args):
+        job.verdicts.forget(room._WALK)
+        return real(ssn, job, *args)
+
+    with mock.patch.object(room, "_walk", afresh):
+        yield
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(crowded_then_freed())
+def test_a_kept_walk_explains_a_waiting_mixed_gang_as_a_new_walk(case) -> None:
+    """The walk of a mixed turn is kept with the job from cycle to cycle. Two copies of
+    one cluster go through the same cycles, other pods ending in between; one keeps the
+    walks, the other walks every turn again: every cycle decides and explains the same."""
+    objs, rounds = case
+    worlds = []
+    for _ in range(2):
+        store = MemoryCluster()
+        store.create_all(copy.deepcopy(objs))
+        worlds.append((store, SchedulerCache(store), Scheduler.from_file(None)))
+    for gone in [[], *rounds]:
+        said = []
+        for k, (store, cache, scheduler) in enumerate(worlds):
+            for name in dict.fromkeys(gone):
+                store.delete("Pod", f"default/{name}")
+            with walking_afresh() if k else contextlib.nullcontext():
+                decisions = scheduler.cycle(cache.snapshot())
+            cache.apply(decisions)
+            said.append(decisions.to_json(sessions=False))
+        assert said[0] == said[1]

@@ -153,28 +153,56 @@ def _mixed_turn(
         bound += min(room[shape], takes)
         if bound >= need:
             return False
-    # Which task to name: the first, in task order, that the bounds leave without a
-    # node (or the last the queue refuses).
+    through, refused, unplaced = _walk(ssn, job, todo, key, room, allowed)
+    if refused is not None:
+        job.note = queue_refusal(queue, refused, ssn.nodes)
+    if unplaced is not None:
+        task, shape = unplaced
+        job.fit_errors[task.uid] = views[shape].fit_error(len(ssn.nodes))
+    job.keep_tentative(through, at_most=True)
+    return True
+
+
+def _walk(
+    ssn: Session,
+    job: JobInfo,
+    todo: list[TaskInfo],
+    key: Callable[[TaskInfo], tuple],
+    room: dict[Hashable, int],
+    allowed: dict[Hashable, int],
+) -> tuple[list[TaskInfo], TaskInfo | None, tuple[TaskInfo, Hashable] | None]:
+    """The tasks of a mixed turn's explanation, in task order under the bounds (the slots
+    ``room`` and the queue's ``allowed`` count, per shape): the tasks the bounds let
+    through (their roles are told), the last task the queue refuses before the first
+    left without a node, and that one with its shape. A function of the job's tasks and
+    the bounds, kept with them: a waiting gang meets the same bounds cycle after cycle,
+    and walking its tasks was about half the cost of the proof."""
+    stamp = (job.version, ssn.config, tuple(room.items()), tuple(allowed.items()))
+    got = job.verdicts.recall(_WALK, stamp)
+    if got is not None:
+        return got
     shape_of = job.verdicts.recall(TASK_SHAPES, job.version)[1]
-    # What the bounds let through, shape by shape in task order (their roles are told).
-    left = {shape: min(room[shape], allowed[shape]) for shape, _count, _first in groups}
+    order = _in_order(ssn, job, todo, key)
+    left = {shape: min(n, allowed[shape]) for shape, n in room.items()}
     through = []
-    for task in _in_order(ssn, job, todo, key):
+    for task in order:
         if left[shape_of[task.uid]]:
             left[shape_of[task.uid]] -= 1
             through.append(task)
-    for task in _in_order(ssn, job, todo, key):
+    room, allowed = dict(room), dict(allowed)
+    refused: TaskInfo | None = None
+    unplaced: tuple[TaskInfo, Hashable] | None = None
+    for task in order:
         shape = shape_of[task.uid]
         if not allowed[shape]:
-            job.note = queue_refusal(queue, task, ssn.nodes)
+            refused = task
         elif room[shape]:
             room[shape] -= 1
             allowed[shape] -= 1
         else:
-            job.fit_errors[task.uid] = views[shape].fit_error(len(ssn.nodes))
+            unplaced = (task, shape)
             break
-    job.keep_tentative(through, at_most=True)
-    return True
+    return job.verdicts.keep(_WALK, stamp, (through, refused, unplaced))
 
 
 def queue_refusal(queue: QueueInfo, task: TaskInfo, nodes: NodeTable | None = None) -> str:
@@ -213,8 +241,9 @@ def placements_needed(ssn: Session, job: JobInfo) -> int | None:
     return need
 
 
-#: ``JobInfo.verdicts`` keys: the placements the gang needs; its pending tasks in order.
-_NEED, _ORDER = "room.need", "room.order"
+#: ``JobInfo.verdicts`` keys: the placements the gang needs; its pending tasks in order;
+#: a mixed turn's walk of them (see :func:`_walk`).
+_NEED, _ORDER, _WALK = "room.need", "room.order", "room.walk"
 _UNKNOWN = object()
 
 
