@@ -61,17 +61,27 @@ def test_a_scheduler_killed_mid_gang_finishes_it_after_a_restart(kube):
     client, kubeconfig = kube
     k.nodes(client, 4, cpu="4")
     allowed = threading.Semaphore(2)
-    dead = threading.Event()
+    alive, dead = threading.Event(), threading.Event()
+    alive.set()
 
-    def two_then_die() -> bool:  # the process "dies" after two binds went out
-        if allowed.acquire(blocking=False):
-            return True
-        dead.wait(30)
-        return False
+    def two_then_die(post):
+        """The process "dies" once two binds went out: the third bind it posts writes
+        nothing, and from then on nothing else is written either. (Counting the binds
+        alone: the admission's status writes and events may come first or in between.)"""
+
+        def posting(pod_key: str, node: str, uid: str) -> tuple[bool, str]:
+            if allowed.acquire(blocking=False):
+                return post(pod_key, node, uid)
+            alive.clear()
+            dead.wait(30)
+            return False, "dead"
+
+        return posting
 
     opts = RunOptions(period=0.2, drain_seconds=0.2)
     with k.running(kubeconfig, options=opts) as runner:
-        runner.cluster.may_write = two_then_die
+        runner.cluster.may_write = alive.is_set
+        runner.cluster._post_binding = two_then_die(runner.cluster._post_binding)
         k.gang(client, "g", 4, cpu="2")
         k.wait_for("two binds out", lambda: len(k.bound(client)) == 2)
     dead.set()
