@@ -80,12 +80,22 @@ def test_window_has_cycles_is_valid_and_repeats_exactly(capsys, tmp_path) -> Non
     )
     assert _counts(json.loads(out.stdout)) == _counts(r)
 
+    # Where the time went: every action of the configuration and the plugins' opens and
+    # closes, as steps of the cycles, printed per cycle after the table.
+    for step in ("enqueue", "allocate", "backfill", "open proportion", "close gang"):
+        assert step in r.steps, sorted(r.steps)
+    assert "status and explanations" in r.steps and "open, besides the plugins" in r.steps
+    assert all(v >= 0 for v in r.steps.values())
+
     print_results([r])
     text = capsys.readouterr().out
     assert "tiny" in text and "yes" in text and r.placements in text
+    assert f"tiny: where the window's time went, per cycle ({r.cycles:,} cycles)" in text
+    assert "  allocate " in text and "the simulator around the cycles" in text
     path = tmp_path / "peak.json"
     write_json([r], str(path))
-    assert orjson.loads(path.read_bytes())[0]["cycles"] == r.cycles
+    saved = orjson.loads(path.read_bytes())[0]
+    assert saved["cycles"] == r.cycles and saved["steps"].keys() == r.steps.keys()
 
 
 def test_window_after_the_simulation_ends_is_refused() -> None:

@@ -102,6 +102,27 @@ def peak_rows(results: Sequence[PeakResult]) -> list[list[str]]:
     ]
 
 
+#: Steps shown by name in a window's breakdown; the rest are summed on one line.
+STEPS_SHOWN = 12
+
+
+def step_lines(r: PeakResult) -> list[str]:
+    """Where the window's time went, per cycle: the largest steps of the cycles (see
+    :class:`~pumice.bench.sim_peak.StepTimes`), then the simulator around them (the
+    controllers, the kubelet, the cache taking in events and the decisions)."""
+    n = max(r.cycles, 1)
+    whole = max(r.wall_s, r.cycle_total_s, 1e-12)
+    shown = list(r.steps.items())[:STEPS_SHOWN]
+    rest = sum(list(r.steps.values())[STEPS_SHOWN:])
+    if rest:
+        shown.append((f"{len(r.steps) - STEPS_SHOWN} other steps", rest))
+    shown.append(("the simulator around the cycles", max(r.wall_s - r.cycle_total_s, 0.0)))
+    lines = [f"{r.name}: where the window's time went, per cycle ({r.cycles:,} cycles)"]
+    for step, seconds in shown:
+        lines.append(f"  {step:<32} {seconds / n * 1e6:>9,.0f} us  {seconds / whole:>4.0%}")
+    return lines
+
+
 def _table(columns: Sequence[tuple[str, str]], table: list[list[str]]) -> None:
     print("  ".join(fmt.format(name) for name, fmt in columns).rstrip())
     for row in table:
@@ -121,6 +142,10 @@ def print_results(results: Sequence[Result | PeakResult]) -> None:
         if snapshots:
             print()
         _table(PEAK_COLUMNS, peak_rows(windows))
+        for r in windows:
+            if r.steps:
+                print()
+                print("\n".join(step_lines(r)))
     if quiet:
         if snapshots or windows:
             print()

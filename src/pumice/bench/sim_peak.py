@@ -24,8 +24,10 @@ The contract:
   simulated cluster's store (:func:`pumice.bench.runner.check_decisions`).
 
 The wrapper around the scheduler (:class:`_WindowScheduler`) adds a comparison of the
-simulated time to every cycle, and two clock reads and a hash of the decisions to the
-cycles of the window; nothing else in the simulation is changed.
+simulated time to every cycle, and to the cycles of the window two clock reads, a hash
+of the decisions and an observer that adds up how long each plugin's open and close and
+each action took (:class:`StepTimes`: where a cycle's time goes); nothing else in the
+simulation is changed.
 """
 
 from __future__ import annotations
@@ -83,10 +85,66 @@ class PeakResult:
     placements: str  # digest of every window cycle's time, binds, pipelined pods, evictions
     peak_rss_mib: float
     problems: list[str] = field(default_factory=list)
+    #: Seconds spent in each step of the window's cycles, summed over them (see
+    #: :class:`StepTimes`); they add up to the cycles' time as the scheduler timed it.
+    steps: dict[str, float] = field(default_factory=dict)
 
     @property
     def valid(self) -> bool:
         return not self.problems
+
+
+class StepTimes:
+    """A cycle observer (:class:`~pumice.framework.session.CycleObserver`) that adds up,
+    over many cycles, the seconds of each plugin's open (``open drf``) and close
+    (``close gang``) and of each action (``allocate``). What the session's open took
+    beyond its plugins (the snapshot handed over, the gangs checked for validity) is
+    ``open, besides the plugins``; what the cycle took beyond its open, its
+    actions and the plugins' closes (the podgroup status, the explanations, keeping the
+    cycle for a repeat, and cycles that repeated the last one) is ``status and
+    explanations``. The steps add up to the cycles' own time."""
+
+    __slots__ = ("cycles", "opened", "plugins", "seconds")
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.cycles = 0.0  # the cycles' own time
+        self.opened = 0.0  # the sessions' opens
+        self.plugins = 0.0  # the plugins' opens within them
+
+    def _add(self, step: str, seconds: float) -> None:
+        self.seconds[step] = self.seconds.get(step, 0.0) + seconds
+
+    def plugin_opened(self, plugin: str, seconds: float) -> None:
+        self._add(f"open {plugin}", seconds)
+        self.plugins += seconds
+
+    def session_opened(self, seconds: float) -> None:
+        self.opened += seconds
+
+    def action_done(self, action: str, seconds: float) -> None:
+        self._add(action, seconds)
+
+    def plugin_closed(self, plugin: str, seconds: float) -> None:
+        self._add(f"close {plugin}", seconds)
+
+    def session_closing(self, ssn: object) -> None:
+        pass
+
+    def cycle_done(self, seconds: float) -> None:
+        self.cycles += seconds
+
+    def cycle_repeated(self, last: object) -> None:
+        pass  # (its time is in cycle_done: status and explanations)
+
+    def steps(self) -> dict[str, float]:
+        """Every step's seconds, the largest first."""
+        got = dict(self.seconds)
+        got["open, besides the plugins"] = max(self.opened - self.plugins, 0.0)
+        got["status and explanations"] = max(
+            self.cycles - self.opened - sum(self.seconds.values()) + self.plugins, 0.0
+        )
+        return dict(sorted(got.items(), key=lambda kv: -kv[1]))
 
 
 class _WindowEnd(Exception):
@@ -143,6 +201,7 @@ class _WindowScheduler:
         "sim",
         "start",
         "started_at",
+        "steps",
     )
 
     def __init__(
@@ -164,6 +223,7 @@ class _WindowScheduler:
         self.opened: _Mark | None = None
         self.closed: _Mark | None = None
         self.latencies: list[float] = []
+        self.steps = StepTimes()
         self.digest = hashlib.sha256()
         self.problems: list[str] = []
         self.backlog = (0, 0)  # taken when the window opens
@@ -193,7 +253,7 @@ class _WindowScheduler:
         if self.opened is None:
             return self.inner.cycle(snapshot)
         t0 = time.perf_counter()
-        decisions = self.inner.cycle(snapshot)
+        decisions = self.inner.cycle(snapshot, self.steps)
         self.latencies.append(time.perf_counter() - t0)
         h = self.digest
         h.update(f"@{now!r}\n".encode())
@@ -306,7 +366,8 @@ def run_peak(scenario: SimScenario, scheduler: Scheduler, check: bool = True) ->
         placements=win.digest.hexdigest()[:16],
         peak_rss_mib=peak_rss_mib(),
         problems=problems,
+        steps=win.steps.steps(),
     )
 
 
-__all__ = ["PeakResult", "backlog", "capacity_problems", "run_peak"]
+__all__ = ["PeakResult", "StepTimes", "backlog", "capacity_problems", "run_peak"]
