@@ -5,6 +5,7 @@ happens, no pod is lost, none is bound twice and no gang is left half bound."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import pytest
 from tests.run import kube_kit as k
@@ -64,7 +65,7 @@ def test_a_scheduler_killed_mid_gang_finishes_it_after_a_restart(kube):
     alive, dead = threading.Event(), threading.Event()
     alive.set()
 
-    def two_then_die(post):
+    def two_then_die(post: Callable[[str, str, str], tuple[bool, str]]) -> Callable:
         """The process "dies" once two binds went out: the third bind it posts writes
         nothing, and from then on nothing else is written either. (Counting the binds
         alone: the admission's status writes and events may come first or in between.)"""
