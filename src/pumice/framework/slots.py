@@ -129,15 +129,14 @@ class SlotView:
         blocked, claimed = self.blocked, self.claimed
         slots, short, counts = self.slots, self.short, self.counts
         total = self.total
-        order = sorted(rows)
-        idle = future[order][:, dims].tolist() if dims else [[] for _ in order]
-        was = short[order].tolist()
-        before = slots[order].tolist()
-        off = [] if blocked is None else blocked[order].tolist()
-        uncounted = [] if claimed is None else claimed[order].tolist()
-        for j, i in enumerate(order):
-            row = idle[j]
-            if off and off[j]:
+        # Row by row, in row order (the order ``total`` adds up in): most refreshes
+        # are of a row or two, where gathering the rows into arrays first cost more
+        # than the arithmetic.
+        for i in sorted(rows):
+            whole = future[i].tolist()
+            row = [whole[d] for d in dims]
+            before = slots.item(i)
+            if blocked is not None and blocked.item(i):
                 s = 0.0
             else:
                 s = math.inf
@@ -152,12 +151,12 @@ class SlotView:
                         if head - (more + 1) * u >= 0:
                             more += 1
                         s = min(s, more + 1)
-            if s != before[j]:
-                total += s - before[j]
+            if s != before:
+                total += s - before
                 slots[i] = s
             taken = s if s != math.inf else 0.0
-            counts_row = not (uncounted and uncounted[j])
-            flags = was[j]
+            counts_row = claimed is None or not claimed.item(i)
+            flags = short[i].tolist()
             for k, x in enumerate(row):
                 now = x - taken * use[k] < init[k]
                 if now != flags[k]:
