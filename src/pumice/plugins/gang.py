@@ -291,8 +291,9 @@ def set_condition(ssn: Session, uid: str, ctype: str, reason: str, message: str 
     """Replace the condition of type ``ctype`` in the podgroup update of job ``uid``."""
     podgroups = ssn.decisions.podgroups
     upd = podgroups.get(uid)
-    if upd is None:  # (setdefault would build an update for every call)
-        upd = podgroups[uid] = PodGroupUpdate(phase="")
+    if upd is None:  # (the common case: every waiting job, every cycle)
+        podgroups[uid] = PodGroupUpdate("", [_condition(ctype, reason, message, ssn.uid)])
+        return
     if upd.conditions:
         upd.conditions = [c for c in upd.conditions if c.get("type") != ctype]
     upd.conditions.append(_condition(ctype, reason, message, ssn.uid))
