@@ -184,34 +184,44 @@ def test_a_parameter_server_gang_short_of_gpus_is_skipped_and_explained() -> Non
 
 @st.composite
 def crowded_then_freed(draw) -> tuple[list[dict], list[list[str]]]:
-    """A crowded cluster with gangs of several shapes, then a few rounds of its other
-    pods ending (by name, some rounds none): the rounds between cycles."""
+    """A crowded cluster with gangs of several shapes, then a few rounds of pods ending
+    (by name, some rounds none): the rounds between cycles. Other pods free room; a
+    gang's own pod changes what its next turn has to place."""
     objs = draw(crowded(mixed=True))
-    others = [o["metadata"]["name"] for o in objs if o["metadata"]["name"].startswith("other-")]
-    ending = st.lists(st.sampled_from(others), max_size=2) if others else st.just([])
+    names = [o["metadata"]["name"] for o in objs if o["kind"] == "Pod"]
+    ending = st.lists(st.sampled_from(names), max_size=2) if names else st.just([])
     rounds = draw(st.lists(ending, max_size=4))
     return objs, rounds
 
 
 @contextlib.contextmanager
 def walking_afresh() -> Iterator[None]:
-    """Every mixed turn walks its tasks again, as if nothing had been kept."""
-    real = room._walk
+    """Every turn works out what it knows of the gang's tasks again, and every mixed
+    turn walks them again, as if nothing had been kept."""
+    real_walk, real_facts = room._walk, room._gang_facts
 
-    def afresh(ssn, job, *args):
+    def walk_afresh(ssn, job, *args):
         job.verdicts.forget(room._WALK)
-        return real(ssn, job, *args)
+        return real_walk(ssn, job, *args)
 
-    with mock.patch.object(room, "_walk", afresh):
+    def facts_afresh(ssn, job, *args):
+        job.verdicts.forget(room._FACTS)
+        return real_facts(ssn, job, *args)
+
+    with (
+        mock.patch.object(room, "_walk", walk_afresh),
+        mock.patch.object(room, "_gang_facts", facts_afresh),
+    ):
         yield
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(crowded_then_freed())
 def test_a_kept_walk_explains_a_waiting_mixed_gang_as_a_new_walk(case) -> None:
-    """The walk of a mixed turn is kept with the job from cycle to cycle. Two copies of
-    one cluster go through the same cycles, other pods ending in between; one keeps the
-    walks, the other walks every turn again: every cycle decides and explains the same."""
+    """What a turn knows of a gang's tasks, and the walk of a mixed turn, are kept with
+    the job from cycle to cycle. Two copies of one cluster go through the same cycles,
+    pods ending in between (other pods, or a gang's own); one keeps what it knows, the
+    other works it out every turn again: every cycle decides and explains the same."""
     objs, rounds = case
     worlds = []
     for _ in range(2):

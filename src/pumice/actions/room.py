@@ -50,6 +50,9 @@ from pumice.framework.slots import SlotView
 
 #: A job's pending task shapes: (shape, how many tasks have it, the first of them).
 _Groups = tuple[tuple[Hashable, int, TaskInfo], ...]
+#: What a proof knows of a job's pending tasks (see :func:`_gang_facts`): their shapes,
+#: each task's shape by uid, the placements the gang needs, the tasks in task order.
+_Facts = tuple[_Groups, dict[str, Hashable], int | None, list[TaskInfo]]
 
 
 def hopeless_turn(
@@ -67,14 +70,14 @@ def hopeless_turn(
     fast = for_session(ssn)
     if not fast.enabled or fast.affinity_about:
         return False
-    groups = _shape_groups(job, todo)
-    if groups is None:
+    facts = _gang_facts(ssn, job, todo, key)
+    if facts is None:
         return False
-    if len(groups) > 1:
-        return _mixed_turn(ssn, fast, queue, job, todo, key, groups)
-    need = placements_needed(ssn, job)
+    groups, _shape_of, need, order = facts
     if need is None or need <= 0 or need > len(todo):
         return False
+    if len(groups) > 1:
+        return _mixed_turn(ssn, fast, queue, job, facts)
     shape = groups[0][0]
     # Every task has the same shape, hence the same answers from allocatable (the
     # queue's share runs out after ``takes`` of them) and the same slots: the try places
@@ -95,25 +98,17 @@ def hopeless_turn(
     if view.total >= takes:
         # The try places ``takes`` tasks; the queue refuses the next and, its share
         # unchanged, every one after: the note names the last.
-        order = _in_order(ssn, job, todo, key)
         job.note = queue_refusal(queue, order[-1], ssn.nodes)
         job.keep_tentative(order[:takes])
         return True
     room = int(view.total)  # fewer than the queue would take: a task finds no node
-    order = _in_order(ssn, job, todo, key)
     job.fit_errors[order[room].uid] = view.fit_error(len(ssn.nodes))
     job.keep_tentative(order[:room])
     return True
 
 
 def _mixed_turn(
-    ssn: Session,
-    fast: FastPath,
-    queue: QueueInfo,
-    job: JobInfo,
-    todo: list[TaskInfo],
-    key: Callable[[TaskInfo], tuple],
-    groups: _Groups,
+    ssn: Session, fast: FastPath, queue: QueueInfo, job: JobInfo, facts: _Facts
 ) -> bool:
     """:func:`hopeless_turn` for pending tasks of several shapes (a parameter server
     and its GPU workers): a bound, not a count.
@@ -129,13 +124,11 @@ def _mixed_turn(
     taken (or, failing that, the last task the queue's share refuses). The try itself
     might have placed fewer, or been stopped elsewhere first, where the shapes compete
     for a node or for the queue's share; the decisions are the same."""
-    need = placements_needed(ssn, job)
-    if need is None or need <= 0 or need > len(todo):
-        return False
     room: dict[Hashable, int] = {}
     allowed: dict[Hashable, int] = {}
     views: dict[Hashable, SlotView] = {}
     bound = 0
+    groups, shape_of, need, order = facts
     for shape, count, first in groups:
         takes = _queue_takes(ssn, queue, first, count)
         if takes is None:
@@ -153,7 +146,7 @@ def _mixed_turn(
         bound += min(room[shape], takes)
         if bound >= need:
             return False
-    through, refused, unplaced = _walk(ssn, job, todo, key, room, allowed)
+    through, refused, unplaced = _walk(ssn, job, order, shape_of, room, allowed)
     if refused is not None:
         job.note = queue_refusal(queue, refused, ssn.nodes)
     if unplaced is not None:
@@ -166,8 +159,8 @@ def _mixed_turn(
 def _walk(
     ssn: Session,
     job: JobInfo,
-    todo: list[TaskInfo],
-    key: Callable[[TaskInfo], tuple],
+    order: list[TaskInfo],
+    shape_of: dict[str, Hashable],
     room: dict[Hashable, int],
     allowed: dict[Hashable, int],
 ) -> tuple[list[TaskInfo], TaskInfo | None, tuple[TaskInfo, Hashable] | None]:
@@ -181,8 +174,6 @@ def _walk(
     got = job.verdicts.recall(_WALK, stamp)
     if got is not None:
         return got
-    shape_of = job.verdicts.recall(TASK_SHAPES, job.version)[1]
-    order = _in_order(ssn, job, todo, key)
     left = {shape: min(n, allowed[shape]) for shape, n in room.items()}
     through = []
     for task in order:
@@ -241,9 +232,9 @@ def placements_needed(ssn: Session, job: JobInfo) -> int | None:
     return need
 
 
-#: ``JobInfo.verdicts`` keys: the placements the gang needs; its pending tasks in order;
-#: a mixed turn's walk of them (see :func:`_walk`).
-_NEED, _ORDER, _WALK = "room.need", "room.order", "room.walk"
+#: ``JobInfo.verdicts`` keys: the placements the gang needs; what a proof knows of its
+#: pending tasks (see :func:`_gang_facts`); a mixed turn's walk of them (see :func:`_walk`).
+_NEED, _FACTS, _WALK = "room.need", "room.facts", "room.walk"
 _UNKNOWN = object()
 
 
@@ -264,17 +255,25 @@ def _shortfall(ssn: Session, job: JobInfo) -> int | None:
     return min(for_ready, for_pipelined)
 
 
-def _in_order(
-    ssn: Session, job: JobInfo, todo: list[TaskInfo], key: Callable[[TaskInfo], tuple] | None
-) -> list[TaskInfo]:
-    """``todo`` in task order, memoized with the shape: the task order looks at the
-    tasks alone (priority, pod index, creation), under one configuration."""
+def _gang_facts(
+    ssn: Session, job: JobInfo, todo: list[TaskInfo], key: Callable[[TaskInfo], tuple]
+) -> _Facts | None:
+    """What a proof needs to know of ``job``'s pending tasks ``todo``: their shapes
+    (see :func:`_shape_groups`), each task's shape, the placements the gang needs, and
+    the tasks in task order (``key``). None when the tasks have what a proof cannot
+    count. The task order and the gang's needs look at the job alone, under one
+    configuration: kept with the job's version (a backlog gang asks in every cycle)."""
     stamp = (job.version, ssn.config)
-    order = job.verdicts.recall(_ORDER, stamp)
-    if order is None:
-        order = sorted(todo, key=key) if key is not None else list(todo)
-        job.verdicts.keep(_ORDER, stamp, order)
-    return order
+    facts = job.verdicts.recall(_FACTS, stamp, _UNKNOWN)
+    if facts is _UNKNOWN:
+        groups = _shape_groups(job, todo)
+        if groups is None:
+            facts = None
+        else:
+            shape_of = job.verdicts.recall(TASK_SHAPES, job.version)[1]
+            facts = (groups, shape_of, placements_needed(ssn, job), sorted(todo, key=key))
+        job.verdicts.keep(_FACTS, stamp, facts)
+    return facts
 
 
 def _shape_groups(job: JobInfo, todo: list[TaskInfo]) -> _Groups | None:
