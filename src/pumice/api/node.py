@@ -157,7 +157,9 @@ class NodeTable:
             out = np.array([not s.ready for s in self.specs], dtype=bool)
         excess = self.used - self.allocatable
         excess[:, self.space.index[PODS]] = 0.0
-        out |= (excess > OUT_OF_SYNC_SLACK).any(axis=1)
+        over = excess > OUT_OF_SYNC_SLACK
+        if np.count_nonzero(over):  # (rare; the row-wise any is most of the cost)
+            out |= over.any(axis=1)
         return out if out.any() else None
 
     def _why(self, i: int) -> LeftOut:
