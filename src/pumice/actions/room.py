@@ -124,11 +124,11 @@ def _mixed_turn(
     taken (or, failing that, the last task the queue's share refuses). The try itself
     might have placed fewer, or been stopped elsewhere first, where the shapes compete
     for a node or for the queue's share; the decisions are the same."""
+    groups, shape_of, need, order = facts
     room: dict[Hashable, int] = {}
     allowed: dict[Hashable, int] = {}
     views: dict[Hashable, SlotView] = {}
     bound = 0
-    groups, shape_of, need, order = facts
     for shape, count, first in groups:
         takes = _queue_takes(ssn, queue, first, count)
         if takes is None:
@@ -266,25 +266,25 @@ def _gang_facts(
     stamp = (job.version, ssn.config)
     facts = job.verdicts.recall(_FACTS, stamp, _UNKNOWN)
     if facts is _UNKNOWN:
-        groups = _shape_groups(job, todo)
-        if groups is None:
+        shapes = _shape_groups(job, todo)
+        if shapes is None:
             facts = None
         else:
-            shape_of = job.verdicts.recall(TASK_SHAPES, job.version)[1]
+            groups, shape_of = shapes
             facts = (groups, shape_of, placements_needed(ssn, job), sorted(todo, key=key))
         job.verdicts.keep(_FACTS, stamp, facts)
     return facts
 
 
-def _shape_groups(job: JobInfo, todo: list[TaskInfo]) -> _Groups | None:
+def _shape_groups(job: JobInfo, todo: list[TaskInfo]) -> tuple[_Groups, dict[str, Hashable]] | None:
     """The shapes of ``todo``: (shape, how many tasks have it, the first of them) in
-    order of first appearance, or None when a task has what the proof cannot count
-    (host ports, inter-pod affinity, no requests known). Memoized on the job's version
-    with each task's shape: a backlog job asks each cycle, and its tasks do not change
-    while it waits."""
+    order of first appearance, and each task's shape by uid; None when a task has what
+    the proof cannot count (host ports, inter-pod affinity, no requests known).
+    Memoized on the job's version (``TASK_SHAPES``, which the explanations read too): a
+    backlog job asks each cycle, and its tasks do not change while it waits."""
     memo = job.verdicts.recall(TASK_SHAPES, job.version, _UNKNOWN)
     if memo is not _UNKNOWN:
-        return memo[0] if memo is not None else None
+        return memo
     found: dict[Hashable, list] = {}
     shape_of: dict[str, Hashable] = {}
     ok = True
@@ -300,8 +300,7 @@ def _shape_groups(job: JobInfo, todo: list[TaskInfo]) -> _Groups | None:
         else:
             got[1] += 1
     memo = (tuple((s, n, t) for s, n, t in found.values()), shape_of) if ok else None
-    job.verdicts.keep(TASK_SHAPES, job.version, memo)
-    return memo[0] if memo is not None else None
+    return job.verdicts.keep(TASK_SHAPES, job.version, memo)
 
 
 __all__ = ["hopeless_turn", "placements_needed"]
