@@ -18,6 +18,20 @@ def test_simulate_writes_report_and_prints_summary(tmp_path, capsys):
     assert (tmp_path / "index.html").exists() and (tmp_path / "metrics.json").exists()
 
 
+def test_the_run_says_how_much_of_its_wall_time_was_scheduling(tmp_path, capsys):
+    """run.json and the printed summary split the wall time: the scheduling cycles with
+    the cache's work around them, and the simulated cluster. The part is within the
+    whole (no figure of speed is asserted)."""
+    import json
+
+    assert main(["simulate", *SMALL, "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert 0 < run["scheduling_seconds"] <= run["wall_seconds"]
+    assert f"{run['scheduling_seconds']:.1f} s scheduling ({run['cycles']:,} cycles)" in out
+    assert "of it scheduling" in (tmp_path / "index.html").read_text()
+
+
 def test_jobs_run_through_the_job_controller_unless_simple_jobs(tmp_path, capsys):
     """By default every generated job is a Volcano Job driven by the job controller (its
     final phase is reported); ``--simple-jobs`` and ``--pods-upfront`` use the PodGroup

@@ -393,6 +393,7 @@ def _run_config(
         "simulated_seconds": round(result.sim_time, 3),
         "wall_seconds": round(wall, 3),
         "jobs_per_second": round(len(workload.jobs) / wall, 1) if wall > 0 else None,
+        "scheduling_seconds": round(result.scheduling_seconds, 3),
         "cycles": result.summary["cycles"],
     }
     if plan.seeds:
@@ -697,6 +698,12 @@ def run(args: argparse.Namespace) -> int:
         for label, value in summary_rows(result.summary):
             t.add_row(label, value)
         console.print(t)
+        wall, scheduling = info["wall_seconds"], info["scheduling_seconds"]
+        print(
+            f"wall time {wall:.1f} s: {scheduling:.1f} s scheduling "
+            f"({info['cycles']:,} cycles), {max(wall - scheduling, 0.0):.1f} s the simulated "
+            "cluster (controllers, kubelets, metrics)"
+        )
         print(f"report: {page}")
     else:
         from pumice.sim.report import minutes

@@ -20,7 +20,7 @@ import base64
 import csv
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -541,6 +541,13 @@ def _img(path: Path, alt: str) -> str:
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
 
 
+def _scheduling(run: Mapping[str, Any]) -> str:
+    """How much of the wall time went to scheduling (the cycles and the cache's work
+    around them), when the run says; the rest was the simulated cluster."""
+    seconds = run.get("scheduling_seconds")
+    return "" if seconds is None else f" ({seconds:.1f} s of it scheduling)"
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     h = "".join(f"<th>{html.escape(str(c))}</th>" for c in header)
     body = "".join(
@@ -760,7 +767,7 @@ def write_html(
         f"<h1>pumice simulate — {html.escape(result.config_name)}</h1>",
         f"<p class='note'>{len(result.workload.jobs):,} jobs on {run.get('nodes', '?')} "
         f"nodes, {result.sim_time / HOUR:,.1f} simulated hours in "
-        f"{run.get('wall_seconds', 0):.1f} s of wall time.</p>",
+        f"{run.get('wall_seconds', 0):.1f} s of wall time{_scheduling(run)}.</p>",
         findings_html(found),
         "<h2>Summary</h2>",
         _table(["metric", "value"], summary_rows(s)),
