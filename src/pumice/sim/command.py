@@ -394,6 +394,7 @@ def _run_config(
         "wall_seconds": round(wall, 3),
         "jobs_per_second": round(len(workload.jobs) / wall, 1) if wall > 0 else None,
         "scheduling_seconds": round(result.scheduling_seconds, 3),
+        "cycle_seconds": round(result.cycle_seconds, 3),
         "cycles": result.summary["cycles"],
     }
     if plan.seeds:
