@@ -134,7 +134,7 @@ class SimResult:
     #: (taking in the watch events, the snapshot, applying the decisions), which
     #: ``pumice run`` does on a cluster too. The rest of a run's wall time is the
     #: simulated cluster (controllers, kubelets, metrics). Not part of the metrics:
-    #: it is the one figure that differs between two runs of the same inputs.
+    #: like the wall time, it differs between two runs of the same inputs.
     scheduling_seconds: float = 0.0
     #: Of ``scheduling_seconds``, those inside the scheduling cycles themselves
     #: (``Scheduler.cycle``), without the cache's work around them.
