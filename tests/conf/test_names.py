@@ -346,7 +346,7 @@ def test_yaml_of_every_supported_plugin_with_all_volcano_keys_loads(tmp_path) ->
     for name in sorted(default_plugins().names()):
         keys = catalog.PLUGINS[name].keys or {}
         args = {
-            k: REAL_VALUES.get(k, True if k.endswith(".enable") else 1)
+            k: REAL_VALUES.get(k, True if k.lower().endswith("enable") else 1)
             for k in keys
             if "*" not in k
         }

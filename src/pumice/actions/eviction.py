@@ -403,7 +403,7 @@ def alike_key(job: JobInfo, task: TaskInfo) -> Hashable | None:
     a task whose answer may hang on who it is (host ports, inter-pod affinity, a
     network-topology gang's sub-group). Victim functions see the task: they must answer
     alike for tasks alike in these, as the built-in ones do."""
-    if task.host_ports or task.pod_affinity is not None:
+    if task.host_ports or task.pod_affinity is not None or task.attaches:
         return None
     if job.network_topology is not None or job.sub_groups:
         return None

@@ -289,7 +289,7 @@ def _shape_groups(job: JobInfo, todo: list[TaskInfo]) -> tuple[_Groups, dict[str
     shape_of: dict[str, Hashable] = {}
     ok = True
     for t in todo:
-        if t.host_ports or t.pod_affinity is not None or t.nonzero is None:
+        if t.host_ports or t.pod_affinity is not None or t.nonzero is None or t.attaches:
             ok = False
             break
         shape = shape_key(t)

@@ -337,6 +337,10 @@ class PodRecord:
     #: The gang of another dialect the pod joins (see :mod:`pumice.api.gang_apis`):
     #: None when it has none, or when the Volcano annotation (``group``) names one.
     gang: GangRef | None = None
+    #: The PersistentVolumeClaims the pod mounts (see :func:`pod_claims`).
+    claims: tuple[str, ...] = ()
+    #: The DRA ResourceClaims the pod needs ("" for a template's claim not created yet).
+    device_claims: tuple[str, ...] = ()
 
     @property
     def role(self) -> str:
@@ -446,7 +450,8 @@ def _requirements(value: Any, path: str, *, fields: bool) -> tuple[Requirement, 
     return tuple(out)
 
 
-def _term(value: Any, path: str) -> SelectorTerm:
+def selector_term(value: Any, path: str) -> SelectorTerm:
+    """A node selector term (``matchExpressions`` and ``matchFields``)."""
     t = as_mapping(value, path)
     reqs = _requirements(t.get("matchExpressions"), f"{path}.matchExpressions", fields=False)
     reqs += _requirements(t.get("matchFields"), f"{path}.matchFields", fields=True)
@@ -462,13 +467,15 @@ def _placement(spec: Mapping[str, Any]) -> Placement:
     if req is not None:
         rp = f"{na_path}.requiredDuringSchedulingIgnoredDuringExecution"
         terms = as_list(as_mapping(req, rp).get("nodeSelectorTerms"), f"{rp}.nodeSelectorTerms")
-        required = tuple(_term(t, f"{rp}.nodeSelectorTerms[{i}]") for i, t in enumerate(terms))
+        required = tuple(
+            selector_term(t, f"{rp}.nodeSelectorTerms[{i}]") for i, t in enumerate(terms)
+        )
     preferred = []
     pp = f"{na_path}.preferredDuringSchedulingIgnoredDuringExecution"
     for i, p in enumerate(as_list(na.get("preferredDuringSchedulingIgnoredDuringExecution"), pp)):
         p = as_mapping(p, f"{pp}[{i}]")
         weight = as_int(p.get("weight"), f"{pp}[{i}].weight", 1, minimum=0)
-        preferred.append((weight, _term(p.get("preference"), f"{pp}[{i}].preference")))
+        preferred.append((weight, selector_term(p.get("preference"), f"{pp}[{i}].preference")))
     tolerations = []
     for i, t in enumerate(as_list(spec.get("tolerations"), "spec.tolerations")):
         p = f"spec.tolerations[{i}]"
@@ -485,6 +492,27 @@ def _placement(spec: Mapping[str, Any]) -> Placement:
             )
         )
     return Placement(selector, required, tuple(preferred), tuple(tolerations))
+
+
+def pod_claims(spec: Mapping[str, Any], pod_name: str) -> tuple[str, ...]:
+    """The PersistentVolumeClaims a pod's volumes name, in order: ``persistentVolumeClaim``
+    volumes by their claim name, generic ephemeral volumes by the claim Kubernetes
+    creates for them (``<pod>-<volume>``)."""
+    out: list[str] = []
+    for i, v in enumerate(as_list(spec.get("volumes"), "spec.volumes")):
+        path = f"spec.volumes[{i}]"
+        v = as_mapping(v, path)
+        pvc = v.get("persistentVolumeClaim")
+        if pvc is not None:
+            claim = as_str(as_mapping(pvc, f"{path}.persistentVolumeClaim").get("claimName"),
+                           f"{path}.persistentVolumeClaim.claimName", required=True)  # fmt: skip
+        elif v.get("ephemeral") is not None:
+            claim = f"{pod_name}-{as_str(v.get('name'), f'{path}.name', required=True)}"
+        else:
+            continue
+        if claim not in out:
+            out.append(claim)
+    return tuple(out)
 
 
 def _controller_uid(meta: Mapping[str, Any]) -> str:
@@ -574,6 +602,7 @@ def parse_pod(obj: Mapping[str, Any]) -> PodRecord:
         containers=len(containers),
         owner=_controller_uid(meta),
         gang=None if annotations.get(GROUP_ANNOTATION) else gang,
+        claims=pod_claims(spec, name),
     )
 
 

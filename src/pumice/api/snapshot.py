@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +61,9 @@ class Snapshot:
     carried: dict[str, Any] = field(default_factory=dict)
     #: The HyperNode tree (None: the cluster has no HyperNodes).
     topology: Topology | None = None
+    #: Records of the kinds in :data:`pumice.api.side_objects.SIDE_PARSERS` (storage,
+    #: devices), by kind, then by key; read-only (the scheduler cache lends its own).
+    objects: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: Answers kept from cycle to cycle of one cluster, with what they depend on
     #: (:class:`~pumice.framework.verdicts.Verdicts`): the snapshot's owner hands the same
     #: store to every snapshot it makes; a snapshot built from files starts empty.
@@ -73,6 +76,10 @@ class Snapshot:
     #: it: the owner of shared jobs records what it will restore (see
     #: ``SchedulerCache.settle``). None: nothing to tell.
     lend: Callable[[], None] | None = None
+
+    def records(self, kind: str) -> Mapping[str, Any]:
+        """The records of side-object ``kind`` by key (empty when there are none)."""
+        return self.objects.get(kind) or {}
 
     def job_ledger(self) -> Ledger:
         """Per-queue sums over ``jobs`` as they were when the cycle began."""

@@ -173,6 +173,18 @@ class TaskInfo:
     pod_affinity: PodAffinity | None = None
     #: Topology spread constraints (``pumice.api.spread.SpreadConstraint``).
     spread: tuple[Any, ...] = ()
+    #: The PersistentVolumeClaims the pod mounts (names in its namespace).
+    claims: tuple[str, ...] = ()
+    #: The DRA ResourceClaims the pod needs (names in its namespace; "" for one not
+    #: created from its template yet).
+    device_claims: tuple[str, ...] = ()
+
+    @property
+    def attaches(self) -> bool:
+        """The pod attaches volumes or devices: whether a node suits it depends on
+        which volumes and devices are still free, not on its shape alone, so it never
+        shares a fit answer with another task."""
+        return bool(self.claims or self.device_claims)
 
     @property
     def key(self) -> str:
@@ -185,7 +197,8 @@ class TaskInfo:
             self.node, self.resreq, self.init_resreq, self.priority, self.best_effort,
             self.placement, self.host_ports, self.creation, self.preemption_policy,
             self.priority_class, self.annotations, self.labels, self.name_index,
-            self.nonzero, self.scheduled_at, self.pod_affinity, self.spread,
+            self.nonzero, self.scheduled_at, self.pod_affinity, self.spread, self.claims,
+            self.device_claims,
         )  # fmt: skip
 
     @property

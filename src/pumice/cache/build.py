@@ -19,6 +19,7 @@ from pumice.api.node import NodeTable
 from pumice.api.pdb import parse_pdb
 from pumice.api.quantity import plural
 from pumice.api.queue import QueueInfo
+from pumice.api.side_objects import SIDE_PARSERS, side_key
 from pumice.api.snapshot import Snapshot
 from pumice.api.task import status_of_pod
 from pumice.cache.model import ModelBuilder, derived_phase, queue_fix, resource_space
@@ -36,6 +37,7 @@ _KINDS = {
     "PodDisruptionBudget": parse_pdb,
     "HyperNode": parse_hypernode,
     "Workload": gang_apis.parse_workload,
+    **SIDE_PARSERS,
 }
 
 
@@ -284,6 +286,7 @@ def build_snapshot(
         notes=notes,
         pdbs=records["PodDisruptionBudget"],
         topology=topology,
+        objects={k: {side_key(r): r for r in records[k]} for k in SIDE_PARSERS if records[k]},
     )
 
 

@@ -62,6 +62,7 @@ from pumice.api.pdb import PdbRecord, parse_pdb
 from pumice.api.queue import QueueInfo
 from pumice.api.resources import ResourceSpace
 from pumice.api.selectors import NodeIndex
+from pumice.api.side_objects import SIDE_PARSERS
 from pumice.api.snapshot import Snapshot
 from pumice.api.task import TaskInfo, TaskStatus, status_of_pod
 from pumice.api.verdicts import Verdicts
@@ -109,6 +110,7 @@ _PARSERS = {
     "HyperNode": parse_hypernode,
     "Workload": gang_apis.parse_workload,
     "WorkloadV1alpha2": gang_apis.parse_workload,
+    **SIDE_PARSERS,
 }
 #: The kinds of PodGroup records (Volcano's, and other dialects' under their own names).
 PODGROUP_KINDS = ("PodGroup", "CoschedulingPodGroup", "WorkloadPodGroup")
@@ -216,6 +218,8 @@ class SchedulerCache:
         self.pdbs_r: dict[str, PdbRecord] = {}
         self.hypernodes_r: dict[str, HyperNodeRecord] = {}
         self.workloads_r: dict[str, gang_apis.WorkloadRecord] = {}
+        #: Side objects (storage...) by kind and key, lent to every snapshot as they are.
+        self.side_r: dict[str, dict[str, Any]] = {k: {} for k in SIDE_PARSERS}
         #: job uid -> (namespace, reference) of the pods that join a gang of another
         #: dialect by it: what makes a Workload's pod group a job, and what a pod whose
         #: group is missing waits for.
@@ -349,6 +353,8 @@ class SchedulerCache:
             self.pdbs_r[key] = rec
         elif kind == "HyperNode":
             self.hypernodes_r[key] = rec
+        elif kind in SIDE_PARSERS:
+            self.side_r[kind][key] = rec
         elif kind in WORKLOAD_KINDS:  # (keyed namespace/name, whatever the store's key)
             wkey = f"{rec.namespace}/{rec.name}"
             if kind != "Workload" and self._workload_kinds.get(wkey) == "Workload":
@@ -375,6 +381,14 @@ class SchedulerCache:
                 self._record(kind, key, ev.obj)
         elif kind == "HyperNode":
             self._handle_hypernode(ev)
+        elif kind in SIDE_PARSERS:  # read at snapshot time: no model to update
+            table = self.side_r[kind]
+            if ev.type == DELETED:
+                table.pop(key, None)
+                return
+            old = table.get(key)
+            if self._record(kind, key, ev.obj) == old:
+                self.changes -= 1  # (a write of nothing the scheduler reads)
         elif kind in WORKLOAD_KINDS:
             self._handle_workload(ev)
         elif kind == "Node" and ev.type != DELETED and key in self.nodes_r and not self._stale:
@@ -854,6 +868,7 @@ class SchedulerCache:
             lend=lend,
             topology=self.topology,
             notes=list(self.topology.notes) if self.topology is not None else [],
+            objects=self.side_r,
         )
         return snap
 

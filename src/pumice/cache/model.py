@@ -272,4 +272,6 @@ class ModelBuilder:
             pod_affinity=p.pod_affinity,
             spread=p.spread,
             nonzero=nonzero,
+            claims=p.claims,
+            device_claims=p.device_claims,
         )

@@ -36,6 +36,12 @@ KINDS = (
     "PodDisruptionBudget",
     "HyperNode",
     *GANG_KINDS,
+    # What pods attach: storage (read by the predicates plugin's volume checks).
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "StorageClass",
+    "CSINode",
+    "CSIDriver",
 )
 #: The kind ``kind: PodGroup`` objects of each API group are kept under.
 PODGROUP_KINDS = {
@@ -54,6 +60,7 @@ NAMESPACED = frozenset(
         "Workload",
         "WorkloadV1alpha2",
         "PodDisruptionBudget",
+        "PersistentVolumeClaim",
         "Job",
         "Command",
         "Service",

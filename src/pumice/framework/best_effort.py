@@ -269,10 +269,11 @@ class BestEffortRoom:
             if not t.best_effort:
                 continue
             key: Hashable = (t.role, t.placement, t.init_resreq.tobytes(), t.resreq.tobytes())
-            if not static or t.host_ports or t.pod_affinity is not None or hard(t.spread):
+            if (not static or t.host_ports or t.pod_affinity is not None or hard(t.spread)
+                    or t.attaches):  # fmt: skip
                 static = False  # (the predicates' answer moves with the nodes' pods)
                 key = (key, t.host_ports, t.pod_affinity, t.spread, t.namespace,
-                       tuple(t.labels.items()))  # fmt: skip
+                       tuple(t.labels.items()), t.uid if t.attaches else None)  # fmt: skip
             part = found.get(key)
             if part is None:
                 found[key] = _Part(t.role, t)

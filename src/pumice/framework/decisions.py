@@ -16,6 +16,28 @@ class PodGroupUpdate:
 
 
 @dataclass(slots=True)
+class PreBind:
+    """What must be written before a pod's binding, so that what it attaches is ready
+    for it on its node (kube-scheduler's PreBind): volumes and devices chosen in the
+    session, and annotations a node agent reads.
+
+    ``volumes``: claim key -> the PersistentVolume chosen for it (its ``claimRef`` is
+    set, the PV controller completes the binding); ``provision``: claim key -> the node
+    a provisioner is to create its volume for (``volume.kubernetes.io/selected-node``);
+    ``claims``: DRA ResourceClaim key -> the ``status.allocation`` to write (and the pod
+    added to ``reservedFor``); ``annotations``: merged into the pod's own.
+    """
+
+    volumes: dict[str, str] = field(default_factory=dict)
+    provision: dict[str, str] = field(default_factory=dict)
+    claims: dict[str, dict[str, Any]] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    #: How long the bind may wait for the PV controller to bind ``volumes`` and
+    #: ``provision`` (Volcano's ``volumebinding.bindTimeoutSeconds``).
+    timeout: float = 600.0
+
+
+@dataclass(slots=True)
 class Decisions:
     """Binds and evictions to carry out, and the status to report.
 
@@ -31,6 +53,8 @@ class Decisions:
     pending: dict[str, str] = field(default_factory=dict)
     audit: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: Pod key -> what is written before its bind (only pods that attach something).
+    prebind: dict[str, PreBind] = field(default_factory=dict)
     #: For a cycle that repeated the last one's decisions (see
     #: :meth:`pumice.scheduler.Scheduler.cycle`): the stamp of the cluster state both
     #: were decided on. None for a cycle that ran.
@@ -47,7 +71,15 @@ class Decisions:
             pending=dict(self.pending),
             audit=list(self.audit),
             notes=list(self.notes),
+            prebind=dict(self.prebind),
         )
+
+    def prebind_of(self, pod: str) -> PreBind:
+        """``pod``'s pre-bind writes, made empty on first ask."""
+        got = self.prebind.get(pod)
+        if got is None:
+            got = self.prebind[pod] = PreBind()
+        return got
 
     def to_json(self, sessions: bool = True) -> dict[str, Any]:
         """The decisions as JSON. ``sessions=False`` leaves out each condition's
@@ -59,7 +91,7 @@ class Decisions:
             if sessions
             else (lambda cs: [{k: x for k, x in c.items() if k != "transitionID"} for c in cs])
         )
-        return {
+        out = {
             "binds": dict(sorted(self.binds.items())),
             "evictions": sorted(self.evictions),
             "pipelined": dict(sorted(self.pipelined.items())),
@@ -70,3 +102,23 @@ class Decisions:
             "pending": dict(sorted(self.pending.items())),
             "audit": self.audit,
         }
+        out.update(self._prebind_json())
+        return out
+
+    def _prebind_json(self) -> dict[str, Any]:
+        """What binds write first, by what they write to (keys present only when some
+        bind writes it): ``volumes`` (claim -> PV), ``provision`` (claim -> node),
+        ``claims`` (ResourceClaim -> allocation), ``annotations`` (pod -> annotations)."""
+        volumes: dict[str, str] = {}
+        provision: dict[str, str] = {}
+        claims: dict[str, dict[str, Any]] = {}
+        annotations: dict[str, dict[str, str]] = {}
+        for pod, pre in self.prebind.items():
+            volumes.update(pre.volumes)
+            provision.update(pre.provision)
+            claims.update(pre.claims)
+            if pre.annotations:
+                annotations[pod] = dict(sorted(pre.annotations.items()))
+        found = {"volumes": volumes, "provision": provision, "claims": claims,
+                 "annotations": annotations}  # fmt: skip
+        return {k: dict(sorted(v.items())) for k, v in found.items() if v}

@@ -159,6 +159,8 @@ class FastPath:
         apply or no node of ``rows`` can take the task."""
         if not self.within_ok or task.host_ports or task.nonzero is None or task.spread:
             return None
+        if task.attaches:  # (which volumes and devices are left moves with each choice)
+            return None
         shape = self._shape(task)
         if shape is None or shape.n_future == 0:
             return None
@@ -222,6 +224,8 @@ class FastPath:
         no node can take the task."""
         if not self.enabled or task.host_ports or task.nonzero is None or task.spread:
             return None
+        if task.attaches:  # (which volumes and devices are left moves with each choice)
+            return None
         shape = self._shape(task)
         if shape is None or shape.n_future == 0:
             return None
@@ -277,7 +281,7 @@ class FastPath:
         short of once they are taken, current with this session's nodes (see
         :mod:`pumice.framework.slots`); None where the fast path does not apply (the
         predicates must depend on placement alone)."""
-        if not self.enabled or task.host_ports or task.nonzero is None:
+        if not self.enabled or task.host_ports or task.nonzero is None or task.attaches:
             return None
         if task.spread and hard(task.spread):
             return None  # (the spread filter's answer moves with every placement)

@@ -23,9 +23,11 @@ from pumice.api.node import NodeTable
 from pumice.api.spread import SpreadConstraint, SpreadCounts, hard
 from pumice.api.task import Placement, TaskInfo, Toleration
 from pumice.conf.arguments import Arguments
-from pumice.framework.session import Session
+from pumice.errors import InputError
+from pumice.framework.session import EventHandler, Session
 from pumice.framework.verdicts import timeless
 from pumice.plugins.pod_affinity import RESOLVABLE, affinity_reasons, resolvable_on_node
+from pumice.plugins.volumes import VolumeChecks
 
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 #: Kubernetes' PodTopologySpread refusals (``ErrReasonConstraintsNotMatch`` and
@@ -126,13 +128,33 @@ def _combine(reasons: Reasons) -> np.ndarray | None:
     return blocked
 
 
+#: Volcano's enable flags of the volume checks (all on by default), and the bind wait.
+VOLUME_BINDING = "predicate.VolumeBindingEnable"
+VOLUME_ZONE = "predicate.VolumeZoneEnable"
+VOLUME_LIMITS = "predicate.NodeVolumeLimitsEnable"
+BIND_TIMEOUT = "volumebinding.bindTimeoutSeconds"
+#: kube-scheduler's default wait for the PV controller after a volume bind.
+DEFAULT_BIND_TIMEOUT = 600
+
+
 class PredicatesPlugin:
     name = "predicates"
     valid_until = timeless  # (answers do not depend on the clock)
-    argument_keys = ()
+    argument_keys = (VOLUME_BINDING, VOLUME_ZONE, VOLUME_LIMITS, BIND_TIMEOUT)
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments
+        self._volume_flags = {
+            "binding": arguments.get_bool(VOLUME_BINDING, True),
+            "zone": arguments.get_bool(VOLUME_ZONE, True),
+            "limits": arguments.get_bool(VOLUME_LIMITS, True),
+        }
+        #: Seconds a bind waits for its volumes to be bound (``pumice run``).
+        self.bind_timeout = arguments.get_int(BIND_TIMEOUT, DEFAULT_BIND_TIMEOUT)
+        if self.bind_timeout <= 0:
+            raise InputError("must be a positive number of seconds", field=BIND_TIMEOUT)
+        #: This cycle's volume state (see :mod:`pumice.plugins.volumes`).
+        self.volumes: VolumeChecks | None = None
         #: Each placement's node filter, while the node label columns stay the same.
         self._static: dict[Placement, tuple[np.ndarray | None, Reasons]] = {}
         self._static_for: object = None
@@ -143,8 +165,27 @@ class PredicatesPlugin:
         self._spread: SpreadCounts | None = None
 
     def on_session_open(self, ssn: Session) -> None:
-        """Registration waits for :meth:`on_cycle_open`: what the plugin says of its
-        predicate depends on the cycle's pods."""
+        """The volume checks follow allocations (their tentative PV choices); the
+        predicate's registration waits for :meth:`on_cycle_open`: what the plugin says
+        of it depends on the cycle's pods."""
+
+        def allocated(task: TaskInfo) -> None:
+            if task.claims and self.volumes is not None:
+                self.volumes.assume(task)
+
+        def deallocated(task: TaskInfo) -> None:
+            if task.claims and self.volumes is not None:
+                self.volumes.forget(task)
+
+        ssn.add_event_handler(EventHandler(allocate=allocated, deallocate=deallocated))
+
+    def on_session_close(self, ssn: Session) -> None:
+        """The volumes chosen for the pods that bind, as their pre-bind writes."""
+        if self.volumes is not None:
+            self.volumes.write(ssn.decisions)
+            for pre in ssn.decisions.prebind.values():
+                if pre.volumes or pre.provision:
+                    pre.timeout = float(self.bind_timeout)
 
     def on_cycle_open(self, ssn: Session) -> None:
         """The cycle's nodes; the predicate registered again only when a pod with
@@ -156,6 +197,7 @@ class PredicatesPlugin:
         self._nodes = nodes
         self._holders = ssn.snapshot.affinity_about()
         self._spread = SpreadCounts(nodes)
+        self.volumes = VolumeChecks(nodes, ssn.snapshot.objects, **self._volume_flags)
         by_placement = not self._holders
         if self._registered != by_placement:
             if self._registered is not None:
@@ -177,9 +219,11 @@ class PredicatesPlugin:
                 else []
             )
             constraints = hard(task.spread) if task.spread else ()
-            if not task.host_ports and not dynamic and not constraints:
+            if not task.host_ports and not dynamic and not constraints and not task.claims:
                 return cached
             reasons = list(cached[1]) + dynamic
+            if task.claims:
+                reasons += self.volumes.reasons(task)
             for port in task.host_ports:
                 users = nodes.ports.get(port)
                 if users:

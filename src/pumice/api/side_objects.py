@@ -1,0 +1,30 @@
+"""Objects a cycle reads as records, with no model built from them: what pods attach
+(storage today; devices and the like as they come) and what plugins look up.
+
+One table serves every mode: snapshot files (:mod:`pumice.cache.build`), the
+scheduler cache (:mod:`pumice.cache.cache`) and the cluster's list of kinds, so a kind
+added here is read everywhere alike. A cycle finds them in ``Snapshot.objects``, by kind
+and then by key (``namespace/name`` or ``name``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pumice.api.volumes import STORAGE_PARSERS
+
+#: Kind -> parser (a Kubernetes object dict -> a record, or an InputError naming the
+#: field).
+SIDE_PARSERS: dict[str, Callable[[Mapping[str, Any]], Any]] = {**STORAGE_PARSERS}
+#: The namespaced ones among them (keyed ``namespace/name``).
+SIDE_NAMESPACED = frozenset({"PersistentVolumeClaim"})
+
+
+def side_key(rec: Any) -> str:
+    """A record's key: ``namespace/name`` for namespaced kinds, else ``name``."""
+    namespace = getattr(rec, "namespace", None)
+    return f"{namespace}/{rec.name}" if namespace is not None else rec.name
+
+
+__all__ = ["SIDE_NAMESPACED", "SIDE_PARSERS", "side_key"]
