@@ -228,3 +228,116 @@ def assert_same_but_bounded(proven: dict, tried: dict) -> None:
         assert bound[2] and not count[2], (reason, said[uid])
         assert bound[1] == count[1]  # the same gang minimum
         assert int(bound[3]) >= int(count[3]), (reason, said[uid])
+
+
+# -- storage ---------------------------------------------------------------------------
+
+
+def storage_class(
+    name: str,
+    *,
+    provisioner: str = "kubernetes.io/no-provisioner",
+    mode: str = "WaitForFirstConsumer",
+    zones: list[str] | None = None,
+    default: bool = False,
+) -> dict[str, Any]:
+    """A ``storage.k8s.io/v1`` StorageClass (``zones``: its allowedTopologies by zone)."""
+    obj: dict[str, Any] = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": provisioner,
+        "volumeBindingMode": mode,
+    }
+    if default:
+        obj["metadata"]["annotations"] = {"storageclass.kubernetes.io/is-default-class": "true"}
+    if zones:
+        obj["allowedTopologies"] = [
+            {"matchLabelExpressions": [{"key": "topology.kubernetes.io/zone", "values": zones}]}
+        ]
+    return obj
+
+
+def pv(
+    name: str,
+    size: str = "10Gi",
+    *,
+    cls: str = "local",
+    node: str | None = None,
+    zone: str | None = None,
+    modes: list[str] | None = None,
+    claim: str | None = None,
+    driver: str = "",
+    labels: dict | None = None,
+) -> dict[str, Any]:
+    """A PersistentVolume: local to ``node`` (by hostname), or in ``zone`` (a label and
+    a node affinity), bound to ``claim`` (``ns/name``) when given."""
+    spec: dict[str, Any] = {
+        "capacity": {"storage": size},
+        "accessModes": modes or ["ReadWriteOnce"],
+        "storageClassName": cls,
+    }
+    meta: dict[str, Any] = {"name": name, "labels": dict(labels or {})}
+    if node:
+        expr = {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [expr]}]}}
+        spec["local"] = {"path": f"/mnt/{name}"}
+    if zone:
+        meta["labels"]["topology.kubernetes.io/zone"] = zone
+        expr = {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]}
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [expr]}]}}
+    if driver:
+        spec["csi"] = {"driver": driver, "volumeHandle": name}
+    status = {"phase": "Available"}
+    if claim:
+        ns, _, cname = claim.partition("/")
+        spec["claimRef"] = {"namespace": ns, "name": cname}
+        status = {"phase": "Bound"}
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": meta, "spec": spec,
+            "status": status}  # fmt: skip
+
+
+def pvc(
+    name: str,
+    size: str = "5Gi",
+    *,
+    ns: str = "default",
+    cls: str | None = "local",
+    volume: str = "",
+    modes: list[str] | None = None,
+) -> dict[str, Any]:
+    """A PersistentVolumeClaim, bound to ``volume`` when given."""
+    spec: dict[str, Any] = {
+        "accessModes": modes or ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": size}},
+    }
+    if cls is not None:
+        spec["storageClassName"] = cls
+    if volume:
+        spec["volumeName"] = volume
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": ns, "uid": f"uid-{ns}-{name}"},
+        "spec": spec,
+        "status": {"phase": "Bound" if volume else "Pending"},
+    }
+
+
+def mounts(*claims: str) -> dict[str, Any]:
+    """Pod spec keywords mounting ``claims`` (for :func:`pod`)."""
+    return {
+        "volumes": [
+            {"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}}
+            for i, c in enumerate(claims)
+        ]
+    }
+
+
+def csinode(name: str, driver: str, count: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSINode",
+        "metadata": {"name": name},
+        "spec": {"drivers": [{"name": driver, "nodeID": name, "allocatable": {"count": count}}]},
+    }

@@ -939,8 +939,9 @@ class SchedulerCache:
                 out.evicted.append(pod)
             else:
                 out.refused.append(pod)
+        prebind = decisions.prebind
         for pod, node in decisions.binds.items():
-            if self.cluster.bind(pod, node):
+            if self.cluster.bind(pod, node, prebind.get(pod)):
                 out.bound.append((pod, node))
             else:
                 out.refused.append(pod)

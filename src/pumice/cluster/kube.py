@@ -52,7 +52,16 @@ from pumice.cluster.kube_client import (
     rfc3339,
     status_message,
 )
-from pumice.cluster.protocol import ADDED, DELETED, GANG_KINDS, KINDS, MODIFIED, WatchEvent
+from pumice.cluster.prebind import Overlay, PreBinder, overlays
+from pumice.cluster.protocol import (
+    ADDED,
+    DELETED,
+    GANG_KINDS,
+    KINDS,
+    MODIFIED,
+    BindWrites,
+    WatchEvent,
+)
 
 log = logging.getLogger("pumice.cluster")
 
@@ -172,6 +181,11 @@ class KubeCluster:
         self._evicting: dict[str, str] = {}
         #: (kind, key) -> status written (or being written) by us, not yet seen.
         self._pg_status: dict[tuple[str, str], dict[str, Any]] = {}
+        #: (kind, key) -> what a bind's pre-bind writes show of it until the server does
+        #: (see :func:`pumice.cluster.prebind.overlays`), and the binds' keys by pod.
+        self._patched: dict[tuple[str, str], Overlay] = {}
+        self._patched_by: dict[str, list[tuple[str, str]]] = {}
+        self._prebinder = PreBinder(client, self._truth_of, self._stop)
         self.informers = {
             k: Informer(client, k, self._on_event, stop=self._stop) for k in self.kinds
         }
@@ -323,7 +337,18 @@ class KubeCluster:
             if status is not None:
                 obj = copy.copy(obj)
                 obj["status"] = {**(obj.get("status") or {}), **status}
+        patch = self._patched.get((kind, key)) if self._patched else None
+        if patch is not None:
+            shown = patch(obj)
+            if shown is None:
+                del self._patched[(kind, key)]  # (the server shows it now)
+            else:
+                obj = shown
         return obj
+
+    def _truth_of(self, kind: str, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self._truth.get(kind, {}).get(key)
 
     def _reveal(self, kind: str, key: str) -> None:
         """Show watchers the server's object again (an assumption was forgotten)."""
@@ -343,8 +368,9 @@ class KubeCluster:
 
     # -- the protocol: binding ----------------------------------------------------------
 
-    def bind(self, pod_key: str, node: str) -> bool:
-        """Assume ``pod_key`` on ``node`` now; bind it on a worker thread."""
+    def bind(self, pod_key: str, node: str, writes: BindWrites | None = None) -> bool:
+        """Assume ``pod_key`` on ``node`` now (and ``writes`` on what they write to);
+        write them and bind on a worker thread."""
         with self._lock:
             pod = self.objects["Pod"].get(pod_key)
             if pod is None or node not in self.objects.get("Node", {}):
@@ -354,23 +380,49 @@ class KubeCluster:
                 return False
             uid = str(meta.get("uid") or "")
             self._assumed[pod_key] = node
+            if writes is not None:
+                self._show_writes(pod_key, node, writes)
             self._deliver(MODIFIED, "Pod", pod_key, self._overlay("Pod", pod_key, pod))
         with self._inflight_lock:
             self._inflight += 1
         try:
-            self._binder.submit(self._bind, pod_key, node, uid)
+            self._binder.submit(self._bind, pod_key, node, uid, writes)
         except RuntimeError:  # shutting down
             self._bind_done(pod_key, node, "scheduler stopping", ok=False)
         return True
 
-    def _bind(self, pod_key: str, node: str, uid: str) -> None:
+    def _show_writes(self, pod_key: str, node: str, writes: BindWrites) -> None:
+        """Show the cache what ``writes`` will write, at once (lock held)."""
+        shown = overlays(pod_key, node, writes, lambda k, key: self._truth.get(k, {}).get(key))
+        self._patched.update(shown)
+        self._patched_by[pod_key] = list(shown)
+        for kind, key in shown:
+            if kind != "Pod" and key in self.objects.get(kind, {}):
+                truth = self._truth.get(kind, {}).get(key)
+                if truth is not None:
+                    self._deliver(MODIFIED, kind, key, self._overlay(kind, key, truth))
+
+    def _unshow_writes(self, pod_key: str) -> None:
+        """A failed bind's writes: show the server's objects again."""
+        with self._lock:
+            keys = self._patched_by.pop(pod_key, [])
+            for where in keys:
+                self._patched.pop(where, None)
+        for kind, key in keys:
+            self._reveal(kind, key)
+
+    def _bind(self, pod_key: str, node: str, uid: str, writes: BindWrites | None = None) -> None:
         ok, reason = False, ""
         start = time.perf_counter()
         try:
             if not self.may_write():
                 reason = "not the leader"
             else:
-                ok, reason = self._post_binding(pod_key, node, uid)
+                ok = True
+                if writes is not None:
+                    ok, reason = self._prebinder.run(pod_key, node, uid, writes)
+                if ok:
+                    ok, reason = self._post_binding(pod_key, node, uid)
         except Exception as err:  # never lose the in-flight count
             reason = f"error: {err}"
         self._bind_done(pod_key, node, reason, ok=ok, seconds=time.perf_counter() - start)
@@ -414,6 +466,7 @@ class KubeCluster:
             with self._lock:
                 if self._assumed.get(pod_key) == node:
                     del self._assumed[pod_key]
+            self._unshow_writes(pod_key)
             self._reveal("Pod", pod_key)
             log.info("bind of %s to %s failed: %s", pod_key, node, reason)
             if self.on_bind_failed is not None:

@@ -22,11 +22,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pumice.api.parse import copy_tree
+from pumice.api.volumes import SELECTED_NODE
 from pumice.cluster.protocol import (
     ADDED,
     DELETED,
     KINDS,
     MODIFIED,
+    BindWrites,
     WatchEvent,
     condition_key,
     object_key,
@@ -61,6 +63,43 @@ class MemoryWatch:
 
     def close(self) -> None:
         self._store._unwatch(self)
+
+
+def provisioned(
+    pvc: Mapping[str, Any], node: Mapping[str, Any], classes: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The PersistentVolume a provisioner makes for ``pvc`` on ``node``: its size, class
+    and access modes, and a node affinity that reaches ``node`` by the labels the
+    class's ``allowedTopologies`` name (a zonal disk), or by the node's name (a local
+    volume) when it names none."""
+    meta, spec = pvc["metadata"], pvc.get("spec") or {}
+    cls = classes.get(spec.get("storageClassName") or "") or {}
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    keys = sorted(
+        {e.get("key") for t in cls.get("allowedTopologies") or []
+         for e in t.get("matchLabelExpressions") or [] if e.get("key") in labels}
+    )  # fmt: skip
+    if keys:
+        exprs = [{"key": k, "operator": "In", "values": [labels[k]]} for k in keys]
+        term: dict[str, Any] = {"matchExpressions": exprs}
+    else:
+        name = node["metadata"]["name"]
+        term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [name]}]}
+    storage = ((spec.get("resources") or {}).get("requests") or {}).get("storage", "0")
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"pvc-{meta.get('uid') or meta['name']}"},
+        "spec": {
+            "capacity": {"storage": storage},
+            "accessModes": list(spec.get("accessModes") or ["ReadWriteOnce"]),
+            "storageClassName": spec.get("storageClassName") or "",
+            "volumeMode": spec.get("volumeMode") or "Filesystem",
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [term]}},
+            "csi": {"driver": cls.get("provisioner", ""), "volumeHandle": meta.get("uid", "")},
+        },
+        "status": {"phase": "Available"},
+    }
 
 
 class MemoryCluster:
@@ -153,13 +192,18 @@ class MemoryCluster:
 
     # -- the Cluster protocol -----------------------------------------------------------
 
-    def bind(self, pod_key: str, node: str) -> bool:
+    def bind(self, pod_key: str, node: str, writes: BindWrites | None = None) -> bool:
         pod = self.objects["Pod"].get(pod_key)
         if pod is None or node not in self.objects["Node"]:
             return False
         spec = pod.setdefault("spec", {})
         if spec.get("nodeName") or pod["metadata"].get("deletionTimestamp") is not None:
             return False
+        if writes is not None:
+            if not self._prebind(pod, node, writes):
+                return False
+            if writes.annotations:
+                pod["metadata"].setdefault("annotations", {}).update(writes.annotations)
         spec["nodeName"] = node
         status = pod.setdefault("status", {})
         status.setdefault("conditions", []).append(
@@ -167,6 +211,58 @@ class MemoryCluster:
         )
         self.stats["binds"] += 1
         self._emit(MODIFIED, "Pod", pod_key, pod)
+        return True
+
+    def _prebind(self, pod: dict[str, Any], node: str, writes: BindWrites) -> bool:
+        """Carry out a bind's volume and device writes at once, as the PV controller,
+        a provisioner and a DRA driver would in time: a chosen PV is bound to its claim,
+        a claim to provision gets a new PV reaching ``node`` (see :func:`provisioned`),
+        a ResourceClaim gets its allocation and the pod among its users. Nothing is
+        written when one of them cannot be (a PV taken meanwhile, a claim gone)."""
+        pvs, pvcs = (
+            self.objects.get("PersistentVolume", {}),
+            self.objects.get("PersistentVolumeClaim", {}),
+        )
+        claims = self.objects.get("ResourceClaim", {})
+        plan: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        for claim, pv_name in writes.volumes.items():
+            pvc, pv = pvcs.get(claim), pvs.get(pv_name)
+            ref = ((pv or {}).get("spec") or {}).get("claimRef") or {}
+            if pvc is None or pv is None or (ref and ref.get("name") != pvc["metadata"]["name"]):
+                return False
+            plan.append((pvc, pv))
+        for claim in writes.provision:
+            if claim not in pvcs:
+                return False
+        if any(key not in claims for key in writes.claims):
+            return False
+        for claim in writes.provision:
+            pvc = pvcs[claim]
+            pvc["metadata"].setdefault("annotations", {})[SELECTED_NODE] = node
+            pv = provisioned(pvc, self.objects["Node"][node], self.objects.get("StorageClass", {}))
+            self.create(pv)
+            plan.append((pvc, pv))
+        for pvc, pv in plan:
+            meta = pvc["metadata"]
+            pv["spec"]["claimRef"] = {
+                "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "namespace": meta.get("namespace") or "default", "name": meta["name"],
+                "uid": meta.get("uid", ""),
+            }  # fmt: skip
+            pv.setdefault("status", {})["phase"] = "Bound"
+            pvc.setdefault("spec", {})["volumeName"] = pv["metadata"]["name"]
+            pvc.setdefault("status", {})["phase"] = "Bound"
+            self._emit(MODIFIED, "PersistentVolume", pv["metadata"]["name"], pv)
+            key = f"{meta.get('namespace') or 'default'}/{meta['name']}"
+            self._emit(MODIFIED, "PersistentVolumeClaim", key, pvc)
+        meta = pod["metadata"]
+        user = {"resource": "pods", "name": meta["name"], "uid": meta.get("uid", "")}
+        for key, allocation in writes.claims.items():
+            claim = claims[key]
+            status = claim.setdefault("status", {})
+            status["allocation"] = copy_tree(dict(allocation))
+            status.setdefault("reservedFor", []).append(user)
+            self._emit(MODIFIED, "ResourceClaim", key, claim)
         return True
 
     def evict(self, pod_key: str, reason: str = "") -> bool:

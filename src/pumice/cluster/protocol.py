@@ -119,6 +119,21 @@ def object_key(kind: str, obj: Mapping[str, Any]) -> str:
     return name
 
 
+class BindWrites(Protocol):
+    """What is written before a pod's binding so that what it attaches is ready on its
+    node (the scheduler's pre-bind): ``volumes`` (claim key -> the PV whose
+    ``claimRef`` is set to it), ``provision`` (claim key -> the node named in its
+    ``volume.kubernetes.io/selected-node``), ``claims`` (ResourceClaim key -> its
+    ``status.allocation``), ``annotations`` (merged into the pod's), and ``timeout``:
+    how long the bind may wait for the volumes to be bound."""
+
+    volumes: Mapping[str, str]
+    provision: Mapping[str, str]
+    claims: Mapping[str, Mapping[str, Any]]
+    annotations: Mapping[str, str]
+    timeout: float
+
+
 class Watch(Protocol):
     """A subscription: events queue up until :meth:`drain` hands them over, in order."""
 
@@ -136,8 +151,10 @@ class Cluster(Protocol):
     - ``watch`` returns a subscription that receives every later change of the given
       kinds, in the order they happened; ``list`` then ``watch`` with no change in between
       misses nothing.
-    - ``bind`` sets a pending pod's node; binding a pod that is gone or already bound is
-      refused with ``False`` (a stale decision), never an exception.
+    - ``bind`` sets a pending pod's node, after ``writes`` (:class:`BindWrites`) when
+      given; binding a pod that is gone or already bound is refused with ``False`` (a
+      stale decision), never an exception. A write that fails fails the bind (the
+      pod stays pending for the next cycle to decide again).
     - ``evict`` starts a graceful deletion (the pod turns terminating and keeps its node
       until the kubelet releases it); evicting a pod that is gone or already terminating
       returns ``False``.
@@ -153,7 +170,7 @@ class Cluster(Protocol):
 
     def watch(self, kinds: Sequence[str] = KINDS) -> Watch: ...
 
-    def bind(self, pod_key: str, node: str) -> bool: ...
+    def bind(self, pod_key: str, node: str, writes: BindWrites | None = None) -> bool: ...
 
     def evict(self, pod_key: str, reason: str = "") -> bool: ...
 
