@@ -33,7 +33,10 @@ _ERROR_CACHE = (
 )
 _NO_DRA = "pumice does not model dynamic resource allocation: ResourceClaims are neither "
 _NO_DRA += "allocated nor checked"
-_NO_VOLUMES = "pumice does not model volumes: no volume binding, zone or limit check is made"
+_NO_CAPACITY_SCORE = (
+    "pumice does not score nodes by the storage capacity left for a claim (kube-scheduler's "
+    "StorageCapacityScoring, off by default): it has no effect"
+)
 _ALWAYS = "pumice always checks {what}, as Volcano does with the default true"
 
 
@@ -199,12 +202,12 @@ PLUGINS: dict[str, Entry] = _entries(
             "predicate.PodAffinityEnable": _ALWAYS.format(
                 what="required inter-pod affinity and anti-affinity"
             ),
-            "predicate.NodeVolumeLimitsEnable": _NO_VOLUMES,
-            "predicate.VolumeZoneEnable": _NO_VOLUMES,
-            "predicate.VolumeBindingEnable": _NO_VOLUMES,
-            "volumebinding.bindTimeoutSeconds": _NO_VOLUMES,
-            "volumebinding.shape": _NO_VOLUMES,
-            "volumebinding.weight": _NO_VOLUMES,
+            "predicate.NodeVolumeLimitsEnable": "",
+            "predicate.VolumeZoneEnable": "",
+            "predicate.VolumeBindingEnable": "",
+            "volumebinding.bindTimeoutSeconds": "",
+            "volumebinding.shape": _NO_CAPACITY_SCORE,
+            "volumebinding.weight": _NO_CAPACITY_SCORE,
             "predicate.PodTopologySpreadEnable": _ALWAYS.format(
                 what="hard pod topology spread constraints (DoNotSchedule)"
             ),
