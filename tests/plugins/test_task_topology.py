@@ -4,14 +4,19 @@ buckets."""
 
 from __future__ import annotations
 
+import contextlib
+from unittest import mock
+
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tests.kit import conf, node, pod, podgroup, queue, run
 
 from pumice.cache.build import SourcedObject, build_snapshot
 from pumice.conf.config import parse_config
 from pumice.errors import InputError
-from pumice.framework.fastpath import for_session
+from pumice.framework.fastpath import FastPath, for_session
 from pumice.plugins.task_topology import Topology, read_topology
 from pumice.scheduler import Scheduler
 
@@ -157,3 +162,85 @@ def test_task_order_puts_bucket_pods_first() -> None:
     objs += [pod("job1-a-evaluator-0", group="job1", role="evaluator", cpu="2")]
     objs += [pod("job1-ps-0", group="job1", role="ps", cpu="2")]
     assert run(objs, CONF).binds == {"default/job1-ps-0": "n1"}
+
+
+# -- the fast path agrees with the long way ------------------------------------------------
+
+SCORERS = conf(
+    "allocate, backfill",
+    ["priority", "gang"],
+    [
+        "predicates",
+        "nodeorder",
+        "binpack",
+        {"name": "task-topology", "arguments": {"task-topology.weight": 3}},
+        {"name": "nodegroup", "enablePredicate": False},
+        {
+            "name": "resource-strategy-fit",
+            "arguments": {
+                "resources": {"nvidia.com/gpu": {"type": "MostAllocated", "weight": 2}},
+                "sra": {"enable": True, "resources": "nvidia.com/gpu", "weight": 1},
+            },
+        },
+    ],
+)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    nodes=st.lists(
+        st.tuples(st.sampled_from(["2", "4", "8"]), st.sampled_from([None, "2", "4"])),
+        min_size=1,
+        max_size=5,
+    ),
+    jobs=st.lists(
+        st.tuples(
+            st.sampled_from([None, "ps,worker", "worker", "ps;worker"]),
+            st.sampled_from([None, "ps", "ps,worker"]),
+            st.integers(1, 3),
+            st.sampled_from(["1", "2"]),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+)
+def test_fast_path_and_long_way_decide_alike(nodes, jobs) -> None:
+    objs: list[dict] = [queue()]
+    for i, (cpu, gpu) in enumerate(nodes):
+        extra = {"nvidia_gpu": gpu} if gpu else {}
+        objs.append(node(f"n{i}", cpu, "16Gi", labels={"volcano.sh/nodegroup-name": "g"}, **extra))
+    q = queue()
+    q["spec"]["affinity"] = {
+        "nodeGroupAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": ["g"]}
+    }
+    objs[0] = q
+    for j, (aff, anti, workers, cpu, gpu) in enumerate(jobs):
+        pg = podgroup(f"j{j}", min_member=1)
+        ann = {}
+        if aff:
+            ann[AFF] = aff
+        if anti:
+            ann[ANTI] = anti
+        pg["metadata"]["annotations"] = ann
+        objs.append(pg)
+        objs.append(pod(f"j{j}-ps-0", group=f"j{j}", role="ps", cpu=cpu))
+        for w in range(workers):
+            objs.append(
+                pod(
+                    f"j{j}-worker-{w}",
+                    group=f"j{j}",
+                    role="worker",
+                    cpu=cpu,
+                    gpu="1" if gpu else None,
+                )
+            )
+    sched = Scheduler.create(parse_config(yaml.safe_load(SCORERS)))
+    out = {}
+    for name in ("fast", "long"):
+        with contextlib.ExitStack() as stack:
+            if name == "long":  # (no per-shape caches: every choice made over all nodes)
+                stack.enter_context(mock.patch.object(FastPath, "choose", lambda s, t: None))
+            snap = build_snapshot([SourcedObject(o, "t") for o in objs])
+            out[name] = sched.cycle(snap).to_json(sessions=False)
+    assert out["fast"] == out["long"]
