@@ -38,7 +38,7 @@ RULES = {
 }
 
 #: Plugins of pumice's that read ``enableHierarchy`` (it gates no hook of its own).
-HIERARCHY_READERS = frozenset({"drf", "capacity"})
+HIERARCHY_READERS = frozenset({"drf", "capacity", "nodegroup"})
 
 
 @dataclass(frozen=True, slots=True)

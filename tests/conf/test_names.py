@@ -211,14 +211,14 @@ def test_an_unsupported_plugin_listed_in_two_tiers_warns_once_naming_both(tmp_pa
 def test_unsupported_items_are_skipped(tmp_path) -> None:
     config = load(
         tmp_path,
-        BASE.replace("name: predicates", "name: predicates\n  - name: nodegroup").replace(
+        BASE.replace("name: predicates", "name: predicates\n  - name: numa-aware").replace(
             "name: gang", "name: gang\n  - name: usage"
         ),
     )
     assert config.actions == ("enqueue", "allocate", "backfill")
-    assert "nodegroup" not in config.plugin_names() and "usage" not in config.plugin_names()
+    assert "numa-aware" not in config.plugin_names() and "usage" not in config.plugin_names()
     assert {(s.kind, s.name) for s in config.skipped} == {
-        ("plugin", "nodegroup"),
+        ("plugin", "numa-aware"),
         ("plugin", "usage"),
     }
 
@@ -337,7 +337,17 @@ def test_pumice_implements_only_volcano_names_and_declares_its_keys() -> None:
 
 #: Keys whose value must be of a kind other than a number (Volcano refuses, or panics
 #: on, a number there).
-REAL_VALUES = {"sla-waiting-time": "1s", "interval": "1m", "metricsPeriod": "5m", "strategies": []}
+REAL_VALUES = {
+    "sla-waiting-time": "1s",
+    "interval": "1m",
+    "metricsPeriod": "5m",
+    "strategies": [],
+    "resources": {"cpu": {"type": "MostAllocated", "weight": 1}},
+    "sra": {"enable": True, "resources": "nvidia.com/gpu", "weight": 1},
+    "proportional": {"enable": True, "resources": "nvidia.com/gpu"},
+    "strict": False,
+    "enablePreferredOrder": True,
+}
 
 
 def test_yaml_of_every_supported_plugin_with_all_volcano_keys_loads(tmp_path) -> None:

@@ -29,7 +29,7 @@ UNSUPPORTED = {
         "argument capacity.DynamicResourceAllocationEnable of plugin capacity",
         "argument capacity.DRAConsumableCapacityEnable of plugin capacity",
     ],
-    "cdp.yaml": ["plugin task-topology"],
+    "cdp.yaml": [],
     "deviceshare-gpu-sharing.yaml": ["plugin deviceshare"],
     "deviceshare-gpu-number.yaml": ["plugin deviceshare"],
     "deviceshare-vgpu.yaml": ["plugin deviceshare"],
@@ -39,9 +39,9 @@ UNSUPPORTED = {
     ],
     "network-topology-aware.yaml": [],
     "numa-aware.yaml": ["plugin numa-aware"],
-    "resource-strategy-fit.yaml": ["plugin resource-strategy-fit"],
+    "resource-strategy-fit.yaml": [],
     "extender.yaml": ["plugin extender"],
-    "task-topology.yaml": ["plugin task-topology"],
+    "task-topology.yaml": [],
 }
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from pumice.api.node import NodeSpec
 from pumice.api.pdb import parse_label_selector
 from pumice.api.quantity import PODS, to_canonical
+from pumice.api.queue import NodeGroupAffinity
 from pumice.api.spread import SpreadConstraint, parse_spread
 from pumice.api.task import (
     Placement,
@@ -750,6 +751,26 @@ class QueueRecord:
     creation: float
     annotations: dict[str, str]
     priority: int = 0
+    affinity: NodeGroupAffinity | None = None
+
+
+def _group_names(value: Any, path: str) -> tuple[str, ...]:
+    return tuple(as_str(v, f"{path}[{i}]") for i, v in enumerate(as_list(value, path)))
+
+
+def parse_node_group_affinity(value: Any, path: str) -> NodeGroupAffinity | None:
+    """A Queue's ``spec.affinity`` (``nodeGroupAffinity`` / ``nodeGroupAntiAffinity``,
+    each with required and preferred lists of node group names); None when absent."""
+    if value is None:
+        return None
+    spec = as_mapping(value, path)
+    lists: dict[str, tuple[str, ...]] = {}
+    for key, prefix in (("nodeGroupAffinity", ""), ("nodeGroupAntiAffinity", "anti_")):
+        part = as_mapping(spec.get(key), f"{path}.{key}")
+        for kind, name in (("required", "required"), ("preferred", "preferred")):
+            field_ = f"{kind}DuringSchedulingIgnoredDuringExecution"
+            lists[prefix + name] = _group_names(part.get(field_), f"{path}.{key}.{field_}")
+    return NodeGroupAffinity(**lists)
 
 
 def parse_queue(obj: Mapping[str, Any]) -> QueueRecord:
@@ -780,6 +801,7 @@ def parse_queue(obj: Mapping[str, Any]) -> QueueRecord:
         creation=timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
         annotations=as_labels(meta.get("annotations"), "metadata.annotations"),
         priority=as_int(spec.get("priority"), "spec.priority", 0),
+        affinity=parse_node_group_affinity(spec.get("affinity"), "spec.affinity"),
     )
 
 

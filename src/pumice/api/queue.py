@@ -9,6 +9,19 @@ from pumice.api.resources import Vector
 OPEN = "Open"
 
 
+@dataclass(slots=True, frozen=True)
+class NodeGroupAffinity:
+    """A Queue's ``spec.affinity``: the node groups (values of the node label
+    ``volcano.sh/nodegroup-name``) its pods must, or would rather, run in or stay out of.
+    Read by the nodegroup plugin; the lists keep the spec's order (the preferred list's
+    order may rank the groups)."""
+
+    required: tuple[str, ...] = ()
+    preferred: tuple[str, ...] = ()
+    anti_required: tuple[str, ...] = ()
+    anti_preferred: tuple[str, ...] = ()
+
+
 @dataclass(slots=True, eq=False)
 class QueueInfo:
     """A Volcano Queue.
@@ -31,6 +44,8 @@ class QueueInfo:
     has_capability: bool = False
     #: ``spec.priority``: queues of higher priority are served (and spared) first.
     priority: int = 0
+    #: ``spec.affinity`` (None: not set, which a queue tree may fill from an ancestor).
+    affinity: NodeGroupAffinity | None = None
 
     @property
     def uid(self) -> str:

@@ -155,6 +155,7 @@ class ModelBuilder:
             annotations=q.annotations,
             has_capability=bool(q.capability),
             priority=q.priority,
+            affinity=q.affinity,
         )
 
     def job(self, g: parse.PodGroupRecord, uid: str | None = None) -> JobInfo:

@@ -163,8 +163,6 @@ PLUGINS: dict[str, Entry] = _entries(
     Entry(
         "nodegroup",
         {"strict": "", "enablePreferredOrder": ""},
-        "queue affinity to node groups (the volcano.sh/nodegroup-name node label) is not "
-        "enforced: a queue's pods may run on nodes of any group",
     ),
     Entry(
         "nodeorder",
@@ -243,12 +241,10 @@ PLUGINS: dict[str, Entry] = _entries(
             "resourceStrategyFitWeight": "",
             "resources": "",
             "sra": "",
-            "sra.weight": "",
+            "sra.weight": "Volcano does not read it either: the SRA weight is the weight "
+            "key of the sra section",
             "proportional": "",
         },
-        "its per-resource LeastAllocated/MostAllocated scores, SRA scores and "
-        "proportional filter are absent: nodes are chosen on the other node-order "
-        "plugins' scores alone",
     ),
     Entry(
         "resourcequota",
@@ -260,8 +256,6 @@ PLUGINS: dict[str, Entry] = _entries(
     Entry(
         "task-topology",
         {"task-topology.weight": ""},
-        "affinity and anti-affinity between a job's roles (the volcano.sh/task-topology-* "
-        "annotations) are ignored: task order and node scores do not follow them",
     ),
     Entry(
         "tdm",

@@ -14,6 +14,7 @@ def default_registry() -> Registry:
     from pumice.plugins.drf import DrfPlugin
     from pumice.plugins.gang import GangPlugin
     from pumice.plugins.network_topology import NetworkTopologyPlugin
+    from pumice.plugins.nodegroup import NodeGroupPlugin
     from pumice.plugins.nodeorder import NodeOrderPlugin
     from pumice.plugins.overcommit import OvercommitPlugin
     from pumice.plugins.pdb import PdbPlugin
@@ -21,7 +22,9 @@ def default_registry() -> Registry:
     from pumice.plugins.priority import PriorityPlugin
     from pumice.plugins.proportion import ProportionPlugin
     from pumice.plugins.rescheduling import ReschedulingPlugin
+    from pumice.plugins.resource_strategy_fit import ResourceStrategyFitPlugin
     from pumice.plugins.sla import SlaPlugin
+    from pumice.plugins.task_topology import TaskTopologyPlugin
 
     return Registry(
         "plugin",
@@ -41,5 +44,8 @@ def default_registry() -> Registry:
             SlaPlugin,
             NetworkTopologyPlugin,
             ReschedulingPlugin,
+            NodeGroupPlugin,
+            TaskTopologyPlugin,
+            ResourceStrategyFitPlugin,
         ],
     )
