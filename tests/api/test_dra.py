@@ -218,6 +218,10 @@ def test_selectors_on_attributes_and_capacity() -> None:
     model = 'device.attributes["gpu.example.com"].model == "LATEST-GPU-MODEL"'
     assert devices_of(run([gpu_claim(None, same_version, model)], [gpu_slice()])) == ["gpu-0"]
     newer = 'device.attributes["gpu.example.com"].driverVersion.isGreaterThan(semver("1.0.0"))'
+    after_rc = (
+        'device.attributes["gpu.example.com"].driverVersion.isGreaterThan(semver("1.0.0-rc.1"))'
+    )
+    assert devices_of(run([gpu_claim(None, after_rc)], [gpu_slice()])) == ["gpu-0"]
     assert isinstance(run([gpu_claim(None, newer)], [gpu_slice()]), Shortfall)
 
 

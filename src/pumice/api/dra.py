@@ -27,8 +27,14 @@ is never allocated), consumable capacity (``allowMultipleAllocations``, capacity
 requests, ``distinctAttribute``), device taints and tolerations, binding conditions,
 list-valued attributes, ``derivedAttributes``, and any scoring of ``firstAvailable``
 beyond its order (the first alternative that fits is taken, as Kubernetes does without
-scoring). Kubernetes would report a selector's evaluation error; here the device simply
-does not match and the error is shown in the explanation.
+scoring). Not checked: the namespace label Kubernetes requires for ``adminAccess``, and
+the limit of 256 consumers in ``reservedFor``. Kubernetes would report a selector's
+evaluation error; here the device simply does not match and the error is shown in the
+explanation.
+
+For a pod, :func:`pod_claim_names` lists the claims it needs (a template's claim may
+not exist yet), and :func:`claim_from_template` builds the claim the resource-claim
+controller would create.
 
 The search is deterministic (devices in order of driver, pool, slice name, device name)
 and backtracks when an earlier choice breaks a constraint or starves a later request;
@@ -147,9 +153,10 @@ class OfferedDevice:
     pool: str
     slice_name: str
     device: Device
-    #: The nodes that reach it: "" node-local (``nodeName``), or the slice's (or
-    #: device's) node selector, None for all nodes.
+    #: Whether only its node reaches it (``nodeName``).
     node_local: bool
+    #: Otherwise the slice's (or, per device, the device's) node selector; None when
+    #: every node reaches it (``allNodes``).
     node_selector: tuple[SelectorTerm, ...] | None
 
     @property
@@ -586,7 +593,12 @@ def allocate(
                 "",
                 f"claim {claim.key} is allocated to devices that node {node_name} cannot reach",
             )
-    pending = [c for c in claims if c.allocation is None]
+    seen: set[str] = set()
+    pending = []
+    for c in claims:  # (two entries of a pod may name one claim)
+        if c.allocation is None and c.key not in seen:
+            seen.add(c.key)
+            pending.append(c)
     if not pending:
         return Allocation(node_name)
     node = (
@@ -617,11 +629,12 @@ def allocate(
         found = search.run()
     except _TooComplex:
         key = pending[units[0].claim].key
-        claim_keys = ", ".join(c.key for c in pending)
+        named = ", ".join(c.key for c in pending)
+        named = f"claims {named}" if len(pending) > 1 else f"claim {named}"
         return Shortfall(
             key,
             "",
-            f"claim {claim_keys}: too complex to allocate on node {node_name} "
+            f"{named}: too complex to allocate on node {node_name} "
             f"(no answer after trying {max_steps} devices)",
             too_complex=True,
         )
@@ -703,8 +716,13 @@ def _joint_shortfall(
                     f"claim {claim.key}: no choice of devices on node {node.node} satisfies "
                     f"its constraints ({rules})",
                 )
-        except _TooComplex:
-            break
+        except _TooComplex:  # (the failure is proven; only its explanation is not)
+            keys = ("claims " if len(pending) > 1 else "claim ") + ", ".join(c.key for c in pending)
+            return Shortfall(
+                claim.key,
+                "",
+                f"{keys}: the requests cannot all be served together on node {node.node}",
+            )
         return Shortfall(
             claim.key,
             "",

@@ -58,20 +58,23 @@ class Version:
     equal when they have the same precedence (build metadata does not count)."""
 
     text: str
+    #: A sort key in semver precedence: numbers, then a release above its pre-releases,
+    #: pre-release identifiers numeric below alphanumeric (worked out once).
+    precedence: tuple[Any, ...] = field(init=False, repr=False, compare=False)
 
-    @property
-    def precedence(self) -> tuple[Any, ...]:
-        """A sort key in semver precedence: numbers, then a release above its
-        pre-releases, pre-release identifiers numeric below alphanumeric."""
+    def __post_init__(self) -> None:
         m = SEMVER_PATTERN.match(self.text)
         if m is None:  # (parsing refuses these; a hand-made record sorts lowest)
-            return ((-1, -1, -1), 0, ())
-        numbers = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
-        pre = m.group(4)
-        if pre is None:
-            return (numbers, 1, ())
-        ids = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pre.split("."))
-        return (numbers, 0, ids)
+            key: tuple[Any, ...] = ((-1, -1, -1), 0, ())
+        else:
+            numbers = (int(m.group(1)), int(m.group(2)), int(m.group(3)))
+            pre = m.group(4)
+            if pre is None:
+                key = (numbers, 1, ())
+            else:
+                ids = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pre.split("."))
+                key = (numbers, 0, ids)
+        object.__setattr__(self, "precedence", key)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Version) and self.precedence == other.precedence
