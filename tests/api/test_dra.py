@@ -24,6 +24,7 @@ from pumice.api.dra import (
     Shortfall,
     allocate,
     claim_from_template,
+    devices_in_use,
     devices_on_node,
     evaluate_selector,
     parse_device_class,
@@ -484,6 +485,7 @@ status:
 """
     )
     assert allocated.reserved_for[0].name == "pod-0"
+    assert devices_in_use([allocated, gpu_claim()]) == {("gpu.example.com", "n1", "gpu-0")}
     assert run([allocated], [], node="n1") == Allocation("n1")
     short = run([allocated], [], node="n2")
     assert isinstance(short, Shortfall)

@@ -124,6 +124,7 @@ __all__ = [
     "allocate",
     "claim_from_template",
     "device_available_on",
+    "devices_in_use",
     "devices_on_node",
     "evaluate_selector",
     "node_selector_matches",
@@ -213,6 +214,18 @@ def devices_on_node(
         pool_devices.sort(key=lambda o: (o.slice_name, o.device.name))
         offered.extend(pool_devices)
     return NodeDevices(node_name, tuple(offered), tuple(incomplete))
+
+
+def devices_in_use(claims: Iterable[ResourceClaim]) -> frozenset[DeviceKey]:
+    """The devices allocated claims hold exclusively (admin access holds none): the
+    starting ``in_use`` view for :func:`allocate`."""
+    return frozenset(
+        r.key
+        for c in claims
+        if c.allocation is not None
+        for r in c.allocation.results
+        if not r.admin_access
+    )
 
 
 # -- answers -----------------------------------------------------------------------------
