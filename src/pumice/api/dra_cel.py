@@ -33,6 +33,7 @@ does not match the device; the error text is kept so that explanations can show 
 
 from __future__ import annotations
 
+import sys
 import threading
 from decimal import Decimal
 from typing import Any
@@ -312,7 +313,9 @@ class SelectorEvaluator:
     bounded (cleared when full). Safe to share between threads."""
 
     def __init__(self, max_answers: int = 200_000) -> None:
-        self._env = celpy.Environment()
+        limit = sys.getrecursionlimit()
+        self._env = celpy.Environment()  # (it sets the recursion limit to 2500)
+        sys.setrecursionlimit(max(limit, sys.getrecursionlimit()))  # never lower it
         self._programs: dict[str, Any] = {}  # expression -> Runner, or error text
         self._answers: dict[tuple[str, str, Device], Answer] = {}
         self._values: dict[tuple[str, Device], celtypes.MapType] = {}
