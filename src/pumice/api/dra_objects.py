@@ -27,7 +27,17 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, TypeVar
 
-from pumice.api.parse import as_int, as_labels, as_list, as_mapping, as_str, copy_tree
+from pumice.api.parse import (
+    PodClaimRef,
+    as_int,
+    as_labels,
+    as_list,
+    as_mapping,
+    as_str,
+    copy_tree,
+    pod_device_claims,
+    selector_term,
+)
 from pumice.api.quantity import parse_quantity
 from pumice.api.task import Requirement, SelectorTerm
 from pumice.errors import InputError
@@ -309,36 +319,12 @@ def parse_node_selector(value: Any, path: str) -> tuple[SelectorTerm, ...] | Non
     absent). Any term may match; a term's requirements must all hold."""
     if value is None:
         return None
-    sel = as_mapping(value, path)
     terms_path = f"{path}.nodeSelectorTerms"
-    out = []
-    for i, t in enumerate(as_list(sel.get("nodeSelectorTerms"), terms_path)):
-        tp = f"{terms_path}[{i}]"
-        t = as_mapping(t, tp)
-        reqs: list[Requirement] = []
-        for key, fields in (("matchExpressions", False), ("matchFields", True)):
-            for j, e in enumerate(as_list(t.get(key), f"{tp}.{key}")):
-                ep = f"{tp}.{key}[{j}]"
-                e = as_mapping(e, ep)
-                op = as_str(e.get("operator"), f"{ep}.operator", required=True)
-                if op not in _OPERATORS:
-                    raise InputError(f"unknown operator {op!r}", field=f"{ep}.operator")
-                values = tuple(
-                    as_str(v, f"{ep}.values") for v in as_list(e.get("values"), f"{ep}.values")
-                )
-                if op in ("In", "NotIn") and not values:
-                    raise InputError(f"operator {op} needs values", field=f"{ep}.values")
-                if op in ("Gt", "Lt") and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
-                    raise InputError(f"operator {op} needs one integer value", field=ep)
-                reqs.append(
-                    Requirement(
-                        as_str(e.get("key"), f"{ep}.key", required=True), op, values, fields
-                    )
-                )
-        out.append(SelectorTerm(tuple(reqs)))
+    terms = as_list(as_mapping(value, path).get("nodeSelectorTerms"), terms_path)
+    out = tuple(selector_term(t, f"{terms_path}[{i}]") for i, t in enumerate(terms))
     if not out:
         raise InputError("needs at least one term", field=terms_path)
-    return tuple(out)
+    return out
 
 
 def _requirement_holds(r: Requirement, node_name: str, labels: Mapping[str, str]) -> bool:
@@ -798,67 +784,17 @@ def parse_resource_claim_template(obj: Mapping[str, Any]) -> ResourceClaimTempla
 # -- a pod's claims ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimRef:
-    """One entry of a pod's ``spec.resourceClaims``: the ResourceClaim it names
-    (``claim_name``, in the pod's namespace), directly or, for a template, as the
-    resource-claim controller recorded it in ``status.resourceClaimStatuses``.
-    ``claim_name`` is empty while a template's claim is not made yet (``waiting``)."""
+def pod_claim_names(pod: Mapping[str, Any]) -> list[PodClaimRef]:
+    """The claims a pod (a dict) needs, in ``spec.resourceClaims`` order (see
+    :func:`pumice.api.parse.pod_device_claims`)."""
 
-    name: str
-    namespace: str
-    claim_name: str
-    template: str = ""
+    def names(obj: Mapping[str, Any]) -> list[PodClaimRef]:
+        meta = as_mapping(obj.get("metadata"), "metadata")
+        namespace = as_str(meta.get("namespace"), "metadata.namespace") or "default"
+        spec, status = as_mapping(obj.get("spec"), "spec"), as_mapping(obj.get("status"), "status")
+        return list(pod_device_claims(spec, status, namespace))
 
-    @property
-    def waiting(self) -> bool:
-        """A template's claim the controller has not made yet: the pod cannot be
-        scheduled until it exists."""
-        return not self.claim_name
-
-    @property
-    def key(self) -> str:
-        """``namespace/claim name`` ("" while waiting)."""
-        return f"{self.namespace}/{self.claim_name}" if self.claim_name else ""
-
-
-def _pod_claim_names(pod: Mapping[str, Any]) -> list[ClaimRef]:
-    meta = as_mapping(pod.get("metadata"), "metadata")
-    namespace = as_str(meta.get("namespace"), "metadata.namespace") or "default"
-    spec = as_mapping(pod.get("spec"), "spec")
-    status = as_mapping(pod.get("status"), "status")
-    generated: dict[str, str | None] = {}
-    sp = "status.resourceClaimStatuses"
-    for i, s in enumerate(as_list(status.get("resourceClaimStatuses"), sp)):
-        s = as_mapping(s, f"{sp}[{i}]")
-        name = as_str(s.get("name"), f"{sp}[{i}].name", required=True)
-        generated[name] = as_str(s.get("resourceClaimName"), f"{sp}[{i}].resourceClaimName") or None
-    out = []
-    for i, c in enumerate(as_list(spec.get("resourceClaims"), "spec.resourceClaims")):
-        p = f"spec.resourceClaims[{i}]"
-        c = as_mapping(c, p)
-        name = as_str(c.get("name"), f"{p}.name", required=True)
-        direct = as_str(c.get("resourceClaimName"), f"{p}.resourceClaimName")
-        template = as_str(c.get("resourceClaimTemplateName"), f"{p}.resourceClaimTemplateName")
-        if bool(direct) == bool(template):
-            raise InputError(
-                "set exactly one of resourceClaimName and resourceClaimTemplateName", field=p
-            )
-        if direct:
-            out.append(ClaimRef(name, namespace, direct))
-        elif name not in generated:
-            out.append(ClaimRef(name, namespace, "", template))
-        elif generated[name]:
-            out.append(ClaimRef(name, namespace, generated[name] or "", template))
-        # (recorded without a claim name: the controller found no claim was needed)
-    return out
-
-
-def pod_claim_names(pod: Mapping[str, Any]) -> list[ClaimRef]:
-    """The claims a pod (a dict) needs, in ``spec.resourceClaims`` order. A template
-    entry whose status records no claim name (the controller decided none is needed)
-    is left out."""
-    return _located("Pod", pod, _pod_claim_names)
+    return _located("Pod", pod, names)
 
 
 #: The characters the API server draws a ``generateName`` suffix from.
@@ -883,7 +819,7 @@ def _generate_name(pod_name: str, claim_name: str) -> str:
 
 
 def claim_from_template(
-    pod: Mapping[str, Any], ref: ClaimRef, template: Mapping[str, Any]
+    pod: Mapping[str, Any], ref: PodClaimRef, template: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The ResourceClaim the resource-claim controller would create for ``ref`` (a
     template entry of the pod): ``generateName`` ``<pod>-<entry>-`` and, so that a

@@ -340,8 +340,8 @@ class PodRecord:
     gang: GangRef | None = None
     #: The PersistentVolumeClaims the pod mounts (see :func:`pod_claims`).
     claims: tuple[str, ...] = ()
-    #: The DRA ResourceClaims the pod needs ("" for a template's claim not created yet).
-    device_claims: tuple[str, ...] = ()
+    #: The DRA ResourceClaims the pod needs (see :func:`pod_device_claims`).
+    device_claims: tuple[PodClaimRef, ...] = ()
 
     @property
     def role(self) -> str:
@@ -516,6 +516,64 @@ def pod_claims(spec: Mapping[str, Any], pod_name: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+@dataclass(frozen=True, slots=True)
+class PodClaimRef:
+    """One entry of a pod's ``spec.resourceClaims``: the ResourceClaim it names
+    (``claim_name``, in the pod's namespace), directly or, for a template, as the
+    resource-claim controller recorded it in ``status.resourceClaimStatuses``.
+    ``claim_name`` is empty while a template's claim is not made yet (``waiting``)."""
+
+    name: str
+    namespace: str
+    claim_name: str
+    template: str = ""
+
+    @property
+    def waiting(self) -> bool:
+        """A template's claim the controller has not made yet: the pod cannot be
+        scheduled until it exists."""
+        return not self.claim_name
+
+    @property
+    def key(self) -> str:
+        """``namespace/claim name`` ("" while waiting)."""
+        return f"{self.namespace}/{self.claim_name}" if self.claim_name else ""
+
+
+def pod_device_claims(
+    spec: Mapping[str, Any], status: Mapping[str, Any], namespace: str
+) -> tuple[PodClaimRef, ...]:
+    """The DRA ResourceClaims a pod needs, in ``spec.resourceClaims`` order: by name, or
+    for a template entry as the resource-claim controller recorded it in
+    ``status.resourceClaimStatuses`` (waiting while it has not). A template entry whose
+    status records no claim name (the controller decided none is needed) is left out."""
+    generated: dict[str, str | None] = {}
+    sp = "status.resourceClaimStatuses"
+    for i, s in enumerate(as_list(status.get("resourceClaimStatuses"), sp)):
+        s = as_mapping(s, f"{sp}[{i}]")
+        name = as_str(s.get("name"), f"{sp}[{i}].name", required=True)
+        generated[name] = as_str(s.get("resourceClaimName"), f"{sp}[{i}].resourceClaimName") or None
+    out = []
+    for i, c in enumerate(as_list(spec.get("resourceClaims"), "spec.resourceClaims")):
+        p = f"spec.resourceClaims[{i}]"
+        c = as_mapping(c, p)
+        name = as_str(c.get("name"), f"{p}.name", required=True)
+        direct = as_str(c.get("resourceClaimName"), f"{p}.resourceClaimName")
+        template = as_str(c.get("resourceClaimTemplateName"), f"{p}.resourceClaimTemplateName")
+        if bool(direct) == bool(template):
+            raise InputError(
+                "set exactly one of resourceClaimName and resourceClaimTemplateName", field=p
+            )
+        if direct:
+            out.append(PodClaimRef(name, namespace, direct))
+        elif name not in generated:
+            out.append(PodClaimRef(name, namespace, "", template))
+        elif generated[name]:
+            out.append(PodClaimRef(name, namespace, generated[name] or "", template))
+        # (recorded without a claim name: the controller found no claim was needed)
+    return tuple(out)
+
+
 def _controller_uid(meta: Mapping[str, Any]) -> str:
     """The uid of the ownerReference marked ``controller: true`` ("" when none)."""
     path = "metadata.ownerReferences"
@@ -604,6 +662,7 @@ def parse_pod(obj: Mapping[str, Any]) -> PodRecord:
         owner=_controller_uid(meta),
         gang=None if annotations.get(GROUP_ANNOTATION) else gang,
         claims=pod_claims(spec, name),
+        device_claims=pod_device_claims(spec, status, namespace),
     )
 
 

@@ -175,9 +175,9 @@ class TaskInfo:
     spread: tuple[Any, ...] = ()
     #: The PersistentVolumeClaims the pod mounts (names in its namespace).
     claims: tuple[str, ...] = ()
-    #: The DRA ResourceClaims the pod needs (names in its namespace; "" for one not
-    #: created from its template yet).
-    device_claims: tuple[str, ...] = ()
+    #: The DRA ResourceClaims the pod needs (``pumice.api.parse.PodClaimRef``; one made
+    #: from a template may not exist yet).
+    device_claims: tuple[Any, ...] = ()
 
     @property
     def attaches(self) -> bool:

@@ -44,7 +44,7 @@ ZONE_LABELS = (
 
 
 @dataclass(slots=True, frozen=True)
-class ClaimRef:
+class PVClaimRef:
     namespace: str
     name: str
     uid: str = ""
@@ -63,7 +63,7 @@ class PersistentVolumeRecord:
     volume_mode: str
     #: Required node affinity (None: every node can reach the volume).
     node_terms: tuple[SelectorTerm, ...] | None
-    claim_ref: ClaimRef | None
+    claim_ref: PVClaimRef | None
     phase: str
     labels: tuple[tuple[str, str], ...] = ()
     csi_driver: str = ""
@@ -167,7 +167,7 @@ def parse_pv(obj: Mapping[str, Any]) -> PersistentVolumeRecord:
     claim = None
     if ref is not None:
         ref = as_mapping(ref, "spec.claimRef")
-        claim = ClaimRef(
+        claim = PVClaimRef(
             as_str(ref.get("namespace"), "spec.claimRef.namespace") or "default",
             as_str(ref.get("name"), "spec.claimRef.name", required=True),
             as_str(ref.get("uid"), "spec.claimRef.uid"),
@@ -294,7 +294,7 @@ __all__ = [
     "WAIT_FOR_FIRST_CONSUMER",
     "CSIDriverRecord",
     "CSINodeRecord",
-    "ClaimRef",
+    "PVClaimRef",
     "PersistentVolumeClaimRecord",
     "PersistentVolumeRecord",
     "StorageClassRecord",
