@@ -306,7 +306,7 @@ def test_devices_in_use_are_skipped_and_the_view_is_left_alone() -> None:
     assert isinstance(short, Shortfall)
     assert short.reason == (
         "claim default/gpu-claim, request gpu: needs 3 devices of class gpu.example.com, "
-        "node kind-worker has 2 matching (3 in use by other claims)"
+        "node kind-worker has 2 free of 5 matching (3 in use by other claims)"
     )
 
 

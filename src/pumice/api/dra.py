@@ -78,6 +78,7 @@ from pumice.api.dra_objects import (
     Version,
     claim_from_template,
     device_available_on,
+    generated_claim_name,
     node_selector_matches,
     parse_claim_spec,
     parse_device_class,
@@ -127,6 +128,7 @@ __all__ = [
     "devices_in_use",
     "devices_on_node",
     "evaluate_selector",
+    "generated_claim_name",
     "node_selector_matches",
     "parse_claim_spec",
     "parse_device_class",
@@ -516,10 +518,10 @@ def _alt_problem(
         return ""
     if free >= spec.count:
         return ""
-    text = f"needs {plural(spec.count, 'device')} {of_class}, node {node.node} has {free} matching"
-    if used:
-        text += f" ({used} in use by other claims)"
-    return text
+    text = f"needs {plural(spec.count, 'device')} {of_class}, node {node.node} has "
+    if not used:
+        return text + f"{free} matching"
+    return text + f"{free} free of {len(alt.matching)} matching ({used} in use by other claims)"
 
 
 def _with_errors(text: str, errors: Sequence[str]) -> str:

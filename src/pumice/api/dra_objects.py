@@ -49,7 +49,6 @@ EXACT_COUNT = "ExactCount"
 ALL = "All"
 
 _MODES = frozenset({EXACT_COUNT, ALL})
-_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: semver.org 2.0.0, as Kubernetes validates ``version`` attributes.
 SEMVER_PATTERN = re.compile(
@@ -818,6 +817,16 @@ def _generate_name(pod_name: str, claim_name: str) -> str:
     return base
 
 
+def generated_claim_name(pod_name: str, pod_uid: str, entry: str) -> str:
+    """The name of the claim made for a pod's template ``entry``: the controller's
+    ``generateName`` (``<pod>-<entry>-``) with a 5-character suffix derived from the
+    pod's uid and the entry (the API server would draw it at random), so that a replay
+    or a simulation names it the same way every time."""
+    digest = hashlib.sha256(f"{pod_uid}/{entry}".encode()).digest()
+    suffix = "".join(_SUFFIX_ALPHABET[b % len(_SUFFIX_ALPHABET)] for b in digest[:5])
+    return _generate_name(pod_name, entry) + suffix
+
+
 def claim_from_template(
     pod: Mapping[str, Any], ref: PodClaimRef, template: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -832,12 +841,10 @@ def claim_from_template(
     meta = as_mapping(pod.get("metadata"), "metadata")
     pod_name = as_str(meta.get("name"), "metadata.name", required=True)
     uid = as_str(meta.get("uid"), "metadata.uid") or f"{ref.namespace}/{pod_name}"
-    digest = hashlib.sha256(f"{uid}/{ref.name}".encode()).digest()
-    suffix = "".join(_SUFFIX_ALPHABET[b % len(_SUFFIX_ALPHABET)] for b in digest[:5])
     prefix = _generate_name(pod_name, ref.name)
     spec = as_mapping(template.get("spec"), "spec")
     claim_meta: dict[str, Any] = {
-        "name": prefix + suffix,
+        "name": generated_claim_name(pod_name, uid, ref.name),
         "generateName": prefix,
         "namespace": ref.namespace,
         "annotations": {**tmpl.annotations, POD_CLAIM_NAME_ANNOTATION: ref.name},

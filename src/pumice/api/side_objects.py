@@ -12,13 +12,29 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pumice.api.dra import (
+    parse_device_class,
+    parse_resource_claim,
+    parse_resource_claim_template,
+    parse_resource_slice,
+)
 from pumice.api.volumes import STORAGE_PARSERS
 
+#: Dynamic resource allocation's kinds (``resource.k8s.io``).
+DRA_PARSERS = {
+    "ResourceSlice": parse_resource_slice,
+    "DeviceClass": parse_device_class,
+    "ResourceClaim": parse_resource_claim,
+    "ResourceClaimTemplate": parse_resource_claim_template,
+}
 #: Kind -> parser (a Kubernetes object dict -> a record, or an InputError naming the
 #: field).
-SIDE_PARSERS: dict[str, Callable[[Mapping[str, Any]], Any]] = {**STORAGE_PARSERS}
+SIDE_PARSERS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+    **STORAGE_PARSERS,
+    **DRA_PARSERS,
+}
 #: The namespaced ones among them (keyed ``namespace/name``).
-SIDE_NAMESPACED = frozenset({"PersistentVolumeClaim"})
+SIDE_NAMESPACED = frozenset({"PersistentVolumeClaim", "ResourceClaim", "ResourceClaimTemplate"})
 
 
 def side_key(rec: Any) -> str:

@@ -9,10 +9,10 @@ snapshot with an error that names it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from pumice.api import gang_apis, parse
+from pumice.api import dra, gang_apis, parse
 from pumice.api.hypernode import NodeFacts, build_topology, parse_hypernode
 from pumice.api.job import JobInfo
 from pumice.api.node import NodeTable
@@ -98,6 +98,40 @@ def parse_objects(
     for kind, n in sorted(skipped.items()):
         notes.append(f"skipped {plural(n, 'object')} of kind {kind}")
     return records, notes, seen
+
+
+def _claims_from_templates(records: dict[str, list], notes: list[str]) -> None:
+    """The ResourceClaims the resource-claim controller would make from templates for
+    pods that reference one and have none yet: made here, as the Volcano Jobs of a
+    snapshot are expanded, so that a replay says which devices each pod would get. A
+    pod whose template is not in the snapshot keeps waiting for its claim."""
+    templates = {f"{t.namespace}/{t.name}": t for t in records["ResourceClaimTemplate"]}
+    if not templates:
+        return
+    existing = {c.key for c in records["ResourceClaim"]}
+    made = 0
+    for p in records["Pod"]:
+        if not any(r.waiting for r in p.device_claims):
+            continue
+        refs = []
+        for ref in p.device_claims:
+            template = templates.get(f"{ref.namespace}/{ref.template}") if ref.waiting else None
+            if template is not None:
+                name = dra.generated_claim_name(p.name, p.uid, ref.name)
+                if f"{ref.namespace}/{name}" not in existing:
+                    existing.add(f"{ref.namespace}/{name}")
+                    notes_ = {dra.POD_CLAIM_NAME_ANNOTATION: ref.name}
+                    claim = dra.ResourceClaim(ref.namespace, name, "", template.spec, notes_)
+                    records["ResourceClaim"].append(claim)
+                    made += 1
+                ref = replace(ref, claim_name=name)
+            refs.append(ref)
+        p.device_claims = tuple(refs)
+    if made:
+        notes.append(
+            f"made {plural(made, 'ResourceClaim')} from templates, as the resource-claim "
+            "controller would"
+        )
 
 
 def _check_queue_tree(queues: list[parse.QueueRecord]) -> None:
@@ -213,6 +247,7 @@ def build_snapshot(
         name = (err.obj or "").removeprefix("HyperNode ")
         raise err.located(file=sources.get(("HyperNode", "/" + name))) from None
 
+    _claims_from_templates(records, notes)
     space = resource_space(nodes_r, pods_r, pgs_r, queues_r)
     nodes = NodeTable(nodes_r, space)
     model = ModelBuilder(space, pcs_r)

@@ -87,6 +87,12 @@ RESOURCES: dict[str, Resource] = {
         Resource("StorageClass", "/apis/storage.k8s.io/v1", "storageclasses", False),
         Resource("CSINode", "/apis/storage.k8s.io/v1", "csinodes", False),
         Resource("CSIDriver", "/apis/storage.k8s.io/v1", "csidrivers", False),
+        Resource("ResourceSlice", "/apis/resource.k8s.io/v1", "resourceslices", False),
+        Resource("DeviceClass", "/apis/resource.k8s.io/v1", "deviceclasses", False),
+        Resource("ResourceClaim", "/apis/resource.k8s.io/v1", "resourceclaims", True),
+        Resource(
+            "ResourceClaimTemplate", "/apis/resource.k8s.io/v1", "resourceclaimtemplates", True
+        ),
         # The gangs of other dialects (pumice.api.gang_apis), by kind names of their own.
         Resource("CoschedulingPodGroup", "/apis/scheduling.x-k8s.io/v1alpha1", "podgroups", True),
         Resource("WorkloadPodGroup", "/apis/scheduling.k8s.io/v1alpha2", "podgroups", True),
@@ -123,6 +129,10 @@ API_VERSIONS: dict[str, str] = {
     "StorageClass": "storage.k8s.io/v1",
     "CSINode": "storage.k8s.io/v1",
     "CSIDriver": "storage.k8s.io/v1",
+    "ResourceSlice": "resource.k8s.io/v1",
+    "DeviceClass": "resource.k8s.io/v1",
+    "ResourceClaim": "resource.k8s.io/v1",
+    "ResourceClaimTemplate": "resource.k8s.io/v1",
     "CoschedulingPodGroup": "scheduling.x-k8s.io/v1alpha1",
     "WorkloadPodGroup": "scheduling.k8s.io/v1alpha2",
     "Workload": "scheduling.k8s.io/v1alpha1",

@@ -260,8 +260,11 @@ class MemoryCluster:
         for key, allocation in writes.claims.items():
             claim = claims[key]
             status = claim.setdefault("status", {})
-            status["allocation"] = copy_tree(dict(allocation))
-            status.setdefault("reservedFor", []).append(user)
+            if allocation:  # (empty: allocated before, the pod only joins its users)
+                status["allocation"] = copy_tree(dict(allocation))
+            users = status.setdefault("reservedFor", [])
+            if user not in users:
+                users.append(user)
             self._emit(MODIFIED, "ResourceClaim", key, claim)
         return True
 

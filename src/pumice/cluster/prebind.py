@@ -96,6 +96,8 @@ def overlays(pod_key: str, node: str, writes: BindWrites, truth: Truth) -> dict[
 
         out[("PersistentVolumeClaim", claim)] = pvc
     for claim, allocation in writes.claims.items():
+        if not allocation:
+            continue
 
         def rc(obj: dict[str, Any], allocation: Any = allocation) -> dict[str, Any] | None:
             if (obj.get("status") or {}).get("allocation"):
@@ -128,7 +130,10 @@ class PreBinder:
             reserved = list((current.get("status") or {}).get("reservedFor") or [])
             if user not in reserved:
                 reserved.append(user)
-            body = {"status": {"allocation": dict(allocation), "reservedFor": reserved}}
+            status: dict[str, Any] = {"reservedFor": reserved}
+            if allocation:  # (empty: allocated before, the pod only joins its users)
+                status["allocation"] = dict(allocation)
+            body = {"status": status}
             err = self._patch("ResourceClaim", claim, body, sub="status")
             if err:
                 return False, f"allocation of ResourceClaim {claim}: {err}"

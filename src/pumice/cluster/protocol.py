@@ -42,6 +42,11 @@ KINDS = (
     "StorageClass",
     "CSINode",
     "CSIDriver",
+    # Devices (dynamic resource allocation, resource.k8s.io).
+    "ResourceSlice",
+    "DeviceClass",
+    "ResourceClaim",
+    "ResourceClaimTemplate",
 )
 #: The kind ``kind: PodGroup`` objects of each API group are kept under.
 PODGROUP_KINDS = {
@@ -61,6 +66,8 @@ NAMESPACED = frozenset(
         "WorkloadV1alpha2",
         "PodDisruptionBudget",
         "PersistentVolumeClaim",
+        "ResourceClaim",
+        "ResourceClaimTemplate",
         "Job",
         "Command",
         "Service",

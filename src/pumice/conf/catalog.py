@@ -31,8 +31,10 @@ _ERROR_CACHE = (
     "a speed option in Volcano (predicate failures cached per pod template); pumice "
     "computes each pod placement's node mask once per cycle anyway, decisions are the same"
 )
-_NO_DRA = "pumice does not model dynamic resource allocation: ResourceClaims are neither "
-_NO_DRA += "allocated nor checked"
+_NO_DRA = (
+    "devices allocated through ResourceClaims are not counted against queue capacity: "
+    "queues are measured by their pods' resource requests"
+)
 _NO_CAPACITY_SCORE = (
     "pumice does not score nodes by the storage capacity left for a claim (kube-scheduler's "
     "StorageCapacityScoring, off by default): it has no effect"
@@ -209,8 +211,10 @@ PLUGINS: dict[str, Entry] = _entries(
             "predicate.PodTopologySpreadEnable": _ALWAYS.format(
                 what="hard pod topology spread constraints (DoNotSchedule)"
             ),
-            "predicate.DynamicResourceAllocationEnable": _NO_DRA,
-            "dynamicresources.filterTimeoutSeconds": _NO_DRA,
+            "predicate.DynamicResourceAllocationEnable": "",
+            "dynamicresources.filterTimeoutSeconds": "pumice's device search stops after a "
+            "number of devices tried (the claim is then reported too complex), not after a "
+            "time: it has no effect",
             "predicate.CacheEnable": _ERROR_CACHE,
             # Older Volcano releases' keys, still in its documentation; its current
             # predicates plugin ignores them as well (GPU sharing moved to deviceshare).

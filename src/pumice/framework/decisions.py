@@ -116,7 +116,7 @@ class Decisions:
         for pod, pre in self.prebind.items():
             volumes.update(pre.volumes)
             provision.update(pre.provision)
-            claims.update(pre.claims)
+            claims.update((k, v) for k, v in pre.claims.items() if v)
             if pre.annotations:
                 annotations[pod] = dict(sorted(pre.annotations.items()))
         found = {"volumes": volumes, "provision": provision, "claims": claims,

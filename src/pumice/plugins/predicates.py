@@ -26,6 +26,7 @@ from pumice.conf.arguments import Arguments
 from pumice.errors import InputError
 from pumice.framework.session import EventHandler, Session
 from pumice.framework.verdicts import timeless
+from pumice.plugins.devices import DeviceChecks
 from pumice.plugins.pod_affinity import RESOLVABLE, affinity_reasons, resolvable_on_node
 from pumice.plugins.volumes import VolumeChecks
 
@@ -133,6 +134,7 @@ VOLUME_BINDING = "predicate.VolumeBindingEnable"
 VOLUME_ZONE = "predicate.VolumeZoneEnable"
 VOLUME_LIMITS = "predicate.NodeVolumeLimitsEnable"
 BIND_TIMEOUT = "volumebinding.bindTimeoutSeconds"
+DRA = "predicate.DynamicResourceAllocationEnable"
 #: kube-scheduler's default wait for the PV controller after a volume bind.
 DEFAULT_BIND_TIMEOUT = 600
 
@@ -140,7 +142,7 @@ DEFAULT_BIND_TIMEOUT = 600
 class PredicatesPlugin:
     name = "predicates"
     valid_until = timeless  # (answers do not depend on the clock)
-    argument_keys = (VOLUME_BINDING, VOLUME_ZONE, VOLUME_LIMITS, BIND_TIMEOUT)
+    argument_keys = (VOLUME_BINDING, VOLUME_ZONE, VOLUME_LIMITS, BIND_TIMEOUT, DRA)
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments
@@ -155,6 +157,10 @@ class PredicatesPlugin:
             raise InputError("must be a positive number of seconds", field=BIND_TIMEOUT)
         #: This cycle's volume state (see :mod:`pumice.plugins.volumes`).
         self.volumes: VolumeChecks | None = None
+        #: Whether pods' ResourceClaims are allocated (DRA is GA in Kubernetes 1.34, on
+        #: by default), and this cycle's device state (:mod:`pumice.plugins.devices`).
+        self._dra = arguments.get_bool(DRA, True)
+        self.devices: DeviceChecks | None = None
         #: Each placement's node filter, while the node label columns stay the same.
         self._static: dict[Placement, tuple[np.ndarray | None, Reasons]] = {}
         self._static_for: object = None
@@ -172,15 +178,21 @@ class PredicatesPlugin:
         def allocated(task: TaskInfo) -> None:
             if task.claims and self.volumes is not None:
                 self.volumes.assume(task)
+            if task.device_claims and self.devices is not None:
+                self.devices.assume(task)
 
         def deallocated(task: TaskInfo) -> None:
             if task.claims and self.volumes is not None:
                 self.volumes.forget(task)
+            if task.device_claims and self.devices is not None:
+                self.devices.forget(task)
 
         ssn.add_event_handler(EventHandler(allocate=allocated, deallocate=deallocated))
 
     def on_session_close(self, ssn: Session) -> None:
         """The volumes chosen for the pods that bind, as their pre-bind writes."""
+        if self.devices is not None:
+            self.devices.write(ssn.decisions)
         if self.volumes is not None:
             self.volumes.write(ssn.decisions)
             for pre in ssn.decisions.prebind.values():
@@ -198,6 +210,7 @@ class PredicatesPlugin:
         self._holders = ssn.snapshot.affinity_about()
         self._spread = SpreadCounts(nodes)
         self.volumes = VolumeChecks(nodes, ssn.snapshot.objects, **self._volume_flags)
+        self.devices = DeviceChecks(nodes, ssn.snapshot.objects) if self._dra else None
         by_placement = not self._holders
         if self._registered != by_placement:
             if self._registered is not None:
@@ -219,11 +232,13 @@ class PredicatesPlugin:
                 else []
             )
             constraints = hard(task.spread) if task.spread else ()
-            if not task.host_ports and not dynamic and not constraints and not task.claims:
+            if not task.host_ports and not dynamic and not constraints and not task.attaches:
                 return cached
             reasons = list(cached[1]) + dynamic
             if task.claims:
                 reasons += self.volumes.reasons(task)
+            if task.device_claims and self.devices is not None:
+                reasons += self.devices.reasons(task)
             for port in task.host_ports:
                 users = nodes.ports.get(port)
                 if users:
