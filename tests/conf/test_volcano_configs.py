@@ -19,9 +19,7 @@ CONFIGS = Path(__file__).parent.parent / "data/configs/volcano"
 #: File -> the items pumice does not implement, each warned about once.
 UNSUPPORTED = {
     "helm-volcano-scheduler.conf": [],
-    "helm-volcano-scheduler-ci.conf": [
-        "argument predicate.DynamicResourceAllocationEnable of plugin predicates",
-    ],
+    "helm-volcano-scheduler-ci.conf": [],
     "benchmark-gang-configmap.yaml": [],
     "development-configmap.yaml": [],
     "capacity-hierarchy.yaml": [],
