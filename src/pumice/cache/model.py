@@ -274,4 +274,5 @@ class ModelBuilder:
             nonzero=nonzero,
             claims=p.claims,
             device_claims=p.device_claims,
+            devices=p.devices,
         )
