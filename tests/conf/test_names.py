@@ -336,8 +336,17 @@ def test_pumice_implements_only_volcano_names_and_declares_its_keys() -> None:
 
 
 #: Keys whose value must be of a kind other than a number (Volcano refuses, or panics
-#: on, a number there).
-REAL_VALUES = {"sla-waiting-time": "1s", "interval": "1m", "metricsPeriod": "5m", "strategies": []}
+#: on, a number there), or false where two enable keys exclude each other (Volcano
+#: stops on deviceshare's GPU sharing with GPU number or vGPU).
+REAL_VALUES = {
+    "sla-waiting-time": "1s",
+    "interval": "1m",
+    "metricsPeriod": "5m",
+    "strategies": [],
+    "deviceshare.SchedulePolicy": "binpack",
+    "deviceshare.GPUNumberEnable": False,
+    "deviceshare.VGPUEnable": False,
+}
 
 
 def test_yaml_of_every_supported_plugin_with_all_volcano_keys_loads(tmp_path) -> None:

@@ -117,7 +117,7 @@ class DeviceAsk:
 
 def _whole(amount: float) -> int:
     """A resource amount as Kubernetes' ``Value()`` gives it (rounded up)."""
-    return int(math.ceil(amount))
+    return math.ceil(amount)
 
 
 def _pod_amount(

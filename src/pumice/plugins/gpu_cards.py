@@ -47,9 +47,9 @@ from pumice.api.gpus import (
     GPU_NUMBER,
     HAMI_CORE,
     PREDICATE_TIME,
+    VGPU_CORES,
     VGPU_GROUP_POLICY,
     VGPU_IDS,
-    VGPU_CORES,
     VGPU_MEMORY,
     VGPU_NODE,
     VGPU_NUMBER,
@@ -326,7 +326,7 @@ class ShareCards(Cards):
                 return Fit(tuple(idle[:want]))
             busy = sorted(c for c in cards if use.pods[c])
             named = _listed([f"card {c}: {_pods(use.pods[c])}" for c in busy])
-            short = f"had fewer than {want} idle GPU cards"
+            short = "had no idle GPU card" if want == 1 else f"had fewer than {want} idle GPU cards"
             return Fit(None, why=f"{short} ({named})", short=short)
         want = ask.gpu_memory
         for c in sorted(cards):
