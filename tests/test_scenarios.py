@@ -86,6 +86,10 @@ def test_scenario(case: Path) -> None:
             assert needle in out["pending"][job], f"{context}: {job}: {out['pending'][job]}"
     for job in expected.get("not_pending") or []:
         assert job not in out["pending"], f"{context}: {job}: {out['pending'].get(job)}"
+    for pod, notes in (expected.get("annotations") or {}).items():
+        written = out.get("annotations", {}).get(pod, {})
+        for key, value in notes.items():
+            assert written.get(key) == value, f"{context}: {pod}: {key} in {written}"
 
 
 def test_scenarios_exist() -> None:

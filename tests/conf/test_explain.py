@@ -114,10 +114,10 @@ def test_unsupported_items_are_findings_too(tmp_path) -> None:
     exp = explained(
         tmp_path,
         'actions: "enqueue, allocate, backfill"\ntiers:\n- plugins:\n  - name: gang\n'
-        "  - name: predicates\n  - name: deviceshare\n",
+        "  - name: predicates\n  - name: numa-aware\n",
     )
     (message,) = findings(exp, "load")
-    assert message.startswith("plugin deviceshare") and "not supported by pumice" in message
+    assert message.startswith("plugin numa-aware") and "not supported by pumice" in message
 
 
 def test_cli_json_and_text(tmp_path, capsys) -> None:

@@ -336,7 +336,8 @@ def test_pumice_implements_only_volcano_names_and_declares_its_keys() -> None:
 
 
 #: Keys whose value must be of a kind other than a number (Volcano refuses, or panics
-#: on, a number there).
+#: on, a number there), or false where two enable keys exclude each other (Volcano
+#: stops on deviceshare's GPU sharing with GPU number or vGPU).
 REAL_VALUES = {
     "sla-waiting-time": "1s",
     "interval": "1m",
@@ -347,6 +348,9 @@ REAL_VALUES = {
     "proportional": {"enable": True, "resources": "nvidia.com/gpu"},
     "strict": False,
     "enablePreferredOrder": True,
+    "deviceshare.SchedulePolicy": "binpack",
+    "deviceshare.GPUNumberEnable": False,
+    "deviceshare.VGPUEnable": False,
 }
 
 

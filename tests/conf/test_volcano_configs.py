@@ -28,10 +28,14 @@ UNSUPPORTED = {
         "argument capacity.DRAConsumableCapacityEnable of plugin capacity",
     ],
     "cdp.yaml": [],
-    "deviceshare-gpu-sharing.yaml": ["plugin deviceshare"],
-    "deviceshare-gpu-number.yaml": ["plugin deviceshare"],
-    "deviceshare-vgpu.yaml": ["plugin deviceshare"],
-    "deviceshare-vnpu.yaml": ["plugin deviceshare"],
+    "deviceshare-gpu-sharing.yaml": [],
+    "deviceshare-gpu-number.yaml": [],
+    "deviceshare-vgpu.yaml": [],
+    "deviceshare-vnpu.yaml": [
+        "argument deviceshare.AscendHAMiVNPUEnable of plugin deviceshare",
+        "argument deviceshare.KnownGeometriesCMNamespace of plugin deviceshare",
+        "argument deviceshare.KnownGeometriesCMName of plugin deviceshare",
+    ],
     "predicates-gpu-sharing-older.yaml": [
         "argument predicate.GPUSharingEnable of plugin predicates"
     ],
@@ -59,11 +63,11 @@ def test_volcano_config_loads_with_one_warning_per_unsupported_item(name: str) -
 
 
 def test_an_unsupported_plugin_is_skipped_and_the_rest_schedules() -> None:
-    """deviceshare's config: the other plugins (gang, predicates, ...) still decide."""
-    config = Scheduler.from_file(str(CONFIGS / "deviceshare-gpu-sharing.yaml")).config
-    assert "deviceshare" not in config.plugin_names()
+    """numa-aware's config: the other plugins (gang, predicates, ...) still decide."""
+    config = Scheduler.from_file(str(CONFIGS / "numa-aware.yaml")).config
+    assert "numa-aware" not in config.plugin_names()
     assert "predicates" in config.plugin_names()
-    text = (CONFIGS / "deviceshare-gpu-sharing.yaml").read_text()
+    text = (CONFIGS / "numa-aware.yaml").read_text()
     conf = text.split("volcano-scheduler.conf: |\n", 1)[1]
     objects = [queue(), node("n1", cpu="4"), podgroup("pg", min_member=2)]
     objects += [pod(f"p{i}", group="pg", cpu="1") for i in range(2)]

@@ -23,7 +23,7 @@ and names the ones left out (``left_out``), so explanations can count them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -59,6 +59,13 @@ class NodeSpec:
     unschedulable: bool
     ready: bool
     allocatable: dict[str, float]
+    #: The node annotations a plugin reads (shared GPUs' card registrations, see
+    #: :data:`pumice.api.gpus.NODE_ANNOTATIONS`), not all of them: the others change
+    #: often (device plugins' handshakes) and no decision reads them.
+    annotations: dict[str, str] = field(default_factory=dict)
+    #: ``status.capacity`` of the resources read there rather than in allocatable
+    #: (GPU share's card count and memory, :data:`pumice.api.gpus.NODE_CAPACITY`).
+    capacity: dict[str, float] = field(default_factory=dict)
 
 
 class NodeTable:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from pumice.api.gpus import DEVICE_RESOURCES, NODE_ANNOTATIONS, NODE_CAPACITY, DeviceAsk, device_ask
 from pumice.api.node import NodeSpec
 from pumice.api.pdb import parse_label_selector
 from pumice.api.quantity import PODS, to_canonical
@@ -291,6 +292,17 @@ def parse_node(obj: Mapping[str, Any]) -> NodeSpec:
         cond = as_mapping(cond, f"status.conditions[{i}]")
         if cond.get("type") == "Ready":
             ready = cond.get("status") in ("True", True)  # (unquoted YAML gives a bool)
+    # Only what a plugin reads (see NodeSpec): a heartbeat must stay cheap to parse.
+    notes = as_mapping(meta.get("annotations"), "metadata.annotations")
+    annotations = {
+        k: as_str(notes[k], f"metadata.annotations.{k}") for k in NODE_ANNOTATIONS if k in notes
+    }
+    cap = as_mapping(status.get("capacity"), "status.capacity")
+    capacity = {
+        k: to_canonical(k, cap[k], field=f"status.capacity.{k}") if k in cap else alloc[k]
+        for k in NODE_CAPACITY
+        if k in cap or k in alloc
+    }
     return NodeSpec(
         name=name,
         labels=as_labels(meta.get("labels"), "metadata.labels"),
@@ -298,6 +310,8 @@ def parse_node(obj: Mapping[str, Any]) -> NodeSpec:
         unschedulable=bool(spec.get("unschedulable", False)),
         ready=ready,
         allocatable=alloc,
+        annotations=annotations,
+        capacity=capacity,
     )
 
 
@@ -342,6 +356,8 @@ class PodRecord:
     claims: tuple[str, ...] = ()
     #: The DRA ResourceClaims the pod needs (see :func:`pod_device_claims`).
     device_claims: tuple[PodClaimRef, ...] = ()
+    #: The shared GPUs it asks (Volcano's deviceshare resources), None when none.
+    devices: DeviceAsk | None = None
 
     @property
     def role(self) -> str:
@@ -627,6 +643,7 @@ def parse_pod(obj: Mapping[str, Any]) -> PodRecord:
     _max(init_resreq, peak)
     for r in (resreq, init_resreq):
         r[PODS] = 1.0
+    devices = _device_ask(spec) if not DEVICE_RESOURCES.isdisjoint(init_resreq) else None
 
     priority = spec.get("priority")
     if priority is not None:
@@ -663,7 +680,25 @@ def parse_pod(obj: Mapping[str, Any]) -> PodRecord:
         gang=None if annotations.get(GROUP_ANNOTATION) else gang,
         claims=pod_claims(spec, name),
         device_claims=pod_device_claims(spec, status, namespace),
+        devices=devices,
     )
+
+
+def _device_ask(spec: Mapping[str, Any]) -> DeviceAsk | None:
+    """The shared GPUs the pod asks (see :mod:`pumice.api.gpus`), read per container
+    from limits (and requests, where Volcano reads them too); only for a pod whose
+    requests name such a resource."""
+
+    def both(key: str) -> list[tuple[dict[str, float], dict[str, float]]]:
+        out = []
+        for i, c in enumerate(as_list(spec.get(key), f"spec.{key}")):
+            path = f"spec.{key}[{i}].resources"
+            res = as_mapping(as_mapping(c, f"spec.{key}[{i}]").get("resources"), path)
+            out.append((resources(res.get("limits"), f"{path}.limits"),
+                        resources(res.get("requests"), f"{path}.requests")))  # fmt: skip
+        return out
+
+    return device_ask(both("containers"), [lim for lim, _ in both("initContainers")])
 
 
 def _pod_terms(value: Any, path: str) -> tuple[PodTerm, ...]:

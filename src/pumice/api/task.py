@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from pumice.api.gpus import DeviceAsk
 from pumice.api.resources import Vector
 
 
@@ -178,13 +179,16 @@ class TaskInfo:
     #: The DRA ResourceClaims the pod needs (``pumice.api.parse.PodClaimRef``; one made
     #: from a template may not exist yet).
     device_claims: tuple[Any, ...] = ()
+    #: The shared GPUs it asks (Volcano's deviceshare resources, card by card), None
+    #: when none.
+    devices: DeviceAsk | None = None
 
     @property
     def attaches(self) -> bool:
         """The pod attaches volumes or devices: whether a node suits it depends on
         which volumes and devices are still free, not on its shape alone, so it never
         shares a fit answer with another task."""
-        return bool(self.claims or self.device_claims)
+        return bool(self.claims or self.device_claims or self.devices is not None)
 
     @property
     def key(self) -> str:
@@ -198,7 +202,7 @@ class TaskInfo:
             self.placement, self.host_ports, self.creation, self.preemption_policy,
             self.priority_class, self.annotations, self.labels, self.name_index,
             self.nonzero, self.scheduled_at, self.pod_affinity, self.spread, self.claims,
-            self.device_claims,
+            self.device_claims, self.devices,
         )  # fmt: skip
 
     @property

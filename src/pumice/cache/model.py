@@ -275,4 +275,5 @@ class ModelBuilder:
             nonzero=nonzero,
             claims=p.claims,
             device_claims=p.device_claims,
+            devices=p.devices,
         )

@@ -40,6 +40,10 @@ _NO_CAPACITY_SCORE = (
     "StorageCapacityScoring, off by default): it has no effect"
 )
 _ALWAYS = "pumice always checks {what}, as Volcano does with the default true"
+_NO_NPU = "pumice does not share Ascend NPUs: vNPU requests are not fitted card by card "
+_NO_NPU += "and no NPU is assigned, such pods are placed on their resource requests alone"
+_NO_DEVICE_CONFIG = "pumice reads no device ConfigMap: vGPUs keep Volcano's default "
+_NO_DEVICE_CONFIG += "resource names and are shared the hami-core way (no MIG geometries)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,21 +112,20 @@ PLUGINS: dict[str, Entry] = _entries(
         "deviceshare",
         {
             "deviceshare.GPUSharingEnable": "",
-            "deviceshare.NodeLockEnable": "",
+            "deviceshare.NodeLockEnable": "pumice takes no node lock before a bind (the "
+            "lock annotation device plugins wait on is not written); cards are still "
+            "chosen and written on the pod",
             "deviceshare.GPUNumberEnable": "",
             "deviceshare.VGPUEnable": "",
-            "deviceshare.AscendMindClusterVNPUEnable": "",
-            "deviceshare.AscendHAMiVNPUEnable": "",
+            "deviceshare.AscendMindClusterVNPUEnable": _NO_NPU,
+            "deviceshare.AscendHAMiVNPUEnable": _NO_NPU,
             "deviceshare.SchedulePolicy": "",
             "deviceshare.ScheduleWeight": "",
-            "deviceshare.KnownGeometriesCMName": "",
-            "deviceshare.KnownGeometriesCMNamespace": "",
-            "deviceshare.GPUExclusiveRules": "",
+            "deviceshare.KnownGeometriesCMName": _NO_DEVICE_CONFIG,
+            "deviceshare.KnownGeometriesCMNamespace": _NO_DEVICE_CONFIG,
+            "deviceshare.GPUExclusiveRules": "pumice has no exclusivity rules: pods "
+            "matching a rule may share a card with each other",
         },
-        "GPU sharing, GPU number, vGPU and NPU requests (volcano.sh/gpu-memory, "
-        "volcano.sh/gpu-number, volcano.sh/vgpu-*, Ascend vNPU) are not fitted card by "
-        "card and no device is assigned: such pods are placed on their resource requests "
-        "against the node's allocatable alone, as if the device plugin's limits were absent",
     ),
     Entry("drf"),
     Entry(
@@ -219,9 +222,11 @@ PLUGINS: dict[str, Entry] = _entries(
             # Older Volcano releases' keys, still in its documentation; its current
             # predicates plugin ignores them as well (GPU sharing moved to deviceshare).
             "predicate.GPUSharingEnable": "an older Volcano key (GPU sharing is now the "
-            "deviceshare plugin's): shared GPU requests are not checked card by card",
+            "deviceshare plugin's): the predicates plugin does not check shared GPU "
+            "requests card by card; enable deviceshare.GPUSharingEnable instead",
             "predicate.GPUNumberEnable": "an older Volcano key (now the deviceshare "
-            "plugin's): GPU number requests are not checked card by card",
+            "plugin's): the predicates plugin does not check GPU number requests card by "
+            "card; enable deviceshare.GPUNumberEnable instead",
             "predicate.ProportionalEnable": "an older Volcano key: no proportional "
             "cpu/memory-per-GPU check is made",
             "predicate.resources": "an older Volcano key: no proportional check is made",
@@ -309,8 +314,8 @@ OTHER_CONFIGURATIONS: dict[str, Entry] = _entries(
     Entry(
         "init-params",
         None,
-        "the deviceshare plugin's Ascend vNPU parameters; pumice has no deviceshare "
-        "plugin, so nothing reads them",
+        "the deviceshare plugin's Ascend vNPU parameters; pumice does not share Ascend "
+        "NPUs, so nothing reads them",
     ),
 )
 

@@ -11,6 +11,7 @@ def default_registry() -> Registry:
     from pumice.plugins.capacity import CapacityPlugin
     from pumice.plugins.cdp import CdpPlugin
     from pumice.plugins.conformance import ConformancePlugin
+    from pumice.plugins.deviceshare import DeviceSharePlugin
     from pumice.plugins.drf import DrfPlugin
     from pumice.plugins.gang import GangPlugin
     from pumice.plugins.network_topology import NetworkTopologyPlugin
@@ -47,5 +48,6 @@ def default_registry() -> Registry:
             NodeGroupPlugin,
             TaskTopologyPlugin,
             ResourceStrategyFitPlugin,
+            DeviceSharePlugin,
         ],
     )
