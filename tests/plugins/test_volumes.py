@@ -156,3 +156,15 @@ def test_bad_storage_objects_are_refused_naming_the_field(obj: dict, field: str)
         build_snapshot([SourcedObject(obj, "dump.yaml")])
     assert field in str(err.value)
     assert "dump.yaml" in str(err.value)
+
+
+def test_a_binding_begun_but_not_finished_is_waited_for() -> None:
+    """A PV whose claimRef names the claim (an earlier bind wrote it, the PV controller
+    has not finished): the pod goes where the PV is, and its bind waits for the claim."""
+    begun = pv("pv-n2", node="n2", claim="default/data")
+    begun["status"] = {"phase": "Available"}
+    objs = [_node("n1"), _node("n2"), queue(), storage_class("local"), begun]
+    objs += [pv("pv-n1", node="n1"), pvc("data"), pod("p", **mounts("data"))]
+    d = run(objs)
+    assert d.binds == {"default/p": "n2"}
+    assert d.to_json()["volumes"] == {"default/data": "pv-n2"}

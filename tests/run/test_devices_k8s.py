@@ -35,21 +35,28 @@ pytestmark = pytest.mark.k8s
 CRDS = Path(__file__).resolve().parents[1] / "data" / "dra" / "crds.yaml"
 
 
+def serve_dra(client: KubeClient, version: str = "v1") -> None:
+    """resource.k8s.io at ``version``, through the test CRDs."""
+    for crd in yaml.safe_load_all(CRDS.read_text()):
+        crd["spec"]["versions"][0]["name"] = version
+        k.ok(client.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                            body=crd))  # fmt: skip
+    path = f"/apis/resource.k8s.io/{version}/"
+    k.wait_for(
+        "resource.k8s.io served",
+        lambda: all(client.request("GET", path + plural)[0] == 200
+                    for plural in ("resourceslices", "deviceclasses", "resourceclaims")),
+    )  # fmt: skip
+
+
 @pytest.fixture
 def cluster(
-    make_control_plane: Callable[..., ControlPlane],
+    make_control_plane: Callable[..., ControlPlane], request: pytest.FixtureRequest
 ) -> Iterator[tuple[ControlPlane, KubeClient]]:
     plane = make_control_plane()
     client = KubeClient.from_config(plane.kubeconfig)
     k.install_crds(client)
-    for crd in yaml.safe_load_all(CRDS.read_text()):
-        k.ok(client.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-                            body=crd))  # fmt: skip
-    k.wait_for(
-        "resource.k8s.io served",
-        lambda: all(client.request("GET", RESOURCES[kind].path())[0] == 200
-                    for kind in ("ResourceSlice", "DeviceClass", "ResourceClaim")),
-    )  # fmt: skip
+    serve_dra(client, getattr(request, "param", "v1"))
     k.queue(client, "default")
     shape = {"cpu": "8", "memory": "16Gi", "pods": "110"}
     for name in ("n0", "n1"):
@@ -145,3 +152,22 @@ def test_a_claim_that_cannot_be_written_fails_the_bind(kube_cluster) -> None:
     k.wait_for("the bind given up", lambda: kc.stats.bind_failures)
     assert k.bound(client) == {}
     assert not (kc.get("Pod", "default/p") or {}).get("spec", {}).get("nodeName")
+
+
+@pytest.mark.parametrize("cluster", ["v1beta1"], indirect=True)
+def test_an_older_api_version_is_read_and_written_where_v1_is_not_served(kube_cluster) -> None:
+    client, kc = kube_cluster
+    old = claim("c")
+    old["apiVersion"] = "resource.k8s.io/v1beta1"  # (request fields not under exactly)
+    old["spec"]["devices"]["requests"][0] = {"name": "gpu", "deviceClassName": "gpu.example.com"}
+    path = "/apis/resource.k8s.io/v1beta1/namespaces/default/resourceclaims"
+    k.ok(client.request("POST", path, body=old))
+    pending_pod(client, "p")
+    k.wait_for("the v1beta1 claim seen", lambda: kc.get("ResourceClaim", "default/c"))
+    k.wait_for("the pod seen", lambda: kc.get("Pod", "default/p"))
+    [rec] = SchedulerCache(kc).snapshot().records("ResourceClaim").values()
+    assert rec.spec.requests[0].exactly.device_class == "gpu.example.com"
+    assert kc.bind("default/p", "n1", Writes(claims={"default/c": ALLOCATION}))
+    assert k.wait_for("the pod bound", lambda: k.bound(client).get("p"), timeout=30) == "n1"
+    status, got = client.request("GET", f"{path}/c")
+    assert status == 200 and got["status"]["allocation"] == ALLOCATION

@@ -78,6 +78,8 @@ class Informer:
         self.client = client
         self.kind = kind
         self.resource = RESOURCES[kind]
+        #: Where the kind may be served, newest API version first (see ``Resource``).
+        self._versions = self.resource.versions()
         self.sink = sink
         self.stop = stop
         self.backoff = backoff
@@ -152,6 +154,12 @@ class Informer:
                 query = {"limit": PAGE_SIZE}
                 items = {}
                 continue
+            if status == 404 and not items:
+                newer = self._versions.index(self.resource)
+                if newer + 1 < len(self._versions):  # (an older API version may be served)
+                    self.resource = self._versions[newer + 1]
+                    continue
+                self.resource = self._versions[0]
             if status == 404:
                 if self.served:
                     log.warning(

@@ -49,6 +49,7 @@ from pumice.cluster.kube_client import (
     STRATEGIC_PATCH,
     ApiUnavailable,
     KubeClient,
+    Resource,
     rfc3339,
     status_message,
 )
@@ -185,10 +186,10 @@ class KubeCluster:
         #: (see :func:`pumice.cluster.prebind.overlays`), and the binds' keys by pod.
         self._patched: dict[tuple[str, str], Overlay] = {}
         self._patched_by: dict[str, list[tuple[str, str]]] = {}
-        self._prebinder = PreBinder(client, self._truth_of, self._stop)
         self.informers = {
             k: Informer(client, k, self._on_event, stop=self._stop) for k in self.kinds
         }
+        self._prebinder = PreBinder(client, self._truth_of, self._stop, self._resource_of)
         self._binder = ThreadPoolExecutor(bind_workers, thread_name_prefix="bind")
         self._writes: queue.Queue[tuple[str, str] | None] = queue.Queue()
         self._write_jobs: dict[tuple[str, str], Callable[[], bool]] = {}
@@ -345,6 +346,11 @@ class KubeCluster:
             else:
                 obj = shown
         return obj
+
+    def _resource_of(self, kind: str) -> Resource:
+        """Where ``kind`` is served: its informer's API version, as last listed."""
+        inf = self.informers.get(kind)
+        return inf.resource if inf is not None else RESOURCES[kind]
 
     def _truth_of(self, kind: str, key: str) -> dict[str, Any] | None:
         with self._lock:

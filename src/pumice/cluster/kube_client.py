@@ -23,7 +23,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -47,6 +47,13 @@ class Resource:
     prefix: str
     plural: str
     namespaced: bool
+    #: Older API versions' prefixes, newest first, read where ``prefix`` is not served
+    #: (``resource.k8s.io/v1beta2`` and ``v1beta1`` before Kubernetes 1.34).
+    older: tuple[str, ...] = ()
+
+    def versions(self) -> tuple[Resource, ...]:
+        """This resource at each API version it may be served at, newest first."""
+        return (self, *(replace(self, prefix=p, older=()) for p in self.older))
 
     def path(self, namespace: str = "", name: str = "", sub: str = "") -> str:
         """Collection or object path; an empty namespace on a namespaced kind means all
@@ -69,6 +76,10 @@ class Resource:
         return self.path("", key, sub)
 
 
+#: Dynamic resource allocation's API, and its beta versions (Kubernetes 1.32 and 1.33).
+DRA = "/apis/resource.k8s.io/v1"
+DRA_OLDER = ("/apis/resource.k8s.io/v1beta2", "/apis/resource.k8s.io/v1beta1")
+
 #: The kinds pumice reads and writes, by kind name.
 RESOURCES: dict[str, Resource] = {
     r.kind: r
@@ -87,12 +98,10 @@ RESOURCES: dict[str, Resource] = {
         Resource("StorageClass", "/apis/storage.k8s.io/v1", "storageclasses", False),
         Resource("CSINode", "/apis/storage.k8s.io/v1", "csinodes", False),
         Resource("CSIDriver", "/apis/storage.k8s.io/v1", "csidrivers", False),
-        Resource("ResourceSlice", "/apis/resource.k8s.io/v1", "resourceslices", False),
-        Resource("DeviceClass", "/apis/resource.k8s.io/v1", "deviceclasses", False),
-        Resource("ResourceClaim", "/apis/resource.k8s.io/v1", "resourceclaims", True),
-        Resource(
-            "ResourceClaimTemplate", "/apis/resource.k8s.io/v1", "resourceclaimtemplates", True
-        ),
+        Resource("ResourceSlice", DRA, "resourceslices", False, DRA_OLDER),
+        Resource("DeviceClass", DRA, "deviceclasses", False, DRA_OLDER),
+        Resource("ResourceClaim", DRA, "resourceclaims", True, DRA_OLDER),
+        Resource("ResourceClaimTemplate", DRA, "resourceclaimtemplates", True, DRA_OLDER),
         # The gangs of other dialects (pumice.api.gang_apis), by kind names of their own.
         Resource("CoschedulingPodGroup", "/apis/scheduling.x-k8s.io/v1alpha1", "podgroups", True),
         Resource("WorkloadPodGroup", "/apis/scheduling.k8s.io/v1alpha2", "podgroups", True),
@@ -327,7 +336,7 @@ def list_items(kind: str, body: Mapping[str, Any]) -> Sequence[dict[str, Any]]:
     """A list response's items with ``apiVersion`` and ``kind`` filled in (the API
     leaves them out of list items; the cache's parsers read ``kind``)."""
     items = body.get("items") or []
-    version = API_VERSIONS.get(kind, "v1")
+    version = body.get("apiVersion") or API_VERSIONS.get(kind, "v1")  # (as served)
     api_kind = API_KINDS.get(kind, kind)
     for item in items:
         item.setdefault("apiVersion", version)

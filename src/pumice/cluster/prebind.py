@@ -26,7 +26,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pumice.api.volumes import BOUND_BY_CONTROLLER, SELECTED_NODE
-from pumice.cluster.kube_client import MERGE_PATCH, RESOURCES, KubeClient, status_message
+from pumice.cluster.kube_client import (
+    MERGE_PATCH,
+    RESOURCES,
+    KubeClient,
+    Resource,
+    status_message,
+)
 from pumice.cluster.protocol import BindWrites
 
 #: How often a bind looks whether its claims are bound yet (in the watched objects:
@@ -111,10 +117,18 @@ def overlays(pod_key: str, node: str, writes: BindWrites, truth: Truth) -> dict[
 class PreBinder:
     """Carries out one bind's writes and waits for its volumes (on a bind worker)."""
 
-    def __init__(self, client: KubeClient, truth: Truth, stop: threading.Event) -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        truth: Truth,
+        stop: threading.Event,
+        resource_of: Callable[[str], Resource] = RESOURCES.__getitem__,
+    ) -> None:
         self.client = client
         self.truth = truth
         self.stop = stop
+        #: Where each kind is served (its informer's API version).
+        self.resource_of = resource_of
 
     def run(self, pod_key: str, node: str, uid: str, writes: BindWrites) -> tuple[bool, str]:
         """Write, then wait; ``(done, why not)``."""
@@ -161,7 +175,7 @@ class PreBinder:
     def _patch(self, kind: str, key: str, body: Any, sub: str = "") -> str:
         """A merge patch; "" when done, else why not."""
         status, answer = self.client.request(
-            "PATCH", RESOURCES[kind].key_path(key, sub), body=body, content_type=MERGE_PATCH
+            "PATCH", self.resource_of(kind).key_path(key, sub), body=body, content_type=MERGE_PATCH
         )
         return "" if status == 200 else f"HTTP {status}: {status_message(answer)}"
 

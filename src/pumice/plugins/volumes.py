@@ -231,6 +231,12 @@ class VolumeChecks:
         choice = self.chosen.get(key)
         if choice is not None and choice.pv is not None:
             return choice.pv
+        return self._prebound_pv(key)
+
+    def _prebound_pv(self, key: str) -> str:
+        """The available PV whose ``claimRef`` names claim ``key`` ("" when none): a
+        binding begun (by an earlier bind, or by hand) that the PV controller has not
+        finished."""
         if self._prebound is None:
             self._prebound = {
                 pv.claim_ref.key: pv.name
@@ -356,20 +362,25 @@ class VolumeChecks:
         if row is None:
             return
         open_claims = []
+        begun: list[_Choice] = []  # (the bind still waits for the PV controller)
         for name in task.claims:
             key = f"{task.namespace}/{name}"
             pvc = self.pvcs.get(key)
-            if pvc is None or pvc.volume_name or key in self.chosen or self._settled_pv(key):
+            if pvc is None or pvc.volume_name or key in self.chosen:
+                continue
+            prebound = self._prebound_pv(key)
+            if prebound:
+                begun.append(_Choice(key, prebound, task.node))
                 continue
             cls = self._class_of(pvc)
             if cls is not None and cls.binding_mode != IMMEDIATE:
                 open_claims.append(pvc)
-        choices = self._choose(task, open_claims, row) if open_claims else []
-        for c in choices or ():
+        kept = begun + ((self._choose(task, open_claims, row) if open_claims else None) or [])
+        for c in kept:
             self.chosen[c.claim] = c
             if c.pv is not None:
                 self._mark(c.pv, taken=True)
-        self.by_task[task.uid] = (task.key, list(choices or ()))
+        self.by_task[task.uid] = (task.key, kept)
         self._count(task, row, +1)
         if self._users is not None:
             for key in self._rwop_claims(task):
