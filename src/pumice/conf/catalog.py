@@ -260,12 +260,7 @@ PLUGINS: dict[str, Entry] = _entries(
         "affinity and anti-affinity between a job's roles (the volcano.sh/task-topology-* "
         "annotations) are ignored: task order and node scores do not follow them",
     ),
-    Entry(
-        "tdm",
-        {"tdm.revocable-zone.*": "", "tdm.evict.period": ""},
-        "revocable zones are not honoured: pods may be placed on revocable nodes at any "
-        "time, and no pod is evicted when a zone's window closes",
-    ),
+    Entry("tdm", {"tdm.revocable-zone.*": "", "tdm.evict.period": ""}),
     Entry(
         "usage",
         {

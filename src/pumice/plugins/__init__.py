@@ -22,6 +22,7 @@ def default_registry() -> Registry:
     from pumice.plugins.proportion import ProportionPlugin
     from pumice.plugins.rescheduling import ReschedulingPlugin
     from pumice.plugins.sla import SlaPlugin
+    from pumice.plugins.tdm import TdmPlugin
 
     return Registry(
         "plugin",
@@ -41,5 +42,6 @@ def default_registry() -> Registry:
             SlaPlugin,
             NetworkTopologyPlugin,
             ReschedulingPlugin,
+            TdmPlugin,
         ],
     )
