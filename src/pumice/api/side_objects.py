@@ -1,5 +1,5 @@
 """Objects a cycle reads as records, with no model built from them: what pods attach
-(storage today; devices and the like as they come) and what plugins look up.
+(storage, nodes' measured load; devices and the like as they come) and what plugins look up.
 
 One table serves every mode: snapshot files (:mod:`pumice.cache.build`), the
 scheduler cache (:mod:`pumice.cache.cache`) and the cluster's list of kinds, so a kind
@@ -12,11 +12,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pumice.api.node_metrics import KIND as NODE_METRICS
+from pumice.api.node_metrics import parse_node_metrics
 from pumice.api.volumes import STORAGE_PARSERS
 
 #: Kind -> parser (a Kubernetes object dict -> a record, or an InputError naming the
 #: field).
-SIDE_PARSERS: dict[str, Callable[[Mapping[str, Any]], Any]] = {**STORAGE_PARSERS}
+SIDE_PARSERS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+    **STORAGE_PARSERS,
+    # Nodes' measured load (metrics.k8s.io), read by the usage plugin.
+    NODE_METRICS: parse_node_metrics,
+}
 #: The namespaced ones among them (keyed ``namespace/name``).
 SIDE_NAMESPACED = frozenset({"PersistentVolumeClaim"})
 

@@ -47,6 +47,10 @@ class Resource:
     prefix: str
     plural: str
     namespaced: bool
+    #: The API can watch the kind; otherwise an informer lists it again every
+    #: :attr:`poll` seconds (metrics.k8s.io serves lists only).
+    watch: bool = True
+    poll: float = 30.0
 
     def path(self, namespace: str = "", name: str = "", sub: str = "") -> str:
         """Collection or object path; an empty namespace on a namespaced kind means all
@@ -87,6 +91,7 @@ RESOURCES: dict[str, Resource] = {
         Resource("StorageClass", "/apis/storage.k8s.io/v1", "storageclasses", False),
         Resource("CSINode", "/apis/storage.k8s.io/v1", "csinodes", False),
         Resource("CSIDriver", "/apis/storage.k8s.io/v1", "csidrivers", False),
+        Resource("NodeMetrics", "/apis/metrics.k8s.io/v1beta1", "nodes", False, watch=False),
         # The gangs of other dialects (pumice.api.gang_apis), by kind names of their own.
         Resource("CoschedulingPodGroup", "/apis/scheduling.x-k8s.io/v1alpha1", "podgroups", True),
         Resource("WorkloadPodGroup", "/apis/scheduling.k8s.io/v1alpha2", "podgroups", True),
@@ -123,6 +128,7 @@ API_VERSIONS: dict[str, str] = {
     "StorageClass": "storage.k8s.io/v1",
     "CSINode": "storage.k8s.io/v1",
     "CSIDriver": "storage.k8s.io/v1",
+    "NodeMetrics": "metrics.k8s.io/v1beta1",
     "CoschedulingPodGroup": "scheduling.x-k8s.io/v1alpha1",
     "WorkloadPodGroup": "scheduling.k8s.io/v1alpha2",
     "Workload": "scheduling.k8s.io/v1alpha1",

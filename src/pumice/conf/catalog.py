@@ -379,10 +379,24 @@ RETIRED_FLAGS: dict[str, Flag] = _flags(
 
 #: The top-level keys of ``SchedulerConfiguration``.
 TOP_LEVEL = ("actions", "tiers", "configurations", "metrics")
-#: What the ``metrics`` section (a node-load metrics source) means to pumice.
+#: The keys of the ``metrics`` section (Volcano's ``metrics``: a string map handed to its
+#: node-load sources), and the source types it may name.
+METRICS_KEYS = (
+    "type",
+    "address",
+    "interval",
+    "tls.insecureSkipVerify",
+    "elasticsearch.index",
+    "elasticsearch.hostnameFieldName",
+    "elasticsearch.username",
+    "elasticsearch.password",
+)
+METRICS_PROMETHEUS = "prometheus"
+METRICS_TYPES = ("prometheus", "prometheus_adaptor", "elasticsearch")
+#: What a ``metrics`` source type pumice does not query means.
 METRICS_MEANING = (
-    "it names the source (Prometheus, Elasticsearch) Volcano reads nodes' measured load "
-    "from, for the usage plugin; pumice reads no node load, so it changes nothing"
+    "pumice queries only a Prometheus source itself ({type} is not queried): nodes' "
+    "load comes from the cluster's NodeMetrics (metrics.k8s.io) alone, if it serves them"
 )
 #: The keys of a tier's plugin entry besides the enable flags.
 PLUGIN_ENTRY_KEYS = ("name", "arguments")

@@ -49,10 +49,9 @@ from pumice.api.task import (
     TaskInfo,
     TaskStatus,
 )
-from pumice.conf.arguments import Arguments
+from pumice.conf.arguments import Arguments, go_duration
 from pumice.errors import InputError
 from pumice.framework.session import Session
-from pumice.plugins.cdp import parse_go_duration
 
 ZONE_PREFIX = "tdm.revocable-zone."
 EVICT_PERIOD = "tdm.evict.period"
@@ -188,7 +187,7 @@ class TdmPlugin:
         self.evict_period = DEFAULT_EVICT_PERIOD
         if EVICT_PERIOD in arguments:
             raw = arguments.get_str(EVICT_PERIOD, "")
-            period = parse_go_duration(raw)
+            period = go_duration(raw)
             if period is None or period < 0:
                 raise InputError(
                     f"expected a duration such as 1m or 30s, got {raw!r}",
