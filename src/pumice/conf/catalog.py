@@ -270,8 +270,6 @@ PLUGINS: dict[str, Entry] = _entries(
             "thresholds": "",
             "estimator": "",
         },
-        "nodes' measured CPU and memory load is not read: no node is refused for being "
-        "over the load threshold and no load score is added",
     ),
 )
 

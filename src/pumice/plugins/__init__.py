@@ -23,6 +23,7 @@ def default_registry() -> Registry:
     from pumice.plugins.rescheduling import ReschedulingPlugin
     from pumice.plugins.sla import SlaPlugin
     from pumice.plugins.tdm import TdmPlugin
+    from pumice.plugins.usage import UsagePlugin
 
     return Registry(
         "plugin",
@@ -43,5 +44,6 @@ def default_registry() -> Registry:
             NetworkTopologyPlugin,
             ReschedulingPlugin,
             TdmPlugin,
+            UsagePlugin,
         ],
     )
