@@ -140,8 +140,6 @@ PLUGINS: dict[str, Entry] = _entries(
             "extender.ignorable": "",
             "extender.managedResources": "",
         },
-        "no HTTP extender is called: its node filters, node scores, victim choices, "
-        "queue overuse and enqueue votes take no part in any decision",
     ),
     Entry("gang"),
     Entry(

@@ -12,6 +12,7 @@ def default_registry() -> Registry:
     from pumice.plugins.cdp import CdpPlugin
     from pumice.plugins.conformance import ConformancePlugin
     from pumice.plugins.drf import DrfPlugin
+    from pumice.plugins.extender import ExtenderPlugin
     from pumice.plugins.gang import GangPlugin
     from pumice.plugins.network_topology import NetworkTopologyPlugin
     from pumice.plugins.nodeorder import NodeOrderPlugin
@@ -45,5 +46,6 @@ def default_registry() -> Registry:
             ReschedulingPlugin,
             TdmPlugin,
             UsagePlugin,
+            ExtenderPlugin,
         ],
     )

@@ -20,6 +20,7 @@ from pumice.framework.victims import on_kind
 
 COOLDOWN_KEY = "volcano.sh/cooldown-time"
 
+
 def cooldown_of(task: TaskInfo) -> float | None:
     value = task.labels.get(COOLDOWN_KEY)
     if value is None:
