@@ -165,7 +165,10 @@ def test_the_built_in_default_loads_without_warnings() -> None:
 @pytest.mark.parametrize(
     ("text", "subject"),
     [
-        (BASE.replace("name: predicates", "name: predicates\n  - name: usage"), "plugin usage"),
+        (
+            BASE.replace("name: predicates", "name: predicates\n  - name: numa-aware"),
+            "plugin numa-aware",
+        ),
         (
             BASE.replace("name: gang", "name: gang\n    enableTargetJob: true"),
             "flag enableTargetJob",
@@ -187,8 +190,8 @@ def test_the_built_in_default_loads_without_warnings() -> None:
             "configuration init-params",
         ),
         (
-            BASE + "metrics:\n  type: prometheus\n  address: http://prometheus:9090\n",
-            "the metrics section",
+            BASE + "metrics:\n  type: elasticsearch\n  address: http://elastic:9200\n",
+            "metrics source elasticsearch",
         ),
     ],
 )
@@ -201,8 +204,8 @@ def test_an_unsupported_item_loads_with_one_warning(tmp_path, text, subject) -> 
 
 
 def test_an_unsupported_plugin_listed_in_two_tiers_warns_once_naming_both(tmp_path) -> None:
-    text = BASE.replace("name: gang", "name: gang\n  - name: tdm").replace(
-        "name: binpack", "name: binpack\n  - name: tdm"
+    text = BASE.replace("name: gang", "name: gang\n  - name: numa-aware").replace(
+        "name: binpack", "name: binpack\n  - name: numa-aware"
     )
     (warning,) = load(tmp_path, text).warnings
     assert "tiers[0].plugins[2]" in warning and "tiers[1].plugins[4]" in warning
@@ -212,14 +215,15 @@ def test_unsupported_items_are_skipped(tmp_path) -> None:
     config = load(
         tmp_path,
         BASE.replace("name: predicates", "name: predicates\n  - name: nodegroup").replace(
-            "name: gang", "name: gang\n  - name: usage"
+            "name: gang", "name: gang\n  - name: task-topology"
         ),
     )
     assert config.actions == ("enqueue", "allocate", "backfill")
-    assert "nodegroup" not in config.plugin_names() and "usage" not in config.plugin_names()
+    assert "nodegroup" not in config.plugin_names()
+    assert "task-topology" not in config.plugin_names()
     assert {(s.kind, s.name) for s in config.skipped} == {
         ("plugin", "nodegroup"),
-        ("plugin", "usage"),
+        ("plugin", "task-topology"),
     }
 
 
@@ -299,10 +303,10 @@ tiers:
 def test_a_reload_logs_the_new_configs_warnings(tmp_path, caplog) -> None:
     path = _write(tmp_path, BASE)
     watcher = ConfigWatcher(str(path), Scheduler.from_file)
-    path.write_text(BASE.replace("name: predicates", "name: predicates\n  - name: usage"))
+    path.write_text(BASE.replace("name: predicates", "name: predicates\n  - name: numa-aware"))
     with caplog.at_level(logging.WARNING, logger="pumice.config"):
         assert watcher.poll().scheduler is not None
-    assert [r for r in caplog.records if "plugin usage" in r.getMessage()]
+    assert [r for r in caplog.records if "plugin numa-aware" in r.getMessage()]
 
 
 def _write(tmp_path, text: str):
@@ -337,7 +341,19 @@ def test_pumice_implements_only_volcano_names_and_declares_its_keys() -> None:
 
 #: Keys whose value must be of a kind other than a number (Volcano refuses, or panics
 #: on, a number there).
-REAL_VALUES = {"sla-waiting-time": "1s", "interval": "1m", "metricsPeriod": "5m", "strategies": []}
+REAL_VALUES = {
+    "sla-waiting-time": "1s",
+    "interval": "1m",
+    "metricsPeriod": "5m",
+    "strategies": [],
+    "tdm.evict.period": "1m",
+    "thresholds": {"cpu": 80, "mem": 80},
+    "estimator": {"request_ratio": 0.7},
+    "extender.urlPrefix": "http://127.0.0.1:9",
+    "extender.httpTimeout": "100ms",
+    "extender.managedResources": ["nvidia.com/gpu"],
+    "extender.ignorable": True,
+}
 
 
 def test_yaml_of_every_supported_plugin_with_all_volcano_keys_loads(tmp_path) -> None:

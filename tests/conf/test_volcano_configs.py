@@ -40,7 +40,7 @@ UNSUPPORTED = {
     "network-topology-aware.yaml": [],
     "numa-aware.yaml": ["plugin numa-aware"],
     "resource-strategy-fit.yaml": ["plugin resource-strategy-fit"],
-    "extender.yaml": ["plugin extender"],
+    "extender.yaml": [],
     "task-topology.yaml": ["plugin task-topology"],
 }
 
