@@ -105,9 +105,7 @@ def test_a_revocable_pod_goes_to_the_lent_node_only_while_its_window_is_open() -
 
 
 def test_a_preemptable_pod_counts_as_revocable_and_an_ordinary_one_never_does() -> None:
-    assert place(cluster({"volcano.sh/preemptable": "true"}), at("12:00")) == {
-        "default/p": "lent"
-    }
+    assert place(cluster({"volcano.sh/preemptable": "true"}), at("12:00")) == {"default/p": "lent"}
     assert place(cluster({}), at("12:00")) == {"default/p": "own"}
     # A zone value other than "*" means none, as in Volcano.
     assert place(cluster({RZ: "rz1"}), at("12:00")) == {"default/p": "own"}

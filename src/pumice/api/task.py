@@ -235,6 +235,8 @@ def revocable_zone(annotations: dict[str, str]) -> str:
         return "*" if value == "*" else ""
     preemptable = annotations.get(PREEMPTABLE_KEY)
     return "*" if preemptable is not None and _parse_go_bool(preemptable) else ""
+
+
 _GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 
 
