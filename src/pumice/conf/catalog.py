@@ -228,8 +228,8 @@ PLUGINS: dict[str, Entry] = _entries(
         {
             "interval": "",
             "strategies": "",
-            "metricsPeriod": "pumice reads no node metrics: utilization is what the pods "
-            "request, so the metrics period changes nothing",
+            "metricsPeriod": "pumice's rescheduling works on what the pods request, not on "
+            "measured load, so the metrics period changes nothing",
         },
     ),
     Entry(
