@@ -165,7 +165,10 @@ def test_the_built_in_default_loads_without_warnings() -> None:
 @pytest.mark.parametrize(
     ("text", "subject"),
     [
-        (BASE.replace("name: predicates", "name: predicates\n  - name: usage"), "plugin usage"),
+        (
+            BASE.replace("name: predicates", "name: predicates\n  - name: numa-aware"),
+            "plugin numa-aware",
+        ),
         (
             BASE.replace("name: gang", "name: gang\n    enableTargetJob: true"),
             "flag enableTargetJob",
@@ -187,8 +190,8 @@ def test_the_built_in_default_loads_without_warnings() -> None:
             "configuration init-params",
         ),
         (
-            BASE + "metrics:\n  type: prometheus\n  address: http://prometheus:9090\n",
-            "the metrics section",
+            BASE + "metrics:\n  type: elasticsearch\n  address: http://elastic:9200\n",
+            "metrics source elasticsearch",
         ),
     ],
 )
@@ -201,8 +204,8 @@ def test_an_unsupported_item_loads_with_one_warning(tmp_path, text, subject) -> 
 
 
 def test_an_unsupported_plugin_listed_in_two_tiers_warns_once_naming_both(tmp_path) -> None:
-    text = BASE.replace("name: gang", "name: gang\n  - name: tdm").replace(
-        "name: binpack", "name: binpack\n  - name: tdm"
+    text = BASE.replace("name: gang", "name: gang\n  - name: numa-aware").replace(
+        "name: binpack", "name: binpack\n  - name: numa-aware"
     )
     (warning,) = load(tmp_path, text).warnings
     assert "tiers[0].plugins[2]" in warning and "tiers[1].plugins[4]" in warning
@@ -299,10 +302,10 @@ tiers:
 def test_a_reload_logs_the_new_configs_warnings(tmp_path, caplog) -> None:
     path = _write(tmp_path, BASE)
     watcher = ConfigWatcher(str(path), Scheduler.from_file)
-    path.write_text(BASE.replace("name: predicates", "name: predicates\n  - name: usage"))
+    path.write_text(BASE.replace("name: predicates", "name: predicates\n  - name: numa-aware"))
     with caplog.at_level(logging.WARNING, logger="pumice.config"):
         assert watcher.poll().scheduler is not None
-    assert [r for r in caplog.records if "plugin usage" in r.getMessage()]
+    assert [r for r in caplog.records if "plugin numa-aware" in r.getMessage()]
 
 
 def _write(tmp_path, text: str):
@@ -351,6 +354,13 @@ REAL_VALUES = {
     "deviceshare.SchedulePolicy": "binpack",
     "deviceshare.GPUNumberEnable": False,
     "deviceshare.VGPUEnable": False,
+    "tdm.evict.period": "1m",
+    "thresholds": {"cpu": 80, "mem": 80},
+    "estimator": {"request_ratio": 0.7},
+    "extender.urlPrefix": "http://127.0.0.1:9",
+    "extender.httpTimeout": "100ms",
+    "extender.managedResources": ["nvidia.com/gpu"],
+    "extender.ignorable": True,
 }
 
 

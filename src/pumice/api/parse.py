@@ -29,6 +29,7 @@ from pumice.api.task import (
     SelectorTerm,
     Taint,
     Toleration,
+    revocable_zone,
 )
 from pumice.api.topology_spec import (
     NetworkTopology,
@@ -475,7 +476,7 @@ def selector_term(value: Any, path: str) -> SelectorTerm:
     return SelectorTerm(reqs)
 
 
-def _placement(spec: Mapping[str, Any]) -> Placement:
+def _placement(spec: Mapping[str, Any], revocable: bool = False) -> Placement:
     selector = tuple(sorted(as_labels(spec.get("nodeSelector"), "spec.nodeSelector").items()))
     na_path = "spec.affinity.nodeAffinity"
     na = as_mapping(as_mapping(spec.get("affinity"), "spec.affinity").get("nodeAffinity"), na_path)
@@ -508,7 +509,7 @@ def _placement(spec: Mapping[str, Any]) -> Placement:
                 as_str(t.get("effect"), f"{p}.effect"),
             )
         )
-    return Placement(selector, required, tuple(preferred), tuple(tolerations))
+    return Placement(selector, required, tuple(preferred), tuple(tolerations), revocable)
 
 
 def pod_claims(spec: Mapping[str, Any], pod_name: str) -> tuple[str, ...]:
@@ -666,7 +667,7 @@ def parse_pod(obj: Mapping[str, Any]) -> PodRecord:
         priority=priority,
         priority_class=as_str(spec.get("priorityClassName"), "spec.priorityClassName"),
         preemption_policy=policy,
-        placement=_placement(spec),
+        placement=_placement(spec, revocable_zone(annotations) == "*"),
         host_ports=tuple(sorted(set(ports))),
         creation=timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
         group=annotations.get(GROUP_ANNOTATION, ""),

@@ -1,5 +1,5 @@
 """Objects a cycle reads as records, with no model built from them: what pods attach
-(storage today; devices and the like as they come) and what plugins look up.
+(storage, nodes' measured load; devices and the like as they come) and what plugins look up.
 
 One table serves every mode: snapshot files (:mod:`pumice.cache.build`), the
 scheduler cache (:mod:`pumice.cache.cache`) and the cluster's list of kinds, so a kind
@@ -18,6 +18,8 @@ from pumice.api.dra import (
     parse_resource_claim_template,
     parse_resource_slice,
 )
+from pumice.api.node_metrics import KIND as NODE_METRICS
+from pumice.api.node_metrics import parse_node_metrics
 from pumice.api.volumes import STORAGE_PARSERS
 
 #: Dynamic resource allocation's kinds (``resource.k8s.io``).
@@ -32,6 +34,8 @@ DRA_PARSERS = {
 SIDE_PARSERS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
     **STORAGE_PARSERS,
     **DRA_PARSERS,
+    # Nodes' measured load (metrics.k8s.io), read by the usage plugin.
+    NODE_METRICS: parse_node_metrics,
 }
 #: The namespaced ones among them (keyed ``namespace/name``).
 SIDE_NAMESPACED = frozenset({"PersistentVolumeClaim", "ResourceClaim", "ResourceClaimTemplate"})

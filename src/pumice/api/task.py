@@ -110,6 +110,11 @@ class Placement:
     required_terms: tuple[SelectorTerm, ...] | None = None  # None: no required affinity
     preferred_terms: tuple[tuple[int, SelectorTerm], ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+    #: The pod may use revocable nodes while their zone's window is open (Volcano's
+    #: ``volcano.sh/revocable-zone: "*"`` annotation, or ``volcano.sh/preemptable:
+    #: "true"``; read by the tdm plugin). Part of the placement because it decides
+    #: which nodes the pod may use, so tasks that differ in it never share an answer.
+    revocable: bool = False
 
 
 @dataclass(slots=True, frozen=True)
@@ -220,6 +225,22 @@ class TaskInfo:
 
 
 PREEMPTABLE_KEY = "volcano.sh/preemptable"
+#: Volcano's annotation (pods, PodGroups) and node label naming a revocable zone.
+REVOCABLE_ZONE_KEY = "volcano.sh/revocable-zone"
+
+
+def revocable_zone(annotations: dict[str, str]) -> str:
+    """Volcano's ``GetPodRevocableZone``: ``"*"`` when the annotations let a pod use
+    revocable nodes (``volcano.sh/revocable-zone: "*"``; without that annotation,
+    ``volcano.sh/preemptable`` parsing as true), else ``""`` (any other zone value
+    means none: Volcano supports only ``*``)."""
+    value = annotations.get(REVOCABLE_ZONE_KEY)
+    if value is not None:
+        return "*" if value == "*" else ""
+    preemptable = annotations.get(PREEMPTABLE_KEY)
+    return "*" if preemptable is not None and _parse_go_bool(preemptable) else ""
+
+
 _GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
 
 

@@ -57,6 +57,7 @@ from pumice.api.hypernode import (
 from pumice.api.job import INQUEUE, PENDING, JobInfo
 from pumice.api.ledger import Ledger
 from pumice.api.node import NodeSpec, NodeTable
+from pumice.api.node_metrics import KIND as NODE_METRICS
 from pumice.api.parse import copy_tree
 from pumice.api.pdb import PdbRecord, parse_pdb
 from pumice.api.queue import QueueInfo
@@ -325,6 +326,26 @@ class SchedulerCache:
         if self._topology_stale:
             self._build_topology()
         return len(events)
+
+    def take_node_metrics(self, records: Mapping[str, Any], source: str) -> bool:
+        """Nodes' load measured by a query source (``pumice run``'s Prometheus source:
+        :class:`~pumice.api.node_metrics.NodeMetricsRecord` by node name), in place of
+        what that source said before. They join the NodeMetrics records every snapshot
+        lends (keyed ``<source>/<node>``, apart from the cluster's own NodeMetrics
+        objects), and count as one change of the cluster when they differ from the last
+        ones: a cycle repeated while nothing changed never reads stale load. True when
+        they differed."""
+        table = self.side_r[NODE_METRICS]
+        prefix = f"{source}/"
+        new = {f"{prefix}{name}": rec for name, rec in records.items()}
+        old = {k: v for k, v in table.items() if k.startswith(prefix)}
+        if new == old:
+            return False
+        for key in old.keys() - new.keys():
+            del table[key]
+        table.update(new)
+        self.changes += 1
+        return True
 
     def _record(self, kind: str, key: str, obj: Mapping[str, Any]) -> Any:
         try:

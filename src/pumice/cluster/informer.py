@@ -17,6 +17,11 @@ The semantics are client-go's reflector, which every proven scheduler relies on:
   HyperNode CRD in a cluster that does not describe its network) counts as synced and
   empty (:attr:`Informer.served` says so), and is listed again after a backoff: the
   scheduler starts and schedules what it can.
+- A kind the API lists but cannot watch (``Resource.watch`` False: metrics.k8s.io's
+  NodeMetrics) is listed again every ``Resource.poll`` seconds, each list diffed into
+  the store by content (such objects carry no resource version). Its list failing
+  (metrics-server down: 503) counts as not served, never holds the sync up: such a
+  kind is an extra the scheduler does without.
 
 Events go to ``sink(type, kind, key, obj)`` on the informer's thread; the sink must be
 thread-safe and quick (see :class:`pumice.cluster.kube.KubeCluster`).
@@ -124,6 +129,10 @@ class Informer:
                     self.stop.wait(self.backoff[1])
                     need_list = True
                     continue
+                if not self.resource.watch:
+                    self.stop.wait(self.resource.poll)
+                    need_list = True
+                    continue
                 self._watch()
                 delay = self.backoff[0]
             except _Gone:
@@ -172,6 +181,19 @@ class Informer:
                 items = {}
                 version = ""
                 break
+            if status != 200 and not self.resource.watch:
+                if self.served:
+                    log.warning(
+                        "%s: list %s: HTTP %s: %s; treating it as empty",
+                        self.kind,
+                        self.resource.path(),
+                        status,
+                        status_message(body),
+                    )
+                self.served = False
+                items = {}
+                version = ""
+                break
             if status != 200:
                 raise ApiUnavailable(
                     f"list {self.resource.path()}: HTTP {status}: {status_message(body)}"
@@ -195,7 +217,9 @@ class Informer:
             elif _uid(prev) != _uid(obj):  # deleted and made again while we looked away
                 self.sink(DELETED, self.kind, key, prev)
                 self.sink(ADDED, self.kind, key, obj)
-            elif resource_version(prev) != resource_version(obj):
+            elif resource_version(prev) != resource_version(obj) or (
+                not resource_version(obj) and prev != obj
+            ):
                 self.sink(MODIFIED, self.kind, key, obj)
         for key in old.keys() - items.keys():
             self.sink(DELETED, self.kind, key, old[key])

@@ -55,6 +55,11 @@ class Resource:
         """This resource at each API version it may be served at, newest first."""
         return (self, *(replace(self, prefix=p, older=()) for p in self.older))
 
+    #: The API can watch the kind; otherwise an informer lists it again every
+    #: :attr:`poll` seconds (metrics.k8s.io serves lists only).
+    watch: bool = True
+    poll: float = 30.0
+
     def path(self, namespace: str = "", name: str = "", sub: str = "") -> str:
         """Collection or object path; an empty namespace on a namespaced kind means all
         namespaces (the list and watch of every pod)."""
@@ -102,6 +107,7 @@ RESOURCES: dict[str, Resource] = {
         Resource("DeviceClass", DRA, "deviceclasses", False, DRA_OLDER),
         Resource("ResourceClaim", DRA, "resourceclaims", True, DRA_OLDER),
         Resource("ResourceClaimTemplate", DRA, "resourceclaimtemplates", True, DRA_OLDER),
+        Resource("NodeMetrics", "/apis/metrics.k8s.io/v1beta1", "nodes", False, watch=False),
         # The gangs of other dialects (pumice.api.gang_apis), by kind names of their own.
         Resource("CoschedulingPodGroup", "/apis/scheduling.x-k8s.io/v1alpha1", "podgroups", True),
         Resource("WorkloadPodGroup", "/apis/scheduling.k8s.io/v1alpha2", "podgroups", True),
@@ -142,6 +148,7 @@ API_VERSIONS: dict[str, str] = {
     "DeviceClass": "resource.k8s.io/v1",
     "ResourceClaim": "resource.k8s.io/v1",
     "ResourceClaimTemplate": "resource.k8s.io/v1",
+    "NodeMetrics": "metrics.k8s.io/v1beta1",
     "CoschedulingPodGroup": "scheduling.x-k8s.io/v1alpha1",
     "WorkloadPodGroup": "scheduling.k8s.io/v1alpha2",
     "Workload": "scheduling.k8s.io/v1alpha1",

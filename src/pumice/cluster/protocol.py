@@ -47,6 +47,9 @@ KINDS = (
     "DeviceClass",
     "ResourceClaim",
     "ResourceClaimTemplate",
+    # Nodes' measured load (metrics.k8s.io, served by metrics-server; read by the usage
+    # plugin). The API lists it but cannot watch it: it is listed again periodically.
+    "NodeMetrics",
 )
 #: The kind ``kind: PodGroup`` objects of each API group are kept under.
 PODGROUP_KINDS = {

@@ -7,10 +7,44 @@ silently ignored weight is the kind of mistake nobody finds.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from pumice.errors import InputError
+
+_UNITS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "μs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+
+
+def go_duration(text: str) -> float | None:
+    """Go's ``time.ParseDuration`` in seconds; None when it would fail."""
+    s = text.strip()
+    sign = 1.0
+    if s[:1] in "+-":
+        sign = -1.0 if s[0] == "-" else 1.0
+        s = s[1:]
+    if s == "0":
+        return 0.0
+    if not s:
+        return None
+    pos, total = 0, 0.0
+    while pos < len(s):
+        m = _PART.match(s, pos)
+        if m is None:
+            return None
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    return sign * total
 
 
 class Arguments:

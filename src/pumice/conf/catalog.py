@@ -148,8 +148,6 @@ PLUGINS: dict[str, Entry] = _entries(
             "extender.ignorable": "",
             "extender.managedResources": "",
         },
-        "no HTTP extender is called: its node filters, node scores, victim choices, "
-        "queue overuse and enqueue votes take no part in any decision",
     ),
     Entry("gang"),
     Entry(
@@ -240,8 +238,8 @@ PLUGINS: dict[str, Entry] = _entries(
         {
             "interval": "",
             "strategies": "",
-            "metricsPeriod": "pumice reads no node metrics: utilization is what the pods "
-            "request, so the metrics period changes nothing",
+            "metricsPeriod": "pumice's rescheduling works on what the pods request, not on "
+            "measured load, so the metrics period changes nothing",
         },
     ),
     Entry(
@@ -266,12 +264,7 @@ PLUGINS: dict[str, Entry] = _entries(
         "task-topology",
         {"task-topology.weight": ""},
     ),
-    Entry(
-        "tdm",
-        {"tdm.revocable-zone.*": "", "tdm.evict.period": ""},
-        "revocable zones are not honoured: pods may be placed on revocable nodes at any "
-        "time, and no pod is evicted when a zone's window closes",
-    ),
+    Entry("tdm", {"tdm.revocable-zone.*": "", "tdm.evict.period": ""}),
     Entry(
         "usage",
         {
@@ -281,8 +274,6 @@ PLUGINS: dict[str, Entry] = _entries(
             "thresholds": "",
             "estimator": "",
         },
-        "nodes' measured CPU and memory load is not read: no node is refused for being "
-        "over the load threshold and no load score is added",
     ),
 )
 
@@ -390,10 +381,24 @@ RETIRED_FLAGS: dict[str, Flag] = _flags(
 
 #: The top-level keys of ``SchedulerConfiguration``.
 TOP_LEVEL = ("actions", "tiers", "configurations", "metrics")
-#: What the ``metrics`` section (a node-load metrics source) means to pumice.
+#: The keys of the ``metrics`` section (Volcano's ``metrics``: a string map handed to its
+#: node-load sources), and the source types it may name.
+METRICS_KEYS = (
+    "type",
+    "address",
+    "interval",
+    "tls.insecureSkipVerify",
+    "elasticsearch.index",
+    "elasticsearch.hostnameFieldName",
+    "elasticsearch.username",
+    "elasticsearch.password",
+)
+METRICS_PROMETHEUS = "prometheus"
+METRICS_TYPES = ("prometheus", "prometheus_adaptor", "elasticsearch")
+#: What a ``metrics`` source type pumice does not query means.
 METRICS_MEANING = (
-    "it names the source (Prometheus, Elasticsearch) Volcano reads nodes' measured load "
-    "from, for the usage plugin; pumice reads no node load, so it changes nothing"
+    "pumice queries only a Prometheus source itself ({type} is not queried): nodes' "
+    "load comes from the cluster's NodeMetrics (metrics.k8s.io) alone, if it serves them"
 )
 #: The keys of a tier's plugin entry besides the enable flags.
 PLUGIN_ENTRY_KEYS = ("name", "arguments")

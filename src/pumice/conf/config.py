@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from pumice.conf import catalog
-from pumice.conf.arguments import Arguments
+from pumice.conf.arguments import Arguments, go_duration
 from pumice.conf.check import Known, Notes, check_arguments, unknown_name, unsupported
 from pumice.errors import InputError
 
@@ -105,6 +105,9 @@ class SchedulerConfig:
     checked: bool = False
     #: The parsed document, so that names can be checked again against registries.
     document: Any = field(default=None, compare=False, repr=False)
+    #: The ``metrics`` section (Volcano's string map: ``type``, ``address``,
+    #: ``interval``...), checked: where nodes' measured load comes from, and how often.
+    metrics: Mapping[str, str] = field(default_factory=dict)
 
     def action_arguments(self, name: str) -> Arguments:
         return self.configurations.get(name) or Arguments({}, f"action {name}")
@@ -165,6 +168,13 @@ def _unwrap(data: Any) -> Any:
         ) from None
 
 
+def metrics_interval(config: SchedulerConfig, default: float) -> float:
+    """The ``metrics.interval`` of ``config`` in seconds, or ``default``."""
+    raw = config.metrics.get("interval")
+    seconds = None if raw is None else go_duration(raw)
+    return seconds if seconds is not None and seconds > 0 else default
+
+
 def _keys_of(raw: Mapping, allowed: tuple[str, ...], where: str, what: str) -> None:
     for key in raw:
         if key not in allowed:
@@ -198,7 +208,7 @@ class _Parser:
         listed = self._actions(data.get("actions"))
         tiers = self._tiers(data.get("tiers"))
         configurations = self._configurations(data.get("configurations"), listed)
-        self._metrics(data.get("metrics"))
+        metrics = self._metrics(data.get("metrics"))
         return SchedulerConfig(
             actions=tuple(a for a in listed if self._implemented_action(a)),
             tiers=tiers,
@@ -208,19 +218,58 @@ class _Parser:
             skipped=tuple(self.skipped),
             checked=self.known is not None,
             document=data,
+            metrics=metrics,
         )
 
     def _implemented_action(self, name: str) -> bool:
         return self.known is None or name in self.known.actions
 
-    def _metrics(self, raw: Any) -> None:
+    def _metrics(self, raw: Any) -> dict[str, str]:
+        """The ``metrics`` section as Volcano reads it (strings by key). A Prometheus
+        source needs its ``address``; ``interval`` is a Go duration (how often the load
+        is fetched, and how long a pod just started counts as not yet measured by the
+        usage plugin). A type pumice does not query loads with a warning."""
         if raw is None:
-            return
+            return {}
         if not isinstance(raw, Mapping):
             raise InputError("expected a mapping of strings (type, address, ...)", field="metrics")
-        if raw:
-            self.skipped.append(Skipped("metrics", "metrics", "metrics"))
-            self.notes.add("the metrics section", "", unsupported(catalog.METRICS_MEANING))
+        out: dict[str, str] = {}
+        for key, value in raw.items():
+            if key not in catalog.METRICS_KEYS:
+                raise InputError(
+                    f"unknown key {key!r} of the metrics section"
+                    + catalog.did_you_mean(str(key), catalog.METRICS_KEYS),
+                    field=f"metrics.{key}",
+                )
+            if isinstance(value, bool):
+                value = "true" if value else "false"
+            if not isinstance(value, str | int | float):
+                raise InputError(f"expected a string, got {value!r}", field=f"metrics.{key}")
+            out[key] = str(value)
+        kind = out.get("type", "")
+        if kind and kind not in catalog.METRICS_TYPES:
+            raise InputError(
+                f"unknown metrics source type {kind!r}"
+                + catalog.did_you_mean(kind, catalog.METRICS_TYPES),
+                field="metrics.type",
+            )
+        if kind == catalog.METRICS_PROMETHEUS and not out.get("address"):
+            raise InputError("is required for a Prometheus source", field="metrics.address")
+        if "interval" in out:
+            seconds = go_duration(out["interval"])
+            if seconds is None or seconds <= 0:
+                raise InputError(
+                    f"expected a positive duration such as 30s, got {out['interval']!r}",
+                    field="metrics.interval",
+                )
+        if kind and kind != catalog.METRICS_PROMETHEUS:
+            self.skipped.append(Skipped("metrics", kind, "metrics.type"))
+            self.notes.add(
+                f"metrics source {kind}",
+                "metrics.type",
+                unsupported(catalog.METRICS_MEANING.format(type=kind)),
+            )
+        return out
 
     # -- actions ------------------------------------------------------------------------
 
@@ -453,5 +502,6 @@ __all__ = [
     "Skipped",
     "Tier",
     "load_config",
+    "metrics_interval",
     "parse_config",
 ]

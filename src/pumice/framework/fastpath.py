@@ -108,7 +108,7 @@ class FastPath:
     __slots__ = (
         "__weakref__", "_asks", "_future", "_future_version", "_peak", "_peak_version",
         "_pods", "_views", "affinity_about", "enabled", "no_fit", "nodes", "others",
-        "predicates", "scorers", "separable", "shapes", "ssn", "within_ok",
+        "per_task", "predicates", "scorers", "separable", "shapes", "ssn", "within_ok",
     )  # fmt: skip
 
     def __init__(self, ssn: Session) -> None:
@@ -134,6 +134,9 @@ class FastPath:
         #: Why a task shape found no node, by (shape, host ports, node table version):
         #: see ``place`` in :mod:`pumice.actions.allocate`.
         self.no_fit: dict[Hashable, object] = {}
+        #: Some predicate answers task by task, whatever the shape (facet ``per_task``:
+        #: an extender's HTTP predicate): no answer is shared between tasks of a shape.
+        self.per_task = any(ssn.hooks.facets("predicate", "per_task"))
         #: Some job or node holds a task with inter-pod (anti-)affinity terms.
         self.affinity_about = ssn.snapshot.affinity_about()
         #: Each resource's largest future idle amount on any node, at a table version.

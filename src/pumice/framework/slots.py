@@ -192,6 +192,14 @@ class SlotMemory:
         self.views: dict[Hashable, SlotView] = {}
         self.shapes: dict[Hashable, Any] = {}
 
+    def forget(self) -> None:
+        """Drop every view and shape: what they hold of the predicates' answers (the
+        nodes refused) stands only while those answers stay as they were, and a plugin
+        whose answers move without any node changing (with the clock, or with new
+        node metrics) calls this when they did, from ``on_cycle_open``."""
+        self.views.clear()
+        self.shapes.clear()
+
     def keep_shape(self, key: Hashable, shape: Any) -> None:
         """Keep a fast-path shape for the sessions to come (least recently made first
         out)."""

@@ -13,6 +13,7 @@ def default_registry() -> Registry:
     from pumice.plugins.conformance import ConformancePlugin
     from pumice.plugins.deviceshare import DeviceSharePlugin
     from pumice.plugins.drf import DrfPlugin
+    from pumice.plugins.extender import ExtenderPlugin
     from pumice.plugins.gang import GangPlugin
     from pumice.plugins.network_topology import NetworkTopologyPlugin
     from pumice.plugins.nodegroup import NodeGroupPlugin
@@ -26,6 +27,8 @@ def default_registry() -> Registry:
     from pumice.plugins.resource_strategy_fit import ResourceStrategyFitPlugin
     from pumice.plugins.sla import SlaPlugin
     from pumice.plugins.task_topology import TaskTopologyPlugin
+    from pumice.plugins.tdm import TdmPlugin
+    from pumice.plugins.usage import UsagePlugin
 
     return Registry(
         "plugin",
@@ -49,5 +52,8 @@ def default_registry() -> Registry:
             TaskTopologyPlugin,
             ResourceStrategyFitPlugin,
             DeviceSharePlugin,
+            TdmPlugin,
+            UsagePlugin,
+            ExtenderPlugin,
         ],
     )

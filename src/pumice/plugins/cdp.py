@@ -11,47 +11,14 @@ same way whenever it is run.
 from __future__ import annotations
 
 import math
-import re
 
 from pumice.api.task import TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
+from pumice.conf.arguments import go_duration as parse_go_duration
 from pumice.framework.session import Session
 from pumice.framework.victims import on_kind
 
 COOLDOWN_KEY = "volcano.sh/cooldown-time"
-
-_UNITS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "μs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-
-
-def parse_go_duration(text: str) -> float | None:
-    """Go's ``time.ParseDuration`` in seconds; None when it would fail."""
-    s = text.strip()
-    sign = 1.0
-    if s[:1] in "+-":
-        sign = -1.0 if s[0] == "-" else 1.0
-        s = s[1:]
-    if s == "0":
-        return 0.0
-    if not s:
-        return None
-    pos, total = 0, 0.0
-    while pos < len(s):
-        m = _PART.match(s, pos)
-        if m is None:
-            return None
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
-    return sign * total
 
 
 def cooldown_of(task: TaskInfo) -> float | None:

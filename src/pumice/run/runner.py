@@ -43,8 +43,10 @@ from typing import Any, Protocol
 from pumice.cache.cache import SchedulerCache
 from pumice.cluster.kube import KubeCluster
 from pumice.cluster.kube_client import KubeClient
+from pumice.conf.catalog import METRICS_PROMETHEUS
 from pumice.run.dump import write_dump
 from pumice.run.events import EventRecorder
+from pumice.run.prometheus import PrometheusSource
 from pumice.run.reload import ConfigWatcher
 from pumice.run.report import Reporter
 from pumice.scheduler import Scheduler
@@ -137,6 +139,10 @@ class Runner:
         self._controllers_thread: threading.Thread | None = None
         #: Called after each cycle with (decisions, applied): tests and the benchmark.
         self.on_cycle: Callable[[Any, Any], None] | None = None
+        #: The Prometheus source of nodes' load, while the configuration names one.
+        self.node_load: PrometheusSource | None = None
+        #: The node names the source asks about (read on its thread).
+        self._node_names: tuple[str, ...] = ()
 
     def may_write(self) -> bool:
         return self.elector is None or self.elector.is_leader()
@@ -231,6 +237,7 @@ class Runner:
             if reload is not None:
                 self._reloaded(reload)
             cache.sync()
+            self._node_load(cache)
             self._hypernodes()
             self._gang_apis()
             leading = self.may_write()
@@ -251,6 +258,27 @@ class Runner:
             if delay < 0:  # a long cycle: start the next period now, do not catch up
                 next_at, delay = time.monotonic(), 0.0
             self.stop.wait(delay)
+
+    def _node_load(self, cache: SchedulerCache) -> None:
+        """Keep a Prometheus source running while the configuration's ``metrics``
+        section names one (started, restarted on a new section, stopped without one),
+        and hand its newest round to the cache: never waiting for it."""
+        settings = self.scheduler.config.metrics
+        wanted = dict(settings) if settings.get("type") == METRICS_PROMETHEUS else None
+        source = self.node_load
+        if source is not None and source.settings != wanted:
+            source.stop(0.0)
+            self.node_load = source = None
+            cache.take_node_metrics({}, METRICS_PROMETHEUS)
+        self._node_names = tuple(cache.nodes_r)
+        if wanted is not None and source is None:
+            source = self.node_load = PrometheusSource(wanted, lambda: self._node_names)
+            source.start()
+            log.info("metrics: reading nodes' load from Prometheus at %s", source.address)
+        if source is not None:
+            got = source.take()
+            if got is not None:
+                cache.take_node_metrics(got, METRICS_PROMETHEUS)
 
     def _hypernodes(self) -> None:
         """Say whether HyperNodes are served (at the start, and when that changes), and
@@ -382,6 +410,8 @@ class Runner:
         self._controllers_thread = self.controllers.start_thread()
 
     def _shutdown(self) -> None:
+        if self.node_load is not None:
+            self.node_load.stop(0.0)
         if self._controllers_thread is not None:
             self.stop.set()
             self._controllers_thread.join(10)
