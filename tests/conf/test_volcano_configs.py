@@ -38,7 +38,7 @@ UNSUPPORTED = {
         "argument predicate.GPUSharingEnable of plugin predicates"
     ],
     "network-topology-aware.yaml": [],
-    "numa-aware.yaml": ["plugin numa-aware"],
+    "numa-aware.yaml": [],
     "resource-strategy-fit.yaml": ["plugin resource-strategy-fit"],
     "extender.yaml": ["plugin extender"],
     "task-topology.yaml": ["plugin task-topology"],

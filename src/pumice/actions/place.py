@@ -54,7 +54,7 @@ def place(
     # this again and again in a cycle. (Not with inter-pod affinity about, where the
     # answer also depends on the task's labels and on other pods.)
     memo_key = None
-    if task.pod_affinity is None and not fastpath.affinity_about and not task.attaches:
+    if task.pod_affinity is None and not fastpath.affinity_about and not ssn.attaching(task):
         memo_key = (shape_key(task), task.host_ports, nodes.version)
         err = fastpath.no_fit.get(memo_key)
         if err is not None:

@@ -1,5 +1,6 @@
 """Objects a cycle reads as records, with no model built from them: what pods attach
-(storage today; devices and the like as they come) and what plugins look up.
+(storage today; devices and the like as they come) and what plugins look up (nodes'
+NUMA topology, namespaces' ResourceQuotas).
 
 One table serves every mode: snapshot files (:mod:`pumice.cache.build`), the
 scheduler cache (:mod:`pumice.cache.cache`) and the cluster's list of kinds, so a kind
@@ -12,13 +13,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pumice.api.numa import NUMA_PARSERS
+from pumice.api.quota import QUOTA_PARSERS
 from pumice.api.volumes import STORAGE_PARSERS
 
 #: Kind -> parser (a Kubernetes object dict -> a record, or an InputError naming the
 #: field).
-SIDE_PARSERS: dict[str, Callable[[Mapping[str, Any]], Any]] = {**STORAGE_PARSERS}
+SIDE_PARSERS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+    **STORAGE_PARSERS,
+    **NUMA_PARSERS,  # nodes' NUMA topology (the numa-aware plugin)
+    **QUOTA_PARSERS,  # namespaces' ResourceQuotas (the resourcequota plugin)
+}
 #: The namespaced ones among them (keyed ``namespace/name``).
-SIDE_NAMESPACED = frozenset({"PersistentVolumeClaim"})
+SIDE_NAMESPACED = frozenset({"PersistentVolumeClaim", "ResourceQuota"})
 
 
 def side_key(rec: Any) -> str:

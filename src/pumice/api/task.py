@@ -136,6 +136,23 @@ class PodAffinity:
     anti: tuple[PodTerm, ...] = ()
 
 
+@dataclass(slots=True, frozen=True)
+class NumaAsk:
+    """What the numa-aware plugin reads of a Guaranteed pod (see
+    :mod:`pumice.plugins.numa_aware`): the whole CPUs each container asks for, in
+    ``spec.containers`` order (0 for a container whose cpu request is not a whole
+    number: the kubelet gives it no exclusive CPUs), and the pod's
+    ``volcano.sh/numa-topology-policy`` annotation ("" when absent or ``none``)."""
+
+    cpus: tuple[tuple[str, int], ...]  # (container name, whole CPUs)
+    policy: str = ""
+
+
+#: The pod annotation by which a pod asks for a topology manager policy (Volcano's
+#: ``NumaPolicyKey``; Volcano's job controller sets it from a task's ``topologyPolicy``).
+NUMA_POLICY_ANNOTATION = "volcano.sh/numa-topology-policy"
+
+
 @dataclass(slots=True, eq=False)
 class TaskInfo:
     """One pod, as the scheduler sees it.
@@ -178,6 +195,8 @@ class TaskInfo:
     #: The DRA ResourceClaims the pod needs (names in its namespace; "" for one not
     #: created from its template yet).
     device_claims: tuple[str, ...] = ()
+    #: A Guaranteed pod the numa-aware plugin may pin to NUMA nodes (None: never).
+    numa: NumaAsk | None = None
 
     @property
     def attaches(self) -> bool:
@@ -198,7 +217,7 @@ class TaskInfo:
             self.placement, self.host_ports, self.creation, self.preemption_policy,
             self.priority_class, self.annotations, self.labels, self.name_index,
             self.nonzero, self.scheduled_at, self.pod_affinity, self.spread, self.claims,
-            self.device_claims,
+            self.device_claims, self.numa,
         )  # fmt: skip
 
     @property

@@ -182,6 +182,7 @@ class ModelBuilder:
             api=g.api,
             schedule_timeout=g.schedule_timeout,
             schedule_start=g.schedule_start,
+            min_quota=g.min_quota,
         )
 
     def join(self, job: JobInfo, p: parse.PodRecord | TaskInfo) -> None:
@@ -274,4 +275,5 @@ class ModelBuilder:
             nonzero=nonzero,
             claims=p.claims,
             device_claims=p.device_claims,
+            numa=p.numa,
         )

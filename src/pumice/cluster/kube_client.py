@@ -87,6 +87,8 @@ RESOURCES: dict[str, Resource] = {
         Resource("StorageClass", "/apis/storage.k8s.io/v1", "storageclasses", False),
         Resource("CSINode", "/apis/storage.k8s.io/v1", "csinodes", False),
         Resource("CSIDriver", "/apis/storage.k8s.io/v1", "csidrivers", False),
+        Resource("Numatopology", "/apis/nodeinfo.volcano.sh/v1alpha1", "numatopologies", False),
+        Resource("ResourceQuota", "/api/v1", "resourcequotas", True),
         # The gangs of other dialects (pumice.api.gang_apis), by kind names of their own.
         Resource("CoschedulingPodGroup", "/apis/scheduling.x-k8s.io/v1alpha1", "podgroups", True),
         Resource("WorkloadPodGroup", "/apis/scheduling.k8s.io/v1alpha2", "podgroups", True),
@@ -123,6 +125,8 @@ API_VERSIONS: dict[str, str] = {
     "StorageClass": "storage.k8s.io/v1",
     "CSINode": "storage.k8s.io/v1",
     "CSIDriver": "storage.k8s.io/v1",
+    "Numatopology": "nodeinfo.volcano.sh/v1alpha1",
+    "ResourceQuota": "v1",
     "CoschedulingPodGroup": "scheduling.x-k8s.io/v1alpha1",
     "WorkloadPodGroup": "scheduling.k8s.io/v1alpha2",
     "Workload": "scheduling.k8s.io/v1alpha1",

@@ -42,6 +42,10 @@ KINDS = (
     "StorageClass",
     "CSINode",
     "CSIDriver",
+    # What plugins look up: nodes' NUMA topology (``nodeinfo.volcano.sh``, cluster-scoped;
+    # a cluster without the CRD has none) and namespaces' ResourceQuotas.
+    "Numatopology",
+    "ResourceQuota",
 )
 #: The kind ``kind: PodGroup`` objects of each API group are kept under.
 PODGROUP_KINDS = {
@@ -61,6 +65,7 @@ NAMESPACED = frozenset(
         "WorkloadV1alpha2",
         "PodDisruptionBudget",
         "PersistentVolumeClaim",
+        "ResourceQuota",
         "Job",
         "Command",
         "Service",

@@ -15,12 +15,14 @@ def default_registry() -> Registry:
     from pumice.plugins.gang import GangPlugin
     from pumice.plugins.network_topology import NetworkTopologyPlugin
     from pumice.plugins.nodeorder import NodeOrderPlugin
+    from pumice.plugins.numa_aware import NumaAwarePlugin
     from pumice.plugins.overcommit import OvercommitPlugin
     from pumice.plugins.pdb import PdbPlugin
     from pumice.plugins.predicates import PredicatesPlugin
     from pumice.plugins.priority import PriorityPlugin
     from pumice.plugins.proportion import ProportionPlugin
     from pumice.plugins.rescheduling import ReschedulingPlugin
+    from pumice.plugins.resourcequota import ResourceQuotaPlugin
     from pumice.plugins.sla import SlaPlugin
 
     return Registry(
@@ -41,5 +43,7 @@ def default_registry() -> Registry:
             SlaPlugin,
             NetworkTopologyPlugin,
             ReschedulingPlugin,
+            NumaAwarePlugin,
+            ResourceQuotaPlugin,
         ],
     )
