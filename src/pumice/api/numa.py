@@ -17,9 +17,9 @@ The record keeps what the numa-aware plugin reads (:mod:`pumice.plugins.numa_awa
   up here).
 
 Parsing refuses what the CRD's schema or the exporter never produces (a cpuset that is
-not one, a negative id, a CPU that is allocatable but absent from ``cpuDetail``, a
-policy name other than the two) with an :class:`~pumice.errors.InputError` naming the
-field.
+not one, a negative id, a CPU that is allocatable but absent from ``cpuDetail``) with
+an :class:`~pumice.errors.InputError` naming the field. Policy names other than the
+two are stored by the API server and not read, as in Volcano.
 """
 
 from __future__ import annotations
@@ -116,12 +116,8 @@ def parse_numatopology(obj: Mapping[str, Any]) -> NumatopologyRecord:
     spec = as_mapping(obj.get("spec"), "spec")
     policies: dict[str, str] = {}
     for key, value in as_mapping(spec.get("policies"), "spec.policies").items():
-        if key not in _POLICY_NAMES:
-            raise InputError(
-                f"unknown policy {key!r} (CPUManagerPolicy or TopologyManagerPolicy)",
-                field=f"spec.policies.{key}",
-            )
-        policies[key] = as_str(value, f"spec.policies.{key}")
+        if key in _POLICY_NAMES:  # (others are stored by the API server, and not read)
+            policies[key] = as_str(value, f"spec.policies.{key}")
     cpus: dict[int, CpuInfo] = {}
     for key, value in as_mapping(spec.get("cpuDetail"), "spec.cpuDetail").items():
         path = f"spec.cpuDetail.{key}"

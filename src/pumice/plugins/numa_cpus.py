@@ -26,7 +26,7 @@ NUMA node ``i``): unions, differences and counts are single operations.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pumice.api.numa import NumatopologyRecord
@@ -57,6 +57,41 @@ def mask_of(ids: Iterable[int]) -> int:
     for i in ids:
         m |= 1 << i
     return m
+
+
+def merge_hints(
+    policy: str, numa_ids: Sequence[int], providers: Sequence[list[Hint] | None]
+) -> tuple[int | None, bool, bool]:
+    """The topology manager's merge of one container's hints, one list per resource
+    (None: the resource has no preference; []: no NUMA node can give it): (best NUMA
+    mask, preferred, admitted).
+
+    Every combination of one hint per resource is merged (the NUMA nodes they have in
+    common; preferred when all are), and the best merged hint kept: preferred over not,
+    then fewer NUMA nodes, then lower NUMA ids. ``single-numa-node`` first keeps only
+    preferred hints of one NUMA node (or of no preference); it and ``restricted`` admit
+    a preferred best hint only, ``best-effort`` any; ``none`` (or an unknown name)
+    admits with no hint (None)."""
+    if policy not in ALIGNING:
+        return None, False, True
+    default = mask_of(numa_ids)
+    lists = [[(None, True)] if h is None else (h or [(None, False)]) for h in providers]
+    if policy == SINGLE_NUMA_NODE:
+        lists = [[(m, p) for m, p in hs if p and (m is None or m.bit_count() == 1)] for hs in lists]
+    best, preferred = default, False
+    for combo in itertools.product(*lists):
+        merged, pref = default, True
+        for m, p in combo:
+            merged &= default if m is None else m
+            pref = pref and p
+        if not merged:
+            continue
+        if pref and not preferred:
+            best, preferred = merged, pref
+        elif pref == preferred and (merged.bit_count(), merged) < (best.bit_count(), best):
+            best = merged
+    admit = preferred if policy in (SINGLE_NUMA_NODE, RESTRICTED) else True
+    return best, preferred, admit
 
 
 @dataclass(slots=True)
@@ -129,25 +164,9 @@ class CpuTopology:
         return [(m, size == smallest) for m, size in found], smallest
 
     def best(self, policy: str, hints: list[Hint] | None) -> tuple[int | None, bool, bool]:
-        """The topology manager's answer for one container: (best NUMA mask, preferred,
-        admitted). ``hints`` None: the container has no preference."""
-        if policy not in ALIGNING:
-            return None, False, True
-        default = mask_of(self.numa_ids)
-        merged: list[Hint] = [(None, True)] if hints is None else (hints or [(None, False)])
-        if policy == SINGLE_NUMA_NODE:
-            merged = [(m, p) for m, p in merged if p and (m is None or m.bit_count() == 1)]
-        best, preferred = default, False
-        for m, p in merged:
-            m = default if m is None else m & default
-            if not m:
-                continue
-            if p and not preferred:
-                best, preferred = m, p
-            elif p == preferred and (m.bit_count(), m) < (best.bit_count(), best):
-                best = m
-        admit = preferred if policy in (SINGLE_NUMA_NODE, RESTRICTED) else True
-        return best, preferred, admit
+        """The topology manager's answer for one container with the CPU manager's
+        ``hints`` (None: no preference): see :func:`merge_hints`."""
+        return merge_hints(policy, self.numa_ids, [hints])
 
     # -- assignment ----------------------------------------------------------------------
 
@@ -277,4 +296,5 @@ __all__ = [
     "Fit",
     "bits",
     "mask_of",
+    "merge_hints",
 ]
