@@ -202,7 +202,9 @@ class TaskInfo:
     def attaches(self) -> bool:
         """The pod attaches volumes or devices: whether a node suits it depends on
         which volumes and devices are still free, not on its shape alone, so it never
-        shares a fit answer with another task."""
+        shares a fit answer with another task. (A pod whose CPUs the numa-aware plugin
+        may pin is such a task too, in sessions where that applies: see
+        ``Session.attaching``, which the per-shape shortcuts ask.)"""
         return bool(self.claims or self.device_claims)
 
     @property
