@@ -115,11 +115,12 @@ def test_configmap_form_is_accepted(tmp_path, capsys) -> None:
     assert json.loads(capsys.readouterr().out)["binds"]
 
 
-def test_cycle_warns_once_on_stderr_about_what_pumice_skips(tmp_path, capsys) -> None:
+def test_cycle_warns_once_on_stderr_about_what_pumice_skips(
+    tmp_path, capsys, plugin_pumice_lacks
+) -> None:
     conf = (
         'actions: "enqueue, allocate, backfill"\ntiers:\n- plugins:\n  - name: gang\n'
-        "  - name: predicates\n  - name: numa-aware\n    arguments:\n"
-        "      weight: 10\n"
+        "  - name: predicates\n  - name: reservation\n"
     )
     path = write(tmp_path, "conf.yaml", conf)
     assert main(["cycle", str(EXAMPLE), "--config", path]) == 0
@@ -127,7 +128,7 @@ def test_cycle_warns_once_on_stderr_about_what_pumice_skips(tmp_path, capsys) ->
     assert json.loads(captured.out)["binds"]
     warnings = [line for line in captured.err.splitlines() if "warning" in line]
     assert len(warnings) == 1
-    assert warnings[0].startswith(f"pumice: warning: {path}: plugin numa-aware")
+    assert warnings[0].startswith(f"pumice: warning: {path}: plugin reservation")
     assert "not supported by pumice" in warnings[0]
 
 

@@ -110,14 +110,14 @@ def test_actions_whose_plugins_are_missing(tmp_path, text, needle) -> None:
     assert any(needle in m for m in findings(explained(tmp_path, text), "missing"))
 
 
-def test_unsupported_items_are_findings_too(tmp_path) -> None:
+def test_unsupported_items_are_findings_too(tmp_path, plugin_pumice_lacks) -> None:
     exp = explained(
         tmp_path,
         'actions: "enqueue, allocate, backfill"\ntiers:\n- plugins:\n  - name: gang\n'
-        "  - name: predicates\n  - name: numa-aware\n",
+        "  - name: predicates\n  - name: reservation\n",
     )
     (message,) = findings(exp, "load")
-    assert message.startswith("plugin numa-aware") and "not supported by pumice" in message
+    assert message.startswith("plugin reservation") and "not supported by pumice" in message
 
 
 def test_cli_json_and_text(tmp_path, capsys) -> None:

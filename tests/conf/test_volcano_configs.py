@@ -40,7 +40,7 @@ UNSUPPORTED = {
         "argument predicate.GPUSharingEnable of plugin predicates"
     ],
     "network-topology-aware.yaml": [],
-    "numa-aware.yaml": ["plugin numa-aware"],
+    "numa-aware.yaml": [],
     "resource-strategy-fit.yaml": [],
     "extender.yaml": [],
     "task-topology.yaml": [],
@@ -62,10 +62,10 @@ def test_volcano_config_loads_with_one_warning_per_unsupported_item(name: str) -
         assert "not supported by pumice" in hits[0]
 
 
-def test_an_unsupported_plugin_is_skipped_and_the_rest_schedules() -> None:
-    """numa-aware's config: the other plugins (gang, predicates, ...) still decide."""
+def test_volcanos_numa_aware_config_schedules_with_every_plugin_it_names() -> None:
+    """numa-aware's config: numa-aware joins gang, predicates and the rest."""
     config = Scheduler.from_file(str(CONFIGS / "numa-aware.yaml")).config
-    assert "numa-aware" not in config.plugin_names()
+    assert "numa-aware" in config.plugin_names()
     assert "predicates" in config.plugin_names()
     text = (CONFIGS / "numa-aware.yaml").read_text()
     conf = text.split("volcano-scheduler.conf: |\n", 1)[1]

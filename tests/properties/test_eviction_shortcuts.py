@@ -44,7 +44,7 @@ def without_shortcuts() -> Iterator[None]:
         return chosen, deciders, None  # (the refusing plugins asked again)
 
     with contextlib.ExitStack() as stack:
-        stack.enter_context(mock.patch.object(ev, "alike_key", lambda job, task: None))
+        stack.enter_context(mock.patch.object(ev, "alike_key", lambda ssn, job, task: None))
         stack.enter_context(mock.patch.object(ev, "Unheard", ev.Misses))
         stack.enter_context(mock.patch.object(ev.VictimKeys, "key", lambda self, ssn, tasks: None))
         stack.enter_context(mock.patch.object(reclaim._Reclaimees, "sync", sync))

@@ -64,7 +64,7 @@ def _deploy() -> dict[str, dict]:
 def test_deploy_holds_what_a_cluster_needs_in_order() -> None:
     kinds = [m.body["kind"] for m in load_manifests(DEPLOY)]
     assert kinds == [
-        "Namespace", *["CustomResourceDefinition"] * 6,
+        "Namespace", *["CustomResourceDefinition"] * 7,
         "ServiceAccount", "ClusterRole", "ClusterRoleBinding",  # the controllers'
         "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment",
         "Queue", "Deployment",

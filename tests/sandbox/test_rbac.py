@@ -65,6 +65,10 @@ def test_the_service_account_can_do_what_the_scheduler_does(
             lambda **kw: core.list_pod_for_all_namespaces(**kw),
             lambda **kw: custom.list_cluster_custom_object(GROUP, VERSION, "podgroups", **kw),
             lambda **kw: custom.list_cluster_custom_object(GROUP, VERSION, "queues", **kw),
+            lambda **kw: core.list_resource_quota_for_all_namespaces(**kw),
+            lambda **kw: custom.list_cluster_custom_object(
+                "nodeinfo.volcano.sh", "v1alpha1", "numatopologies", **kw
+            ),
         ):
             resp = watch(watch=True, timeout_seconds=1, _preload_content=False)
             assert resp.status == 200
@@ -150,6 +154,21 @@ def test_the_service_account_can_do_nothing_beyond(rbac_control_plane: ControlPl
         _forbidden(lambda: core.create_namespaced_pod("default", _pod("mine")))
         _forbidden(
             lambda: core.patch_namespaced_pod("p", "default", {"metadata": {"labels": {"a": "b"}}})
+        )
+        _forbidden(
+            lambda: core.create_namespaced_resource_quota(
+                "default", {"metadata": {"name": "q"}, "spec": {"hard": {"pods": "1"}}}
+            )
+        )
+        numatopology = {
+            "apiVersion": "nodeinfo.volcano.sh/v1alpha1",
+            "kind": "Numatopology",
+            "metadata": {"name": "n1"},
+        }
+        _forbidden(
+            lambda: custom.create_cluster_custom_object(
+                "nodeinfo.volcano.sh", "v1alpha1", "numatopologies", numatopology
+            )
         )
         _forbidden(lambda: core.list_namespaced_secret("pumice-system"))
         _forbidden(lambda: core.list_namespaced_config_map("pumice-system"))

@@ -396,14 +396,14 @@ def gang_breaks(ssn: Session, victims: Iterable[TaskInfo]) -> dict[str, tuple[Jo
     return out
 
 
-def alike_key(job: JobInfo, task: TaskInfo) -> Hashable | None:
+def alike_key(ssn: Session, job: JobInfo, task: TaskInfo) -> Hashable | None:
     """What preempt and reclaim read of a task of ``job`` (its placement, requests,
     spread, priority, preemption policy, best effort), so that two tasks of one job
     with the same key meet the same answer while the session stays as it was; None for
     a task whose answer may hang on who it is (host ports, inter-pod affinity, a
     network-topology gang's sub-group). Victim functions see the task: they must answer
     alike for tasks alike in these, as the built-in ones do."""
-    if task.host_ports or task.pod_affinity is not None or task.attaches:
+    if task.host_ports or task.pod_affinity is not None or ssn.attaching(task):
         return None
     if job.network_topology is not None or job.sub_groups:
         return None
@@ -588,7 +588,7 @@ class Hopeless:
         self._version = -1
 
     def key(self, ssn: Session, job: JobInfo, task: TaskInfo) -> Hashable | None:
-        alike = alike_key(job, task)
+        alike = alike_key(ssn, job, task)
         if alike is None:
             return None
         every_job = all(ssn.hooks.facets(self.hook, "alike"))

@@ -57,7 +57,7 @@ def place(
     if (
         task.pod_affinity is None
         and not fastpath.affinity_about
-        and not task.attaches
+        and not ssn.attaching(task)
         and not fastpath.per_task
     ):
         memo_key = (shape_key(task), task.host_ports, nodes.version)

@@ -262,11 +262,14 @@ def _gang_facts(
     (see :func:`_shape_groups`), each task's shape, the placements the gang needs, and
     the tasks in task order (``key``). None when the tasks have what a proof cannot
     count. The task order and the gang's needs look at the job alone, under one
-    configuration: kept with the job's version (a backlog gang asks in every cycle)."""
-    stamp = (job.version, ssn.config)
+    configuration: kept with the job's version (a backlog gang asks in every cycle).
+    Tasks the numa-aware plugin may pin (see :meth:`Session.attaching`) are not counted
+    by shape either: whether that applies moves with ``numa_known``, in the stamp."""
+    stamp = (job.version, ssn.config, ssn.numa_known)
     facts = job.verdicts.recall(_FACTS, stamp, _UNKNOWN)
     if facts is _UNKNOWN:
-        shapes = _shape_groups(job, todo)
+        pinned = any(t.numa is not None and ssn.attaching(t) for t in todo)
+        shapes = None if pinned else _shape_groups(job, todo)
         if shapes is None:
             facts = None
         else:

@@ -89,6 +89,11 @@ class JobInfo:
     api: str = "volcano"
     #: coscheduling's ``scheduleTimeoutSeconds`` (None: not set), carried only.
     schedule_timeout: float | None = None
+    #: Every entry of the PodGroup's ``spec.minResources``, quota-style keys
+    #: (``requests.cpu``, ``limits.memory``, ``count/pods``) included, which
+    #: ``min_resources`` leaves out: what the resourcequota plugin compares with a
+    #: namespace's quotas (None: no such entries known).
+    min_quota: dict[str, float] | None = None
     #: Per-task fit errors recorded during this session (task uid -> error).
     fit_errors: dict[str, FitError] = field(default_factory=dict)
     #: A job-level reason recorded during this session (e.g. "queue is overused").

@@ -22,6 +22,8 @@ from pumice.api.quantity import PODS, to_canonical
 from pumice.api.queue import NodeGroupAffinity
 from pumice.api.spread import SpreadConstraint, parse_spread
 from pumice.api.task import (
+    NUMA_POLICY_ANNOTATION,
+    NumaAsk,
     Placement,
     PodAffinity,
     PodTerm,
@@ -238,6 +240,36 @@ def resources(value: Any, path: str) -> dict[str, float]:
     return out
 
 
+def quota_base(name: str) -> str:
+    """The resource a quota-style key counts (``requests.cpu`` and ``limits.cpu``:
+    ``cpu``), whose unit its amount is kept in."""
+    if name.startswith("requests."):
+        return name[9:]
+    if name.startswith("limits."):
+        return name[7:]
+    return name
+
+
+def quota_amounts(value: Any, path: str) -> dict[str, float]:
+    """A ResourceList with every key kept, quota-style ones (``requests.cpu``,
+    ``limits.memory``, ``count/pods``) included, each amount in the canonical unit of
+    the resource it counts (``requests.cpu`` in millicores, like ``cpu``): what a
+    ResourceQuota's ``hard`` and ``used`` and a PodGroup's ``minResources`` are
+    compared in. Every quantity is validated (a negative one is refused)."""
+    out: dict[str, float] = {}
+    amounts = _AMOUNTS
+    for key, q in as_mapping(value, path).items():
+        name = _key(key, path)
+        base = quota_base(name)
+        got = amounts.get((base, q)) if type(q) is str else None
+        if got is None:
+            amount = to_canonical(base, q, field=f"{path}.{name}")
+        else:
+            amount = got[0]
+        out[name] = amount
+    return out
+
+
 #: Canonical amounts of the quantity strings seen, and whether the name is a scheduling
 #: resource, by (resource name, string): pods and PodGroups repeat a few requests, whose
 #: parse need not be done again.
@@ -359,6 +391,8 @@ class PodRecord:
     device_claims: tuple[PodClaimRef, ...] = ()
     #: The shared GPUs it asks (Volcano's deviceshare resources), None when none.
     devices: DeviceAsk | None = None
+    #: What the numa-aware plugin reads of a Guaranteed pod (see :func:`numa_ask`).
+    numa: NumaAsk | None = None
 
     @property
     def role(self) -> str:
@@ -682,6 +716,7 @@ def parse_pod(obj: Mapping[str, Any]) -> PodRecord:
         claims=pod_claims(spec, name),
         device_claims=pod_device_claims(spec, status, namespace),
         devices=devices,
+        numa=numa_ask(spec, annotations),
     )
 
 
@@ -700,6 +735,46 @@ def _device_ask(spec: Mapping[str, Any]) -> DeviceAsk | None:
         return out
 
     return device_ask(both("containers"), [lim for lim, _ in both("initContainers")])
+
+
+#: The resources Kubernetes' QoS class is computed over.
+_QOS_RESOURCES = ("cpu", "memory")
+
+
+def numa_ask(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> NumaAsk | None:
+    """What the numa-aware plugin reads of a pod: None unless the pod is of the
+    Guaranteed QoS class and asks for something NUMA placement decides (a container
+    with whole CPUs, or a ``volcano.sh/numa-topology-policy`` other than ``none``).
+
+    Guaranteed as Kubernetes computes it (``GetPodQOS``, over containers and init
+    containers): every container has positive cpu and memory limits, and the summed
+    requests (a missing request defaulting to its limit, as the API server does) equal
+    the summed limits. Called after the pod's resources were validated."""
+    requests = dict.fromkeys(_QOS_RESOURCES, 0.0)
+    limits = dict.fromkeys(_QOS_RESOURCES, 0.0)
+    cpus: list[tuple[str, int]] = []
+    for kind in ("containers", "initContainers"):
+        for i, c in enumerate(spec.get(kind) or ()):
+            res = c.get("resources") or {}
+            path = f"spec.{kind}[{i}].resources"
+            lim = resources(res.get("limits"), f"{path}.limits")
+            if not all(lim.get(r, 0.0) > 0 for r in _QOS_RESOURCES):
+                return None
+            req = resources(res.get("requests"), f"{path}.requests")
+            for r in _QOS_RESOURCES:
+                requests[r] += req.get(r, lim[r])
+                limits[r] += lim[r]
+            if kind == "containers":
+                milli = req.get("cpu", lim["cpu"])
+                whole = int(milli // 1000) if milli % 1000 == 0 else 0
+                cpus.append((str(c.get("name") or f"#{i}"), whole))
+    if not cpus or requests != limits:
+        return None
+    policy = annotations.get(NUMA_POLICY_ANNOTATION, "")
+    policy = "" if policy == "none" else policy
+    if not policy and not any(n for _, n in cpus):
+        return None
+    return NumaAsk(tuple(cpus), policy)
 
 
 def _pod_terms(value: Any, path: str) -> tuple[PodTerm, ...]:
@@ -771,6 +846,9 @@ class PodGroupRecord:
     api: str = "volcano"
     #: coscheduling's ``spec.scheduleTimeoutSeconds`` (None: not set), carried only.
     schedule_timeout: float | None = None
+    #: Every entry of ``spec.minResources``, quota-style keys included (see
+    #: :func:`quota_amounts`); None when the PodGroup has no minResources.
+    min_quota: dict[str, float] | None = None
 
     @property
     def uid(self) -> str:
@@ -815,6 +893,7 @@ def parse_podgroup(obj: Mapping[str, Any], default_queue: str = DEFAULT_QUEUE) -
         min_member=as_int(spec.get("minMember"), "spec.minMember", 1, minimum=0),
         min_task_member=mtm,
         min_resources=None if min_res is None else resources(min_res, "spec.minResources"),
+        min_quota=None if min_res is None else quota_amounts(min_res, "spec.minResources"),
         queue=as_str(spec.get("queue"), "spec.queue") or default_queue,
         priority_class=as_str(spec.get("priorityClassName"), "spec.priorityClassName"),
         phase=phase,

@@ -1,5 +1,6 @@
 """Objects a cycle reads as records, with no model built from them: what pods attach
-(storage, nodes' measured load; devices and the like as they come) and what plugins look up.
+(storage, devices, nodes' measured load) and what plugins look up (nodes'
+NUMA topology, namespaces' ResourceQuotas).
 
 One table serves every mode: snapshot files (:mod:`pumice.cache.build`), the
 scheduler cache (:mod:`pumice.cache.cache`) and the cluster's list of kinds, so a kind
@@ -20,6 +21,8 @@ from pumice.api.dra import (
 )
 from pumice.api.node_metrics import KIND as NODE_METRICS
 from pumice.api.node_metrics import parse_node_metrics
+from pumice.api.numa import NUMA_PARSERS
+from pumice.api.quota import QUOTA_PARSERS
 from pumice.api.volumes import STORAGE_PARSERS
 
 #: Dynamic resource allocation's kinds (``resource.k8s.io``).
@@ -36,9 +39,13 @@ SIDE_PARSERS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
     **DRA_PARSERS,
     # Nodes' measured load (metrics.k8s.io), read by the usage plugin.
     NODE_METRICS: parse_node_metrics,
+    **NUMA_PARSERS,  # nodes' NUMA topology (the numa-aware plugin)
+    **QUOTA_PARSERS,  # namespaces' ResourceQuotas (the resourcequota plugin)
 }
 #: The namespaced ones among them (keyed ``namespace/name``).
-SIDE_NAMESPACED = frozenset({"PersistentVolumeClaim", "ResourceClaim", "ResourceClaimTemplate"})
+SIDE_NAMESPACED = frozenset(
+    {"PersistentVolumeClaim", "ResourceClaim", "ResourceClaimTemplate", "ResourceQuota"}
+)
 
 
 def side_key(rec: Any) -> str:

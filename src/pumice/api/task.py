@@ -142,6 +142,23 @@ class PodAffinity:
     anti: tuple[PodTerm, ...] = ()
 
 
+@dataclass(slots=True, frozen=True)
+class NumaAsk:
+    """What the numa-aware plugin reads of a Guaranteed pod (see
+    :mod:`pumice.plugins.numa_aware`): the whole CPUs each container asks for, in
+    ``spec.containers`` order (0 for a container whose cpu request is not a whole
+    number: the kubelet gives it no exclusive CPUs), and the pod's
+    ``volcano.sh/numa-topology-policy`` annotation ("" when absent or ``none``)."""
+
+    cpus: tuple[tuple[str, int], ...]  # (container name, whole CPUs)
+    policy: str = ""
+
+
+#: The pod annotation by which a pod asks for a topology manager policy (Volcano's
+#: ``NumaPolicyKey``; Volcano's job controller sets it from a task's ``topologyPolicy``).
+NUMA_POLICY_ANNOTATION = "volcano.sh/numa-topology-policy"
+
+
 @dataclass(slots=True, eq=False)
 class TaskInfo:
     """One pod, as the scheduler sees it.
@@ -187,12 +204,16 @@ class TaskInfo:
     #: The shared GPUs it asks (Volcano's deviceshare resources, card by card), None
     #: when none.
     devices: DeviceAsk | None = None
+    #: A Guaranteed pod the numa-aware plugin may pin to NUMA nodes (None: never).
+    numa: NumaAsk | None = None
 
     @property
     def attaches(self) -> bool:
         """The pod attaches volumes or devices: whether a node suits it depends on
         which volumes and devices are still free, not on its shape alone, so it never
-        shares a fit answer with another task."""
+        shares a fit answer with another task. (A pod whose CPUs the numa-aware plugin
+        may pin is such a task too, in sessions where that applies: see
+        ``Session.attaching``, which the per-shape shortcuts ask.)"""
         return bool(self.claims or self.device_claims or self.devices is not None)
 
     @property
@@ -207,7 +228,7 @@ class TaskInfo:
             self.placement, self.host_ports, self.creation, self.preemption_policy,
             self.priority_class, self.annotations, self.labels, self.name_index,
             self.nonzero, self.scheduled_at, self.pod_affinity, self.spread, self.claims,
-            self.device_claims, self.devices,
+            self.device_claims, self.devices, self.numa,
         )  # fmt: skip
 
     @property

@@ -588,12 +588,14 @@ class SchedulerCache:
             old.min_member,
             old.min_task_member,
             old.min_resources,
+            old.min_quota,
             old.queue,
             old.priority_class,
         ) != (
             rec.min_member,
             rec.min_task_member,
             rec.min_resources,
+            rec.min_quota,
             rec.queue,
             rec.priority_class,
         ):

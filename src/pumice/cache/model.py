@@ -183,6 +183,7 @@ class ModelBuilder:
             api=g.api,
             schedule_timeout=g.schedule_timeout,
             schedule_start=g.schedule_start,
+            min_quota=g.min_quota,
         )
 
     def join(self, job: JobInfo, p: parse.PodRecord | TaskInfo) -> None:
@@ -276,4 +277,5 @@ class ModelBuilder:
             claims=p.claims,
             device_claims=p.device_claims,
             devices=p.devices,
+            numa=p.numa,
         )

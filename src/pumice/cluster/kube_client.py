@@ -108,6 +108,8 @@ RESOURCES: dict[str, Resource] = {
         Resource("ResourceClaim", DRA, "resourceclaims", True, DRA_OLDER),
         Resource("ResourceClaimTemplate", DRA, "resourceclaimtemplates", True, DRA_OLDER),
         Resource("NodeMetrics", "/apis/metrics.k8s.io/v1beta1", "nodes", False, watch=False),
+        Resource("Numatopology", "/apis/nodeinfo.volcano.sh/v1alpha1", "numatopologies", False),
+        Resource("ResourceQuota", "/api/v1", "resourcequotas", True),
         # The gangs of other dialects (pumice.api.gang_apis), by kind names of their own.
         Resource("CoschedulingPodGroup", "/apis/scheduling.x-k8s.io/v1alpha1", "podgroups", True),
         Resource("WorkloadPodGroup", "/apis/scheduling.k8s.io/v1alpha2", "podgroups", True),
@@ -149,6 +151,8 @@ API_VERSIONS: dict[str, str] = {
     "ResourceClaim": "resource.k8s.io/v1",
     "ResourceClaimTemplate": "resource.k8s.io/v1",
     "NodeMetrics": "metrics.k8s.io/v1beta1",
+    "Numatopology": "nodeinfo.volcano.sh/v1alpha1",
+    "ResourceQuota": "v1",
     "CoschedulingPodGroup": "scheduling.x-k8s.io/v1alpha1",
     "WorkloadPodGroup": "scheduling.k8s.io/v1alpha2",
     "Workload": "scheduling.k8s.io/v1alpha1",

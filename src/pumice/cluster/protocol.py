@@ -50,6 +50,10 @@ KINDS = (
     # Nodes' measured load (metrics.k8s.io, served by metrics-server; read by the usage
     # plugin). The API lists it but cannot watch it: it is listed again periodically.
     "NodeMetrics",
+    # What plugins look up: nodes' NUMA topology (``nodeinfo.volcano.sh``, cluster-scoped;
+    # a cluster without the CRD has none) and namespaces' ResourceQuotas.
+    "Numatopology",
+    "ResourceQuota",
 )
 #: The kind ``kind: PodGroup`` objects of each API group are kept under.
 PODGROUP_KINDS = {
@@ -71,6 +75,7 @@ NAMESPACED = frozenset(
         "PersistentVolumeClaim",
         "ResourceClaim",
         "ResourceClaimTemplate",
+        "ResourceQuota",
         "Job",
         "Command",
         "Service",

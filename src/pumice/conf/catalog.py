@@ -182,12 +182,7 @@ PLUGINS: dict[str, Entry] = _entries(
             "podtopologyspread.weight": "",
         },
     ),
-    Entry(
-        "numa-aware",
-        {"weight": ""},
-        "NUMA topology (Numatopology objects, CPU manager policies) is not checked: pods "
-        "are placed without regard for CPU and NUMA alignment",
-    ),
+    Entry("numa-aware", {"weight": ""}),
     Entry("overcommit", {"overcommit-factor": ""}),
     Entry("pdb"),
     Entry(
@@ -253,12 +248,7 @@ PLUGINS: dict[str, Entry] = _entries(
             "proportional": "",
         },
     ),
-    Entry(
-        "resourcequota",
-        {},
-        "namespace ResourceQuotas are not checked when jobs are admitted: a job is "
-        "enqueued even when its namespace's quota is used up",
-    ),
+    Entry("resourcequota"),
     Entry("sla", {"sla-waiting-time": ""}),
     Entry(
         "task-topology",

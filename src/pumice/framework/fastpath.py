@@ -162,7 +162,7 @@ class FastPath:
         apply or no node of ``rows`` can take the task."""
         if not self.within_ok or task.host_ports or task.nonzero is None or task.spread:
             return None
-        if task.attaches:  # (which volumes and devices are left moves with each choice)
+        if self.ssn.attaching(task):  # (what volumes, devices, CPUs are left moves)
             return None
         shape = self._shape(task)
         if shape is None or shape.n_future == 0:
@@ -227,7 +227,7 @@ class FastPath:
         no node can take the task."""
         if not self.enabled or task.host_ports or task.nonzero is None or task.spread:
             return None
-        if task.attaches:  # (which volumes and devices are left moves with each choice)
+        if self.ssn.attaching(task):  # (what volumes, devices, CPUs are left moves)
             return None
         shape = self._shape(task)
         if shape is None or shape.n_future == 0:
@@ -284,7 +284,9 @@ class FastPath:
         short of once they are taken, current with this session's nodes (see
         :mod:`pumice.framework.slots`); None where the fast path does not apply (the
         predicates must depend on placement alone)."""
-        if not self.enabled or task.host_ports or task.nonzero is None or task.attaches:
+        if not self.enabled or task.host_ports or task.nonzero is None:
+            return None
+        if self.ssn.attaching(task):
             return None
         if task.spread and hard(task.spread):
             return None  # (the spread filter's answer moves with every placement)

@@ -14,6 +14,7 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pumice.api.job import JobInfo
+from pumice.api.numa import NUMATOPOLOGY
 from pumice.api.queue import QueueInfo
 from pumice.api.snapshot import Snapshot
 from pumice.api.task import TaskInfo, default_task_order
@@ -152,6 +153,25 @@ class Session:
         #: The allocate fast path of this cycle, made when first asked
         #: (:func:`pumice.framework.fastpath.for_session`).
         self.fastpath: FastPath | None = None
+        #: Some node's NUMA topology is known (a Numatopology object): Guaranteed pods
+        #: with whole CPUs may then be pinned to NUMA nodes (see :meth:`attaching`).
+        self.numa_known = bool(snapshot.objects.get(NUMATOPOLOGY))
+
+    def attaching(self, task: TaskInfo) -> bool:
+        """Whether a node suits ``task`` for more than its shape (placement and
+        requests): it attaches volumes or devices (``TaskInfo.attaches``), or the
+        numa-aware plugin may pin its CPUs to NUMA nodes, which depends on the CPUs
+        still free on each NUMA node. Such a task shares no fit answer with another
+        and takes none of the per-shape shortcuts.
+
+        A pod asking for a topology policy by annotation always counts (every node is
+        refused to it when no Numatopology describes the node); a Guaranteed pod with
+        whole CPUs only when some node's NUMA topology is known: a cluster without
+        Numatopology objects keeps the shortcuts for every pod."""
+        if task.attaches:
+            return True
+        numa = task.numa
+        return numa is not None and (self.numa_known or bool(numa.policy))
 
     # -- registration -------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ def default_registry() -> Registry:
     from pumice.plugins.network_topology import NetworkTopologyPlugin
     from pumice.plugins.nodegroup import NodeGroupPlugin
     from pumice.plugins.nodeorder import NodeOrderPlugin
+    from pumice.plugins.numa_aware import NumaAwarePlugin
     from pumice.plugins.overcommit import OvercommitPlugin
     from pumice.plugins.pdb import PdbPlugin
     from pumice.plugins.predicates import PredicatesPlugin
@@ -25,6 +26,7 @@ def default_registry() -> Registry:
     from pumice.plugins.proportion import ProportionPlugin
     from pumice.plugins.rescheduling import ReschedulingPlugin
     from pumice.plugins.resource_strategy_fit import ResourceStrategyFitPlugin
+    from pumice.plugins.resourcequota import ResourceQuotaPlugin
     from pumice.plugins.sla import SlaPlugin
     from pumice.plugins.task_topology import TaskTopologyPlugin
     from pumice.plugins.tdm import TdmPlugin
@@ -55,5 +57,7 @@ def default_registry() -> Registry:
             TdmPlugin,
             UsagePlugin,
             ExtenderPlugin,
+            NumaAwarePlugin,
+            ResourceQuotaPlugin,
         ],
     )
