@@ -275,3 +275,22 @@ def test_a_new_registration_is_a_change_and_a_handshake_is_not() -> None:
 
     store.modify("Node", "n1", bigger)
     assert sched.cycle(cache.snapshot()).binds == {"default/p": "n1"}
+
+
+def test_the_card_written_at_bind_is_counted_in_the_next_cycle() -> None:
+    """Through the scheduler cache, as `pumice simulate` and `pumice run` go: the first
+    pod's card, written on it when it was bound, is taken when the next pod comes."""
+    store = MemoryCluster()
+    store.create_all([queue(), share_node("n1", 16000, 2), gpu_pod("a", {GM: 6000})])
+    cache = SchedulerCache(store)
+    scheduler = Scheduler.create(parse_config(yaml.safe_load(config(GPUSharingEnable=True))))
+    cache.apply(scheduler.cycle(cache.snapshot()))
+    first = store.get("Pod", "default/a")["metadata"]["annotations"][INDEX]
+    store.create(gpu_pod("b", {GM: 6000}))
+    cache.apply(scheduler.cycle(cache.snapshot()))
+    second = store.get("Pod", "default/b")["metadata"]["annotations"][INDEX]
+    assert {first, second} == {"0", "1"}
+    store.create(gpu_pod("c", {GM: 3000}))
+    d = scheduler.cycle(cache.snapshot())
+    assert d.binds == {}
+    assert "no GPU card with 3000 MiB free" in d.pending["default/podgroup-c"]

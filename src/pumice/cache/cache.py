@@ -511,12 +511,20 @@ class SchedulerCache:
         node, phase, terminating, scheduled_at = _pod_state(ev.obj)
         rec.node_name, rec.phase, rec.terminating = node, phase, terminating
         rec.scheduled_at = scheduled_at
+        notes = (ev.obj.get("metadata") or {}).get("annotations") or {}
+        noted = notes != rec.annotations
+        if noted:  # (what a bind wrote before it: the cards a device agent reads)
+            rec.annotations = parse.as_labels(notes, "metadata.annotations")
         if self._stale:
             return
         task = self.tasks.get(key) or self.others.get(key)
         if task is None:
             return
         job = self.jobs.get(task.job) if task.job else None
+        if noted:
+            task.annotations = rec.annotations
+            if job is not None:
+                self._touch(job)
         if task.scheduled_at != scheduled_at:
             task.scheduled_at = scheduled_at
             if job is not None:
