@@ -101,19 +101,19 @@ def kcm_binary() -> str:
 
 
 @pytest.fixture
-def garbage_collector(kcm_binary: str, tmp_path: Any) -> Iterator[Callable[[ControlPlane], Child]]:
-    """A factory: ``garbage_collector(plane)`` runs kube-controller-manager with only the
-    namespace and garbage collector controllers against ``plane`` (ownerReference
-    cascades, namespace deletion); stopped after the test. Its log is in tmp_path."""
+def controller_manager(kcm_binary: str, tmp_path: Any) -> Iterator[Callable[..., Child]]:
+    """A factory: ``controller_manager(plane, "namespace,garbagecollector", *flags)`` runs
+    kube-controller-manager with only those controllers against ``plane``; stopped after
+    the test. Its log is in tmp_path."""
     children: list[Child] = []
 
-    def start(plane: ControlPlane) -> Child:
+    def start(plane: ControlPlane, controllers: str, *flags: str) -> Child:
         argv = [
             kcm_binary, f"--kubeconfig={plane.kubeconfig}",
             f"--authentication-kubeconfig={plane.kubeconfig}",
             f"--authorization-kubeconfig={plane.kubeconfig}",
-            "--controllers=namespace,garbagecollector", "--leader-elect=false",
-            "--secure-port=0", "--concurrent-gc-syncs=5", "--v=1",
+            f"--controllers={controllers}", "--leader-elect=false", "--secure-port=0",
+            "--v=1", *flags,
         ]  # fmt: skip
         child = Child("kube-controller-manager", argv, tmp_path / f"kcm-{len(children)}.log")
         child.start()
@@ -123,6 +123,22 @@ def garbage_collector(kcm_binary: str, tmp_path: Any) -> Iterator[Callable[[Cont
     yield start
     for child in children:
         child.stop(kill=True)
+
+
+@pytest.fixture
+def garbage_collector(controller_manager: Callable[..., Child]) -> Callable[[ControlPlane], Child]:
+    """A factory: ``garbage_collector(plane)`` runs the namespace and garbage collector
+    controllers against ``plane`` (ownerReference cascades, namespace deletion)."""
+    return lambda plane: controller_manager(
+        plane, "namespace,garbagecollector", "--concurrent-gc-syncs=5"
+    )
+
+
+@pytest.fixture
+def pv_controller(controller_manager: Callable[..., Child]) -> Callable[[ControlPlane], Child]:
+    """A factory: ``pv_controller(plane)`` runs the PV controller against ``plane`` (it
+    binds claims to the PVs the scheduler chose, as in a cluster)."""
+    return lambda plane: controller_manager(plane, "persistentvolume-binder")
 
 
 @pytest.fixture

@@ -19,32 +19,8 @@ from pumice.cluster.kube_client import RESOURCES, KubeClient
 from pumice.run.runner import RunOptions
 from pumice.sandbox import ControlPlane
 from pumice.sandbox.nodes import NodeShape, create_node
-from pumice.sandbox.process import Child
 
 pytestmark = pytest.mark.k8s
-
-
-@pytest.fixture
-def pv_controller(kcm_binary: str, tmp_path: Path) -> Iterator[Callable[[ControlPlane], Child]]:
-    """A factory: kube-controller-manager running only the PV controller."""
-    children: list[Child] = []
-
-    def start(plane: ControlPlane) -> Child:
-        argv = [
-            kcm_binary, f"--kubeconfig={plane.kubeconfig}",
-            f"--authentication-kubeconfig={plane.kubeconfig}",
-            f"--authorization-kubeconfig={plane.kubeconfig}",
-            "--controllers=persistentvolume-binder", "--leader-elect=false",
-            "--secure-port=0", "--v=1",
-        ]  # fmt: skip
-        child = Child("kube-controller-manager", argv, tmp_path / f"kcm-{len(children)}.log")
-        child.start()
-        children.append(child)
-        return child
-
-    yield start
-    for child in children:
-        child.stop(kill=True)
 
 
 @pytest.fixture

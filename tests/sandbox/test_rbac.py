@@ -40,6 +40,11 @@ def _seed(admin: k8s.ApiClient) -> None:
     core.create_node({"metadata": {"name": "n1"}})
     for name in ("p", "victim", "doomed"):
         core.create_namespaced_pod("default", _pod(name))
+    core.create_persistent_volume({
+        "metadata": {"name": "pv"},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                 "hostPath": {"path": "/tmp/pv"}},
+    })  # fmt: skip
     k8s.CustomObjectsApi(admin).create_namespaced_custom_object(
         GROUP, VERSION, "default", "podgroups",
         {"apiVersion": f"{GROUP}/{VERSION}", "kind": "PodGroup",
@@ -69,6 +74,11 @@ def test_the_service_account_can_do_what_the_scheduler_does(
             lambda **kw: custom.list_cluster_custom_object(
                 "nodeinfo.volcano.sh", "v1alpha1", "numatopologies", **kw
             ),
+            lambda **kw: core.list_persistent_volume(**kw),
+            lambda **kw: core.list_persistent_volume_claim_for_all_namespaces(**kw),
+            lambda **kw: k8s.StorageV1Api(api).list_storage_class(**kw),
+            lambda **kw: k8s.StorageV1Api(api).list_csi_node(**kw),
+            lambda **kw: k8s.StorageV1Api(api).list_csi_driver(**kw),
         ):
             resp = watch(watch=True, timeout_seconds=1, _preload_content=False)
             assert resp.status == 200
@@ -78,6 +88,12 @@ def test_the_service_account_can_do_what_the_scheduler_does(
         assert custom.list_cluster_custom_object(GROUP, VERSION, "queues")["items"]
         k8s.SchedulingV1Api(api).list_priority_class()
         k8s.PolicyV1Api(api).list_pod_disruption_budget_for_all_namespaces()
+
+        # before a bind: the annotations a device plugin reads, a chosen PV's claimRef
+        note = {"metadata": {"annotations": {"volcano.sh/gpu-index": "0"}}}
+        core.patch_namespaced_pod("p", "default", note)
+        core.patch_persistent_volume("pv", {"spec": {"claimRef": {"namespace": "default",
+                                                                  "name": "data"}}})  # fmt: skip
 
         # bind, record why a pod waits, evict, delete
         binding = {"metadata": {"name": "p"}, "target": {"kind": "Node", "name": "n1"}}
@@ -152,9 +168,8 @@ def test_the_service_account_can_do_nothing_beyond(rbac_control_plane: ControlPl
         _forbidden(lambda: core.create_node({"metadata": {"name": "n2"}}))
         _forbidden(lambda: core.patch_node("n1", {"metadata": {"labels": {"a": "b"}}}))
         _forbidden(lambda: core.create_namespaced_pod("default", _pod("mine")))
-        _forbidden(
-            lambda: core.patch_namespaced_pod("p", "default", {"metadata": {"labels": {"a": "b"}}})
-        )
+        _forbidden(lambda: core.delete_persistent_volume("pv"))
+        _forbidden(lambda: core.create_persistent_volume({"metadata": {"name": "mine"}}))
         _forbidden(
             lambda: core.create_namespaced_resource_quota(
                 "default", {"metadata": {"name": "q"}, "spec": {"hard": {"pods": "1"}}}
