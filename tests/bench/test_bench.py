@@ -133,3 +133,29 @@ def test_cli_bench_prints_a_row_per_scenario(capsys, tmp_path) -> None:
 def test_cli_bench_rejects_an_unknown_scenario(capsys) -> None:
     assert main(["bench", "nope"]) == 2
     assert "unknown scenario 'nope'" in capsys.readouterr().err
+
+
+def test_a_small_volumes_case_gives_each_claim_its_own_pv_on_the_pods_node() -> None:
+    """3 nodes with 2 local PVs each and 8 pods with a claim each: 6 placed, one PV per
+    claim, on the PV's node; the other 2 wait (no PV left), as the check confirms."""
+    small = Scenario("v", "", lambda: scenarios.volumes(3, 8, per_node=2), 3, 8)
+    r = run_scenario(small, Scheduler.from_file(None), repeats=1)
+    assert r.valid, r.problems
+    assert r.bound == 6 and r.waiting == 2
+
+
+def test_check_catches_a_pv_given_twice_or_far_from_its_pod() -> None:
+    from pumice.framework.decisions import PreBind
+
+    objs = scenarios.volumes(2, 2, per_node=1)
+    pv0 = "node-00000-disk-0"
+    d = Decisions(
+        binds={"bench/pend-000000": "node-00000", "bench/pend-000001": "node-00001"},
+        prebind={
+            "bench/pend-000000": PreBind(volumes={"bench/pend-000000-data": pv0}),
+            "bench/pend-000001": PreBind(volumes={"bench/pend-000001-data": pv0}),
+        },
+    )
+    problems = check_decisions(objs, d)
+    assert any("given to claims" in p for p in problems), problems
+    assert any("its claim's PV node-00000-disk-0 elsewhere" in p for p in problems), problems

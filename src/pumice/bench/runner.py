@@ -65,15 +65,23 @@ class Result:
 
 def check_decisions(objects: Iterable[Mapping[str, Any]], decisions: Decisions) -> list[str]:
     """Problems with ``decisions`` on the cluster ``objects``: nodes over capacity after
-    the binds, PodGroups bound below their minMember. Empty when valid."""
+    the binds, PodGroups bound below their minMember, a PV chosen for two claims, or
+    for a pod on a node it does not reach (by its ``kubernetes.io/hostname``). Empty
+    when valid."""
     alloc: dict[str, dict[str, float]] = {}
     pods: dict[str, parse.PodRecord] = {}
     min_member: dict[str, int] = {}
+    hostnames: dict[str, str] = {}
+    pv_hosts: dict[str, set[str] | None] = {}
     for obj in objects:
         kind = obj.get("kind")
-        if kind == "Node":
+        if kind == "PersistentVolume":
+            pv_hosts[obj["metadata"]["name"]] = _hostnames(obj)
+        elif kind == "Node":
             spec = parse.parse_node(obj)
             alloc[spec.name] = spec.allocatable
+            labels = (obj.get("metadata") or {}).get("labels") or {}
+            hostnames[spec.name] = labels.get("kubernetes.io/hostname", spec.name)
         elif kind == "Pod":
             p = parse.parse_pod(obj)
             pods[f"{p.namespace}/{p.name}"] = p
@@ -122,7 +130,34 @@ def check_decisions(objects: Iterable[Mapping[str, Any]], decisions: Decisions) 
         have = n + ready.get(g, 0)
         if have < need:
             problems.append(f"podgroup {g} bound {n} pods, {have} placed < minMember {need}")
+    given: dict[str, str] = {}
+    for pod_key, pre in sorted(decisions.prebind.items()):
+        node_name = decisions.binds.get(pod_key)
+        for claim, pv in sorted(pre.volumes.items()):
+            other = given.setdefault(pv, claim)
+            if other != claim:
+                problems.append(f"PV {pv} given to claims {other} and {claim}")
+            hosts = pv_hosts.get(pv)
+            host = hostnames.get(node_name or "")
+            if node_name is not None and hosts is not None and host not in hosts:
+                problems.append(f"pod {pod_key} on {node_name}, its claim's PV {pv} elsewhere")
     return problems
+
+
+def _hostnames(pv: Mapping[str, Any]) -> set[str] | None:
+    """The hostnames a PV's node affinity names (None: it names none, or more than
+    hostnames, and is not checked here)."""
+    required = ((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}
+    out: set[str] = set()
+    for term in required.get("nodeSelectorTerms") or ():
+        exprs = term.get("matchExpressions") or ()
+        if term.get("matchFields") or len(exprs) != 1:
+            return None
+        e = exprs[0]
+        if e.get("key") != "kubernetes.io/hostname" or e.get("operator") != "In":
+            return None
+        out.update(e.get("values") or ())
+    return out or None
 
 
 def _percentile(values: list[float], q: float) -> float:

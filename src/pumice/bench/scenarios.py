@@ -354,6 +354,50 @@ SCALE_NODES = (500, 1000, 5000, 10_000)
 SCALE_PODS = (1000, 10_000)
 
 
+LOCAL_CLASS = "local-disk"
+
+
+def volumes(n_nodes: int = 1000, n_pending: int = 5000, per_node: int = 8) -> list[Obj]:
+    """``n_nodes`` nodes (4 CPU, 32Gi) with ``per_node`` local PVs of 100Gi each (a
+    ``WaitForFirstConsumer`` class without provisioner), and ``n_pending`` single pods
+    of 100m / 500Mi, each mounting its own unbound 50Gi claim of that class: every pod
+    needs a node with a free PV, and each PV goes to one claim."""
+    objs = [queue()]
+    objs.append({
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": LOCAL_CLASS}, "provisioner": "kubernetes.io/no-provisioner",
+        "volumeBindingMode": "WaitForFirstConsumer",
+    })  # fmt: skip
+    for i in range(n_nodes):
+        name = _node_name(i)
+        objs.append(node(name, "4", "32Gi", labels={"kubernetes.io/hostname": name}))
+        for k in range(per_node):
+            objs.append({
+                "apiVersion": "v1", "kind": "PersistentVolume",
+                "metadata": {"name": f"{name}-disk-{k}"},
+                "spec": {
+                    "capacity": {"storage": "100Gi"}, "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": LOCAL_CLASS, "local": {"path": f"/mnt/disk{k}"},
+                    "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                        _expr("kubernetes.io/hostname", "In", name)]}]}},
+                },
+                "status": {"phase": "Available"},
+            })  # fmt: skip
+    for i in range(n_pending):
+        name = f"pend-{i:06d}"
+        claim = f"{name}-data"
+        objs.append({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim, "namespace": "bench", "uid": f"bench-{claim}"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": LOCAL_CLASS,
+                     "resources": {"requests": {"storage": "50Gi"}}},
+            "status": {"phase": "Pending"},
+        })  # fmt: skip
+        volume = {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}
+        objs.append(pod(name, "100m", "500Mi", created=i, extra_spec=volume))
+    return objs
+
+
 @dataclass(frozen=True, slots=True)
 class Scenario:
     """One benchmark case: a name, what it models, and how to build its objects."""
@@ -435,6 +479,14 @@ SCENARIOS: dict[str, Scenario] = {
             20 * 64,
             gangs=(20, 64),
             config=GANG_PREEMPT_CONFIG,
+        ),
+        Scenario(
+            "volumes",
+            "1,000 nodes (4 CPU, 32Gi) with 8 local PVs of 100Gi each, 5,000 pending single "
+            "pods each mounting its own unbound WaitForFirstConsumer claim of 50Gi",
+            volumes,
+            1000,
+            5000,
         ),
         Scenario(
             "memory",

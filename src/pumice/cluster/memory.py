@@ -37,6 +37,8 @@ from pumice.cluster.protocol import (
 from pumice.errors import InputError
 
 DEFAULT_GRACE_SECONDS = 30.0
+#: The annotation a provisioner puts on the PVs it makes.
+PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
 #: Pod condition set on an evicted pod (as Kubernetes does for preemption).
 DISRUPTION_TARGET = "DisruptionTarget"
 
@@ -71,7 +73,9 @@ def provisioned(
     """The PersistentVolume a provisioner makes for ``pvc`` on ``node``: its size, class
     and access modes, and a node affinity that reaches ``node`` by the labels the
     class's ``allowedTopologies`` name (a zonal disk), or by the node's name (a local
-    volume) when it names none."""
+    volume) when it names none. It carries the ``pv.kubernetes.io/provisioned-by``
+    annotation, as a provisioner's PVs do, and the class's reclaim policy (``Delete``
+    by default)."""
     meta, spec = pvc["metadata"], pvc.get("spec") or {}
     cls = classes.get(spec.get("storageClassName") or "") or {}
     labels = (node.get("metadata") or {}).get("labels") or {}
@@ -89,9 +93,13 @@ def provisioned(
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolume",
-        "metadata": {"name": f"pvc-{meta.get('uid') or meta['name']}"},
+        "metadata": {
+            "name": f"pvc-{meta.get('uid') or meta['name']}",
+            "annotations": {PROVISIONED_BY: cls.get("provisioner", "")},
+        },
         "spec": {
             "capacity": {"storage": storage},
+            "persistentVolumeReclaimPolicy": cls.get("reclaimPolicy") or "Delete",
             "accessModes": list(spec.get("accessModes") or ["ReadWriteOnce"]),
             "storageClassName": spec.get("storageClassName") or "",
             "volumeMode": spec.get("volumeMode") or "Filesystem",
@@ -347,4 +355,11 @@ class MemoryCluster:
         return True
 
 
-__all__ = ["DEFAULT_GRACE_SECONDS", "DISRUPTION_TARGET", "MemoryCluster", "MemoryWatch"]
+__all__ = [
+    "DEFAULT_GRACE_SECONDS",
+    "DISRUPTION_TARGET",
+    "PROVISIONED_BY",
+    "MemoryCluster",
+    "MemoryWatch",
+    "provisioned",
+]

@@ -40,6 +40,8 @@ class Entry:
     module: str
     cls: str
     about: str
+    #: Part of ``all``; an optional one runs only when named.
+    default: bool = True
 
 
 #: Every controller, in the order they run in one step.
@@ -59,29 +61,39 @@ CONTROLLERS: dict[str, Entry] = {
         "QueueController",
         "Queue states (Open, Closing, Closed), their counts and the default queue",
     ),
+    "ephemeral": Entry(
+        "pumice.controllers.ephemeral",
+        "EphemeralClaimController",
+        "the claim of each generic ephemeral volume of a pod, for a cluster without "
+        "kube-controller-manager (optional: not part of all)",
+        default=False,
+    ),
 }
-ALL = tuple(CONTROLLERS)
+#: What ``all`` runs: every controller but the optional ones.
+ALL = tuple(n for n, e in CONTROLLERS.items() if e.default)
 
 
 def parse_names(text: str, flag: str = "--controllers") -> tuple[str, ...]:
-    """``"job,podgroup"`` (or ``all``, ``*``) -> the names, in registry order; an
-    unknown or empty name is an InputError listing the known ones."""
+    """``"job,podgroup"`` (or ``all``, ``*``, which an optional one may join:
+    ``all,ephemeral``) -> the names, in registry order; an unknown or empty name is an
+    InputError listing the known ones."""
     names = [n.strip() for n in text.split(",")]
     if any(n in ("all", "*") for n in names):
-        return ALL
+        names = [*ALL, *(n for n in names if n not in ("all", "*"))]
     unknown = [n for n in names if n not in CONTROLLERS]
     if unknown or not names:
-        known = ", ".join(ALL)
+        known = ", ".join(CONTROLLERS)
         raise InputError(f"unknown controller {unknown[0]!r} (known: {known}, or all)",
                          field=flag)  # fmt: skip
-    return tuple(n for n in ALL if n in names)
+    return tuple(n for n in CONTROLLERS if n in names)
 
 
 def controller_class(name: str, flag: str = "--controllers") -> type:
     """The class of controller ``name``, imported now; InputError when it cannot be."""
     entry = CONTROLLERS.get(name)
     if entry is None:
-        raise InputError(f"unknown controller {name!r} (known: {', '.join(ALL)})", field=flag)
+        raise InputError(f"unknown controller {name!r} (known: {', '.join(CONTROLLERS)})",
+                         field=flag)  # fmt: skip
     try:
         module = importlib.import_module(entry.module)
     except ImportError as err:

@@ -74,6 +74,9 @@ class _ClassVolumes:
     pvs: list[PersistentVolumeRecord]
     capacity: np.ndarray
     modes: np.ndarray
+    #: Each PV's volume mode, as its index in ``volume_modes``.
+    volume_mode: np.ndarray
+    volume_modes: dict[str, int]
     free: np.ndarray  # available, and not assumed in this session
     #: Each PV's node reach: a row (one node), or -1 with the group's mask in ``masks``.
     row: np.ndarray
@@ -270,10 +273,16 @@ class VolumeChecks:
                 g = seen[pv.node_terms] = len(masks)
                 masks.append(reach)
             groups[k] = g
+        volume_modes: dict[str, int] = {}
         got = self._by_class[cls] = _ClassVolumes(
             pvs=pvs,
             capacity=np.array([pv.capacity for pv in pvs], dtype=np.int64),
             modes=np.array([pv.access_modes for pv in pvs], dtype=np.int64),
+            volume_mode=np.array(
+                [volume_modes.setdefault(pv.volume_mode, len(volume_modes)) for pv in pvs],
+                dtype=np.int64,
+            ),
+            volume_modes=volume_modes,
             free=np.ones(len(pvs), dtype=bool),
             row=rows,
             group=groups,
@@ -290,12 +299,11 @@ class VolumeChecks:
         vols = self._volumes(cls)
         want = pvc.access_modes
         ok = vols.free & (vols.capacity >= pvc.request) & ((vols.modes & want) == want)
-        for k in np.flatnonzero(ok):
-            pv = vols.pvs[k]
-            if pv.volume_mode != pvc.volume_mode or (
-                pvc.selector is not None and not pvc.selector.matches(dict(pv.labels))
-            ):
-                ok[k] = False
+        ok &= vols.volume_mode == vols.volume_modes.get(pvc.volume_mode, -1)
+        if pvc.selector is not None:
+            for k in np.flatnonzero(ok):
+                if not pvc.selector.matches(dict(vols.pvs[k].labels)):
+                    ok[k] = False
         return ok
 
     def _claim_nodes(self, pvc: PersistentVolumeClaimRecord) -> np.ndarray:
@@ -310,9 +318,10 @@ class VolumeChecks:
         mask = np.zeros(n, dtype=bool)
         rows = vols.row[ok]
         mask[rows[rows >= 0]] = True
-        for g in np.unique(vols.group[ok]):
-            if g >= 0:
-                mask |= vols.masks[g]
+        if vols.masks:
+            for g in np.unique(vols.group[ok]):
+                if g >= 0:
+                    mask |= vols.masks[g]
         if cls.provisioner != NO_PROVISIONER:
             mask |= self._reach(cls.allowed)
         return mask

@@ -85,6 +85,19 @@ def add_parser(sub: Any) -> None:
         help="no fake kubelet: bound pods stay Pending, graceful deletions never finish",
     )
     s.add_argument(
+        "--local-volumes",
+        type=int,
+        default=2,
+        metavar="K",
+        help="static local PersistentVolumes of 100Gi per node, of StorageClass pumice-local "
+        "(default 2)",
+    )
+    s.add_argument(
+        "--no-provisioner",
+        action="store_true",
+        help="no provisioner for pumice-local claims: claims are neither provisioned nor bound",
+    )
+    s.add_argument(
         "--startup-delay",
         type=float,
         metavar="SECONDS",
@@ -94,7 +107,11 @@ def add_parser(sub: Any) -> None:
 
 
 def _check(args: argparse.Namespace) -> None:
-    for flag, value in (("--nodes", args.nodes), ("--gpu-nodes", args.gpu_nodes)):
+    for flag, value in (
+        ("--nodes", args.nodes),
+        ("--gpu-nodes", args.gpu_nodes),
+        ("--local-volumes", args.local_volumes),
+    ):
         if value < 0:
             raise InputError("must be 0 or more", field=flag)
     if args.port is not None and not 0 < args.port < 65536:
@@ -148,6 +165,7 @@ class Sandbox:
 
         plane = ControlPlane(workdir=self.folder, port=self.args.port)
         kubelet = None
+        provisioner = None
         client = None
         try:
             _say(f"starting etcd and kube-apiserver in {self.folder} ...")
@@ -162,6 +180,8 @@ class Sandbox:
             names = [] if self.stop.is_set() else self._nodes(client)
             if names and not self.args.no_kubelet and not self.stop.is_set():
                 kubelet = self._kubelet(client, names)
+            if names and not self.stop.is_set():
+                provisioner = self._storage(client, names)
             if not self.stop.is_set():
                 self._tell(plane.server, kubeconfig, kubelet is not None)
             while not self.stop.wait(1.0):
@@ -178,6 +198,8 @@ class Sandbox:
             print(f"pumice: sandbox: {err}", file=sys.stderr)
             return EXIT_FAILED
         finally:
+            if provisioner is not None:
+                provisioner.stop()
             if kubelet is not None:
                 kubelet.stop()
             plane.stop()
@@ -206,6 +228,21 @@ class Sandbox:
         kubelet.start()
         kubelet.wait_synced(30)
         return kubelet
+
+    def _storage(self, client: Any, names: list[str]) -> Any:
+        """The pumice-local class, its static PVs and its provisioner (which binds)."""
+        from pumice.sandbox.kubelet import owner
+        from pumice.sandbox.volumes import CLASS, LocalProvisioner, create_storage
+
+        create_storage(client, names, per_node=self.args.local_volumes)
+        _say(f"StorageClass {CLASS}: {self.args.local_volumes} local PVs of 100Gi per node"
+             + ("" if self.args.no_provisioner else "; its provisioner binds claims"))  # fmt: skip
+        if self.args.no_provisioner:
+            return None
+        provisioner = LocalProvisioner(client, owner(names))
+        provisioner.start()
+        provisioner.wait_synced(30)
+        return provisioner
 
     def _tell(self, server: str, kubeconfig: Path, kubelet: bool) -> None:
         cpu, gpu = self.args.nodes, self.args.gpu_nodes

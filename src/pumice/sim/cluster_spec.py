@@ -11,6 +11,9 @@ The network, when there is one, comes with the nodes (:func:`load_cluster_spec`)
 file's ``topology.volcano.sh`` HyperNode manifests, or a compact ``topology:`` block
 (``{nodesPerLeaf, leavesPerSpine, tiers}``, :class:`~pumice.sim.topology.TreeShape`)
 that generates a leaf-spine tree over the file's nodes in the order they are listed.
+
+So does the storage (:mod:`pumice.sim.storage_spec`): StorageClass, PersistentVolume,
+CSINode and CSIDriver manifests, and a compact node group's ``localVolumes`` block.
 """
 
 from __future__ import annotations
@@ -30,6 +33,14 @@ from pumice.sim.fields import (
     require_int,
     require_str,
 )
+from pumice.sim.storage_spec import (
+    STORAGE_KINDS,
+    check_storage,
+    local_class,
+    local_pvs,
+    local_volumes,
+    storage_object,
+)
 from pumice.sim.topology import TreeShape, cluster_topology, hypernode_objects
 from pumice.sim.workload import GPU
 
@@ -38,7 +49,7 @@ GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
-_GROUP_KEYS = ("count", "namePrefix", "allocatable", "labels", "taints")
+_GROUP_KEYS = ("count", "namePrefix", "allocatable", "labels", "taints", "localVolumes")
 _CLUSTER_KEYS = ("apiVersion", "kind", "nodes", "topology")
 
 
@@ -107,11 +118,13 @@ def default_cluster() -> list[dict[str, Any]]:
 
 @dataclass(slots=True)
 class ClusterSpec:
-    """A cluster file's Node objects and the HyperNodes of its network (none: no
-    network-topology information)."""
+    """A cluster file's Node objects, the HyperNodes of its network (none: no
+    network-topology information) and its storage objects (StorageClasses,
+    PersistentVolumes, CSINodes, CSIDrivers; none: no storage)."""
 
     nodes: list[dict[str, Any]]
     hypernodes: list[dict[str, Any]] = field(default_factory=list)
+    storage: list[dict[str, Any]] = field(default_factory=list)
 
 
 def load_cluster(path: str | None, notes: list[str] | None = None) -> list[dict[str, Any]]:
@@ -131,8 +144,10 @@ def load_cluster_spec(
     names are ``{namePrefix}-{i:03d}``, numbered per prefix across groups and padded so
     that they sort. With ``network``, ``topology.volcano.sh`` HyperNode objects are kept,
     or a compact document's ``topology: {nodesPerLeaf, leavesPerSpine, tiers}`` block
-    generates a tree over all the file's nodes, in file order (not both). Objects of other
-    kinds are left out, as ``pumice cycle`` takes what it needs from a whole dump
+    generates a tree over all the file's nodes, in file order (not both). StorageClass,
+    PersistentVolume, CSINode and CSIDriver objects are kept, and a node group's
+    ``localVolumes`` makes local PVs on each of its nodes (:mod:`pumice.sim.storage_spec`).
+    Objects of other kinds are left out, as ``pumice cycle`` takes what it needs from a whole dump
     (``kubectl get nodes,pods -A -o yaml``): the workload comes from elsewhere. How many
     were left out is said in ``notes``, when given. Bad input raises
     :class:`InputError` naming the file, node and field.
@@ -143,14 +158,18 @@ def load_cluster_spec(
         raise InputError("no such file", file=path)
     nodes: list[dict[str, Any]] = []
     hypernodes: list[dict[str, Any]] = []
+    storage: list[dict[str, Any]] = []
+    local: list[dict[str, Any]] = []  # (the local volumes of compact node groups)
     shape: TreeShape | None = None
     skipped: dict[str, int] = {}
     for obj in iter_objects(read_documents(path), file=path):
         kind = obj.get("kind")
         if kind == "Node":
             nodes.append(_node_manifest(obj, path))
+        elif kind in STORAGE_KINDS:
+            storage.append(storage_object(obj, path))
         elif "nodes" in obj and kind in (None, "Cluster"):
-            nodes.extend(_compact_nodes(obj, path))
+            nodes.extend(_compact_nodes(obj, path, local))
             if "topology" in obj and network:
                 if shape is not None:
                     raise InputError(
@@ -194,7 +213,12 @@ def load_cluster_spec(
         cluster_topology(nodes, hypernodes)  # a tree that lies is refused here
     except InputError as exc:
         raise exc.located(file=path) from None
-    return ClusterSpec(nodes, hypernodes)
+    classes = {o["metadata"]["name"] for o in storage if o["kind"] == "StorageClass"}
+    for name in sorted({o["spec"]["storageClassName"] for o in local} - classes):
+        storage.append(local_class(name))
+    storage.extend(local)
+    check_storage(storage, path)
+    return ClusterSpec(nodes, hypernodes, storage)
 
 
 def _node_manifest(obj: Mapping[str, Any], file: str) -> dict[str, Any]:
@@ -229,7 +253,11 @@ def _node_manifest(obj: Mapping[str, Any], file: str) -> dict[str, Any]:
     return node
 
 
-def _compact_nodes(doc: Mapping[str, Any], file: str) -> list[dict[str, Any]]:
+def _compact_nodes(
+    doc: Mapping[str, Any], file: str, local: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """The nodes of a compact document; the local PVs of its groups' ``localVolumes``
+    go into ``local``."""
     try:
         check_keys(doc, _CLUSTER_KEYS, field=None)
     except InputError as exc:
@@ -264,12 +292,16 @@ def _compact_nodes(doc: Mapping[str, Any], file: str) -> list[dict[str, Any]]:
                 raise InputError("missing allocatable", field=f"{f}.allocatable")
             labels = _labels(group.get("labels"), f"{f}.labels")
             taints = _taints(group.get("taints"), f"{f}.taints")
+            volumes = None
+            if group.get("localVolumes") is not None:
+                volumes = local_volumes(group["localVolumes"], f"{f}.localVolumes")
         except InputError as exc:
             raise exc.located(file=file, obj=f"node group {prefix}") from None
-        for i in range(start, start + count):
-            nodes.append(
-                node_object(f"{prefix}-{i:0{width}d}", allocatable, labels=labels, taints=taints)
-            )
+        names = [f"{prefix}-{i:0{width}d}" for i in range(start, start + count)]
+        for name in names:
+            nodes.append(node_object(name, allocatable, labels=labels, taints=taints))
+        if volumes is not None and local is not None:
+            local.extend(local_pvs(names, *volumes))
     return nodes
 
 

@@ -51,8 +51,9 @@ def add_parser(sub: Any) -> None:
     )
     s.add_argument(
         "--cluster",
-        help="nodes: Node manifests or a compact {nodes: [...]} file "
-        "(default: the built-in 56-node GPU cluster)",
+        help="nodes: Node manifests or a compact {nodes: [...]} file, with HyperNodes and "
+        "storage (StorageClasses, PersistentVolumes, CSINodes, CSIDrivers, a node group's "
+        "localVolumes) if any (default: the built-in 56-node GPU cluster)",
     )
     s.add_argument(
         "--config",
@@ -347,6 +348,8 @@ class _Plan:
     names: tuple[str, ...]
     targets: tuple[Path, ...]  # report directory of each run
     hypernodes: tuple[dict[str, Any], ...] = ()
+    #: The cluster's StorageClasses, PersistentVolumes, CSINodes and CSIDrivers.
+    storage: tuple[dict[str, Any], ...] = ()
     seeds: tuple[int, ...] = ()  # of each run, in a grid over seeds (else empty)
     label_errors: bool = False  # an InputError names the run it came from
 
@@ -381,6 +384,7 @@ def _run_config(
         plan.options,
         config_name=name,
         hypernodes=plan.hypernodes,
+        storage=plan.storage,
     )
     t0 = time.perf_counter()
     result = sim.run(progress)
@@ -645,6 +649,7 @@ def run(args: argparse.Namespace) -> int:
         names=tuple(names),
         targets=targets,
         hypernodes=tuple(cluster.hypernodes),
+        storage=tuple(cluster.storage),
         seeds=tuple(run_seeds) if grid else (),
         label_errors=grid or address is not None,
     )

@@ -49,6 +49,13 @@ kubelet and the metrics use the same tree (:mod:`pumice.sim.topology`) to find t
 each gang spans when it starts, and ``SimOptions.topology_slowdown`` lengthens its run
 accordingly (off by default).
 
+**Storage.** ``storage`` (StorageClasses, PersistentVolumes, CSINodes, CSIDrivers of the
+cluster file) goes into the store with the nodes; the workload's claims are created when
+the first job mounting them arrives, and released volumes are reclaimed
+(:mod:`pumice.sim.storage`); the controllers then also run the ephemeral claim
+controller and the reclaimer. Binding a pod binds its volumes at once
+(:meth:`~pumice.cluster.memory.MemoryCluster.bind`).
+
 **Gang timeouts.** A gang of another dialect (coscheduling, Kubernetes' Workload API)
 times out and backs off on the session's clock (:mod:`pumice.plugins.gang_timeout`),
 at times nothing else may mark: after each cycle the engine wakes for the first
@@ -72,6 +79,7 @@ from pumice.api import parse
 from pumice.api.quantity import render_quantity, render_resources
 from pumice.cache.cache import SchedulerCache
 from pumice.cluster.memory import MemoryCluster
+from pumice.controllers.ephemeral import EphemeralClaimController
 from pumice.controllers.job import JobController
 from pumice.controllers.manager import Manager
 from pumice.errors import InputError
@@ -85,6 +93,7 @@ from pumice.sim.objects import (
     priority_class_objects,
     queue_objects,
 )
+from pumice.sim.storage import ClaimFeeder, VolumeReclaimer, mounts_claims
 from pumice.sim.topology import NO_SLOWDOWN, Slowdown, Spans, cluster_topology
 from pumice.sim.workload import JobSpec, Workload
 
@@ -206,6 +215,7 @@ class Simulation:
         *,
         config_name: str = "default",
         hypernodes: Sequence[Mapping[str, Any]] = (),
+        storage: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         check_workload(workload, nodes)
         topology = cluster_topology(nodes, hypernodes)
@@ -230,16 +240,30 @@ class Simulation:
         self.store.create_all(copy.deepcopy(list(nodes)))
         if hypernodes:
             self.store.create_all(copy.deepcopy(list(hypernodes)))
+        if storage:
+            self.store.create_all(copy.deepcopy(list(storage)))
         self.store.create_all(priority_class_objects(workload.priority_classes))
         self.store.create_all(queue_objects(workload.queues))
         self.api: SimStore | None = None
         self.manager: Manager | None = None
-        if as_jobs or any(j.manifest is not None for j in workload.jobs):
-            self.api = SimStore(self.store, grace=options.grace)
-            controller = JobController(
-                self.api, scheduler_names=(options.scheduler_name,), keygen=sim_keygen
-            )
-            self.manager = Manager(self.api, [controller])
+        self.claims: ClaimFeeder | None = None
+        self.reclaimer: VolumeReclaimer | None = None
+        jobs = as_jobs or any(j.manifest is not None for j in workload.jobs)
+        volumes = bool(storage) or mounts_claims(workload)
+        if jobs or volumes:
+            api = SimStore(self.store, grace=options.grace)
+            controllers: list[Any] = []
+            if jobs:
+                self.api = api
+                controllers.append(
+                    JobController(api, scheduler_names=(options.scheduler_name,), keygen=sim_keygen)
+                )
+            if volumes:
+                self.claims = ClaimFeeder(api, workload.claims)
+                self.claims.start(workload.jobs)
+                self.reclaimer = VolumeReclaimer(api, on_free=self._changed)
+                controllers += [EphemeralClaimController(api), self.reclaimer]
+            self.manager = Manager(api, controllers)
         self.cache = SchedulerCache(
             self.store, scheduler_name=options.scheduler_name, clock=lambda: self.clock.now
         )
@@ -442,6 +466,8 @@ class Simulation:
             elif kind == "call":  # something from outside at a set time (tests, what-ifs)
                 event[1](self)
             elif kind == "arrival":
+                if self.claims is not None:
+                    self.claims.arrive(event[1])
                 kubelet.arrive(event[1])
                 self._next_arrival()
             elif kind == "sample":
@@ -491,10 +517,17 @@ def simulate(
     config_name: str = "default",
     progress: Progress | None = None,
     hypernodes: Sequence[Mapping[str, Any]] = (),
+    storage: Sequence[Mapping[str, Any]] = (),
 ) -> SimResult:
     """Run one simulation and return its metrics."""
     sim = Simulation(
-        nodes, workload, scheduler, options, config_name=config_name, hypernodes=hypernodes
+        nodes,
+        workload,
+        scheduler,
+        options,
+        config_name=config_name,
+        hypernodes=hypernodes,
+        storage=storage,
     )
     return sim.run(progress)
 

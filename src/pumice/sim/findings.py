@@ -94,6 +94,10 @@ class Span:
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
+#: How the volume checks say a node has no volume for a pod's claim.
+_NO_VOLUME = "didn't find available persistent volumes to bind"
+
+
 def reason_label(text: str) -> str:
     """A short name for the stage an explanation stopped at, to group and count them:
     ``not admitted (overcommit)``, ``gang short: queue's deserved share``, ``gang short:
@@ -113,6 +117,8 @@ def reason_label(text: str) -> str:
         if "capability" in t:
             return "gang short: queue's capability"
         if "nodes are available" in t:
+            if _NO_VOLUME in t:  # (kube-scheduler's words for a WaitForFirstConsumer claim)
+                return "gang short: no free volume"
             return "gang short: no node had room"
         return "gang short"
     if "deserved share" in t:
@@ -622,6 +628,14 @@ def _idle_remedy(
                 f"queue findings)."
             )
         return remedy, extra, numbers
+    if top == "gang short: no free volume":
+        return (
+            f"Try: more volumes where the {_unit(v.resource)} sat idle (local disks on more "
+            "nodes, e.g. localVolumes in the cluster file, or a class that provisions "
+            "there): the waiting pods' claims found no free volume on the nodes with room.",
+            "",
+            {},
+        )
     if top == "gang short: no node had room":
         return (
             "Try: the binpack plugin (e.g. src/pumice/examples/configs/binpack-heavy.yaml): "

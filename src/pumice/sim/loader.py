@@ -22,6 +22,7 @@ from typing import Any
 from pumice.api import gang_apis
 from pumice.api.quantity import render_resources
 from pumice.api.topology_spec import parse_network_topology
+from pumice.api.volumes import parse_pvc
 from pumice.errors import InputError
 from pumice.sim.documents import iter_objects, read_documents
 from pumice.sim.fields import (
@@ -131,6 +132,8 @@ class _Pod:
     #: The gang it joins: (dialect, group name, Workload pod group, replica key);
     #: None: a job of its own.
     ref: GangKey | None = None
+    #: Its claim volumes (``persistentVolumeClaim`` or ``ephemeral``), as written.
+    volumes: tuple[Mapping[str, Any], ...] = ()
 
 
 #: A gang a pod names (see :class:`_Pod`).
@@ -152,6 +155,9 @@ class _Builder:
     #: Kubernetes' Workloads (``scheduling.k8s.io``), not the compact form.
     workloads: list[tuple[str, Mapping[str, Any]]] = field(default_factory=list)
     pods: list[_Pod] = field(default_factory=list)
+    #: PersistentVolumeClaim manifests by ``namespace/name``, and where each was read.
+    claims: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    claim_files: dict[str, str] = field(default_factory=dict)
     skipped: int = 0
     warnings: list[str] = field(default_factory=list)
 
@@ -210,6 +216,8 @@ class _Builder:
             self.add_volcano_job(obj, file)
         elif kind == "Queue":
             self.add_queue_object(obj, file)
+        elif kind == "PersistentVolumeClaim":
+            self.add_claim(obj, file)
         elif kind == "PriorityClass":
             meta = _metadata(obj, file, "PriorityClass")
             name = require_str(meta.get("name"), field="metadata.name")
@@ -306,6 +314,54 @@ class _Builder:
             raise exc.located(file=file, obj=where) from None
         self.add_queue(queue, _Origin(file, where))
 
+    def add_claim(self, obj: Mapping[str, Any], file: str) -> None:
+        """A PersistentVolumeClaim the workload's pods mount (checked as the scheduler
+        reads it; created in the simulated cluster when first needed)."""
+        meta = _metadata(obj, file, "PersistentVolumeClaim")
+        name = require_str(meta.get("name"), field="metadata.name")
+        namespace = meta.get("namespace") or DEFAULT_NAMESPACE
+        key = f"{namespace}/{name}"
+        where = f"PersistentVolumeClaim {key}"
+        try:
+            parse_pvc(obj)
+        except InputError as exc:
+            raise exc.located(file=file, obj=where) from None
+        if key in self.claims:
+            raise InputError(
+                f"duplicate claim {key} (first declared in {self.claim_files[key]})",
+                file=file,
+                obj=where,
+                field="metadata.name",
+            )
+        claim = copy.deepcopy(dict(obj))
+        claim["metadata"] = {
+            k: v
+            for k, v in claim["metadata"].items()
+            if k not in ("uid", "resourceVersion", "creationTimestamp", "generation")
+        }
+        claim["metadata"]["namespace"] = namespace
+        claim.pop("status", None)
+        (claim.get("spec") or {}).pop("volumeName", None)
+        self.claims[key] = claim
+        self.claim_files[key] = file
+
+    def check_claims(self) -> None:
+        """Every claim a job mounts by name is declared by some file (else the job would
+        wait for it for ever)."""
+        from pumice.sim.storage import mounted_claims
+
+        for key, job in self.jobs.items():
+            for name in mounted_claims(job):
+                if f"{job.namespace}/{name}" not in self.claims:
+                    origin = self.job_origin[key]
+                    raise InputError(
+                        f"its pods mount persistentvolumeclaim {name}, which no file "
+                        "declares (add the PersistentVolumeClaim to the workload)",
+                        file=origin.file,
+                        obj=origin.obj,
+                        field="spec.volumes",
+                    )
+
     def add_pod(self, obj: Mapping[str, Any], file: str) -> None:
         meta = _metadata(obj, file, "Pod")
         name = require_str(meta.get("name"), field="metadata.name")
@@ -340,9 +396,12 @@ class _Builder:
                 field=f"metadata.annotations[{ANNOTATION_QUEUE_NAME}]",
             )
             ref = _pod_ref(annotations, labels, spec)
+            volumes = _claim_volumes(spec)
         except InputError as exc:
             raise exc.located(file=file, obj=where) from None
-        self.pods.append(_Pod(file, name, namespace, task, requests, annotations, pc, queue, ref))
+        self.pods.append(
+            _Pod(file, name, namespace, task, requests, annotations, pc, queue, ref, volumes)
+        )
 
     def build_manifest_jobs(self) -> None:
         groups: dict[tuple[str, GangKey], list[_Pod]] = {}
@@ -522,6 +581,7 @@ class _Builder:
         self.build_manifest_jobs()
         self.group_compact_workloads()
         self.check_pod_names()
+        self.check_claims()
         queue_names = set(self.queues) | set(known_queues)
         for key, job in self.jobs.items():
             origin = self.job_origin[key]
@@ -553,6 +613,7 @@ class _Builder:
             priority_classes=pcs,
             skipped=self.skipped,
             warnings=tuple(self.warnings),
+            claims=tuple(self.claims[k] for k in sorted(self.claims)),
         )
 
 
@@ -581,6 +642,13 @@ def load_workload(
       simulated cluster as written (``JobSpec.group``).
     - The compact form: a ``kind: Workload`` document (``apiVersion: pumice.io/v1alpha1``)
       with ``queues``, ``priorityClasses`` and ``jobs`` (each may say its ``dialect``).
+
+    - PersistentVolumeClaims the pods mount (a pod volume's
+      ``persistentVolumeClaim.claimName``, a Volcano Job's ``volumeClaimName``): each
+      claim mounted by name must be declared by some file; it is created in the
+      simulated cluster when the first job mounting it arrives (:mod:`pumice.sim.storage`).
+      The pods of one role attach the same claims (a pod's claim volumes are kept, as
+      written, for every pod of its role).
 
     Objects of other kinds (Nodes, say) are skipped and counted. Every job's queue must be
     declared by some file or be in ``known_queues``; every priority class it names must be
@@ -868,15 +936,58 @@ def _sim_facts(
     return arrival, duration, outcome, end_fraction
 
 
+def _claim_volumes(spec: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
+    """The pod's volumes that attach a claim (by name, or an ephemeral one), checked."""
+    out = []
+    volumes = spec.get("volumes") or []
+    if not isinstance(volumes, list):
+        raise InputError("expected a list", field="spec.volumes")
+    for i, v in enumerate(volumes):
+        f = f"spec.volumes[{i}]"
+        if not isinstance(v, Mapping):
+            raise InputError("expected a map", field=f)
+        if "persistentVolumeClaim" in v:
+            pvc = v["persistentVolumeClaim"]
+            if not isinstance(pvc, Mapping):
+                raise InputError("expected a map", field=f"{f}.persistentVolumeClaim")
+            require_str(pvc.get("claimName"), field=f"{f}.persistentVolumeClaim.claimName")
+        elif "ephemeral" in v:
+            eph = v["ephemeral"]
+            template = eph.get("volumeClaimTemplate") if isinstance(eph, Mapping) else None
+            if not isinstance(template, Mapping):
+                raise InputError("expected a map", field=f"{f}.ephemeral.volumeClaimTemplate")
+            try:
+                parse_pvc({"metadata": {"name": "x"}, "spec": template.get("spec")})
+            except InputError as exc:
+                raise InputError(
+                    exc.message, field=f"{f}.ephemeral.volumeClaimTemplate.{exc.field}"
+                ) from None
+        else:
+            continue
+        name = require_str(v.get("name"), field=f"{f}.name")
+        if not is_dns_label(name):
+            raise InputError(f"invalid volume name {name!r}", field=f"{f}.name")
+        out.append(copy.deepcopy(dict(v)))
+    return tuple(out)
+
+
 def _tasks_from_pods(pods: Sequence[_Pod]) -> tuple[TaskSpec, ...]:
     order: list[str] = []
     shapes: dict[str, dict[str, float]] = {}
     counts: dict[str, int] = {}
+    volumes: dict[str, tuple[Mapping[str, Any], ...]] = {}
     for pod in pods:
         if pod.task not in shapes:
             order.append(pod.task)
             shapes[pod.task] = pod.requests
+            volumes[pod.task] = pod.volumes
             counts[pod.task] = 0
+        elif volumes[pod.task] != pod.volumes:
+            raise InputError(
+                f"pod {pod.namespace}/{pod.name} attaches other claims than the other pods "
+                f"of task {pod.task!r}; give each its own {ANNOTATION_TASK_SPEC}",
+                field="spec.volumes",
+            )
         elif shapes[pod.task] != pod.requests:
             raise InputError(
                 f"pod {pod.namespace}/{pod.name} requests {render_resources(pod.requests)} "
@@ -886,7 +997,9 @@ def _tasks_from_pods(pods: Sequence[_Pod]) -> tuple[TaskSpec, ...]:
                 field="spec.containers",
             )
         counts[pod.task] += 1
-    return tuple(TaskSpec(name=t, replicas=counts[t], requests=shapes[t]) for t in order)
+    return tuple(
+        TaskSpec(name=t, replicas=counts[t], requests=shapes[t], volumes=volumes[t]) for t in order
+    )
 
 
 def _podgroup_job(
@@ -920,9 +1033,7 @@ def _podgroup_job(
             raise InputError(
                 f"{m} is greater than the task's {by_name[task_name].replicas} pods", field=f
             )
-        by_name[task_name] = TaskSpec(
-            task_name, by_name[task_name].replicas, by_name[task_name].requests, m
-        )
+        by_name[task_name] = dataclasses.replace(by_name[task_name], min_available=m)
     arrival, duration, outcome, end_fraction = _sim_facts(
         annotations, pods, prefix="metadata.annotations"
     )
@@ -1029,7 +1140,7 @@ def _single_pod_job(pod: _Pod) -> JobSpec:
         queue=pod.queue or DEFAULT_QUEUE,
         arrival=arrival,
         duration=duration,
-        tasks=(TaskSpec(name=pod.task, replicas=1, requests=pod.requests),),
+        tasks=(TaskSpec(name=pod.task, replicas=1, requests=pod.requests, volumes=pod.volumes),),
         min_available=1,
         priority_class=pod.priority_class,
         outcome=outcome,

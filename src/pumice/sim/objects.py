@@ -246,6 +246,8 @@ def _pods(
                 spec["priorityClassName"] = job.priority_class
             if priority is not None:
                 spec["priority"] = priority
+            if task.volumes:
+                spec["volumes"] = copy_tree(list(task.volumes))
             meta: dict[str, Any] = {
                 "name": pod_name(job, task, i),
                 "namespace": job.namespace,

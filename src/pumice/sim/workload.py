@@ -96,6 +96,9 @@ class TaskSpec:
     duration: float | None = None
     outcome: Outcome | None = None
     end_fraction: float | None = None
+    #: The claims its pods attach: pod ``spec.volumes`` entries with a
+    #: ``persistentVolumeClaim`` or an ``ephemeral`` claim template, as written.
+    volumes: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +188,10 @@ class Workload:
 
     ``jobs`` are sorted by ``(arrival, namespace, name, uid)``. Every job's queue is in
     ``queues`` (or was declared known by the caller of the loader), every priority class
-    it names is in ``priority_classes``. ``skipped`` counts input rows or objects a loader
+    it names is in ``priority_classes``. ``claims`` are the PersistentVolumeClaim
+    manifests of the workload, which the simulation creates when the first job that
+    mounts one arrives (at the start for a claim no job mounts; see
+    :mod:`pumice.sim.storage`). ``skipped`` counts input rows or objects a loader
     left out with a warning; ``warnings`` holds the first few messages.
     """
 
@@ -194,6 +200,7 @@ class Workload:
     priority_classes: Mapping[str, int] = field(default_factory=dict)
     skipped: int = 0
     warnings: tuple[str, ...] = ()
+    claims: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)
 
 
 def sort_jobs(jobs: Iterable[JobSpec]) -> tuple[JobSpec, ...]:

@@ -10,7 +10,8 @@ One reconcile of a Job (its key ``namespace/name``):
    consumed, with a ``CommandIssued`` Event), else the first event that holds
    (:mod:`observe`) whose policy calls for an action (:mod:`policy`), once its timeout
    has passed; else ``SyncJob``.
-3. The state machine (:mod:`state`) says what to do: sync (plugins, PodGroup, the pods
+3. The state machine (:mod:`state`) says what to do: sync (plugins, the claims of
+   ``spec.volumes`` (:mod:`volumes`), PodGroup, the pods
    once the PodGroup is admitted), kill (all pods but those retained, the PodGroup, the
    plugins' objects; ``status.version`` goes up, so the next run's pods are told
    apart) or kill a target; then the phase transition.
@@ -90,6 +91,7 @@ from pumice.controllers.job.spec import (
     parse_job,
 )
 from pumice.controllers.job.validate import problems, queue_state_from
+from pumice.controllers.job.volumes import Mount, VolumeError, ensure_claims, mount
 from pumice.controllers.store import Store, controller_of
 from pumice.errors import InputError
 
@@ -158,7 +160,7 @@ class JobController:
     name = "job"
     kinds = ("Job", "Pod", "PodGroup", "Command", "Queue")
     #: What it reads and writes beyond what it watches.
-    reads = ("PriorityClass", "Service", "ConfigMap", "Secret")
+    reads = ("PriorityClass", "Service", "ConfigMap", "Secret", "PersistentVolumeClaim")
 
     def __init__(
         self,
@@ -558,6 +560,10 @@ class JobController:
         except PluginError as err:
             self._record(job, "Warning", "PluginError", str(err))
             return RETRY_AFTER
+        except VolumeError as err:  # (Volcano's createJobIOIfNotExist: Pending, retried)
+            self._record(job, "Warning", "PVCError", f"Failed to create PVC, err: {err}")
+            self._write(run, key)
+            return RETRY_AFTER
         if step.transition is not None and step.transition(run.status, spec):
             run.changed = True
         if step.work == "kill" and run.changed:
@@ -645,6 +651,10 @@ class JobController:
         else:
             for p in run.plugins:
                 p.on_job_update(spec, self.store)
+        mounts: list[Mount] = []
+        if spec.volumes:
+            initiate = run.status.phase == st.PENDING
+            mounts = ensure_claims(spec, self.store, run.resources, initiate=initiate)
         if pg is None:
             made = self.store.create(
                 build_podgroup(spec, self._priority, min_res=self._min_resources(spec))
@@ -674,6 +684,7 @@ class JobController:
                 if not admitted:
                     continue
                 new = build_pod(spec, task, i, run.version, run.status.retry_count)
+                mount(new, mounts)
                 for p in run.plugins:
                     p.on_pod_create(new, spec)
                 creates.append(new)

@@ -66,6 +66,18 @@ class PartitionPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class VolumeSpec:
+    """One entry of the Job's ``spec.volumes``: a claim mounted at ``mount_path`` in
+    every container of every pod. ``claim_name`` names an existing claim; else
+    ``claim`` (a PersistentVolumeClaim spec) is the claim the controller makes for the
+    Job (see :mod:`pumice.controllers.job.volumes`)."""
+
+    mount_path: str
+    claim_name: str = ""
+    claim: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class TaskSpec:
     name: str
     replicas: int
@@ -109,6 +121,8 @@ class JobSpec:
     plugins_given: tuple[str, ...] = ()
     #: ``spec.networkTopology``: how far apart (in HyperNode tiers) the gang may be.
     network_topology: NetworkTopology | None = None
+    #: ``spec.volumes``: claims every pod mounts.
+    volumes: tuple[VolumeSpec, ...] = ()
 
     @property
     def key(self) -> str:
@@ -231,6 +245,22 @@ def _network_topology(value: Any, path: str) -> NetworkTopology | None:
     )
 
 
+def _volumes(value: Any, path: str) -> tuple[VolumeSpec, ...]:
+    out = []
+    for i, item in enumerate(as_list(value, path)):
+        p = f"{path}[{i}]"
+        m = as_mapping(item, p)
+        claim = m.get("volumeClaim")
+        out.append(
+            VolumeSpec(
+                mount_path=_str(m.get("mountPath"), f"{p}.mountPath"),
+                claim_name=_str(m.get("volumeClaimName"), f"{p}.volumeClaimName"),
+                claim=None if claim is None else as_mapping(claim, f"{p}.volumeClaim"),
+            )
+        )
+    return tuple(out)
+
+
 def _partition(value: Any, path: str) -> PartitionPolicy | None:
     if value is None:
         return None
@@ -317,6 +347,7 @@ def parse_job(
             max_retry_given=retry_given,
             plugins_given=given,
             network_topology=_network_topology(spec.get("networkTopology"), "spec.networkTopology"),
+            volumes=_volumes(spec.get("volumes"), "spec.volumes"),
         )
     except InputError as err:
         raise err.located(obj=where) from None
@@ -329,6 +360,7 @@ __all__ = [
     "PartitionPolicy",
     "Policy",
     "TaskSpec",
+    "VolumeSpec",
     "format_duration",
     "parse_duration",
     "parse_job",

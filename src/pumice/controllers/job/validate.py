@@ -42,6 +42,7 @@ ACTIONS = (
 PLUGINS = ("env", "svc", "ssh", "mpi", "pytorch")
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _QUALIFIED_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 
@@ -205,6 +206,7 @@ def problems(
             f"of its tasks ({spec.total_replicas})"
         )
     out += _policies(spec.policies, "policies")
+    out += _volumes(spec)
     for name in spec.plugins_given:
         if name not in PLUGINS:
             out.append(f"unknown job plugin {name!r} (pumice runs: {', '.join(PLUGINS)})")
@@ -214,6 +216,29 @@ def problems(
     elif state not in ("", "Open"):
         out.append(f"queue {spec.queue!r} is {state}; jobs can only be submitted to an Open queue")
     return out
+
+
+def _volumes(spec: JobSpec) -> list[str]:
+    """Volcano's ``validateIO``: the first problem of ``spec.volumes``."""
+    paths: set[str] = set()
+    for i, v in enumerate(spec.volumes):
+        at = f"volumes[{i}]"
+        if not v.mount_path:
+            return [f"{at}: mountPath is required"]
+        if v.mount_path in paths:
+            return [f"{at}: mountPath {v.mount_path} is used by another volume"]
+        if v.claim is None and not v.claim_name:
+            return [f"{at}: give volumeClaim (a claim to make) or volumeClaimName (one to use)"]
+        if v.claim_name:
+            if v.claim is not None:
+                return [
+                    f"{at} gives both volumeClaimName and volumeClaim: name an existing claim "
+                    "with volumeClaimName, or describe a new one with volumeClaim"
+                ]
+            if len(v.claim_name) > 253 or not _DNS1123_SUBDOMAIN.match(v.claim_name):
+                return [f"{at}: volumeClaimName {v.claim_name!r} is not a valid claim name"]
+        paths.add(v.mount_path)
+    return []
 
 
 def queue_state_from(
