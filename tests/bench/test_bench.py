@@ -176,7 +176,7 @@ def test_full_scenarios_declare_what_they_build() -> None:
     """Counts only (the builds are cheap; the cycles are not run here)."""
     for name, kind, count in (
         ("deviceshare", "Node", 1000),
-        ("numa", "Numatopology", 5000),
+        ("numa", "Numatopology", 1000),
         ("dra", "ResourceSlice", 1000),
     ):
         s = SCENARIOS[name]
