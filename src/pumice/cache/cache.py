@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pumice.api import gang_apis, parse
+from pumice.api.gpus import POD_HOLDS
 from pumice.api.hypernode import (
     HyperNodeRecord,
     NodeFacts,
@@ -140,6 +141,19 @@ def _pod_state(obj: Mapping[str, Any]) -> tuple[str, str, bool, float]:
         meta.get("deletionTimestamp") is not None,
         parse.pod_scheduled_at(status) if status.get("conditions") else 0.0,
     )
+
+
+def _refresh_holds(annotations: dict[str, str], obj: Mapping[str, Any]) -> None:
+    """Bring the annotations that say which cards a pod holds (:data:`POD_HOLDS`,
+    written with its bind) up to date in ``annotations``, the dict its record and task
+    share, so that later cycles count the pod on its cards."""
+    now = (obj.get("metadata") or {}).get("annotations") or {}
+    for k in POD_HOLDS:
+        value = now.get(k)
+        if value is None:
+            annotations.pop(k, None)
+        else:
+            annotations[k] = value
 
 
 @dataclass(slots=True)
@@ -511,6 +525,7 @@ class SchedulerCache:
         node, phase, terminating, scheduled_at = _pod_state(ev.obj)
         rec.node_name, rec.phase, rec.terminating = node, phase, terminating
         rec.scheduled_at = scheduled_at
+        _refresh_holds(rec.annotations, ev.obj)
         if self._stale:
             return
         task = self.tasks.get(key) or self.others.get(key)

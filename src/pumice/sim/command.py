@@ -194,6 +194,13 @@ def add_parser(sub: Any) -> None:
         metavar="N",
         help="with --network-topology: the gangs of at least N pods are the large ones (default 4)",
     )
+    s.add_argument(
+        "--gpu-sharing",
+        metavar="MODES",
+        help="GPU sharing what-if: run the workload as written (shared) and with every pod "
+        "asking a share of a GPU card (volcano.sh/gpu-memory) given a whole card (whole); "
+        "comma-separated, e.g. shared,whole",
+    )
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.set_defaults(func=run)
 
@@ -553,7 +560,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from pumice.scheduler import Scheduler
-    from pumice.sim.engine import SimOptions
+    from pumice.sim import gpu_sharing
+    from pumice.sim.engine import SimOptions, node_allocatable
     from pumice.sim.report import prepare_out, summary_rows
     from pumice.sim.whatif import config_names, has_topology, topology_rows, write_comparison
 
@@ -616,6 +624,12 @@ def run(args: argparse.Namespace) -> int:
     names: list[str] = []
     run_seeds: list[int] = []  # in a grid, ordered by (configuration, seed)
     by_seed = {s: _variants(args, modes, workloads[s], cluster) for s in seeds}
+    sharing = gpu_sharing.parse_modes(args.gpu_sharing)
+    if sharing:
+        if modes:
+            raise InputError("give --gpu-sharing or --network-topology, not both")
+        allocs = node_allocatable(nodes)
+        by_seed = {s: gpu_sharing.variants(sharing, workloads[s], allocs) for s in seeds}
     for ci, label in enumerate(config_labels):
         for k in range(len(by_seed[seeds[0]])):
             for si, seed in enumerate(seeds):
