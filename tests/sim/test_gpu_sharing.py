@@ -32,8 +32,15 @@ def _share_node(name: str, cards: int, card_mib: int) -> dict:
 
 def _job(name: str, arrival: float, duration: float, mib: float) -> JobSpec:
     req = {"cpu": 1000.0, "memory": GiB, GM: mib}
-    return JobSpec(name=name, namespace="default", queue="q", arrival=arrival,
-                   duration=duration, tasks=(TaskSpec("main", 1, req),), min_available=1)  # fmt: skip
+    return JobSpec(
+        name=name,
+        namespace="default",
+        queue="q",
+        arrival=arrival,
+        duration=duration,
+        tasks=(TaskSpec("main", 1, req),),
+        min_available=1,
+    )
 
 
 def _scheduler() -> Scheduler:

@@ -201,6 +201,21 @@ def add_parser(sub: Any) -> None:
         "asking a share of a GPU card (volcano.sh/gpu-memory) given a whole card (whole); "
         "comma-separated, e.g. shared,whole",
     )
+    s.add_argument(
+        "--usage-factor",
+        type=float,
+        default=0.6,
+        metavar="F",
+        help="with the usage plugin: nodes' measured load is F times the requests of their "
+        "pods (default 0.6)",
+    )
+    s.add_argument(
+        "--metrics-period",
+        type=float,
+        metavar="S",
+        help="with the usage plugin: seconds between measurements of the nodes' load "
+        "(default: the configuration's metrics.interval, else 30)",
+    )
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.set_defaults(func=run)
 
@@ -567,6 +582,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.period <= 0:
         raise InputError("must be > 0", field="--period")
+    if args.usage_factor < 0:
+        raise InputError("must be >= 0", field="--usage-factor")
+    if args.metrics_period is not None and args.metrics_period <= 0:
+        raise InputError("must be > 0", field="--metrics-period")
     if args.workers is not None and args.workers < 1:
         raise InputError("must be >= 1", field="--workers")
     from pumice.sim import sweep
@@ -617,6 +636,8 @@ def run(args: argparse.Namespace) -> int:
         pods_on_admission=not args.pods_upfront,
         job_controller=not (args.simple_jobs or args.pods_upfront),
         topology_slowdown=slowdown,
+        usage_factor=args.usage_factor,
+        metrics_period=args.metrics_period,
     )
     # One run per configuration, or per configuration and network-topology mode.
     run_schedulers: list[Scheduler] = []
