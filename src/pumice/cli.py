@@ -175,7 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
         "scenario",
         nargs="*",
         help="basic, large, gang, constraints, memory, scale (all scale-NxP), one "
-        "scale-NxP, or a simulator window: sim-peak-small, sim-peak (default: all but the "
+        "scale-NxP, deviceshare, numa, dra (pods that attach cards, CPUs, devices), or a "
+        "simulator window: sim-peak-small, sim-peak (default: all but the "
         "sim-* ones; --list lists them); e2e alone runs pumice and its peers against a "
         "real API server (the --e2e-* options)",
     )

@@ -159,3 +159,117 @@ def test_check_catches_a_pv_given_twice_or_far_from_its_pod() -> None:
     problems = check_decisions(objs, d)
     assert any("given to claims" in p for p in problems), problems
     assert any("its claim's PV node-00000-disk-0 elsewhere" in p for p in problems), problems
+
+
+# -- what pods attach: shared GPU cards, NUMA-pinned CPUs, DRA devices ---------------------
+
+
+def _tiny(name: str, build, nodes: int, pending: int) -> Scenario:
+    return Scenario(name, "tiny", build, nodes, pending, config=SCENARIOS[name].config)
+
+
+def _scheduler_for(s: Scenario) -> Scheduler:
+    import yaml
+
+    from pumice.conf.config import parse_config
+
+    if s.config is None:
+        return Scheduler.from_file(None)
+    return Scheduler.create(parse_config(yaml.safe_load(s.config)))
+
+
+@pytest.mark.parametrize(
+    ("name", "build", "nodes", "pending"),
+    [
+        ("deviceshare", lambda: scenarios.deviceshare(4, 120, n_running=4), 4, 120),
+        ("numa", lambda: scenarios.numa(6, 60, n_running=3), 6, 60),
+        ("dra", lambda: scenarios.dra(3, 30), 3, 30),
+    ],
+)
+def test_attaching_scenarios_run_valid_and_tight(name, build, nodes, pending) -> None:
+    """Each scenario (tiny) runs under its own configuration and its decisions pass the
+    checks of what pods attach; the sizes leave some pods waiting, so the checks see
+    full cards, NUMA nodes and devices."""
+    s = _tiny(name, build, nodes, pending)
+    objs = build()
+    assert _kinds(objs)["Node"] == nodes and len(_pending(objs)) == pending
+    r = run_scenario(s, _scheduler_for(s), repeats=1)
+    assert r.valid, r.problems
+    assert 0 < r.bound < pending
+
+
+def test_full_scenarios_declare_what_they_build() -> None:
+    """Counts only (the builds are cheap; the cycles are not run here)."""
+    for name, kind, count in (
+        ("deviceshare", "Node", 1000),
+        ("numa", "Numatopology", 1000),
+        ("dra", "ResourceSlice", 1000),
+    ):
+        s = SCENARIOS[name]
+        objs = s.build()
+        assert _kinds(objs)[kind] == count and len(_pending(objs)) == s.pending, name
+
+
+def test_deviceshare_without_the_plugin_is_caught_binding_pods_without_cards() -> None:
+    """Under the default configuration (no deviceshare) the pods fit by memory sums but
+    get no card: the check says so."""
+    s = Scenario("ds", "tiny", lambda: scenarios.deviceshare(2, 6, n_running=0), 2, 6)
+    r = run_scenario(s, Scheduler.from_file(None), repeats=1)
+    assert any("without a card" in p for p in r.problems), r.problems
+
+
+def _share_node() -> dict:
+    objs = scenarios.deviceshare(1, 0, cards=2, n_running=0)
+    return objs[1]
+
+
+def _gpu_pod(name: str, mib: int, card: str | None = None, node_name: str | None = None) -> dict:
+    p = scenarios.pod(name, "1", "1Gi", node_name=node_name)
+    p["spec"]["containers"][0]["resources"]["limits"] = {scenarios.GPU_MEMORY: str(mib)}
+    if card is not None:
+        p["metadata"]["annotations"] = {"volcano.sh/gpu-index": card}
+    return p
+
+
+def test_check_catches_a_card_over_its_memory() -> None:
+    """A running pod on card 0 and a bound one given card 0 too, more than it holds."""
+    half = scenarios.CARD_MIB // 2
+    objs = [scenarios.queue(), _share_node(), _gpu_pod("run", half + 1, "0", "node-00000"),
+            _gpu_pod("new", half)]  # fmt: skip
+    d = Decisions(binds={"bench/new": "node-00000"})
+    d.prebind_of("bench/new").annotations["volcano.sh/gpu-index"] = "0"
+    problems = check_decisions(objs, d)
+    assert any("card 0 over its memory" in p for p in problems), problems
+    d.prebind_of("bench/new").annotations["volcano.sh/gpu-index"] = "1"
+    assert check_decisions(objs, d) == []
+
+
+def test_check_catches_cpus_no_single_numa_node_has() -> None:
+    """Two NUMA nodes of 16 CPUs, 6 taken on the first: a 12-CPU pod fits the second,
+    a second one fits neither (though the node has 14 CPUs left)."""
+    objs = scenarios.numa(1, 2, n_running=1)
+    for p in _pending(objs):
+        res = p["spec"]["containers"][0]["resources"]
+        res["requests"]["cpu"] = res["limits"]["cpu"] = "12"
+    d = Decisions(binds={"bench/pend-000000": "node-00000"})
+    assert check_decisions(objs, d) == []
+    d.binds["bench/pend-000001"] = "node-00000"
+    problems = check_decisions(objs, d)
+    assert any("needs 12 CPUs of one NUMA node" in p and "numa0: 10, numa1: 4" in p
+               for p in problems), problems  # fmt: skip
+
+
+def test_check_catches_a_device_given_twice() -> None:
+    objs = scenarios.dra(2, 2)
+    result = {"request": "gpu", "driver": "gpu.example.com", "pool": "node-00000",
+              "device": "gpu-0"}  # fmt: skip
+    d = Decisions(binds={"bench/pend-000000": "node-00000", "bench/pend-000001": "node-00001"})
+    for i in range(2):
+        d.prebind_of(f"bench/pend-00000{i}").claims[f"bench/c{i}"] = {
+            "devices": {"results": [result]}
+        }
+    problems = check_decisions(objs, d)
+    assert any("given to bench/c0 and bench/c1" in p for p in problems), problems
+    assert any("of node node-00000, its pod is bound to node-00001" in p for p in problems)
+    del d.prebind["bench/pend-000001"]
+    assert any("without all its ResourceClaims" in p for p in check_decisions(objs, d))

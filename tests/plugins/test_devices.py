@@ -180,3 +180,28 @@ tiers:
 """
     objs = [*_nodes(), queue(), GPU_CLASS, claim("c", count=5), using("p", claim_name="c")]
     assert len(run(objs, config).binds) == 1
+
+
+def test_pods_of_one_template_are_each_told_about_their_own_claim() -> None:
+    """The refusals of pods whose claims come from one template are worked out once
+    for the template's spec; each pod's explanation still names its own claim."""
+    objs = [*_nodes(), queue(), GPU_CLASS, gpu_slice("n1", 1), template("one-gpu")]
+    objs += [
+        using(name, template_name="one-gpu", created=f"2026-01-01T00:00:0{i}Z")
+        for i, name in enumerate(("first", "second", "third"))
+    ]
+    d = run(objs)
+    assert list(d.binds) == ["default/first"]
+    for name in ("second", "third"):
+        why = d.pending[f"default/podgroup-uid-{name}"]
+        assert f"claim default/{name}-gpu-" in why and "1 in use by other claims" in why, why
+
+
+def test_a_claim_with_configuration_entries_is_allocated_and_carries_them() -> None:
+    c = claim("c")
+    opaque = {"driver": "gpu.example.com", "parameters": {"mode": "shared"}}
+    c["spec"]["devices"]["config"] = [{"requests": ["gpu"], "opaque": opaque}]
+    d = run([*_nodes(), queue(), GPU_CLASS, gpu_slice("n1", 2), c, using("p", claim_name="c")])
+    assert d.binds == {"default/p": "n1"}
+    [config] = d.to_json()["claims"]["default/c"]["devices"]["config"]
+    assert config == {"source": "FromClaim", "requests": ["gpu"], "opaque": opaque}

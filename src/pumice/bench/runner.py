@@ -9,7 +9,9 @@ the next one's.
 The validity check is independent of the scheduler's own accounting: it re-reads the
 objects and adds up, per node, the requests of the pods already there and of the pods
 bound this cycle (no node may go over its allocatable), and per PodGroup, the pods
-running plus bound (a group that got any bind must reach its minMember).
+running plus bound (a group that got any bind must reach its minMember); what pods
+attach is checked likewise (:mod:`pumice.bench.checks`: GPU cards, NUMA nodes, DRA
+devices).
 
 Simulator scenarios (:class:`~pumice.bench.scenarios.SimScenario`) are timed by
 :mod:`pumice.bench.sim_peak`; :func:`run_one` and :func:`run_isolated` take either kind.
@@ -27,6 +29,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pumice.api import parse
+from pumice.api.node import NodeSpec
+from pumice.bench.checks import card_problems, device_problems, numa_problems
 from pumice.bench.scenarios import AnyScenario, Scenario, SimScenario
 from pumice.cache.build import SourcedObject, build_snapshot
 from pumice.framework.decisions import Decisions
@@ -63,22 +67,32 @@ class Result:
         return not self.problems
 
 
+#: The kinds the checks of what pods attach read (:mod:`pumice.bench.checks`).
+ATTACHED_KINDS = ("Numatopology", "ResourceSlice", "ResourceClaim")
+
+
 def check_decisions(objects: Iterable[Mapping[str, Any]], decisions: Decisions) -> list[str]:
     """Problems with ``decisions`` on the cluster ``objects``: nodes over capacity after
-    the binds, PodGroups bound below their minMember, a PV chosen for two claims, or
-    for a pod on a node it does not reach (by its ``kubernetes.io/hostname``). Empty
-    when valid."""
+    the binds, PodGroups bound below their minMember, a PV chosen for two claims or for
+    a pod on a node it does not reach (by its ``kubernetes.io/hostname``), and what
+    pods attach (shared GPU cards over their memory, NUMA nodes short of a pod's CPUs,
+    devices given twice: :mod:`pumice.bench.checks`). Empty when valid."""
     alloc: dict[str, dict[str, float]] = {}
+    specs: dict[str, NodeSpec] = {}
     pods: dict[str, parse.PodRecord] = {}
     min_member: dict[str, int] = {}
     hostnames: dict[str, str] = {}
     pv_hosts: dict[str, set[str] | None] = {}
+    attached: dict[str, list[Mapping[str, Any]]] = {k: [] for k in ATTACHED_KINDS}
     for obj in objects:
         kind = obj.get("kind")
         if kind == "PersistentVolume":
             pv_hosts[obj["metadata"]["name"]] = _hostnames(obj)
+        elif kind in attached:
+            attached[kind].append(obj)
         elif kind == "Node":
             spec = parse.parse_node(obj)
+            specs[spec.name] = spec
             alloc[spec.name] = spec.allocatable
             labels = (obj.get("metadata") or {}).get("labels") or {}
             hostnames[spec.name] = labels.get("kubernetes.io/hostname", spec.name)
@@ -141,6 +155,11 @@ def check_decisions(objects: Iterable[Mapping[str, Any]], decisions: Decisions) 
             host = hostnames.get(node_name or "")
             if node_name is not None and hosts is not None and host not in hosts:
                 problems.append(f"pod {pod_key} on {node_name}, its claim's PV {pv} elsewhere")
+    problems += card_problems(specs, pods, decisions)
+    problems += numa_problems(attached["Numatopology"], pods, decisions)
+    problems += device_problems(
+        attached["ResourceSlice"], attached["ResourceClaim"], pods, decisions
+    )
     return problems
 
 

@@ -350,6 +350,181 @@ def constraints(n_nodes: int = 5000, n_pending: int = 10_000) -> list[Obj]:
     return objs
 
 
+#: Volcano's default configuration with deviceshare sharing GPUs by memory
+#: (:func:`deviceshare`).
+DEVICESHARE_CONFIG = """
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+    enablePreemptable: false
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+    enablePreemptable: false
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+  - name: deviceshare
+    arguments:
+      deviceshare.GPUSharingEnable: true
+"""
+
+GPU_MEMORY = "volcano.sh/gpu-memory"
+GPU_NUMBER = "volcano.sh/gpu-number"
+#: MiB per card of :func:`deviceshare`'s nodes (an 80 GB card).
+CARD_MIB = 81_920
+
+
+def deviceshare(
+    n_nodes: int = 1000, n_pending: int = 20_000, cards: int = 8, n_running: int = 1000
+) -> list[Obj]:
+    """``n_nodes`` nodes of ``cards`` GPUs shared by memory (``volcano.sh/gpu-memory``
+    and ``volcano.sh/gpu-number`` in their capacity), ``n_running`` pods already holding
+    half a card each (their ``volcano.sh/gpu-index`` annotation names it), and
+    ``n_pending`` single pods asking an eighth, a quarter, three eighths or half a card
+    in turn (``volcano.sh/gpu-memory`` in limits)."""
+    objs = [queue()]
+    for i in range(n_nodes):
+        n = node(_node_name(i), "64", "512Gi", 110)
+        n["status"]["allocatable"][GPU_MEMORY] = str(CARD_MIB * cards)
+        n["status"]["allocatable"][GPU_NUMBER] = str(cards)
+        n["status"]["capacity"] = dict(n["status"]["allocatable"])
+        objs.append(n)
+
+    def gpu_pod(p: Obj, mib: int) -> Obj:
+        p["spec"]["containers"][0]["resources"]["limits"] = {GPU_MEMORY: str(mib)}
+        return p
+
+    half = CARD_MIB // 2
+    for i in range(n_running):
+        p = gpu_pod(pod(f"run-{i:06d}", "1", "4Gi", node_name=_node_name(i % n_nodes)), half)
+        p["metadata"]["annotations"] = {"volcano.sh/gpu-index": str((i // n_nodes) % cards)}
+        objs.append(p)
+    eighth = CARD_MIB // 8
+    for i in range(n_pending):
+        objs.append(gpu_pod(pod(f"pend-{i:06d}", "1", "4Gi", created=i), eighth * (1 + i % 4)))
+    return objs
+
+
+#: Volcano's default configuration with numa-aware (:func:`numa`).
+NUMA_CONFIG = DEVICESHARE_CONFIG.split("  - name: deviceshare")[0] + "  - name: numa-aware\n"
+
+
+def numatopology(name: str, cpus: int, numa_nodes: int, free: list[int]) -> Obj:
+    """A Numatopology as Volcano's exporter writes it for a node of ``cpus`` CPUs
+    (two threads a core) split evenly over ``numa_nodes`` NUMA nodes, the static CPU
+    manager and the single-numa-node topology manager policy; ``free``: the CPUs no pod
+    holds."""
+    per = cpus // numa_nodes
+    return {
+        "apiVersion": "nodeinfo.volcano.sh/v1alpha1",
+        "kind": "Numatopology",
+        "metadata": {"name": name},
+        "spec": {
+            "policies": {
+                "CPUManagerPolicy": "static",
+                "TopologyManagerPolicy": "single-numa-node",
+            },
+            "numares": {
+                "cpu": {"allocatable": ",".join(map(str, free)), "capacity": cpus},
+            },
+            "cpuDetail": {
+                str(c): {"numa": c // per, "socket": c // per, "core": c // 2} for c in range(cpus)
+            },
+        },
+    }
+
+
+def _guaranteed(p: Obj) -> Obj:
+    res = p["spec"]["containers"][0]["resources"]
+    res["limits"] = dict(res["requests"])
+    return p
+
+
+def numa(n_nodes: int = 1000, n_pending: int = 10_000, n_running: int = 1000) -> list[Obj]:
+    """``n_nodes`` nodes of 32 CPUs on two NUMA nodes, each with its Numatopology
+    (static CPU manager, single-numa-node policy); ``n_running`` Guaranteed pods of 6
+    CPUs already pinned (CPUs 0-5 of their node's first NUMA node, one pod a node), and
+    ``n_pending`` Guaranteed pods of 1, 2, 4 and 8 whole CPUs in turn, each of which the
+    kubelet must give CPUs of a single NUMA node. At the default size (1,000 nodes, a
+    fifth of ``basic``'s: a pod pinned to NUMA nodes is scored against every node, off
+    allocate's per-shape shortcuts) about a third of the pods find no NUMA node with
+    room and wait."""
+    objs = [queue()]
+    cpus, per_numa = 32, 16
+    running = {i % n_nodes for i in range(n_running)}
+    for i in range(n_nodes):
+        name = _node_name(i)
+        objs.append(node(name, str(cpus), "128Gi", 110))
+        taken = 6 if i in running else 0
+        objs.append(numatopology(name, cpus, cpus // per_numa, list(range(taken, cpus))))
+    for i in range(n_running):
+        name = _node_name(i % n_nodes)
+        objs.append(_guaranteed(pod(f"run-{i:06d}", "6", "12Gi", node_name=name)))
+    for i in range(n_pending):
+        k = (1, 2, 4, 8)[i % 4]
+        objs.append(_guaranteed(pod(f"pend-{i:06d}", str(k), f"{2 * k}Gi", created=i)))
+    return objs
+
+
+#: The DRA example driver's name, and the DeviceClass of its GPUs.
+DRA_DRIVER = "gpu.example.com"
+
+
+def dra(n_nodes: int = 1000, n_pending: int = 2500, gpus: int = 8) -> list[Obj]:
+    """``n_nodes`` nodes each publishing a ResourceSlice of ``gpus`` GPUs (the example
+    driver ``gpu.example.com``), its DeviceClass, a ResourceClaimTemplate asking one
+    device of the class, and ``n_pending`` single pods each with a claim made from the
+    template (the snapshot makes the claims as the resource-claim controller would)."""
+    objs = [queue()]
+    objs.append({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": DRA_DRIVER},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRA_DRIVER}"'}}]},
+    })  # fmt: skip
+    objs.append({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "one-gpu", "namespace": "bench"},
+        "spec": {"spec": {"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": DRA_DRIVER, "count": 1}}
+        ]}}},
+    })  # fmt: skip
+    for i in range(n_nodes):
+        name = _node_name(i)
+        objs.append(node(name, "64", "512Gi", 110))
+        devices = [
+            {
+                "name": f"gpu-{k}",
+                "attributes": {"model": {"string": "A100"}, "index": {"int": k}},
+                "capacity": {"memory": {"value": "80Gi"}},
+            }
+            for k in range(gpus)
+        ]
+        objs.append({
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{name}-{DRA_DRIVER}"},
+            "spec": {
+                "driver": DRA_DRIVER,
+                "nodeName": name,
+                "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                "devices": devices,
+            },
+        })  # fmt: skip
+    claim = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+    for i in range(n_pending):
+        objs.append(
+            pod(f"pend-{i:06d}", "1", "4Gi", created=i, extra_spec={"resourceClaims": claim})
+        )
+    return objs
+
+
 SCALE_NODES = (500, 1000, 5000, 10_000)
 SCALE_PODS = (1000, 10_000)
 
@@ -495,6 +670,32 @@ SCENARIOS: dict[str, Scenario] = {
             memory,
             5000,
             50_000,
+        ),
+        Scenario(
+            "deviceshare",
+            "1,000 nodes of 8 GPUs shared by memory (deviceshare), 1,000 running pods on half "
+            "a card, 20,000 pending pods asking 1/8 to 1/2 of a card",
+            deviceshare,
+            1000,
+            20_000,
+            config=DEVICESHARE_CONFIG,
+        ),
+        Scenario(
+            "numa",
+            "1,000 nodes of 32 CPUs on 2 NUMA nodes (static CPU manager, single-numa-node), "
+            "1,000 running pinned pods, 10,000 pending Guaranteed pods of 1 to 8 CPUs",
+            numa,
+            1000,
+            10_000,
+            config=NUMA_CONFIG,
+        ),
+        Scenario(
+            "dra",
+            "1,000 nodes each publishing a ResourceSlice of 8 GPUs (gpu.example.com), 2,500 "
+            "pending pods each with a ResourceClaim of one GPU from a template",
+            dra,
+            1000,
+            2500,
         ),
         *_scale_cases(),
     )

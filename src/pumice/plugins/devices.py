@@ -19,16 +19,16 @@ share a device; a claim shared by two pods of the session is allocated once. At 
 session's close the allocations of the pods that bind become their pre-bind writes
 (``status.allocation``, and the pod added to ``reservedFor``).
 
-Cost: a pod without claims costs nothing here. A node's answer for a set of claim
-specs is kept until the devices in use on that node change, so the replicas of a gang
-(claims from one template) search each node once, and later replicas only the nodes
-an earlier one took devices on. Nodes that reach no device are refused without a
-search.
+Cost: a pod without claims costs nothing here. A node's answer for a list of claim
+specs (not names: it is worked out for stand-in claims and worded for each pod's own)
+is kept until the devices in use on that node change, so the pods whose claims come
+from one template search each node once, and later ones only the nodes an earlier one
+took devices on. Nodes that reach no device are refused without a search.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,7 @@ import numpy as np
 from pumice.api.dra import (
     Allocation,
     ClaimResult,
+    ClaimSpec,
     DeviceClass,
     DeviceKey,
     NodeDevices,
@@ -77,6 +78,13 @@ class DeviceChecks:
         #: Claims allocated this session: key -> (result, node); and each task's.
         self.chosen: dict[str, tuple[ClaimResult, str]] = {}
         self.by_task: dict[str, tuple[str, list[str], frozenset[DeviceKey], int]] = {}
+        #: The rows whose devices in use changed, in order; per list of claim specs,
+        #: how far into it (and at which shared version) its refusals are up to date,
+        #: the stand-in claims they are worded for, and the refusal codes by row.
+        self._log: list[int] = []
+        self._views: dict[tuple, tuple[int, int, list[ResourceClaim], np.ndarray]] = {}
+        self._codes: dict[str, int] = {}
+        self._texts: list[str] = []
 
     # -- the filter ---------------------------------------------------------------------
 
@@ -108,23 +116,61 @@ class DeviceChecks:
             out.append(("cannot allocate all claims (allocated to devices it cannot reach)",
                         ~allowed))  # fmt: skip
         if pending:
-            refused: dict[str, np.ndarray] = {}
             reach = self._reaching()
             if not reach.all():
-                refused[NO_DEVICES] = ~reach
-            for row in np.flatnonzero(reach & allowed):
-                got = self._allocate(pending, int(row))
-                if isinstance(got, Shortfall):
-                    name = str(self.nodes.names[row])
-                    reason = "cannot allocate all claims: " + got.reason.replace(
-                        f"node {name}", "the node"
-                    )
-                    mask = refused.get(reason)
-                    if mask is None:
-                        mask = refused[reason] = np.zeros(n, dtype=bool)
-                    mask[row] = True
-            out.extend(refused.items())
+                out.append((NO_DEVICES, ~reach))
+            codes = self._refusals(pending)
+            refused = np.flatnonzero((codes >= 0) & allowed)
+            if refused.size:
+                kinds, first = np.unique(codes[refused], return_index=True)
+                named: dict[str, np.ndarray] = {}
+                for code in kinds[np.argsort(first, kind="stable")].tolist():
+                    text = _named(self._texts[code], pending)
+                    mask = (codes == code) & allowed
+                    got = named.get(text)
+                    named[text] = mask if got is None else got | mask
+                out.extend(named.items())
         return out
+
+    def _refusals(self, claims: list[ResourceClaim]) -> np.ndarray:
+        """Per row, the code (in ``_texts``) of why ``claims`` cannot all be allocated
+        on its node (-1: they can, or it reaches no device). The answer depends on the
+        claims' specs, not their names: it is kept per list of specs, worded for
+        stand-in claims (:func:`_named` puts the pod's back), and brought up to date
+        from the rows whose devices in use changed since it was last asked (all rows
+        when devices several nodes reach did)."""
+        key = tuple(_spec_key(c.spec) for c in claims)
+        reach = self._reaching()
+        got = self._views.get(key)
+        if got is None or got[1] != self._shared_version:
+            stand_ins = [
+                ResourceClaim(STAND_IN, f"{i}{STAND_IN}", "", c.spec) for i, c in enumerate(claims)
+            ]
+            codes = np.full(len(self.nodes), -1, dtype=np.int64)
+            rows: Iterable[int] = np.flatnonzero(reach).tolist()
+        else:
+            _, _, stand_ins, codes = got
+            rows = {r for r in self._log[got[0] :] if reach[r]}
+        for row in rows:
+            spec = self.nodes.specs[row]
+            answer = allocate(stand_ins, spec.name, spec.labels, self._devices(row),
+                              self.classes, self.in_use())  # fmt: skip
+            if isinstance(answer, Shortfall):
+                reason = "cannot allocate all claims: " + answer.reason.replace(
+                    f"node {spec.name}", "the node"
+                )
+                codes[row] = self._code(reason)
+            else:
+                codes[row] = -1
+        self._views[key] = (len(self._log), self._shared_version, stand_ins, codes)
+        return codes
+
+    def _code(self, text: str) -> int:
+        got = self._codes.get(text)
+        if got is None:
+            got = self._codes[text] = len(self._texts)
+            self._texts.append(text)
+        return got
 
     def _selector_mask(self, terms: Any) -> np.ndarray:
         if terms is None:
@@ -162,7 +208,7 @@ class DeviceChecks:
     def _allocate(self, claims: list[ResourceClaim], row: int) -> Allocation | Shortfall:
         """The allocator's answer for ``claims`` on node ``row``, kept while the devices
         in use there stay the same."""
-        key = (tuple(c.spec for c in claims), tuple(c.key for c in claims), row)
+        key = (tuple(_spec_key(c.spec) for c in claims), tuple(c.key for c in claims), row)
         version = int(self._version[row])
         got = self._memo.get(key)
         if got is not None and got[0] == version and got[1] == self._shared_version:
@@ -220,6 +266,7 @@ class DeviceChecks:
 
     def _changed(self, row: int, taken: frozenset[DeviceKey]) -> None:
         self._version[row] += 1
+        self._log.append(row)
         local = {(o.driver, o.pool, o.device.name) for o in self._devices(row).devices
                  if o.node_local}  # fmt: skip
         if not taken <= local:
@@ -236,6 +283,32 @@ class DeviceChecks:
             for key in claims:
                 settled = self.chosen.get(key)
                 pre.claims[key] = settled[0].status_allocation() if settled else {}
+
+
+#: The namespace of the stand-in claims refusals are worded for, and the end of their
+#: names: a character no Kubernetes name holds, so that a stand-in's key never occurs
+#: in a text by chance.
+STAND_IN = "\x00"
+
+
+def _named(text: str, claims: list[ResourceClaim]) -> str:
+    """A refusal worded for stand-in claims, with the keys of ``claims`` put back."""
+    if STAND_IN not in text:
+        return text
+    for i, c in enumerate(claims):
+        text = text.replace(f"{STAND_IN}/{i}{STAND_IN}", c.key)
+    return text
+
+
+def _spec_key(spec: ClaimSpec) -> Hashable:
+    """A claim spec as a memo key: the spec itself, or, when its configuration entries
+    (free-form dicts) keep it from hashing, its requests and constraints with the
+    entries' text."""
+    try:
+        hash(spec)
+    except TypeError:
+        return (spec.requests, spec.constraints, repr(spec.config))
+    return spec
 
 
 __all__ = ["DeviceChecks"]

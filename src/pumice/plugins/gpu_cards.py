@@ -28,12 +28,15 @@ always 0.
 
 Costs: a pod that asks no shared GPU costs nothing here. A node's cards are read once
 per cycle; a card fit is kept per request and node until a pod comes to or leaves the
-node.
+node, and the nodes refused to a request are kept per request and brought up to date
+from the nodes whose pods changed since, so a pod costs the nodes that changed (and a
+few vector operations over all nodes), not a fit per node.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,6 +123,13 @@ class Cards:
         self._fits: dict[int, dict[Any, Fit]] = {}
         #: Tasks placed this session, by uid.
         self.held: dict[str, _Held] = {}
+        #: The rows whose use changed, in order; per request, how far into it its
+        #: refusal codes are up to date (see :meth:`_refusals`), and the texts coded.
+        self._log: list[int] = []
+        self._views: dict[Any, tuple[int, np.ndarray]] = {}
+        self._codes: dict[str, int] = {}
+        self._texts: list[str] = []
+        self._empty: np.ndarray | None = None
 
     # -- to be told by each kind ----------------------------------------------------------
 
@@ -177,6 +187,7 @@ class Cards:
         return got
 
     def _changed(self, row: int) -> None:
+        self._log.append(row)
         self._use.pop(row, None)
         self._fits.pop(row, None)
 
@@ -198,31 +209,70 @@ class Cards:
         fits, grouped by what they say (the first few card by card, see
         :data:`DETAILED`), and those that offer the resource but register no cards.
         A node that offers none is left to the resource check."""
-        n = len(self.nodes)
         out: Reasons = []
-        resource = self.nodes.space.index.get(self._offers())
-        if resource is not None:
-            empty = self.nodes.allocatable[:, resource] > 0
-            for i in self.card_rows():
-                empty[i] = False
-            if empty.any():
-                out.append((self._no_cards(), empty))
-        groups: dict[str, list[int]] = {}
-        short: dict[str, list[int]] = {}
-        for i in self.card_rows():
-            got = self.fit(task, i)
-            if got.cards is not None:
-                continue
-            if got.why in groups or len(groups) < DETAILED:
-                groups.setdefault(got.why, []).append(i)
-            else:
-                short.setdefault(got.short, []).append(i)
-        for found in (groups, short):
-            for text, rows in found.items():
-                mask = np.zeros(n, dtype=bool)
-                mask[rows] = True
-                out.append((text, mask))
+        empty = self._empty_rows()
+        if empty is not None:
+            out.append((self._no_cards(), empty))
+        codes = self._refusals(task)
+        refused = np.flatnonzero(codes[:, 0] >= 0)
+        if refused.size == 0:
+            return out
+        # A node's refusal is told card by card when its words are among the first
+        # DETAILED told (in node order), else in short.
+        why = codes[refused, 0]
+        kinds, first = np.unique(why, return_index=True)
+        detailed = kinds[np.argsort(first, kind="stable")][:DETAILED]
+        for code in detailed.tolist():
+            out.append((self._texts[code], codes[:, 0] == code))
+        rest = refused[~np.isin(why, detailed)]
+        if rest.size:
+            short = codes[rest, 1]
+            kinds, first = np.unique(short, return_index=True)
+            for code in kinds[np.argsort(first, kind="stable")].tolist():
+                mask = np.zeros(len(self.nodes), dtype=bool)
+                mask[rest[short == code]] = True
+                out.append((self._texts[code], mask))
         return out
+
+    def _empty_rows(self) -> np.ndarray | None:
+        """The nodes that offer this kind's resource but register no cards (None when
+        there are none); the same all session long."""
+        if self._empty is None:
+            resource = self.nodes.space.index.get(self._offers())
+            empty = np.zeros(len(self.nodes), dtype=bool)
+            if resource is not None:
+                empty = self.nodes.allocatable[:, resource] > 0
+                empty[self.card_rows()] = False
+            self._empty = empty
+        return self._empty if self._empty.any() else None
+
+    def _refusals(self, task: TaskInfo) -> np.ndarray:
+        """Per row, the codes (in ``_texts``) of why ``task``'s request does not fit its
+        node, card by card and in short (-1: it fits, or the node has no cards). Kept
+        per request and brought up to date from the rows changed since last asked, so
+        that a pod costs the nodes that changed, not all nodes."""
+        sig = self._signature(task)
+        got = self._views.get(sig)
+        if got is None:
+            codes = np.full((len(self.nodes), 2), -1, dtype=np.int64)
+            rows: Iterable[int] = self.card_rows()
+        else:
+            seen, codes = got
+            rows = set(self._log[seen:])
+        for i in rows:
+            fit = self.fit(task, i)
+            codes[i] = (
+                (-1, -1) if fit.cards is not None else (self._code(fit.why), self._code(fit.short))
+            )
+        self._views[sig] = (len(self._log), codes)
+        return codes
+
+    def _code(self, text: str) -> int:
+        got = self._codes.get(text)
+        if got is None:
+            got = self._codes[text] = len(self._texts)
+            self._texts.append(text)
+        return got
 
     def scores(self, task: TaskInfo, rows: np.ndarray) -> np.ndarray:
         """The node score of ``task``'s cards on each of ``rows`` (0 where it has none)."""

@@ -45,17 +45,20 @@ annotation, and otherwise only when some node has a Numatopology
 (``Session.numa_known``). A cluster without Numatopology objects thus keeps every
 shortcut for every pod, and a plugin need not change the model. The predicate is
 registered ``by_placement``: for every other task its answer (none) depends on nothing.
+The nodes refused to an ask are kept per ask and brought up to date from the nodes
+whose CPUs changed since it was last asked, so a pod costs the nodes that changed and
+a few vector operations, not a verdict per node.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
 from pumice.api.numa import NUMATOPOLOGY, NumatopologyRecord
-from pumice.api.task import TaskInfo, TaskStatus
+from pumice.api.task import NumaAsk, TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
 from pumice.errors import InputError
 from pumice.framework.session import EventHandler, Session
@@ -104,6 +107,8 @@ _NOT_STATIC = "had a CPU manager policy other than static (the pod asks for {pol
 _OTHER_POLICY = "had another topology manager policy than the pod's {policy} (node {example})"
 _NO_CPUS = "had no free CPUs in their Numatopology"
 _ALIGN = "could not align the pod's CPUs with NUMA nodes (node {example})"
+#: A verdict's kinds, in the order their refusals are told ("": admitted).
+_KINDS = ("", "static", "policy", "cpus", "align")
 
 
 class NumaAwarePlugin:
@@ -122,6 +127,11 @@ class NumaAwarePlugin:
         self._assigned: dict[str, tuple[TaskInfo, int, int]] = {}
         #: Verdicts by (row, ask): (node version, verdict).
         self._verdicts: dict[tuple[int, Hashable], tuple[int, _Verdict]] = {}
+        #: The rows whose free CPUs changed this cycle, in order; per ask, how far into
+        #: it its refusals are up to date, and the refusals (see :meth:`_refusals`).
+        self._log: list[int] = []
+        self._views: dict[NumaAsk, tuple[int, np.ndarray, dict[int, str]]] = {}
+        self._has: np.ndarray | None = None
         #: Topologies kept while their Numatopology stays the same, by node name.
         self._topologies: dict[str, tuple[NumatopologyRecord, CpuTopology]] = {}
 
@@ -144,6 +154,7 @@ class NumaAwarePlugin:
                 return
             node.free &= ~verdict.cpus
             node.version += 1
+            self._log.append(row)
             self._assigned[task.uid] = (task, row, verdict.cpus)
 
         def deallocated(task: TaskInfo) -> None:
@@ -154,6 +165,7 @@ class NumaAwarePlugin:
             assert node.free is not None
             node.free |= got[2]
             node.version += 1
+            self._log.append(got[1])
 
         ssn.add_event_handler(EventHandler(allocate=allocated, deallocate=deallocated))
         ssn.on("predicate", self.name, self._predicate, by_placement=True)
@@ -165,6 +177,9 @@ class NumaAwarePlugin:
         self._ssn = ssn
         self._assigned = {}
         self._verdicts = {}
+        self._log = []
+        self._views = {}
+        self._has = None
         index = ssn.nodes.index
         nodes: dict[int, _Node] = {}
         kept: dict[str, tuple[NumatopologyRecord, CpuTopology]] = {}
@@ -230,42 +245,71 @@ class NumaAwarePlugin:
         ssn = self._ssn
         assert ssn is not None
         n = len(ssn.nodes)
-        names = ssn.nodes.names
-        groups: dict[str, tuple[str, np.ndarray]] = {}
-
-        def refuse(kind: str, text: str, row: int) -> None:
-            got = groups.get(kind)
-            if got is None:
-                got = groups[kind] = (text, np.zeros(n, dtype=bool))
-            got[1][row] = True
-
+        groups: list[tuple[str, np.ndarray]] = []
         if numa.policy:
-            has = np.zeros(n, dtype=bool)
-            has[list(self._nodes)] = True
+            has = self._with_topology(n)
             if not has.all():
-                groups["none"] = (_NO_TOPOLOGY.format(policy=numa.policy), ~has)
-        for row, node in self._nodes.items():
-            verdict = self._verdict(row, node, task)
-            if verdict.kind:
-                text = verdict.text
-                if verdict.kind == "align":
-                    text = _ALIGN.format(example=f"{names[row]}: {text}")
-                elif verdict.kind == "policy":
-                    text = _OTHER_POLICY.format(policy=numa.policy, example=text)
-                refuse(verdict.kind, text, row)
+                groups.append((_NO_TOPOLOGY.format(policy=numa.policy), ~has))
+        kinds, texts = self._refusals(numa)
+        names = ssn.nodes.names
+        for code, kind in enumerate(_KINDS[1:], start=1):
+            mask = kinds == code
+            if not mask.any():
+                continue
+            row = int(np.argmax(mask))  # (the first refused node is the example)
+            text = texts[row]
+            if kind == "align":
+                text = _ALIGN.format(example=f"{names[row]}: {text}")
+            elif kind == "policy":
+                text = _OTHER_POLICY.format(policy=numa.policy, example=text)
+            groups.append((text, mask))
         if not groups:
             return None, []
-        reasons = [groups[k] for k in ("none", "static", "policy", "cpus", "align") if k in groups]
-        blocked = reasons[0][1].copy()
-        for _, m in reasons[1:]:
+        blocked = groups[0][1].copy()
+        for _, m in groups[1:]:
             blocked |= m
-        return blocked, reasons
+        return blocked, groups
+
+    def _with_topology(self, n: int) -> np.ndarray:
+        """The rows with a Numatopology (the same all cycle)."""
+        if self._has is None or self._has.size != n:
+            has = np.zeros(n, dtype=bool)
+            has[list(self._nodes)] = True
+            self._has = has
+        return self._has
+
+    def _refusals(self, ask: NumaAsk) -> tuple[np.ndarray, dict[int, str]]:
+        """Per row, the code of the refusal of ``ask`` (its place in ``_KINDS``: 0 where
+        the node admits it or has no Numatopology) and the refusal's words by row. Kept
+        per ask and brought up to date from the nodes whose CPUs changed since last
+        asked, so that a pod costs the nodes that changed, not all nodes."""
+        got = self._views.get(ask)
+        if got is None:
+            assert self._ssn is not None
+            kinds = np.zeros(len(self._ssn.nodes), dtype=np.int8)
+            texts: dict[int, str] = {}
+            rows: Iterable[int] = self._nodes
+        else:
+            seen, kinds, texts = got
+            rows = set(self._log[seen:])
+        for row in rows:
+            verdict = self._judged(row, ask)
+            kinds[row] = _KINDS.index(verdict.kind)
+            if verdict.kind:
+                texts[row] = verdict.text
+            else:
+                texts.pop(row, None)
+        self._views[ask] = (len(self._log), kinds, texts)
+        return kinds, texts
 
     def _verdict(self, row: int, node: _Node, task: TaskInfo) -> _Verdict:
         """``task``'s ask on ``node`` as things stand, kept until the node's CPUs
         change."""
-        numa = task.numa
-        assert numa is not None
+        assert task.numa is not None
+        return self._judged(row, task.numa, node)
+
+    def _judged(self, row: int, numa: NumaAsk, node: _Node | None = None) -> _Verdict:
+        node = self._nodes[row] if node is None else node
         key = (row, numa)
         got = self._verdicts.get(key)
         if got is not None and got[0] == node.version:

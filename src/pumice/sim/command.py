@@ -195,6 +195,28 @@ def add_parser(sub: Any) -> None:
         metavar="N",
         help="with --network-topology: the gangs of at least N pods are the large ones (default 4)",
     )
+    s.add_argument(
+        "--gpu-sharing",
+        metavar="MODES",
+        help="GPU sharing what-if: run the workload as written (shared) and with every pod "
+        "asking a share of a GPU card (volcano.sh/gpu-memory) given a whole card (whole); "
+        "comma-separated, e.g. shared,whole",
+    )
+    s.add_argument(
+        "--usage-factor",
+        type=float,
+        default=0.6,
+        metavar="F",
+        help="with the usage plugin: nodes' measured load is F times the requests of their "
+        "pods (default 0.6)",
+    )
+    s.add_argument(
+        "--metrics-period",
+        type=float,
+        metavar="S",
+        help="with the usage plugin: seconds between measurements of the nodes' load "
+        "(default: the configuration's metrics.interval, else 30)",
+    )
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.set_defaults(func=run)
 
@@ -557,12 +579,17 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from pumice.scheduler import Scheduler
-    from pumice.sim.engine import SimOptions
+    from pumice.sim import gpu_sharing
+    from pumice.sim.engine import SimOptions, node_allocatable
     from pumice.sim.report import prepare_out, summary_rows
     from pumice.sim.whatif import config_names, has_topology, topology_rows, write_comparison
 
     if args.period <= 0:
         raise InputError("must be > 0", field="--period")
+    if args.usage_factor < 0:
+        raise InputError("must be >= 0", field="--usage-factor")
+    if args.metrics_period is not None and args.metrics_period <= 0:
+        raise InputError("must be > 0", field="--metrics-period")
     if args.workers is not None and args.workers < 1:
         raise InputError("must be >= 1", field="--workers")
     from pumice.sim import sweep
@@ -613,6 +640,8 @@ def run(args: argparse.Namespace) -> int:
         pods_on_admission=not args.pods_upfront,
         job_controller=not (args.simple_jobs or args.pods_upfront),
         topology_slowdown=slowdown,
+        usage_factor=args.usage_factor,
+        metrics_period=args.metrics_period,
     )
     # One run per configuration, or per configuration and network-topology mode.
     run_schedulers: list[Scheduler] = []
@@ -620,6 +649,12 @@ def run(args: argparse.Namespace) -> int:
     names: list[str] = []
     run_seeds: list[int] = []  # in a grid, ordered by (configuration, seed)
     by_seed = {s: _variants(args, modes, workloads[s], cluster) for s in seeds}
+    sharing = gpu_sharing.parse_modes(args.gpu_sharing)
+    if sharing:
+        if modes:
+            raise InputError("give --gpu-sharing or --network-topology, not both")
+        allocs = node_allocatable(nodes)
+        by_seed = {s: gpu_sharing.variants(sharing, workloads[s], allocs) for s in seeds}
     for ci, label in enumerate(config_labels):
         for k in range(len(by_seed[seeds[0]])):
             for si, seed in enumerate(seeds):

@@ -76,9 +76,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pumice.api import parse
+from pumice.api.node_metrics import KIND as NODE_METRICS
+from pumice.api.node_metrics import synthetic_node_metrics
 from pumice.api.quantity import render_quantity, render_resources
 from pumice.cache.cache import SchedulerCache
 from pumice.cluster.memory import MemoryCluster
+from pumice.conf.config import metrics_interval
 from pumice.controllers.ephemeral import EphemeralClaimController
 from pumice.controllers.job import JobController
 from pumice.controllers.manager import Manager
@@ -101,7 +104,7 @@ from pumice.sim.workload import JobSpec, Workload
 TARGET_SAMPLES = 600
 
 #: Clock events that do not by themselves keep a simulation going.
-_HOUSEKEEPING = frozenset({"tick", "sample", "deadline"})
+_HOUSEKEEPING = frozenset({"tick", "sample", "deadline", "metrics"})
 #: Steps of the controllers within one instant before the simulation gives up on
 #: them settling (a controller fighting itself).
 _SETTLE = 50
@@ -128,6 +131,13 @@ class SimOptions:
     #: Run-time factor by the tier a gang spans when it starts (needs HyperNodes;
     #: empty: none is slowed).
     topology_slowdown: Slowdown = NO_SLOWDOWN
+    #: Measured node load for the ``usage`` plugin: every ``metrics_period`` seconds
+    #: (None: the configuration's ``metrics.interval``, else 30 s) each node gets a
+    #: NodeMetrics object saying it uses ``usage_factor`` times the requests of its
+    #: pods (:func:`~pumice.api.node_metrics.synthetic_node_metrics`). Only when the
+    #: configuration has the usage plugin: no other reads it.
+    usage_factor: float = 0.6
+    metrics_period: float | None = None
 
 
 @dataclass(slots=True)
@@ -289,6 +299,17 @@ class Simulation:
         for opt in scheduler.config.instances():
             if opt.name == "gang":
                 self.timeouts = GangTimeouts(opt.arguments)
+        #: How often nodes' measured load is written (None: the usage plugin is not
+        #: configured; see :meth:`_node_metrics`).
+        self.metrics_period: float | None = None
+        if "usage" in scheduler.config.plugin_names():
+            if options.usage_factor < 0:
+                raise InputError(f"must not be negative, got {options.usage_factor:g}",
+                                 field="usage factor")  # fmt: skip
+            period = options.metrics_period or metrics_interval(scheduler.config, 30.0)
+            if period <= 0:
+                raise InputError(f"must be positive, got {period:g}", field="metrics period")
+            self.metrics_period = period
         #: Did the last cycle change the cluster; wake-ups for timeouts since anything
         #: else happened (see :meth:`_gang_deadline`).
         self._changed_cluster = False
@@ -426,6 +447,27 @@ class Simulation:
         for uid in bound_jobs:
             m.check_gang(uid, self.kubelet.held(uid))
 
+    # -- measured load -------------------------------------------------------------------
+
+    def _node_metrics(self) -> None:
+        """Write every node's measured load, as metrics-server would, from the pods on
+        it now; a new measurement may change decisions (the usage plugin's filter and
+        score), so a cycle follows. The next round is due a period later while anything
+        else is left to happen."""
+        period = self.metrics_period
+        assert period is not None
+        cache, store = self.cache, self.store
+        cache.sync()
+        for obj in synthetic_node_metrics(cache.nodes, self.options.usage_factor, self.clock.now):
+            name = obj["metadata"]["name"]
+            if store.get(NODE_METRICS, name) is None:
+                store.create(obj)
+            else:
+                store.modify(NODE_METRICS, name, lambda old, new=obj: old.update(new))
+        self._changed()
+        if self.clock.busy(_HOUSEKEEPING):
+            self.clock.after(period, SAMPLE, ("metrics", None))
+
     # -- the loop -----------------------------------------------------------------------
 
     def _next_arrival(self) -> None:
@@ -450,6 +492,8 @@ class Simulation:
         self._next_arrival()
         if self.workload.jobs:
             clock.at(self.workload.jobs[0].arrival, SAMPLE, ("sample", None))
+        if self.metrics_period is not None:  # (a measurement at time 0 would be undated)
+            clock.at(self.metrics_period, SAMPLE, ("metrics", None))
         events = 0
         while len(clock):
             _t, event = clock.pop()
@@ -463,6 +507,8 @@ class Simulation:
             elif kind == "deadline":  # a gang times out or is tried again
                 self._deadline = None
                 self._changed()
+            elif kind == "metrics":
+                self._node_metrics()
             elif kind == "call":  # something from outside at a set time (tests, what-ifs)
                 event[1](self)
             elif kind == "arrival":
