@@ -273,3 +273,12 @@ def test_check_catches_a_device_given_twice() -> None:
     assert any("of node node-00000, its pod is bound to node-00001" in p for p in problems)
     del d.prebind["bench/pend-000001"]
     assert any("without all its ResourceClaims" in p for p in check_decisions(objs, d))
+
+
+def test_a_small_attach_case_places_both_kinds_of_claims_validly() -> None:
+    """3 nodes (8 PVs and 8 GPUs each) and 10 pods, half with a volume claim, half with
+    a device claim: all placed, each claim on its pod's node, nothing given twice."""
+    small = Scenario("a", "", lambda: scenarios.attach(3, 10), 3, 10)
+    r = run_scenario(small, Scheduler.from_file(None), repeats=1)
+    assert r.valid, r.problems
+    assert r.bound == 10

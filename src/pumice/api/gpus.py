@@ -75,9 +75,6 @@ NO_PERCENTAGE = 101
 #: change nobody reads must not count as a change of the cluster.
 NODE_ANNOTATIONS = (VGPU_REGISTER, GPU_UNHEALTHY)
 NODE_CAPACITY = (GPU_MEMORY, GPU_NUMBER)
-#: The pod annotations that say which cards a pod holds, written at its bind: read
-#: again whenever the pod changes (its other annotations are read when it is created).
-POD_HOLDS = (GPU_INDEX, VGPU_IDS)
 #: Every resource name a pod may ask of deviceshare.
 DEVICE_RESOURCES = frozenset(
     {GPU_MEMORY, GPU_NUMBER, VGPU_NUMBER, VGPU_MEMORY, VGPU_MEMORY_PERCENTAGE, VGPU_CORES}
@@ -349,7 +346,6 @@ __all__ = [
     "NODE_CAPACITY",
     "NO_PERCENTAGE",
     "NVIDIA",
-    "POD_HOLDS",
     "PREDICATE_TIME",
     "VGPU_CORES",
     "VGPU_GROUP_POLICY",

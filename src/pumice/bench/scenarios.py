@@ -573,6 +573,28 @@ def volumes(n_nodes: int = 1000, n_pending: int = 5000, per_node: int = 8) -> li
     return objs
 
 
+def attach(n_nodes: int = 1000, n_pending: int = 5000) -> list[Obj]:
+    """What pods attach, both kinds at once: the nodes of :func:`volumes` (8 local PVs
+    each) also publish the GPUs of :func:`dra`; half the ``n_pending`` pods mount their
+    own ``WaitForFirstConsumer`` claim, the other half ask one GPU through a
+    ResourceClaim from a template."""
+    half = n_pending // 2
+    disks = volumes(n_nodes, half)
+    gpus = dra(n_nodes, n_pending - half)
+    objs = list(disks)
+    seen = {("Node", o["metadata"]["name"]) for o in disks if o.get("kind") == "Node"}
+    for o in gpus:
+        kind = o.get("kind")
+        if kind == "Queue" or (kind, o["metadata"].get("name")) in seen:
+            continue
+        if kind == "Pod":  # (named apart from the claims' pods)
+            meta = o["metadata"]
+            meta["name"] = meta["name"].replace("pend-", "gpu-")
+            meta["uid"] = meta["uid"].replace("pend-", "gpu-")
+        objs.append(o)
+    return objs
+
+
 @dataclass(frozen=True, slots=True)
 class Scenario:
     """One benchmark case: a name, what it models, and how to build its objects."""
@@ -696,6 +718,15 @@ SCENARIOS: dict[str, Scenario] = {
             dra,
             1000,
             2500,
+        ),
+        Scenario(
+            "attach",
+            "1,000 nodes with 8 local PVs and 8 DRA GPUs each; 5,000 pending single pods, "
+            "half mounting an unbound WaitForFirstConsumer claim, half asking a GPU through a "
+            "ResourceClaim",
+            attach,
+            1000,
+            5000,
         ),
         *_scale_cases(),
     )
