@@ -91,3 +91,41 @@ def test_the_crd_keeps_what_the_exporter_writes(kube):
     status, _ = client.request("POST", NUMA.path(), body=bad)
     assert status == 422
     k.delete_all(client, NUMA.path(), "Numatopologies")
+
+
+QUOTA_CONFIG = """actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: resourcequota
+- plugins:
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+"""
+
+
+def test_pumice_run_admits_no_job_past_its_namespaces_quota(kube, tmp_path):
+    """A gang whose minResources would take the namespace past its ResourceQuota stays
+    Pending, its pods saying which quota and dimension; one within it runs."""
+    client, kubeconfig = kube
+    k.nodes(client, 2, cpu="8")
+    k.ok(client.request("POST", QUOTA.path("default"), body=_quota({"requests.cpu": "4"})))
+    conf = tmp_path / "sched.conf"
+    conf.write_text(QUOTA_CONFIG)
+    k.podgroup(client, "small", 2, minResources={"cpu": "2"})
+    k.podgroup(client, "big", 3, minResources={"cpu": "6"})
+    for name, size in (("small", 2), ("big", 3)):
+        for i in range(size):
+            k.pod(client, f"{name}-{i}", group=name)
+    with k.running(kubeconfig, config=str(conf)):
+        k.wait_for("the small gang bound", lambda: len(k.bound(client)) == 2)
+
+        def refusal() -> str:  # (why the gang waits, on each of its pods)
+            return str((k.condition(k.pods(client)["big-0"], "PodScheduled") or {}).get("message"))
+
+        k.wait_for("the big gang explained", lambda: "ResourceQuota default/compute" in refusal())
+        assert "requests.cpu" in refusal()
+    assert sorted(k.bound(client)) == ["small-0", "small-1"]
+    assert (k.get(client, "PodGroup", "default/big") or {})["status"]["phase"] == "Pending"
