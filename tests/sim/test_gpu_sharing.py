@@ -103,3 +103,13 @@ def test_the_example_what_if_shows_sharing_shortening_waits(tmp_path, capsys) ->
     assert summary["shared"]["wait"]["mean"] < summary["whole"]["wait"]["mean"]
     held = {m: s["utilization"][GM] for m, s in summary.items()}
     assert held["shared"] < held["whole"]
+    # the comparison says what sharing bought, in the summary and on the page
+    printed = capsys.readouterr().out
+    wait = {m: f"{summary[m]['wait']['mean'] / 60:.1f} min" for m in summary}
+    sentence = (
+        f"What sharing GPU cards bought: jobs waited {wait['shared']} on average, against "
+        f"{wait['whole']} with a card each; the pods held {held['shared']:.1%} of the shared "
+        f"cards' memory, against {held['whole']:.1%} with whole cards."
+    )
+    assert sentence in printed
+    assert sentence.replace("'", "&#x27;") in (out / "index.html").read_text()

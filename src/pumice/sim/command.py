@@ -779,6 +779,8 @@ def run(args: argparse.Namespace) -> int:
                 else:
                     t.add_row(label, *("–" if v is None else f"{v:g}" for v in vals))
         console.print(t)
+        for line in gpu_sharing.what_sharing_bought(names, rs):
+            print(line)
         print(f"report: {page}")
     bad = sum(r.summary["gang_violations"] for r, _i, _p in results)
     if bad:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pumice.api.gpus import GPU_MEMORY, GPU_NUMBER
 from pumice.errors import InputError
@@ -100,3 +101,35 @@ def variants(
 
 
 __all__ = ["MODES", "card_memory", "parse_modes", "variants", "with_whole_cards"]
+
+
+def what_sharing_bought(names: Sequence[str], summaries: Sequence[Mapping[str, Any]]) -> list[str]:
+    """For each configuration run ``shared`` and ``whole`` (names ``shared``/``whole``,
+    or ``<config>-shared``/``<config>-whole``), one sentence comparing the two: the
+    mean wait, and how much of the shared cards' memory the pods held."""
+    runs = dict(zip(names, summaries, strict=True))
+    out = []
+    for name in names:
+        if not name.endswith(MODES[0]):
+            continue
+        prefix = name[: -len(MODES[0])]
+        shared, whole = runs[name], runs.get(prefix + MODES[1])
+        if whole is None:
+            continue
+        held = [r["utilization"].get(GPU_MEMORY) for r in (shared, whole)]
+        label = f" ({prefix.rstrip('-')})" if prefix else ""
+        text = (
+            f"What sharing GPU cards bought{label}: jobs waited {_minutes(shared['wait']['mean'])} "
+            f"on average, against {_minutes(whole['wait']['mean'])} with a card each"
+        )
+        if None not in held:
+            text += (
+                f"; the pods held {held[0]:.1%} of the shared cards' memory, against "
+                f"{held[1]:.1%} with whole cards"
+            )
+        out.append(text + ".")
+    return out
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min"

@@ -27,6 +27,7 @@ import orjson
 
 from pumice.sim.engine import SimResult
 from pumice.sim.findings import findings
+from pumice.sim.gpu_sharing import what_sharing_bought
 from pumice.sim.report import (
     _CSS,
     HOUR,
@@ -249,6 +250,10 @@ def write_comparison(results: Sequence[SimResult], out: str | Path, run: dict) -
         + ", ".join(f"<a href='{html.escape(n)}/index.html'>{html.escape(n)}</a>" for n in names)
         + ".</p>",
         *_findings_parts(results),
+        *(
+            f"<p>{html.escape(line)}</p>"
+            for line in what_sharing_bought(names, [r.summary for r in results])
+        ),
         "<h2>Side by side</h2>",
         _table(["metric", *names], head_rows()),
         *net_parts,
