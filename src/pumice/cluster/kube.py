@@ -464,6 +464,9 @@ class KubeCluster:
     ) -> None:
         if ok:
             self.stats.binds += 1
+            if self._patched_by:
+                with self._lock:  # (its overlays stay until the watch shows the writes)
+                    self._patched_by.pop(pod_key, None)
             if self.on_bound is not None:
                 self.on_bound(pod_key, node, seconds)
         else:
