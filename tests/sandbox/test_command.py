@@ -1,6 +1,7 @@
 """`pumice sandbox`: refusals before anything starts (no binaries, bad counts), the
 manifests it takes from deploy/, and a real start: the lines it prints, a kubeconfig
-that works, Ready nodes, a pod bound there that runs, and a clean stop on SIGTERM."""
+that works, Ready nodes, a pod bound there that runs, the shared-GPU example scheduled
+by pumice run, and a clean stop on SIGTERM."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from tests.run import kube_kit as k
 
 from pumice.cli import main
 from pumice.cluster.kube_client import RESOURCES, KubeClient
-from pumice.sandbox.command import DEFAULT_QUEUE, pumice_manifests
+from pumice.sandbox import apply
+from pumice.sandbox.command import CONFIGS, DEFAULT_QUEUE, EXAMPLES, pumice_manifests
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,7 +61,12 @@ def test_the_installed_command_exits_2_too(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "argv, field", [(["--nodes", "-1"], "--nodes"), (["--port", "70000"], "--port")]
+    "argv, field",
+    [
+        (["--nodes", "-1"], "--nodes"),
+        (["--shared-gpu-nodes", "-2"], "--shared-gpu-nodes"),
+        (["--port", "70000"], "--port"),
+    ],
 )
 def test_bad_arguments_exit_2(argv, field, capsys, tmp_path):
     assert main(["sandbox", "--dir", str(tmp_path), *argv]) == 2
@@ -87,7 +94,8 @@ def test_a_sandbox_starts_runs_a_pod_and_stops_on_sigterm(k8s_binaries, tmp_path
         port = s.getsockname()[1]
     proc = subprocess.Popen(
         [sys.executable, "-m", "pumice.cli", "sandbox", "--dir", str(folder), "--port", str(port),
-         "--nodes", "2", "--gpu-nodes", "1", "--startup-delay", "0.05"],
+         "--nodes", "2", "--gpu-nodes", "1", "--shared-gpu-nodes", "1",
+         "--startup-delay", "0.05"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -107,7 +115,9 @@ def test_a_sandbox_starts_runs_a_pod_and_stops_on_sigterm(k8s_binaries, tmp_path
 
         client = KubeClient.from_config(str(kubeconfig))
         nodes = k.ok(client.request("GET", RESOURCES["Node"].path()))["items"]
-        assert sorted(n["metadata"]["name"] for n in nodes) == ["cpu-000", "cpu-001", "gpu-000"]
+        assert sorted(n["metadata"]["name"] for n in nodes) == [
+            "cpu-000", "cpu-001", "gpu-000", "shared-gpu-000"
+        ]  # fmt: skip
         assert k.get(client, "Queue", "default") is not None
         k.pod(client, "hello")
         k.ok(client.request("POST", RESOURCES["Pod"].path("default", "hello", "binding"), body={
@@ -121,6 +131,20 @@ def test_a_sandbox_starts_runs_a_pod_and_stops_on_sigterm(k8s_binaries, tmp_path
                 == "Running"
             ),
         )
+        # the shared-GPU example, as docs/sandbox.md tells it: four pods on card 0, two on 1
+        apply(str(kubeconfig), EXAMPLES / "shared-gpu.yaml")
+        with k.running(str(kubeconfig), config=str(CONFIGS / "deviceshare.yaml")):
+            k.wait_for(
+                "the inference pods bound",
+                lambda: sum(n.startswith("infer-") for n in k.bound(client)) == 6,
+                timeout=60,
+            )
+        cards = sorted(
+            p["metadata"]["annotations"]["volcano.sh/gpu-index"]
+            for n, p in k.pods(client).items()
+            if n.startswith("infer-")
+        )
+        assert cards == ["0", "0", "0", "0", "1", "1"]
         client.close()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0

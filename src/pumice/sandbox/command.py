@@ -40,6 +40,7 @@ DEFAULT_DIR = "pumice-sandbox"
 #: pumice's manifests in a source checkout; the sandbox applies their CRDs and Queues.
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "sandbox"
+CONFIGS = EXAMPLES.parent / "configs"
 _KINDS = ("CustomResourceDefinition", "Queue")  # applied from deploy/, in this order
 DEFAULT_QUEUE = {
     "apiVersion": "scheduling.volcano.sh/v1beta1",
@@ -69,6 +70,14 @@ def add_parser(sub: Any) -> None:
         default=2,
         metavar="M",
         help="GPU nodes (96 cpu, 768Gi, 8 GPUs; default 2)",
+    )
+    s.add_argument(
+        "--shared-gpu-nodes",
+        type=int,
+        default=0,
+        metavar="S",
+        help="GPU nodes whose 8 cards of 80 GiB are shared by memory (volcano.sh/gpu-memory, "
+        "for the deviceshare plugin; default 0)",
     )
     s.add_argument(
         "--dir",
@@ -110,6 +119,7 @@ def _check(args: argparse.Namespace) -> None:
     for flag, value in (
         ("--nodes", args.nodes),
         ("--gpu-nodes", args.gpu_nodes),
+        ("--shared-gpu-nodes", args.shared_gpu_nodes),
         ("--local-volumes", args.local_volumes),
     ):
         if value < 0:
@@ -215,9 +225,10 @@ class Sandbox:
             _say(f"applied pumice's CRDs and the default Queue ({count} objects)")
 
     def _nodes(self, client: Any) -> list[str]:
-        from pumice.sandbox.nodes import CPU_NODE, GPU_NODE, create_mixed
+        from pumice.sandbox.nodes import CPU_NODE, GPU_NODE, SHARED_GPU_NODE, create_mixed
 
-        counts = [(CPU_NODE, self.args.nodes), (GPU_NODE, self.args.gpu_nodes)]
+        counts = [(CPU_NODE, self.args.nodes), (GPU_NODE, self.args.gpu_nodes),
+                  (SHARED_GPU_NODE, self.args.shared_gpu_nodes)]  # fmt: skip
         return create_mixed(client, [(shape, n) for shape, n in counts if n > 0])
 
     def _kubelet(self, client: Any, names: list[str]) -> Any:
@@ -245,8 +256,11 @@ class Sandbox:
         return provisioner
 
     def _tell(self, server: str, kubeconfig: Path, kubelet: bool) -> None:
-        cpu, gpu = self.args.nodes, self.args.gpu_nodes
-        what = f"{cpu} CPU and {gpu} GPU nodes" + (", fake kubelet" if kubelet else ", no kubelet")
+        cpu, gpu, shared = self.args.nodes, self.args.gpu_nodes, self.args.shared_gpu_nodes
+        what = f"{cpu} CPU and {gpu} GPU nodes"
+        if shared:
+            what += f", {shared} with shared GPUs"
+        what += ", fake kubelet" if kubelet else ", no kubelet"
         print(f"pumice sandbox: kube-apiserver at {server}; {what}", flush=True)
         if shutil.which("kubectl") is None:
             _say(f"note: kubectl is not on PATH; get it from {KUBECTL_HOW_TO}")
@@ -256,6 +270,9 @@ class Sandbox:
         print(f"  export KUBECONFIG={kubeconfig}; kubectl get pods -w", flush=True)
         if EXAMPLES.is_dir():
             print(f"  kubectl apply -f {EXAMPLES / 'gang.yaml'}", flush=True)
+            if shared:
+                print(f"  (shared GPUs: pumice run --config {CONFIGS / 'deviceshare.yaml'}; "
+                      f"kubectl apply -f {EXAMPLES / 'shared-gpu.yaml'})", flush=True)  # fmt: skip
         print("Ctrl-C stops the sandbox.", flush=True)
 
 

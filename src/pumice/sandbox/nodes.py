@@ -36,7 +36,15 @@ GPU_NODE = NodeShape(
     {"cpu": "96", "memory": "768Gi", "pods": "110", GPU: "8"},
     {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
 )
-SHAPES = {s.name: s for s in (CPU_NODE, GPU_NODE)}
+#: A GPU node whose 8 cards of 80 GiB are shared by memory, as Volcano's GPU-share
+#: device plugin advertises them (the deviceshare plugin's GPUSharingEnable mode).
+SHARED_GPU_NODE = NodeShape(
+    "shared-gpu",
+    {"cpu": "96", "memory": "768Gi", "pods": "110", "volcano.sh/gpu-memory": str(8 * 81920),
+     "volcano.sh/gpu-number": "8"},
+    {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
+)  # fmt: skip
+SHAPES = {s.name: s for s in (CPU_NODE, GPU_NODE, SHARED_GPU_NODE)}
 
 
 def node_object(name: str, shape: NodeShape) -> dict:
@@ -115,6 +123,7 @@ __all__ = [
     "CPU_NODE",
     "GPU_NODE",
     "SHAPES",
+    "SHARED_GPU_NODE",
     "NodeShape",
     "create_mixed",
     "create_node",
