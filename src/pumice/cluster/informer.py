@@ -172,7 +172,8 @@ class Informer:
             if status == 404:
                 if self.served:
                     log.warning(
-                        "%s: the API server does not serve %s (is its CRD installed?); "
+                        "%s: the API server does not serve %s (a CRD not installed, or an "
+                        "API this Kubernetes version does not serve); "
                         "treating it as empty",
                         self.kind,
                         self.resource.path(),
