@@ -389,6 +389,7 @@ class _Builder:
         where = f"{kind} {key[1]}"
         manifest = copy.deepcopy(dict(obj))
         manifest.setdefault("apiVersion", "resource.k8s.io/v1")
+        manifest["metadata"] = {**manifest["metadata"], "namespace": namespace}
         try:
             _DEVICE_CLAIM_PARSERS[kind](manifest)
         except InputError as exc:
