@@ -721,6 +721,10 @@ def load_workload(
       simulated cluster when the first job mounting it arrives (:mod:`pumice.sim.storage`).
       The pods of one role attach the same claims (a pod's claim volumes are kept, as
       written, for every pod of its role).
+    - ResourceClaimTemplates and ResourceClaims (dynamic resource allocation) the pods
+      name in ``spec.resourceClaims`` (a pod's or a Volcano Job task template's): each
+      must be declared by some file; they are created in the simulated cluster
+      (:mod:`pumice.sim.devices`). The pods of one role name the same claims.
 
     Objects of other kinds (Nodes, say) are skipped and counted. Every job's queue must be
     declared by some file or be in ``known_queues``; every priority class it names must be
