@@ -168,3 +168,21 @@ def test_the_resourceclaim_controller_is_optional():
     assert "resourceclaim" not in ALL
     assert parse_names("all,resourceclaim") == (*ALL, "resourceclaim")
     assert parse_names("resourceclaim,ephemeral") == ("ephemeral", "resourceclaim")
+
+
+def test_a_recorded_claim_deleted_before_the_pod_got_a_node_is_made_again():
+    store, mgr, controller, _ = _world()
+    store.create(template("one-gpu"))
+    store.create(_pod("p", {"name": "gpu", "resourceClaimTemplateName": "one-gpu"}))
+    mgr.step()
+    [made] = store.list("ResourceClaim")
+    key = f"default/{made['metadata']['name']}"
+    store.delete("ResourceClaim", key)
+    mgr.step()
+    again = store.get("ResourceClaim", key)
+    assert again is not None and again["metadata"]["uid"] != made["metadata"]["uid"]
+    # once the pod is on a node, nothing is made again: it is too late for the scheduler
+    store.patch("Pod", "default/p", {"spec": {"nodeName": "n0"}})
+    store.delete("ResourceClaim", key)
+    mgr.step()
+    assert store.get("ResourceClaim", key) is None and controller.made == 2

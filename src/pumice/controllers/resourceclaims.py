@@ -22,9 +22,10 @@ a node) is removed; when the last entry goes, the claim's ``status.allocation`` 
 cleared too, so that its devices are free for other claims (the kubelet stops using
 them when the pod ends; Kubernetes clears the allocation of a claim the scheduler
 allocated once it is no longer reserved). A claim made for a pod that is done, or
-whose pod is gone, is then deleted (Kubernetes' controller deletes the first, its
-garbage collector the second; a store that does not cascade deletes, as a simulated
-cluster where the kubelet removes pods, relies on this).
+whose pod the controller saw deleted, is then deleted (Kubernetes' controller deletes
+the first, its garbage collector the second; a cluster where pods are removed without
+a cascade, as the simulated kubelet removes them, relies on this). A claim whose pod
+was deleted before the controller started is left to the garbage collector.
 
 ``on_release`` is told whenever devices may have come free (an allocation cleared, an
 allocated claim deleted): a simulator schedules a cycle on it.
