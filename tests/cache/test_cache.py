@@ -184,6 +184,36 @@ def test_podgroup_spec_change_after_status_writes_is_taken_in():
     _same(snap, _rebuilt(store))
 
 
+def test_a_claim_recorded_in_a_pods_status_after_its_creation_is_taken_in():
+    """The resource-claim controller records a template claim in the pod's status after
+    the pod was created (on a cluster, and in a simulation): the cache reads it, and
+    the pod is bound with the claim's devices instead of waiting for ever."""
+    from tests.plugins.test_devices import GPU_CLASS, claim, gpu_slice, template, using
+
+    store = MemoryCluster()
+    store.create_all([queue("default"), node("n1"), GPU_CLASS, gpu_slice("n1", 1),
+                      template("one-gpu")])  # fmt: skip
+    store.create(using("p", template_name="one-gpu", group="g"))
+    store.create(podgroup("g", min_member=1))
+    cache = SchedulerCache(store)
+    scheduler = Scheduler.from_file(None)
+    decisions = scheduler.cycle(cache.snapshot())
+    assert decisions.binds == {}
+    assert "waiting for ResourceClaim gpu" in decisions.pending["default/g"]
+    made = claim("p-gpu-x")
+    store.create(made)
+
+    def record(obj):
+        obj["status"]["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": "p-gpu-x"}]
+
+    store.modify("Pod", "default/p", record)
+    snap = cache.snapshot()
+    [ref] = snap.jobs["default/g"].tasks["uid-p"].device_claims
+    assert ref.claim_name == "p-gpu-x"
+    assert scheduler.cycle(snap).binds == {"default/p": "n1"}
+    _same(cache.snapshot(), _rebuilt(store))
+
+
 def test_snapshots_share_queues_a_cycle_cannot_change():
     """Snapshots lend the cache's queues uncopied: their spec vectors are read-only, so
     a session that tried to change one in place would fail loudly instead of changing

@@ -515,14 +515,20 @@ class SchedulerCache:
         noted = notes != rec.annotations
         if noted:  # (what a bind wrote before it: the cards a device agent reads)
             rec.annotations = parse.as_labels(notes, "metadata.annotations")
+        claimed = any(r.waiting for r in rec.device_claims)
+        if claimed:  # (the claims the resource-claim controller made, in the status)
+            claims = self._device_claims(key, ev.obj)
+            claimed = claims != rec.device_claims
+            rec.device_claims = claims
         if self._stale:
             return
         task = self.tasks.get(key) or self.others.get(key)
         if task is None:
             return
         job = self.jobs.get(task.job) if task.job else None
-        if noted:
+        if noted or claimed:
             task.annotations = rec.annotations
+            task.device_claims = rec.device_claims
             if job is not None:
                 self._touch(job)
         if task.scheduled_at != scheduled_at:
@@ -544,6 +550,19 @@ class SchedulerCache:
         else:
             task.status = status
         self._place(task, new_node)
+
+    @staticmethod
+    def _device_claims(key: str, obj: Mapping[str, Any]) -> tuple[Any, ...]:
+        """A pod's DRA claims as its spec and status name them now."""
+        namespace = (obj.get("metadata") or {}).get("namespace") or "default"
+        try:
+            return parse.pod_device_claims(
+                parse.as_mapping(obj.get("spec"), "spec"),
+                parse.as_mapping(obj.get("status"), "status"),
+                namespace,
+            )
+        except InputError as err:
+            raise err.located(obj=f"Pod {key}") from None
 
     def _handle_podgroup(self, ev: WatchEvent) -> None:
         kind, key = ev.kind, ev.key

@@ -68,6 +68,14 @@ CONTROLLERS: dict[str, Entry] = {
         "kube-controller-manager (optional: not part of all)",
         default=False,
     ),
+    "resourceclaim": Entry(
+        "pumice.controllers.resourceclaims",
+        "ResourceClaimController",
+        "the ResourceClaims of pods' resourceClaimTemplateName entries, and the devices of "
+        "pods that are done given back, for a cluster without kube-controller-manager "
+        "(optional: not part of all)",
+        default=False,
+    ),
 }
 #: What ``all`` runs: every controller but the optional ones.
 ALL = tuple(n for n, e in CONTROLLERS.items() if e.default)

@@ -13,7 +13,9 @@ file's ``topology.volcano.sh`` HyperNode manifests, or a compact ``topology:`` b
 that generates a leaf-spine tree over the file's nodes in the order they are listed.
 
 So does the storage (:mod:`pumice.sim.storage_spec`): StorageClass, PersistentVolume,
-CSINode and CSIDriver manifests, and a compact node group's ``localVolumes`` block.
+CSINode and CSIDriver manifests, and a compact node group's ``localVolumes`` block; and
+the devices of dynamic resource allocation (:mod:`pumice.sim.devices_spec`):
+ResourceSlice and DeviceClass manifests, and a compact node group's ``devices`` block.
 """
 
 from __future__ import annotations
@@ -25,6 +27,15 @@ from typing import Any
 
 from pumice.api.quantity import plural, render_resources
 from pumice.errors import InputError
+from pumice.sim.devices_spec import (
+    DEVICE_KINDS,
+    DeviceBlock,
+    check_devices,
+    device_blocks,
+    device_object,
+    device_slices,
+    driver_class,
+)
 from pumice.sim.documents import iter_objects, read_documents
 from pumice.sim.fields import (
     check_keys,
@@ -49,7 +60,15 @@ GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
-_GROUP_KEYS = ("count", "namePrefix", "allocatable", "labels", "taints", "localVolumes")
+_GROUP_KEYS = (
+    "count",
+    "namePrefix",
+    "allocatable",
+    "labels",
+    "taints",
+    "localVolumes",
+    "devices",
+)
 _CLUSTER_KEYS = ("apiVersion", "kind", "nodes", "topology")
 
 
@@ -119,12 +138,14 @@ def default_cluster() -> list[dict[str, Any]]:
 @dataclass(slots=True)
 class ClusterSpec:
     """A cluster file's Node objects, the HyperNodes of its network (none: no
-    network-topology information) and its storage objects (StorageClasses,
-    PersistentVolumes, CSINodes, CSIDrivers; none: no storage)."""
+    network-topology information), its storage objects (StorageClasses,
+    PersistentVolumes, CSINodes, CSIDrivers; none: no storage) and its devices
+    (ResourceSlices and DeviceClasses; none: no devices)."""
 
     nodes: list[dict[str, Any]]
     hypernodes: list[dict[str, Any]] = field(default_factory=list)
     storage: list[dict[str, Any]] = field(default_factory=list)
+    devices: list[dict[str, Any]] = field(default_factory=list)
 
 
 def load_cluster(path: str | None, notes: list[str] | None = None) -> list[dict[str, Any]]:
@@ -147,6 +168,8 @@ def load_cluster_spec(
     generates a tree over all the file's nodes, in file order (not both). StorageClass,
     PersistentVolume, CSINode and CSIDriver objects are kept, and a node group's
     ``localVolumes`` makes local PVs on each of its nodes (:mod:`pumice.sim.storage_spec`).
+    ResourceSlice and DeviceClass objects are kept, and a node group's ``devices`` makes
+    a ResourceSlice per node (:mod:`pumice.sim.devices_spec`).
     Objects of other kinds are left out, as ``pumice cycle`` takes what it needs from a whole dump
     (``kubectl get nodes,pods -A -o yaml``): the workload comes from elsewhere. How many
     were left out is said in ``notes``, when given. Bad input raises
@@ -160,6 +183,8 @@ def load_cluster_spec(
     hypernodes: list[dict[str, Any]] = []
     storage: list[dict[str, Any]] = []
     local: list[dict[str, Any]] = []  # (the local volumes of compact node groups)
+    devices: list[dict[str, Any]] = []
+    slices: list[dict[str, Any]] = []  # (the devices of compact node groups)
     shape: TreeShape | None = None
     skipped: dict[str, int] = {}
     for obj in iter_objects(read_documents(path), file=path):
@@ -168,8 +193,10 @@ def load_cluster_spec(
             nodes.append(_node_manifest(obj, path))
         elif kind in STORAGE_KINDS:
             storage.append(storage_object(obj, path))
+        elif kind in DEVICE_KINDS:
+            devices.append(device_object(obj, path))
         elif "nodes" in obj and kind in (None, "Cluster"):
-            nodes.extend(_compact_nodes(obj, path, local))
+            nodes.extend(_compact_nodes(obj, path, local, slices))
             if "topology" in obj and network:
                 if shape is not None:
                     raise InputError(
@@ -218,7 +245,12 @@ def load_cluster_spec(
         storage.append(local_class(name))
     storage.extend(local)
     check_storage(storage, path)
-    return ClusterSpec(nodes, hypernodes, storage)
+    classes = {o["metadata"]["name"] for o in devices if o["kind"] == "DeviceClass"}
+    for name in sorted({o["spec"]["driver"] for o in slices} - classes):
+        devices.append(driver_class(name))
+    devices.extend(slices)
+    check_devices(devices, seen, path)
+    return ClusterSpec(nodes, hypernodes, storage, devices)
 
 
 def _node_manifest(obj: Mapping[str, Any], file: str) -> dict[str, Any]:
@@ -254,10 +286,13 @@ def _node_manifest(obj: Mapping[str, Any], file: str) -> dict[str, Any]:
 
 
 def _compact_nodes(
-    doc: Mapping[str, Any], file: str, local: list[dict[str, Any]] | None = None
+    doc: Mapping[str, Any],
+    file: str,
+    local: list[dict[str, Any]] | None = None,
+    slices: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """The nodes of a compact document; the local PVs of its groups' ``localVolumes``
-    go into ``local``."""
+    go into ``local``, the ResourceSlices of their ``devices`` into ``slices``."""
     try:
         check_keys(doc, _CLUSTER_KEYS, field=None)
     except InputError as exc:
@@ -295,6 +330,9 @@ def _compact_nodes(
             volumes = None
             if group.get("localVolumes") is not None:
                 volumes = local_volumes(group["localVolumes"], f"{f}.localVolumes")
+            blocks: list[DeviceBlock] = []
+            if group.get("devices") is not None:
+                blocks = device_blocks(group["devices"], f"{f}.devices")
         except InputError as exc:
             raise exc.located(file=file, obj=f"node group {prefix}") from None
         names = [f"{prefix}-{i:0{width}d}" for i in range(start, start + count)]
@@ -302,6 +340,9 @@ def _compact_nodes(
             nodes.append(node_object(name, allocatable, labels=labels, taints=taints))
         if volumes is not None and local is not None:
             local.extend(local_pvs(names, *volumes))
+        if slices is not None:
+            for block in blocks:
+                slices.extend(device_slices(names, block))
     return nodes
 
 

@@ -51,9 +51,10 @@ def add_parser(sub: Any) -> None:
     )
     s.add_argument(
         "--cluster",
-        help="nodes: Node manifests or a compact {nodes: [...]} file, with HyperNodes and "
+        help="nodes: Node manifests or a compact {nodes: [...]} file, with HyperNodes, "
         "storage (StorageClasses, PersistentVolumes, CSINodes, CSIDrivers, a node group's "
-        "localVolumes) if any (default: the built-in 56-node GPU cluster)",
+        "localVolumes) and devices (ResourceSlices, DeviceClasses, a node group's devices) "
+        "if any (default: the built-in 56-node GPU cluster)",
     )
     s.add_argument(
         "--config",
@@ -372,6 +373,8 @@ class _Plan:
     hypernodes: tuple[dict[str, Any], ...] = ()
     #: The cluster's StorageClasses, PersistentVolumes, CSINodes and CSIDrivers.
     storage: tuple[dict[str, Any], ...] = ()
+    #: The cluster's ResourceSlices and DeviceClasses.
+    devices: tuple[dict[str, Any], ...] = ()
     seeds: tuple[int, ...] = ()  # of each run, in a grid over seeds (else empty)
     label_errors: bool = False  # an InputError names the run it came from
 
@@ -407,6 +410,7 @@ def _run_config(
         config_name=name,
         hypernodes=plan.hypernodes,
         storage=plan.storage,
+        devices=plan.devices,
     )
     t0 = time.perf_counter()
     result = sim.run(progress)
@@ -685,6 +689,7 @@ def run(args: argparse.Namespace) -> int:
         targets=targets,
         hypernodes=tuple(cluster.hypernodes),
         storage=tuple(cluster.storage),
+        devices=tuple(cluster.devices),
         seeds=tuple(run_seeds) if grid else (),
         label_errors=grid or address is not None,
     )

@@ -56,6 +56,13 @@ the first job mounting them arrives, and released volumes are reclaimed
 controller and the reclaimer. Binding a pod binds its volumes at once
 (:meth:`~pumice.cluster.memory.MemoryCluster.bind`).
 
+**Devices.** ``devices`` (ResourceSlices and DeviceClasses of the cluster file) go into
+the store with the nodes; when the workload's pods need ResourceClaims, its templates
+and claims are created (:mod:`pumice.sim.devices`), and the controllers also run the
+resource-claim controller (:mod:`pumice.controllers.resourceclaims`): it makes the
+claims of pods' template entries and gives a claim's devices back when its pods are
+done. Binding a pod writes its claims' allocations at once.
+
 **Gang timeouts.** A gang of another dialect (coscheduling, Kubernetes' Workload API)
 times out and backs off on the session's clock (:mod:`pumice.plugins.gang_timeout`),
 at times nothing else may mark: after each cycle the engine wakes for the first
@@ -85,11 +92,13 @@ from pumice.conf.config import metrics_interval
 from pumice.controllers.ephemeral import EphemeralClaimController
 from pumice.controllers.job import JobController
 from pumice.controllers.manager import Manager
+from pumice.controllers.resourceclaims import ResourceClaimController
 from pumice.errors import InputError
 from pumice.plugins.gang_timeout import CARRY_KEY, GangTimeouts
 from pumice.scheduler import Scheduler
 from pumice.sim.apiserver import SimStore, sim_keygen
 from pumice.sim.clock import ARRIVAL, CONTROLLERS, CYCLE, SAMPLE, Clock
+from pumice.sim.devices import DeviceClaimFeeder, check_device_claims, uses_devices
 from pumice.sim.kubelet import DEFAULT_GRACE, DEFAULT_STARTUP_DELAY, Kubelet
 from pumice.sim.metrics import Metrics
 from pumice.sim.objects import (
@@ -226,8 +235,12 @@ class Simulation:
         config_name: str = "default",
         hypernodes: Sequence[Mapping[str, Any]] = (),
         storage: Sequence[Mapping[str, Any]] = (),
+        devices: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         check_workload(workload, nodes)
+        dra = uses_devices(workload)
+        if dra:
+            check_device_claims(workload, nodes, devices)
         topology = cluster_topology(nodes, hypernodes)
         self.spans = Spans(topology) if topology is not None else None
         # PodGroup-shaped jobs are made Volcano Jobs when they arrive (so that a long
@@ -252,15 +265,19 @@ class Simulation:
             self.store.create_all(copy.deepcopy(list(hypernodes)))
         if storage:
             self.store.create_all(copy.deepcopy(list(storage)))
+        if devices:
+            self.store.create_all(copy.deepcopy(list(devices)))
         self.store.create_all(priority_class_objects(workload.priority_classes))
         self.store.create_all(queue_objects(workload.queues))
         self.api: SimStore | None = None
         self.manager: Manager | None = None
         self.claims: ClaimFeeder | None = None
         self.reclaimer: VolumeReclaimer | None = None
+        self.device_claims: DeviceClaimFeeder | None = None
+        self.claim_controller: ResourceClaimController | None = None
         jobs = as_jobs or any(j.manifest is not None for j in workload.jobs)
         volumes = bool(storage) or mounts_claims(workload)
-        if jobs or volumes:
+        if jobs or volumes or dra:
             api = SimStore(self.store, grace=options.grace)
             controllers: list[Any] = []
             if jobs:
@@ -273,6 +290,11 @@ class Simulation:
                 self.claims.start(workload.jobs)
                 self.reclaimer = VolumeReclaimer(api, on_free=self._changed)
                 controllers += [EphemeralClaimController(api), self.reclaimer]
+            if dra:
+                self.device_claims = DeviceClaimFeeder(api, workload.device_claims)
+                self.device_claims.start(workload.jobs)
+                self.claim_controller = ResourceClaimController(api, on_release=self._changed)
+                controllers.append(self.claim_controller)
             self.manager = Manager(api, controllers)
         self.cache = SchedulerCache(
             self.store, scheduler_name=options.scheduler_name, clock=lambda: self.clock.now
@@ -514,6 +536,8 @@ class Simulation:
             elif kind == "arrival":
                 if self.claims is not None:
                     self.claims.arrive(event[1])
+                if self.device_claims is not None:
+                    self.device_claims.arrive(event[1])
                 kubelet.arrive(event[1])
                 self._next_arrival()
             elif kind == "sample":
@@ -564,6 +588,7 @@ def simulate(
     progress: Progress | None = None,
     hypernodes: Sequence[Mapping[str, Any]] = (),
     storage: Sequence[Mapping[str, Any]] = (),
+    devices: Sequence[Mapping[str, Any]] = (),
 ) -> SimResult:
     """Run one simulation and return its metrics."""
     sim = Simulation(
@@ -574,6 +599,7 @@ def simulate(
         config_name=config_name,
         hypernodes=hypernodes,
         storage=storage,
+        devices=devices,
     )
     return sim.run(progress)
 

@@ -96,6 +96,8 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 #: How the volume checks say a node has no volume for a pod's claim.
 _NO_VOLUME = "didn't find available persistent volumes to bind"
+#: How the device checks say a node cannot serve a pod's ResourceClaims.
+_NO_DEVICES = "cannot allocate all claims"
 
 
 def reason_label(text: str) -> str:
@@ -119,6 +121,8 @@ def reason_label(text: str) -> str:
         if "nodes are available" in t:
             if _NO_VOLUME in t:  # (kube-scheduler's words for a WaitForFirstConsumer claim)
                 return "gang short: no free volume"
+            if _NO_DEVICES in t:  # (the predicates plugin's device checks)
+                return "gang short: no free devices"
             return "gang short: no node had room"
         return "gang short"
     if "deserved share" in t:
@@ -633,6 +637,15 @@ def _idle_remedy(
             f"Try: more volumes where the {_unit(v.resource)} sat idle (local disks on more "
             "nodes, e.g. localVolumes in the cluster file, or a class that provisions "
             "there): the waiting pods' claims found no free volume on the nodes with room.",
+            "",
+            {},
+        )
+    if top == "gang short: no free devices":
+        return (
+            f"Try: more devices where the {_unit(v.resource)} sat idle (a devices block on "
+            "more node groups of the cluster file, or more ResourceSlices), or claims asking "
+            "for fewer devices each: the waiting pods' ResourceClaims found too few free "
+            "devices on the nodes with room.",
             "",
             {},
         )

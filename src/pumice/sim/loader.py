@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from pumice.api import gang_apis
+from pumice.api.dra import parse_resource_claim, parse_resource_claim_template
+from pumice.api.parse import pod_device_claims
 from pumice.api.quantity import render_resources
 from pumice.api.topology_spec import parse_network_topology
 from pumice.api.volumes import parse_pvc
@@ -60,6 +62,12 @@ from pumice.sim.workload import (
     Workload,
     sort_jobs,
 )
+
+#: The DRA objects a workload may hold, and their parsers.
+_DEVICE_CLAIM_PARSERS = {
+    "ResourceClaim": parse_resource_claim,
+    "ResourceClaimTemplate": parse_resource_claim_template,
+}
 
 # --------------------------------------------------------------------------- input paths
 
@@ -134,6 +142,8 @@ class _Pod:
     ref: GangKey | None = None
     #: Its claim volumes (``persistentVolumeClaim`` or ``ephemeral``), as written.
     volumes: tuple[Mapping[str, Any], ...] = ()
+    #: Its ``spec.resourceClaims`` (DRA), as written.
+    resource_claims: tuple[Mapping[str, Any], ...] = ()
 
 
 #: A gang a pod names (see :class:`_Pod`).
@@ -158,6 +168,10 @@ class _Builder:
     #: PersistentVolumeClaim manifests by ``namespace/name``, and where each was read.
     claims: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     claim_files: dict[str, str] = field(default_factory=dict)
+    #: ResourceClaim and ResourceClaimTemplate manifests by (kind, ``namespace/name``),
+    #: and where each was read.
+    device_claims: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
+    device_claim_files: dict[tuple[str, str], str] = field(default_factory=dict)
     skipped: int = 0
     warnings: list[str] = field(default_factory=list)
 
@@ -218,6 +232,8 @@ class _Builder:
             self.add_queue_object(obj, file)
         elif kind == "PersistentVolumeClaim":
             self.add_claim(obj, file)
+        elif kind in _DEVICE_CLAIM_PARSERS:
+            self.add_device_claim(str(kind), obj, file)
         elif kind == "PriorityClass":
             meta = _metadata(obj, file, "PriorityClass")
             name = require_str(meta.get("name"), field="metadata.name")
@@ -362,6 +378,58 @@ class _Builder:
                         field="spec.volumes",
                     )
 
+    def add_device_claim(self, kind: str, obj: Mapping[str, Any], file: str) -> None:
+        """A ResourceClaimTemplate or ResourceClaim the workload's pods name (checked as
+        the scheduler reads it; created in the simulated cluster, see
+        :mod:`pumice.sim.devices`)."""
+        meta = _metadata(obj, file, kind)
+        name = require_str(meta.get("name"), field="metadata.name")
+        namespace = meta.get("namespace") or DEFAULT_NAMESPACE
+        key = (kind, f"{namespace}/{name}")
+        where = f"{kind} {key[1]}"
+        manifest = copy.deepcopy(dict(obj))
+        manifest.setdefault("apiVersion", "resource.k8s.io/v1")
+        manifest["metadata"] = {**manifest["metadata"], "namespace": namespace}
+        try:
+            _DEVICE_CLAIM_PARSERS[kind](manifest)
+        except InputError as exc:
+            raise exc.located(file=file, obj=where) from None
+        if key in self.device_claims:
+            raise InputError(
+                f"duplicate {kind} {key[1]} (first declared in {self.device_claim_files[key]})",
+                file=file,
+                obj=where,
+                field="metadata.name",
+            )
+        manifest["metadata"] = {
+            k: v
+            for k, v in manifest["metadata"].items()
+            if k not in ("uid", "resourceVersion", "creationTimestamp", "generation")
+        }
+        manifest["metadata"]["namespace"] = namespace
+        manifest.pop("status", None)
+        self.device_claims[key] = manifest
+        self.device_claim_files[key] = file
+
+    def check_device_claims(self) -> None:
+        """Every ResourceClaim and ResourceClaimTemplate a job's pods name is declared by
+        some file (else its pods would wait for it for ever)."""
+        from pumice.sim.devices import claim_refs
+
+        for key, job in self.jobs.items():
+            for kind, name in claim_refs(job):
+                if (kind, f"{job.namespace}/{name}") not in self.device_claims:
+                    origin = self.job_origin[key]
+                    field = "resourceClaimName" if kind == "ResourceClaim" else (
+                        "resourceClaimTemplateName")  # fmt: skip
+                    raise InputError(
+                        f"its pods need {kind} {name}, which no file declares (add the "
+                        f"{kind} to the workload)",
+                        file=origin.file,
+                        obj=origin.obj,
+                        field=f"spec.resourceClaims[].{field}",
+                    )
+
     def add_pod(self, obj: Mapping[str, Any], file: str) -> None:
         meta = _metadata(obj, file, "Pod")
         name = require_str(meta.get("name"), field="metadata.name")
@@ -397,11 +465,13 @@ class _Builder:
             )
             ref = _pod_ref(annotations, labels, spec)
             volumes = _claim_volumes(spec)
+            resource_claims = _resource_claims(spec, str(namespace))
         except InputError as exc:
             raise exc.located(file=file, obj=where) from None
         self.pods.append(
-            _Pod(file, name, namespace, task, requests, annotations, pc, queue, ref, volumes)
-        )
+            _Pod(file, name, namespace, task, requests, annotations, pc, queue, ref, volumes,
+                 resource_claims)
+        )  # fmt: skip
 
     def build_manifest_jobs(self) -> None:
         groups: dict[tuple[str, GangKey], list[_Pod]] = {}
@@ -582,6 +652,7 @@ class _Builder:
         self.group_compact_workloads()
         self.check_pod_names()
         self.check_claims()
+        self.check_device_claims()
         queue_names = set(self.queues) | set(known_queues)
         for key, job in self.jobs.items():
             origin = self.job_origin[key]
@@ -614,6 +685,7 @@ class _Builder:
             skipped=self.skipped,
             warnings=tuple(self.warnings),
             claims=tuple(self.claims[k] for k in sorted(self.claims)),
+            device_claims=tuple(self.device_claims[k] for k in sorted(self.device_claims)),
         )
 
 
@@ -649,6 +721,10 @@ def load_workload(
       simulated cluster when the first job mounting it arrives (:mod:`pumice.sim.storage`).
       The pods of one role attach the same claims (a pod's claim volumes are kept, as
       written, for every pod of its role).
+    - ResourceClaimTemplates and ResourceClaims (dynamic resource allocation) the pods
+      name in ``spec.resourceClaims`` (a pod's or a Volcano Job task template's): each
+      must be declared by some file; they are created in the simulated cluster
+      (:mod:`pumice.sim.devices`). The pods of one role name the same claims.
 
     Objects of other kinds (Nodes, say) are skipped and counted. Every job's queue must be
     declared by some file or be in ``known_queues``; every priority class it names must be
@@ -971,22 +1047,47 @@ def _claim_volumes(spec: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
     return tuple(out)
 
 
+def _resource_claims(spec: Mapping[str, Any], namespace: str) -> tuple[Mapping[str, Any], ...]:
+    """The pod's ``spec.resourceClaims`` entries (DRA), checked, as written."""
+    entries = spec.get("resourceClaims")
+    if not entries:
+        return ()
+    refs = pod_device_claims(spec, {}, namespace)  # (checks each entry)
+    names = [r.name for r in refs]
+    for i, name in enumerate(names):
+        if not is_dns_label(name):
+            raise InputError(
+                f"invalid claim entry name {name!r}", field=f"spec.resourceClaims[{i}].name"
+            )
+        if name in names[:i]:
+            raise InputError(f"entry {name} is given twice", field=f"spec.resourceClaims[{i}].name")
+    return tuple(copy.deepcopy(dict(e)) for e in entries)
+
+
 def _tasks_from_pods(pods: Sequence[_Pod]) -> tuple[TaskSpec, ...]:
     order: list[str] = []
     shapes: dict[str, dict[str, float]] = {}
     counts: dict[str, int] = {}
     volumes: dict[str, tuple[Mapping[str, Any], ...]] = {}
+    devices: dict[str, tuple[Mapping[str, Any], ...]] = {}
     for pod in pods:
         if pod.task not in shapes:
             order.append(pod.task)
             shapes[pod.task] = pod.requests
             volumes[pod.task] = pod.volumes
+            devices[pod.task] = pod.resource_claims
             counts[pod.task] = 0
         elif volumes[pod.task] != pod.volumes:
             raise InputError(
                 f"pod {pod.namespace}/{pod.name} attaches other claims than the other pods "
                 f"of task {pod.task!r}; give each its own {ANNOTATION_TASK_SPEC}",
                 field="spec.volumes",
+            )
+        elif devices[pod.task] != pod.resource_claims:
+            raise InputError(
+                f"pod {pod.namespace}/{pod.name} needs other ResourceClaims than the other "
+                f"pods of task {pod.task!r}; give each its own {ANNOTATION_TASK_SPEC}",
+                field="spec.resourceClaims",
             )
         elif shapes[pod.task] != pod.requests:
             raise InputError(
@@ -998,7 +1099,14 @@ def _tasks_from_pods(pods: Sequence[_Pod]) -> tuple[TaskSpec, ...]:
             )
         counts[pod.task] += 1
     return tuple(
-        TaskSpec(name=t, replicas=counts[t], requests=shapes[t], volumes=volumes[t]) for t in order
+        TaskSpec(
+            name=t,
+            replicas=counts[t],
+            requests=shapes[t],
+            volumes=volumes[t],
+            resource_claims=devices[t],
+        )
+        for t in order
     )
 
 
@@ -1105,7 +1213,12 @@ def _volcano_job(obj: Mapping[str, Any], name: str, namespace: str) -> JobSpec:
                 field=f"{f}.metadata.annotations[{ANNOTATION_END_FRACTION}]",
             )
         given = t.min_available_given
-        tasks.append(TaskSpec(t.name, t.replicas, requests, given, duration, outcome, end_fraction))
+        try:
+            claims = _resource_claims(t.template.get("spec") or {}, namespace)
+        except InputError as exc:
+            raise InputError(exc.message, field=f"{f}.{exc.field}" if exc.field else f) from None
+        tasks.append(TaskSpec(t.name, t.replicas, requests, given, duration, outcome, end_fraction,
+                              resource_claims=claims))  # fmt: skip
     facts = dict(annotations)
     if ANNOTATION_DURATION not in facts and len(durations) == len(tasks) and tasks:
         facts[ANNOTATION_DURATION] = str(max(durations))  # every task says its own
@@ -1140,7 +1253,15 @@ def _single_pod_job(pod: _Pod) -> JobSpec:
         queue=pod.queue or DEFAULT_QUEUE,
         arrival=arrival,
         duration=duration,
-        tasks=(TaskSpec(name=pod.task, replicas=1, requests=pod.requests, volumes=pod.volumes),),
+        tasks=(
+            TaskSpec(
+                name=pod.task,
+                replicas=1,
+                requests=pod.requests,
+                volumes=pod.volumes,
+                resource_claims=pod.resource_claims,
+            ),
+        ),
         min_available=1,
         priority_class=pod.priority_class,
         outcome=outcome,

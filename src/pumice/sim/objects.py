@@ -248,6 +248,8 @@ def _pods(
                 spec["priority"] = priority
             if task.volumes:
                 spec["volumes"] = copy_tree(list(task.volumes))
+            if task.resource_claims:
+                spec["resourceClaims"] = copy_tree(list(task.resource_claims))
             meta: dict[str, Any] = {
                 "name": pod_name(job, task, i),
                 "namespace": job.namespace,

@@ -99,6 +99,9 @@ class TaskSpec:
     #: The claims its pods attach: pod ``spec.volumes`` entries with a
     #: ``persistentVolumeClaim`` or an ``ephemeral`` claim template, as written.
     volumes: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)
+    #: The DRA ResourceClaims its pods need: pod ``spec.resourceClaims`` entries (a
+    #: ``resourceClaimName`` or a ``resourceClaimTemplateName``), as written.
+    resource_claims: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,8 +194,11 @@ class Workload:
     it names is in ``priority_classes``. ``claims`` are the PersistentVolumeClaim
     manifests of the workload, which the simulation creates when the first job that
     mounts one arrives (at the start for a claim no job mounts; see
-    :mod:`pumice.sim.storage`). ``skipped`` counts input rows or objects a loader
-    left out with a warning; ``warnings`` holds the first few messages.
+    :mod:`pumice.sim.storage`). ``device_claims`` are its ResourceClaimTemplate and
+    ResourceClaim manifests (dynamic resource allocation), created at the start, a
+    claim a job names when the first such job arrives (see :mod:`pumice.sim.devices`).
+    ``skipped`` counts input rows or objects a loader left out with a warning;
+    ``warnings`` holds the first few messages.
     """
 
     jobs: tuple[JobSpec, ...]
@@ -201,6 +207,7 @@ class Workload:
     skipped: int = 0
     warnings: tuple[str, ...] = ()
     claims: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)
+    device_claims: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)
 
 
 def sort_jobs(jobs: Iterable[JobSpec]) -> tuple[JobSpec, ...]:
