@@ -138,7 +138,9 @@ def test_a_claim_is_allocated_and_reserved_before_its_pod_is_bound(kube_cluster)
     shown = kc.get("ResourceClaim", "default/c") or {}  # (the cache sees it at once)
     assert shown["status"]["allocation"] == ALLOCATION
     assert k.wait_for("the pod bound", lambda: k.bound(client).get("p"), timeout=30) == "n1"
-    status = (k.get(client, "ResourceClaim", "default/c") or {})["status"]
+    got = k.get(client, "ResourceClaim", "default/c") or {}
+    assert "resource.kubernetes.io/delete-protection" in got["metadata"]["finalizers"]
+    status = got["status"]
     assert status["allocation"] == ALLOCATION
     assert status["reservedFor"] == [{"resource": "pods", "name": "p",
                                       "uid": pod["metadata"]["uid"]}]  # fmt: skip

@@ -3,7 +3,8 @@ PreBind plugins do (see :class:`~pumice.cluster.protocol.BindWrites`).
 
 In order: the pod's annotations (a device agent reads them when the pod starts); each
 ResourceClaim's ``status.allocation``, with the pod added to ``reservedFor`` (the
-kubelet refuses a pod whose claims are not reserved for it); each chosen PV's
+kubelet refuses a pod whose claims are not reserved for it), the claim first given
+kube-scheduler's ``resource.kubernetes.io/delete-protection`` finalizer; each chosen PV's
 ``claimRef`` (with ``pv.kubernetes.io/bound-by-controller``), and for a claim to
 provision, ``volume.kubernetes.io/selected-node``. Then the bind waits, up to the
 timeout, until the PV controller (and the provisioner) has bound every claim: a pod
@@ -35,6 +36,8 @@ from pumice.cluster.kube_client import (
 )
 from pumice.cluster.protocol import BindWrites
 
+#: The finalizer an allocated ResourceClaim carries until its devices are given back.
+DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
 #: How often a bind looks whether its claims are bound yet (in the watched objects:
 #: no request is made).
 POLL_SECONDS = 0.05
@@ -141,6 +144,14 @@ class PreBinder:
         user = {"resource": "pods", "name": name, "uid": uid}
         for claim, allocation in writes.claims.items():
             current = self.truth("ResourceClaim", claim) or {}
+            held = list((current.get("metadata") or {}).get("finalizers") or [])
+            if allocation and DELETE_PROTECTION not in held:
+                # (as kube-scheduler does: an allocated claim is not deleted before the
+                # resource-claim controller has given its devices back)
+                body = {"metadata": {"finalizers": [*held, DELETE_PROTECTION]}}
+                err = self._patch("ResourceClaim", claim, body)
+                if err:
+                    return False, f"protecting ResourceClaim {claim}: {err}"
             reserved = list((current.get("status") or {}).get("reservedFor") or [])
             if user not in reserved:
                 reserved.append(user)
