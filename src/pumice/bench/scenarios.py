@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pumice.conf.config import DEFAULT_CONFIG
+
 Obj = dict[str, Any]
 
 T0 = "2026-01-01T00:00:00Z"
@@ -351,27 +353,10 @@ def constraints(n_nodes: int = 5000, n_pending: int = 10_000) -> list[Obj]:
 
 
 #: Volcano's default configuration with deviceshare sharing GPUs by memory
-#: (:func:`deviceshare`).
-DEVICESHARE_CONFIG = """
-actions: "enqueue, allocate, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-    enablePreemptable: false
-  - name: conformance
-- plugins:
-  - name: overcommit
-  - name: drf
-    enablePreemptable: false
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: binpack
-  - name: deviceshare
-    arguments:
-      deviceshare.GPUSharingEnable: true
-"""
+#: (:func:`deviceshare`), and with numa-aware (:func:`numa`).
+DEVICESHARE_CONFIG = DEFAULT_CONFIG + (
+    "  - name: deviceshare\n    arguments:\n      deviceshare.GPUSharingEnable: true\n"
+)
 
 GPU_MEMORY = "volcano.sh/gpu-memory"
 GPU_NUMBER = "volcano.sh/gpu-number"
@@ -411,7 +396,7 @@ def deviceshare(
 
 
 #: Volcano's default configuration with numa-aware (:func:`numa`).
-NUMA_CONFIG = DEVICESHARE_CONFIG.split("  - name: deviceshare")[0] + "  - name: numa-aware\n"
+NUMA_CONFIG = DEFAULT_CONFIG + "  - name: numa-aware\n"
 
 
 def numatopology(name: str, cpus: int, numa_nodes: int, free: list[int]) -> Obj:

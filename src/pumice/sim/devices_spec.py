@@ -34,6 +34,7 @@ from pumice.api.quantity import parse_quantity
 from pumice.api.side_objects import DRA_PARSERS
 from pumice.errors import InputError
 from pumice.sim.fields import check_keys, is_dns_label, is_dns_subdomain, require_int, require_str
+from pumice.sim.storage_spec import checked_object
 
 #: The device kinds a cluster file may hold.
 DEVICE_KINDS = ("ResourceSlice", "DeviceClass")
@@ -57,15 +58,7 @@ class DeviceBlock:
 
 def device_object(obj: Mapping[str, Any], file: str) -> dict[str, Any]:
     """A ResourceSlice or DeviceClass manifest of a cluster file, checked."""
-    kind = str(obj.get("kind"))
-    meta = obj.get("metadata")
-    name = meta.get("name") if isinstance(meta, Mapping) else None
-    where = f"{kind} {name}" if isinstance(name, str) and name else kind
-    try:
-        DRA_PARSERS[kind](obj)
-    except InputError as exc:
-        raise exc.located(file=file, obj=where) from None
-    out = copy.deepcopy(dict(obj))
+    out = checked_object(obj, file, DRA_PARSERS)
     out.pop("status", None)
     return out
 

@@ -22,7 +22,7 @@ with a StorageClass of that name (``kubernetes.io/no-provisioner``,
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pumice.api.quantity import parse_quantity
@@ -42,17 +42,26 @@ _API = {
 }
 
 
-def storage_object(obj: Mapping[str, Any], file: str) -> dict[str, Any]:
-    """A storage manifest of a cluster file, checked; a PV starts free."""
+def checked_object(
+    obj: Mapping[str, Any], file: str, parsers: Mapping[str, Callable[..., Any]]
+) -> dict[str, Any]:
+    """A copy of a cluster file's manifest of one of ``parsers``' kinds, checked as the
+    scheduler reads it (an InputError naming the file, the object and the field)."""
     kind = str(obj.get("kind"))
     meta = obj.get("metadata")
     name = meta.get("name") if isinstance(meta, Mapping) else None
     where = f"{kind} {name}" if isinstance(name, str) and name else kind
     try:
-        STORAGE_PARSERS[kind](obj)
+        parsers[kind](obj)
     except InputError as exc:
         raise exc.located(file=file, obj=where) from None
-    out = copy.deepcopy(dict(obj))
+    return copy.deepcopy(dict(obj))
+
+
+def storage_object(obj: Mapping[str, Any], file: str) -> dict[str, Any]:
+    """A storage manifest of a cluster file, checked; a PV starts free."""
+    out = checked_object(obj, file, STORAGE_PARSERS)
+    kind = out.get("kind")
     if kind == "PersistentVolume":
         out.get("spec", {}).pop("claimRef", None)
         out["status"] = {"phase": "Available"}
