@@ -14,6 +14,7 @@ import numpy as np
 from pumice.api.task import TaskInfo
 from pumice.conf.arguments import Arguments
 from pumice.errors import InputError
+from pumice.framework.scoring import SeparableScore
 from pumice.framework.session import Session
 from pumice.framework.verdicts import timeless
 
@@ -72,7 +73,7 @@ class BinpackPlugin:
         return weights
 
 
-class BinpackScore:
+class BinpackScore(SeparableScore):
     """The ``node_order`` function of one session. Each node is scored on its own, so
     :meth:`context` is always None and :meth:`rows` / :meth:`one` (one node, plain
     floats, same result to the last bit) serve the allocate fast path (see
@@ -89,12 +90,6 @@ class BinpackScore:
         self.nodes = ssn.nodes
         self.weights = weights
         self._prep: dict[int, tuple] = {}
-
-    def context(self, task: TaskInfo, cand: np.ndarray) -> None:
-        return None
-
-    def __call__(self, task: TaskInfo, cand: np.ndarray) -> np.ndarray:
-        return self.rows(task, cand, None)
 
     def rows(self, task: TaskInfo, cand: np.ndarray, _ctx: None) -> np.ndarray:
         nodes, weights, factor = self.nodes, self.weights, self.factor

@@ -25,6 +25,7 @@ import numpy as np
 from pumice.api.task import TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
 from pumice.errors import InputError
+from pumice.framework.scoring import SeparableScore
 from pumice.framework.session import EventHandler, Session
 from pumice.framework.verdicts import timeless
 from pumice.plugins.gpu_cards import BINPACK, SPREAD, Cards, ShareCards, VgpuCards
@@ -135,7 +136,7 @@ class DeviceSharePlugin:
             self.cards.write(ssn.decisions, ssn.now)
 
 
-class DeviceScore:
+class DeviceScore(SeparableScore):
     """The ``node_order`` function: the score of the vGPU cards a task would take on
     each node, times the weight; 0 for a task asking none. Separable (``context`` /
     ``rows`` / ``one``) so that allocate's fast path stays on for the other tasks; a
@@ -145,12 +146,6 @@ class DeviceScore:
 
     def __init__(self, plugin: DeviceSharePlugin) -> None:
         self.plugin = plugin
-
-    def context(self, task: TaskInfo, cand: np.ndarray) -> None:
-        return None
-
-    def __call__(self, task: TaskInfo, cand: np.ndarray) -> np.ndarray:
-        return self.rows(task, cand, None)
 
     def rows(self, task: TaskInfo, cand: np.ndarray, _ctx: None) -> np.ndarray:
         cards = self.plugin.cards

@@ -42,6 +42,7 @@ from pumice.api.queue import NodeGroupAffinity, QueueInfo
 from pumice.api.task import ALLOCATED_STATUSES, TaskInfo
 from pumice.conf.arguments import Arguments
 from pumice.errors import InputError
+from pumice.framework.scoring import SeparableScore
 from pumice.framework.session import EventHandler, Session
 from pumice.framework.verdicts import timeless
 
@@ -331,7 +332,7 @@ class NodeGroupPlugin:
             self._add(rule, task, -1.0)
 
 
-class NodeGroupScore:
+class NodeGroupScore(SeparableScore):
     """The ``node_order`` function: a node's score depends on its group and the task's
     queue alone, so the context is the queue's score table (None: a queue without
     affinity, every node 0)."""
@@ -348,9 +349,6 @@ class NodeGroupScore:
         if job is None:
             return None
         return plugin.rule(job.queue).scores
-
-    def __call__(self, task: TaskInfo, cand: np.ndarray) -> np.ndarray:
-        return self.rows(task, cand, self.context(task, cand))
 
     def rows(self, task: TaskInfo, rows: np.ndarray, ctx: Scores | None) -> np.ndarray:
         if ctx is None:

@@ -61,6 +61,7 @@ from pumice.api.numa import NUMATOPOLOGY, NumatopologyRecord
 from pumice.api.task import NumaAsk, TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
 from pumice.errors import InputError
+from pumice.framework.scoring import SeparableScore
 from pumice.framework.session import EventHandler, Session
 from pumice.framework.verdicts import timeless
 from pumice.plugins.numa_cpus import NONE, CpuTopology, mask_of
@@ -358,7 +359,7 @@ def _judge(node: _Node, cpus: tuple[tuple[str, int], ...], policy: str) -> _Verd
     return _Verdict(cpus=taken)
 
 
-class NumaScore:
+class NumaScore(SeparableScore):
     """The plugin's ``node_order`` function, in the separable form allocate's fast path
     reads (``context``, ``rows``, ``one``): the only thing taken from the candidates is
     the most NUMA nodes any of them would have the pod span. Pods without the topology
@@ -375,9 +376,6 @@ class NumaScore:
         rows = cand if cand.dtype != bool else np.flatnonzero(cand)
         spans = self.plugin.spans(task, rows)
         return float(spans.max()) if spans.size else 0.0
-
-    def __call__(self, task: TaskInfo, cand: np.ndarray) -> np.ndarray:
-        return self.rows(task, cand, self.context(task, cand))
 
     def rows(self, task: TaskInfo, rows: np.ndarray, ctx: float | None) -> np.ndarray:
         if ctx is None:

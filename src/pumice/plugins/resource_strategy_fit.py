@@ -42,6 +42,7 @@ from pumice.api.quantity import CPU, MEMORY
 from pumice.api.task import TaskInfo
 from pumice.conf.arguments import Arguments
 from pumice.errors import InputError
+from pumice.framework.scoring import SeparableScore
 from pumice.framework.session import Session
 from pumice.framework.verdicts import timeless
 
@@ -251,7 +252,7 @@ class _Context:
     zero: bool = False
 
 
-class StrategyScore:
+class StrategyScore(SeparableScore):
     """The ``node_order`` function: each node is scored on its own."""
 
     __slots__ = ("_pod_weights", "plugin")
@@ -301,9 +302,6 @@ class StrategyScore:
                 dims.append((d, kind, w))
                 wsum += w
         return _Context(tuple(dims), wsum, requested)
-
-    def __call__(self, task: TaskInfo, cand: np.ndarray) -> np.ndarray:
-        return self.rows(task, cand, self.context(task, cand))
 
     def rows(self, task: TaskInfo, rows: np.ndarray, ctx: _Context) -> np.ndarray:
         plugin = self.plugin

@@ -47,6 +47,7 @@ from pumice.api.quantity import CPU, MEMORY, PODS
 from pumice.api.task import TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
 from pumice.errors import InputError
+from pumice.framework.scoring import SeparableScore
 from pumice.framework.session import EventHandler, Session
 from pumice.framework.verdicts import timeless
 
@@ -373,7 +374,7 @@ class _Context:
     bucket: Bucket = field(compare=False, hash=False, repr=False)
 
 
-class TopologyScore:
+class TopologyScore(SeparableScore):
     """The ``node_order`` function; pods outside every bucket score 0 (context None)."""
 
     __slots__ = ("plugin",)
@@ -392,9 +393,6 @@ class TopologyScore:
             manager.serial, manager.version, bucket.index, task.uid, task_name(task),
             manager, bucket,
         )  # fmt: skip
-
-    def __call__(self, task: TaskInfo, cand: np.ndarray) -> np.ndarray:
-        return self.rows(task, cand, self.context(task, cand))
 
     def one(self, task: TaskInfo, i: int, ctx: _Context | None) -> float:
         if ctx is None:

@@ -51,6 +51,7 @@ from pumice.api.task import (
 )
 from pumice.conf.arguments import Arguments, go_duration
 from pumice.errors import InputError
+from pumice.framework.scoring import SeparableScore
 from pumice.framework.session import Session
 
 ZONE_PREFIX = "tdm.revocable-zone."
@@ -364,7 +365,7 @@ def _job_starving(job: JobInfo) -> bool:
     return not job_preemptable(job) and bool(job.by_status.get(TaskStatus.PENDING))
 
 
-class TdmScore:
+class TdmScore(SeparableScore):
     """The ``node_order`` function: 100 on an open revocable node for a pod that may
     use one, else 0. Each node is scored on its own (the separable form of
     :class:`pumice.plugins.nodeorder.NodeOrderScore`); whether a pod may use revocable
@@ -374,12 +375,6 @@ class TdmScore:
 
     def __init__(self, plugin: TdmPlugin) -> None:
         self.plugin = plugin
-
-    def context(self, task: TaskInfo, cand: np.ndarray) -> None:
-        return None
-
-    def __call__(self, task: TaskInfo, cand: np.ndarray) -> np.ndarray:
-        return self.rows(task, cand, None)
 
     def rows(self, task: TaskInfo, rows: np.ndarray, _ctx: None) -> np.ndarray:
         if not task.placement.revocable:

@@ -44,6 +44,7 @@ from pumice.api.task import TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
 from pumice.conf.config import metrics_interval
 from pumice.errors import InputError
+from pumice.framework.scoring import SeparableScore
 from pumice.framework.session import EventHandler, Session
 
 MAX_SCORE = 100.0
@@ -373,7 +374,7 @@ class UsagePlugin:
         return part * MAX_SCORE * self.usage_weight
 
 
-class UsageScore:
+class UsageScore(SeparableScore):
     """The ``node_order`` function: each node scored on its own load (the separable
     form of :class:`pumice.plugins.nodeorder.NodeOrderScore`). A node's shadow load
     changes only when a pod is placed on it or leaves it, which the node table logs."""
@@ -382,12 +383,6 @@ class UsageScore:
 
     def __init__(self, plugin: UsagePlugin) -> None:
         self.plugin = plugin
-
-    def context(self, task: TaskInfo, cand: np.ndarray) -> None:
-        return None
-
-    def __call__(self, task: TaskInfo, cand: np.ndarray) -> np.ndarray:
-        return self.rows(task, cand, None)
 
     def rows(self, task: TaskInfo, rows: np.ndarray, _ctx: None) -> np.ndarray:
         score = self.plugin.score
