@@ -139,3 +139,12 @@ def test_cycle_refuses_a_misspelt_flag_with_the_closest_one(tmp_path, capsys) ->
     err = capsys.readouterr().err
     assert "tiers[0].plugins[0].enabledJobReady" in err
     assert "did you mean enableJobReady?" in err
+
+
+def test_the_table_says_what_the_binds_write_first(capsys) -> None:
+    """`--format table` lists the PV chosen for each claim, as the JSON's volumes does."""
+    snap = Path(__file__).parent / "scenarios/kubernetes/local-pv-statefulset/snapshot.yaml"
+    assert main(["cycle", str(snap), "--format", "table"]) == 0
+    out = capsys.readouterr().out
+    assert "Written before the binds (1)" in out
+    assert "PersistentVolumeClaim default/www-web-0" in out and "bound to PV example-pv" in out

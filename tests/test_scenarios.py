@@ -86,6 +86,13 @@ def test_scenario(case: Path) -> None:
             assert needle in out["pending"][job], f"{context}: {job}: {out['pending'][job]}"
     for job in expected.get("not_pending") or []:
         assert job not in out["pending"], f"{context}: {job}: {out['pending'].get(job)}"
+    for key in ("volumes", "provision"):
+        if key in expected:
+            assert out.get(key, {}) == (expected[key] or {}), f"{context}: {key}"
+    for claim, devices in (expected.get("claims") or {}).items():
+        results = out.get("claims", {}).get(claim, {}).get("devices", {}).get("results", [])
+        got = sorted(f"{r['pool']}/{r['device']}" for r in results)
+        assert got == sorted(devices), f"{context}: {claim}: {got}"
     for pod, notes in (expected.get("annotations") or {}).items():
         written = out.get("annotations", {}).get(pod, {})
         for key, value in notes.items():

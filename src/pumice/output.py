@@ -33,6 +33,12 @@ def print_table(decisions: Decisions, console: Console | None = None) -> None:
     for pod, node in data["binds"].items():
         t.add_row(pod, node)
     console.print(t)
+    writes = _prebind_rows(data)
+    if writes:
+        t = table(f"Written before the binds ({len(writes)})", "object", "what")
+        for row in writes:
+            t.add_row(*row)
+        console.print(t)
     if data["pipelined"]:
         t = table(f"Pipelined ({len(data['pipelined'])})", "pod", "node (resources releasing)")
         for pod, node in data["pipelined"].items():
@@ -63,3 +69,22 @@ def print_table(decisions: Decisions, console: Console | None = None) -> None:
         for job, why in data["pending"].items():
             t.add_row(job, why)
         console.print(t)
+
+
+def _prebind_rows(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """What the binds write first, a row per object: a claim's PV or the node its volume
+    is provisioned for, a ResourceClaim's devices, a pod's annotations."""
+    rows = [(f"PersistentVolumeClaim {c}", f"bound to PV {pv}")
+            for c, pv in data.get("volumes", {}).items()]  # fmt: skip
+    rows += [(f"PersistentVolumeClaim {c}", f"a volume provisioned for node {node}")
+             for c, node in data.get("provision", {}).items()]  # fmt: skip
+    for claim, allocation in data.get("claims", {}).items():
+        devices = ", ".join(
+            f"{r['request']}: {r['driver']} {r['pool']}/{r['device']}"
+            for r in (allocation.get("devices") or {}).get("results") or ()
+        )
+        rows.append((f"ResourceClaim {claim}", f"allocated {devices}"))
+    for pod, notes in data.get("annotations", {}).items():
+        shown = ", ".join(f"{k}={v}" for k, v in notes.items())
+        rows.append((f"Pod {pod}", f"annotated {shown}"))
+    return rows
