@@ -31,14 +31,14 @@ UNSCHEDULABLE = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 
 def supported(ssn: Session) -> bool:
     """Only the default predicates / nodeorder / binpack functions are modelled, and
-    not inter-pod (anti-)affinity."""
+    neither inter-pod (anti-)affinity nor what pods attach (volumes, devices)."""
     preds = [n for tier in ssn.hooks.chain("predicate") for n, _ in tier]
     scorers = [n for tier in ssn.hooks.chain("node_order") for n, _ in tier]
     if not (set(preds) <= {"predicates"} and set(scorers) <= {"nodeorder", "binpack"}):
         return False
     tasks = [t for job in ssn.jobs.values() for t in job.tasks.values()]
     tasks += [t for on_node in ssn.nodes.tasks for t in on_node.values()]
-    return all(getattr(t, "pod_affinity", None) is None for t in tasks)
+    return all(getattr(t, "pod_affinity", None) is None and not t.attaches for t in tasks)
 
 
 # -- predicates ----------------------------------------------------------------------
