@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from pumice.cli import main
-from pumice.controllers.cli import default_namespace, human_age, job_view, queue_rows
+from pumice.controllers.cli import default_namespace, human_age, job_view, print_job, queue_rows
 
 
 def kubeconfig(path: Path, server: str, namespaces: dict[str, str | None]) -> str:
@@ -153,3 +153,81 @@ def test_queue_counts_take_a_podgroup_without_queue_as_default_s():
     assert list(rows) == ["default", "q"]
     assert rows["default"]["running"] == 1
     assert (rows["q"]["inqueue"], rows["q"]["running"], rows["q"]["pending"]) == (1, 0, 0)
+
+
+def _job_in(phase: str, *, spec: dict | None = None, **status) -> dict:
+    return {
+        "metadata": {"name": "j", "namespace": "ns", "uid": "u1"},
+        "spec": spec or {"tasks": [{"name": "worker", "replicas": 2}]},
+        "status": {"state": {"phase": phase}, **status},
+    }
+
+
+def _said(reason: str, message: str, minute: int, type_: str = "Normal") -> dict:
+    return {
+        "type": type_,
+        "reason": reason,
+        "message": message,
+        "lastTimestamp": f"2024-05-01T10:{minute:02d}:00Z",
+    }
+
+
+def test_a_job_failed_after_its_retries_says_so_and_the_policy_that_restarted_it(capsys):
+    spec = {
+        "maxRetry": 2,
+        "policies": [{"event": "PodFailed", "action": "RestartJob"}],
+        "tasks": [{"name": "worker", "replicas": 2}],
+    }
+    job = _job_in("Failed", spec=spec, retryCount=2, failed=1)
+    events = [
+        _said("ExecuteAction", "Start to execute action RestartJob", 1),
+        _said("ExecuteAction", "Start to execute action RestartJob", 5),
+        _said("PluginError", "cannot create the ssh secret", 3, "Warning"),
+    ]
+    view = job_view(job, None, events)
+    assert view["why"] == [
+        "restarted 2 times, the most its maxRetry (2) allows",
+        "the job controller executed RestartJob, as the Job's policy PodFailed -> RestartJob "
+        "calls for (2024-05-01T10:05:00Z)",
+        "last warning: PluginError: cannot create the ssh secret (2024-05-01T10:03:00Z)",
+    ]
+    print_job(view, 1714557900.0)
+    out = capsys.readouterr().out
+    assert "Why" in out and "restarted 2 times" in out
+
+
+def test_an_aborted_job_names_the_task_policy_that_aborted_it():
+    spec = {
+        "tasks": [
+            {"name": "ps", "replicas": 1},
+            {"name": "worker", "replicas": 2,
+             "policies": [{"exitCode": 3, "action": "AbortJob"}]},
+        ]
+    }  # fmt: skip
+    job = _job_in("Aborted", spec=spec)
+    view = job_view(job, None, [_said("ExecuteAction", "Start to execute action AbortJob", 2)])
+    assert view["why"] == [
+        "the job controller executed AbortJob, as task worker's policy exit code 3 -> "
+        "AbortJob calls for (2024-05-01T10:02:00Z)"
+    ]
+
+
+def test_a_job_stopped_by_a_command_says_a_command_asked():
+    issued = "Start to execute command AbortJob, and clean it up to make sure executed not more"
+    events = [
+        _said("CommandIssued", issued, 2),
+        _said("ExecuteAction", "Start to execute action AbortJob", 2),
+    ]
+    view = job_view(_job_in("Aborting"), None, events)
+    assert view["why"] == ["AbortJob was asked for by a command (pumice job / vcctl job)"]
+
+
+def test_a_job_failed_by_its_pods_says_how_they_ended():
+    job = _job_in("Failed", retryCount=0, succeeded=1, failed=1)
+    view = job_view(job, None, [])
+    assert view["why"] == ["its pods ended with 1 succeeded and 1 failed; minAvailable is 2"]
+
+
+def test_a_running_job_has_no_why():
+    events = [_said("ExecuteAction", "Start to execute action RestartJob", 1)]
+    assert job_view(_job_in("Running"), None, events)["why"] == []

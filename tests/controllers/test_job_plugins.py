@@ -9,7 +9,7 @@ import shutil
 import pytest
 from tests.controllers.test_job_world import TEST_KEY, World, manifest
 
-from pumice.controllers.job.plugins import flags, ssh_keygen
+from pumice.controllers.job.plugins import flags, ssh_keygen, unknown_flags
 
 
 def _env(pod: dict, container: int = 0) -> dict:
@@ -159,3 +159,66 @@ def test_ssh_keygen_makes_a_real_key_pair():
     assert private.startswith("-----BEGIN RSA PRIVATE KEY-----")
     assert public.startswith("ssh-rsa AAAA") and public.endswith("\n")
     assert len(public.split()) == 2
+
+
+def test_pytorch_wait_master_gives_workers_volcanos_init_container():
+    """Volcano's PyTorch example with ``--wait-master-enabled=true``: each worker pod
+    waits for the master's port in a ``wait-for-master`` init container; the master
+    does not; and no argument is reported as ignored."""
+    w = World()
+    key = w.submit(manifest("pytorch-wait-master"))
+    w.admit(key)
+    master = w.store.get("Pod", "default/pytorch-job-master-0")
+    assert not master["spec"].get("initContainers")
+    for i in (0, 1):
+        worker = w.store.get("Pod", f"default/pytorch-job-worker-{i}")
+        (init,) = worker["spec"]["initContainers"]
+        assert init["name"] == "wait-for-master"
+        assert init["image"] == "busybox:1.36.1"
+        sh, c, script = init["command"]
+        assert (sh, c) == ("sh", "-c")
+        assert "nc -z pytorch-job-master-0.pytorch-job 23456" in script
+        assert "echo > /dev/tcp/pytorch-job-master-0.pytorch-job/23456" in script
+        assert "TIMEOUT=600" in script and "exit 1" in script
+        assert _env(worker)["MASTER_ADDR"] == "pytorch-job-master-0.pytorch-job"
+    assert not [e for e in w.events(key) if e["reason"] == "PluginError"]
+
+
+def test_pytorch_without_wait_master_has_no_init_container():
+    w = World()
+    key = w.submit(manifest("pytorch-job"))
+    w.admit(key)
+    worker = w.store.get("Pod", "default/pytorch-job-worker-0")
+    assert not worker["spec"].get("initContainers")
+
+
+def test_an_argument_pumice_does_not_implement_is_a_warning_event_once():
+    job = manifest("pytorch-job")
+    job["spec"]["plugins"]["pytorch"] += ["--elastic-restarts=3", "stray"]
+    w = World()
+    key = w.submit(job)
+    w.admit(key)
+    w.step()
+    warned = [e for e in w.events(key) if e["reason"] == "PluginError"]
+    assert len(warned) == 1
+    e = warned[0]
+    assert e["type"] == "Warning" and e.get("count", 1) == 1
+    assert e["message"] == (
+        "plugin pytorch: pumice does not implement the argument(s) --elastic-restarts=3 "
+        "stray; ignored"
+    )
+    # what it does implement still applies
+    assert _env(w.store.get("Pod", "default/pytorch-job-worker-0"))["RANK"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("args", "ignored"),
+    [
+        (["--port=22", "--master", "m"], []),
+        (["--wait-master-enabled", "--nope"], ["--nope"]),
+        (["-bogus=1", "--port", "23", "x"], ["-bogus=1", "x"]),
+    ],
+)
+def test_unknown_flags_are_those_flags_ignores(args, ignored):
+    defaults = {"port": "1", "master": "master", "wait-master-enabled": "false"}
+    assert unknown_flags(args, defaults) == ignored

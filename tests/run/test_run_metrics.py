@@ -44,11 +44,26 @@ def run_cycle(
 
 
 def samples(metrics: SchedulerMetrics) -> dict[str, list[tuple[dict[str, str], float]]]:
-    """Sample name -> [(labels, value)], parsed back from the text exposition."""
+    """Sample name -> [(labels, value)], parsed back from the text exposition (under
+    the names the text gives them: the parser would append ``_total`` to the samples of
+    a counter named without it)."""
+    text = metrics.exposition().decode()
+    written = {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line[:1] != "#"}
     out: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for fam in text_string_to_metric_families(metrics.exposition().decode()):
+    for fam in text_string_to_metric_families(text):
         for s in fam.samples:
-            out.setdefault(s.name, []).append((s.labels, s.value))
+            name = s.name if s.name in written else s.name.removesuffix("_total")
+            out.setdefault(name, []).append((s.labels, s.value))
+    return out
+
+
+def types(metrics: SchedulerMetrics) -> dict[str, str]:
+    """Family name -> type, as the ``# TYPE`` lines of the exposition say."""
+    out = {}
+    for line in metrics.exposition().decode().splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ")
+            out[name] = kind
     return out
 
 
@@ -310,3 +325,64 @@ def test_per_job_series_are_capped(limit: int | None, kept: set[str]) -> None:
     got = samples(metrics)
     assert label_values(got, "volcano_e2e_job_scheduling_duration", "job_name") == kept
     assert value(got, "volcano_e2e_job_scheduling_latency_milliseconds_count") == 2.0
+
+
+DRF = """actions: allocate
+tiers:
+- plugins:
+  - name: gang
+- plugins:
+  - name: drf
+  - name: proportion
+  - name: predicates
+"""
+
+
+def test_job_share_is_drfs_dominant_share_per_job(
+    metrics: SchedulerMetrics, tmp_path: Path
+) -> None:
+    conf = tmp_path / "conf.yaml"
+    conf.write_text(DRF)
+    run_cycle(metrics, GANG, conf)
+    got = samples(metrics)
+    assert types(metrics)["volcano_job_share"] == "gauge"
+    # pg2's two 1-cpu pods on the one 4-cpu node; pg1 got nothing
+    assert value(got, "volcano_job_share", job_ns="c1", job_id="pg2") == 0.5
+    assert value(got, "volcano_job_share", job_ns="c1", job_id="pg1") == 0.0
+    run_cycle(metrics, GPU)  # another cluster: c1's jobs are gone
+    assert not {"pg1", "pg2"} & label_values(samples(metrics), "volcano_job_share", "job_id")
+
+
+def test_no_job_share_without_drf(metrics: SchedulerMetrics) -> None:
+    run_cycle(metrics, GANG)  # gang, proportion, predicates
+    assert "volcano_job_share" not in samples(metrics)
+
+
+def test_job_retry_counts_one_per_cycle_that_left_the_job_unschedulable(
+    metrics: SchedulerMetrics,
+) -> None:
+    run_cycle(metrics, GANG)
+    got = samples(metrics)
+    assert value(got, "volcano_job_retry_counts", job_id="c1/pg1") == 1.0
+    assert label_values(got, "volcano_job_retry_counts", "job_id") == {"c1/pg1"}  # pg2 placed
+    run_cycle(metrics, GANG)
+    assert value(samples(metrics), "volcano_job_retry_counts", job_id="c1/pg1") == 2.0
+    run_cycle(metrics, GPU)  # c1/pg1 is gone
+    assert "c1/pg1" not in label_values(samples(metrics), "volcano_job_retry_counts", "job_id")
+
+
+def test_volcanos_counters_keep_their_exact_names(metrics: SchedulerMetrics) -> None:
+    run_cycle(metrics, PREEMPT)
+    run_cycle(metrics, GANG)
+    text = metrics.exposition().decode()
+    kinds = types(metrics)
+    for name in ("volcano_total_preemption_attempts", "volcano_job_retry_counts"):
+        assert kinds[name] == "counter"
+        assert f"# HELP {name} " in text
+        assert f"{name}_total" not in text
+    assert "volcano_total_preemption_attempts 1.0" in text.splitlines()
+    assert 'volcano_job_retry_counts{job_id="c1/pg1"} 1.0' in text.splitlines()
+    assert kinds["volcano_schedule_attempts_total"] == "counter"  # named with _total already
+    # and the families are still valid for a Prometheus parser
+    families = {f.name: f.type for f in text_string_to_metric_families(text)}
+    assert families["volcano_total_preemption_attempts"] == "counter"

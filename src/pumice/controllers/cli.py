@@ -70,6 +70,13 @@ SUSPENDABLE = frozenset({"", "Pending", "Running", "Restarting"})
 RESUMABLE = frozenset({"Aborting", "Aborted"})
 #: Events shown by ``job view`` (the most recent ones).
 RECENT_EVENTS = 10
+#: Phases of a Job that failed or was stopped: ``job view`` says why.
+STOPPED = frozenset({"Failed", "Aborting", "Aborted", "Terminating", "Terminated"})
+#: How the job controller's Events that start an action begin (then the action's name).
+_ACTION_EVENTS = {
+    "ExecuteAction": "Start to execute action ",
+    "CommandIssued": "Start to execute command ",
+}
 
 _PHASE_STYLE = {
     "Running": "green",
@@ -342,13 +349,81 @@ def _event(e: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _action_of(e: Mapping[str, Any]) -> str:
+    """The action an ``ExecuteAction`` or ``CommandIssued`` Event starts, else ""."""
+    prefix = _ACTION_EVENTS.get(e["reason"])
+    if prefix is None or not e["message"].startswith(prefix):
+        return ""
+    words = e["message"][len(prefix) :].split(",")[0].split()
+    return words[0] if words else ""
+
+
+def why_stopped(job: Mapping[str, Any], events: list[dict[str, Any]]) -> list[str]:
+    """Why a Job in a :data:`STOPPED` phase is there, in sentences (empty for any other
+    phase): the retries spent or the pods that ended, the action the job controller
+    executed and who asked for it (a policy of the Job, naming it, or a command), and
+    the last Warning Event. ``events``: the Job's events as :func:`job_view` shows
+    them, oldest first. The controller's own words (``status.state`` reason and
+    message) are shown beside it, not repeated here."""
+    spec, status = job.get("spec") or {}, job.get("status") or {}
+    phase = (status.get("state") or {}).get("phase") or ""
+    if phase not in STOPPED:
+        return []
+    out: list[str] = []
+    retries = _int(status.get("retryCount"))
+    max_retry = spec.get("maxRetry") if spec.get("maxRetry") is not None else 3
+    executed = [(e, a) for e in events if (a := _action_of(e))]
+    if phase == "Failed":
+        if retries >= _int(max_retry):
+            out.append(f"restarted {retries} times, the most its maxRetry ({max_retry}) allows")
+        else:
+            succeeded, failed = _int(status.get("succeeded")), _int(status.get("failed"))
+            if spec.get("minSuccess") is not None:
+                needed = f"minSuccess is {spec['minSuccess']}"
+            else:
+                needed = f"minAvailable is {_job_min(spec)}"
+            out.append(f"its pods ended with {succeeded} succeeded and {failed} failed; {needed}")
+    if executed:
+        last, action = executed[-1]
+        before = executed[-2] if len(executed) > 1 else None
+        # (a command's action: CommandIssued, then ExecuteAction of the same action)
+        if last["reason"] == "CommandIssued" or (
+            before is not None and before[1] == action and before[0]["reason"] == "CommandIssued"
+        ):
+            out.append(f"{action} was asked for by a command (pumice job / vcctl job)")
+        else:
+            policies = [
+                f"the Job's policy {_policy(p)}"
+                for p in spec.get("policies") or ()
+                if p.get("action") == action
+            ]
+            for t in spec.get("tasks") or ():
+                policies += [
+                    f"task {t.get('name')}'s policy {_policy(p)}"
+                    for p in t.get("policies") or ()
+                    if p.get("action") == action
+                ]
+            by = f", as {' or '.join(policies)} calls for" if policies else ""
+            out.append(f"the job controller executed {action}{by} ({_when(last)})")
+    warnings = [e for e in events if e["type"] == "Warning"]
+    if warnings:
+        w = warnings[-1]
+        out.append(f"last warning: {w['reason']}: {w['message']} ({_when(w)})")
+    return out
+
+
+def _when(e: Mapping[str, Any]) -> str:
+    return str(e["last"] or "time unknown")
+
+
 def job_view(
     job: Mapping[str, Any],
     podgroup: Mapping[str, Any] | None,
     events: Iterable[Mapping[str, Any]],
 ) -> dict[str, Any]:
     """What ``job view`` shows: the spec in brief, state, retries, pod counts per task,
-    the PodGroup's phase, conditions, and the Job's events (oldest first)."""
+    the PodGroup's phase, conditions, why a failed or stopped Job is so
+    (:func:`why_stopped`), and the Job's events (oldest first)."""
     meta, spec, status = _meta(job), job.get("spec") or {}, job.get("status") or {}
     state = status.get("state") or {}
     counts = status.get("taskStatusCount") or {}
@@ -403,6 +478,7 @@ def job_view(
         "tasks": tasks,
         "podGroup": pg,
         "conditions": [_condition(c) for c in status.get("conditions") or ()],
+        "why": why_stopped(job, shown),
         "events": shown[-RECENT_EVENTS:],
         "olderEvents": max(0, len(shown) - RECENT_EVENTS),
     }
@@ -536,6 +612,8 @@ def print_job(view: dict[str, Any], now: float) -> None:
     ]
     if detail:
         rows.append(("Reason", detail))
+    for k, why in enumerate(view["why"]):
+        rows.append(("Why" if k == 0 else "", why))
     rows.append(("Retries", f"{view['retryCount']} of at most {view['maxRetry']}"))
     pods = view["pods"]
     rows.append(("Pods", ", ".join(f"{n} {k}" for k, n in pods.items() if n) or "none"))

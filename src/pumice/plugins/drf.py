@@ -102,6 +102,12 @@ class DrfPlugin:
         self._hdrf: HierarchicalDrf | None = None
         self._paths: dict[str, tuple] = {}
 
+    def job_share(self, uid: str) -> float:
+        """The dominant share of what job ``uid`` holds now, as this cycle's session has
+        moved it (0.0 for a job without tasks or unknown to the session): what the
+        ``volcano_job_share`` metric reports, read when the session closes."""
+        return float(self.share[uid])
+
     def on_session_open(self, ssn: Session) -> None:
         def job_order(a: JobInfo, b: JobInfo) -> int:
             share = self.share

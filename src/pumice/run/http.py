@@ -28,9 +28,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from pumice.run.metrics import SchedulerMetrics
+from pumice.run.metrics import SchedulerMetrics, render
 
 log = logging.getLogger("pumice.run.http")
 
@@ -201,7 +201,7 @@ class HealthServer:
         wanted = set(paths)
         routes: dict[str, Callable[[], Response]] = {}
         if METRICS in wanted and registry is not None:
-            routes[METRICS] = lambda: (200, CONTENT_TYPE_LATEST, generate_latest(registry))
+            routes[METRICS] = lambda: (200, CONTENT_TYPE_LATEST, render(registry))
         if HEALTHZ in wanted:
             routes[HEALTHZ] = lambda: _probe(*self.health.liveness(), failing=500)
         if READYZ in wanted:

@@ -27,9 +27,16 @@ Metrics that are a picture of the last cycle (queue figures, unschedulable count
 podgroup counts) are rebuilt from it on every scrape, so a queue or job that is gone
 disappears from ``/metrics`` instead of keeping its last value.
 
-Not exported: Volcano's per-job ``job_share``, ``job_retry_counts`` and the
-``namespace_*`` shares, and the Predicate/Scoring/PreBind stage durations (pumice
-places tasks in bulk, not node by node).
+Volcano's counters whose names do not end in ``_total`` (``volcano_job_retry_counts``,
+``volcano_total_preemption_attempts``) are exported as counters under their exact
+names: ``prometheus_client`` would append ``_total``, so :func:`render` writes them
+itself (serve ``/metrics`` with it, not with ``generate_latest``).
+
+Not exported: Volcano's ``volcano_namespace_share``, ``volcano_namespace_weight`` and
+``volcano_namespace_weighted_share`` (Volcano declares them, but no part of its
+scheduler has set them since namespace fair-share left its drf plugin, so its
+``/metrics`` shows none either), and the Predicate/Scoring/PreBind stage durations
+(pumice places tasks in bulk, not node by node).
 """
 
 from __future__ import annotations
@@ -137,6 +144,9 @@ class SessionFacts:
     #: jobs still exist, to drop the per-job series of the others.
     jobs: Mapping[str, Any]
     blocked: Mapping[str, Any]
+    #: job uid -> (namespace, name, dominant share) as drf left it when the session
+    #: closed, for every job not completed; None when drf is not configured.
+    job_shares: dict[str, tuple[str, str, float]] | None = None
 
 
 @dataclass(slots=True)
@@ -198,6 +208,20 @@ def _plugin(ssn: Session, name: str) -> Any:
         if getattr(p, "name", None) == name and isinstance(getattr(p, "attrs", None), dict):
             return p
     return None
+
+
+def _job_shares(ssn: Session) -> dict[str, tuple[str, str, float]] | None:
+    """drf's dominant share of every job not completed (Volcano sets ``job_share`` for
+    the jobs its session does not hold terminated), or None without drf."""
+    drf = next((p for p in ssn.plugins if getattr(p, "name", None) == "drf"), None)
+    job_share = getattr(drf, "job_share", None)
+    if job_share is None:
+        return None
+    return {
+        uid: (job.namespace, job.name, job_share(uid))
+        for uid, job in ssn.jobs.items()
+        if job.phase != COMPLETED
+    }
 
 
 def _queue_figures(ssn: Session) -> tuple[str, list[QueueFigures]]:
@@ -327,6 +351,7 @@ def read_session(ssn: Session) -> SessionFacts:
         placed_jobs=placed_jobs,
         jobs=ssn.jobs,
         blocked=ssn.snapshot.blocked,
+        job_shares=_job_shares(ssn),
     )
 
 
@@ -354,6 +379,8 @@ class _LastCycle:
         self._victims = 0.0
         self._preemption_attempts = 0.0
         self.jobs: dict[str, _JobSeries] = {}
+        #: job uid -> cycles that left it unschedulable, for the jobs still there.
+        self.retries: dict[str, float] = {}
 
     def update(
         self,
@@ -361,6 +388,7 @@ class _LastCycle:
         victims: int | None,
         attempts: int,
         jobs: Mapping[str, _JobSeries] | None,
+        retries: Mapping[str, float] | None = None,
     ) -> None:
         with self._lock:
             if facts is not None:
@@ -370,14 +398,18 @@ class _LastCycle:
             self._preemption_attempts += attempts
             if jobs is not None:
                 self.jobs = dict(jobs)
+            if retries is not None:
+                self.retries = dict(retries)
 
     def describe(self) -> Iterator[Metric]:
-        return iter(self._families(None, 0.0, 0.0, {}))
+        return iter(self._families(None, 0.0, 0.0, {}, {}))
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             return iter(
-                self._families(self._facts, self._victims, self._preemption_attempts, self.jobs)
+                self._families(
+                    self._facts, self._victims, self._preemption_attempts, self.jobs, self.retries
+                )
             )
 
     @staticmethod
@@ -386,6 +418,7 @@ class _LastCycle:
         victims: float,
         attempts: float,
         jobs: Mapping[str, _JobSeries],
+        retries: Mapping[str, float],
     ) -> list[Metric]:
         q = ["queue_name"]
         qr = ["queue_name", "resource"]
@@ -459,15 +492,25 @@ class _LastCycle:
             start.add_metric(labels, s.start)
             last.add_metric(labels, s.last)
 
-        # Volcano's name has no _total suffix, which prometheus_client adds to every
-        # counter; so it is exposed untyped, under its exact name.
-        total_attempts = Metric(
+        # Volcano's counter names without the _total suffix (see render()).
+        total_attempts = exact_counter(
             "volcano_total_preemption_attempts",
             "Total preemption attempts in the cluster till now (preemptors the preempt "
             "action tried for)",
-            "unknown",
         )
-        total_attempts.add_sample("volcano_total_preemption_attempts", {}, attempts)
+        total_attempts.add_sample(total_attempts.name, {}, attempts)
+        retry_counts = exact_counter(
+            "volcano_job_retry_counts",
+            "Number of retry counts for one job (cycles that left it unschedulable; "
+            "job_id is namespace/name)",
+        )
+        for uid, n in sorted(retries.items()):
+            retry_counts.add_sample(retry_counts.name, {"job_id": uid}, n)
+        job_share = gauge(
+            "volcano_job_share",
+            "Share for one job (drf's dominant share of what it holds, as the last cycle left it)",
+            ["job_ns", "job_id"],
+        )
 
         if facts is not None:
             for f in facts.queues:
@@ -501,7 +544,53 @@ class _LastCycle:
             for uid, n in sorted(facts.unschedulable.items()):
                 unsched_tasks.add_metric([uid], float(n))
             unsched_jobs.add_metric([], float(len(facts.unschedulable)))
-        return [*fams.values(), total_attempts]
+            for namespace, name, value in sorted((facts.job_shares or {}).values()):
+                job_share.add_metric([namespace, name], value)
+        return [*fams.values(), total_attempts, retry_counts]
+
+
+def exact_counter(name: str, documentation: str) -> Metric:
+    """A counter family exported under ``name`` exactly, with samples named ``name``
+    (add them with ``family.add_sample(family.name, labels, value)``), for Volcano's
+    counters that have no ``_total`` suffix. :func:`render` writes it as such."""
+    return Metric(name, documentation, "counter")
+
+
+class _Families:
+    """Metric families already collected, in the shape ``generate_latest`` reads."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> list[Metric]:
+        return self.families
+
+
+def _is_exact_counter(family: Metric) -> bool:
+    return family.type == "counter" and all(s.name == family.name for s in family.samples)
+
+
+def render(registry: CollectorRegistry) -> bytes:
+    """The registry in Prometheus' text format, as ``generate_latest`` writes it, except
+    that a counter family whose samples carry its own name (:func:`exact_counter`)
+    keeps that name on its ``# HELP`` and ``# TYPE`` lines: ``generate_latest`` would
+    name it ``<name>_total``, which its samples do not match."""
+    out: list[bytes] = []
+    plain: list[Metric] = []
+    for family in registry.collect():
+        if not _is_exact_counter(family):
+            plain.append(family)
+            continue
+        if plain:
+            out.append(generate_latest(_Families(plain)))
+            plain = []
+        untyped = Metric(family.name, family.documentation, "unknown")
+        untyped.samples = family.samples
+        help_line, _type_line, rest = generate_latest(_Families([untyped])).split(b"\n", 2)
+        out.append(b"%s\n# TYPE %s counter\n%s" % (help_line, family.name.encode(), rest))
+    if plain:
+        out.append(generate_latest(_Families(plain)))
+    return b"".join(out)
 
 
 # -- the metrics ----------------------------------------------------------------------
@@ -699,7 +788,7 @@ class SchedulerMetrics:
         victims, attempts = self._preemption(decisions)
         self.pending_jobs.set(len(decisions.pending))
         facts = record.facts
-        jobs = None
+        jobs = retries = None
         if facts is not None:
             if facts.unplaced_tasks:
                 self.attempts.labels(UNSCHEDULABLE).inc(facts.unplaced_tasks)
@@ -708,7 +797,25 @@ class SchedulerMetrics:
                 assumed.observe(_ms_since(created, now))
             self._placed = (facts.placed_pods, self._placed[0])
             jobs = self._job_series(facts, now)
-        self._last.update(facts, victims, attempts, jobs)
+            retries = self._retry_counts(facts)
+        self._last.update(facts, victims, attempts, jobs, retries)
+
+    def _retry_counts(self, facts: SessionFacts) -> dict[str, float]:
+        """``volcano_job_retry_counts`` after this cycle: one more for every job it left
+        unschedulable (as Volcano's gang plugin counts at session close), the jobs gone
+        dropped; at most ``job_series_limit`` jobs, the most recently retried."""
+        retries = {
+            uid: n
+            for uid, n in self._last.retries.items()
+            if uid in facts.jobs or uid in facts.blocked
+        }
+        for uid in sorted(facts.unschedulable):
+            retries[uid] = retries.pop(uid, 0.0) + 1.0
+        limit = self._job_series_limit
+        if limit is not None and len(retries) > limit:
+            for uid in list(itertools.islice(retries, len(retries) - limit)):
+                del retries[uid]
+        return retries
 
     def _job_series(self, facts: SessionFacts, now: float) -> dict[str, _JobSeries]:
         """The per-job gauges after this cycle: the jobs still there, in the order they
@@ -855,7 +962,7 @@ class SchedulerMetrics:
 
     def exposition(self) -> bytes:
         """The registry in Prometheus' text format (what ``/metrics`` serves)."""
-        return generate_latest(self.registry)
+        return render(self.registry)
 
 
 def _ms_since(t: float, now: float) -> float:
@@ -868,6 +975,8 @@ __all__ = [
     "QueueFigures",
     "SchedulerMetrics",
     "SessionFacts",
+    "exact_counter",
     "exponential_buckets_range",
     "read_session",
+    "render",
 ]

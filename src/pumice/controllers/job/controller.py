@@ -630,6 +630,13 @@ class JobController:
         for p in run.plugins:
             marker = f"plugin-{p.name}"
             if run.resources.get(marker) != p.name:
+                if p.ignored:  # (once per setting up of the plugin)
+                    message = (
+                        f"plugin {p.name}: pumice does not implement the argument(s) "
+                        f"{' '.join(p.ignored)}; ignored"
+                    )
+                    log.warning("Job %s: %s", run.spec.key, message)
+                    self._record(run.job, "Warning", "PluginError", message)
                 p.on_job_add(run.spec, self.store)
                 run.resources[marker] = p.name
 

@@ -27,7 +27,14 @@ The plugins (arguments as Volcano's, Go flag style ``--name=value``):
 - ``mpi``: ``MPI_HOST`` (the worker hosts) in the master's containers and the ssh port
   opened in every container; ``--master``, ``--worker``, ``--port``.
 - ``pytorch``: ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE`` and ``RANK`` in every
-  container and the port opened; ``--master``, ``--worker``, ``--port``.
+  container and the port opened; ``--master``, ``--worker``, ``--port``; with
+  ``--wait-master-enabled=true``, worker pods get Volcano's ``wait-for-master`` init
+  container (``--wait-master-image``, default ``busybox:1.36.1``), which waits up to
+  ``--wait-master-timeout`` seconds (300) for the master's port to answer.
+
+An argument a plugin does not implement is ignored (as Volcano ignores a flag it does
+not know); :attr:`JobPlugin.ignored` lists them, and the controller logs them and gives
+the Job a Warning Event (reason ``PluginError``) when it first sets the plugin up.
 
 The key pair comes from ``keygen`` (by default ``ssh-keygen``; see :func:`ssh_keygen`).
 """
@@ -71,6 +78,22 @@ def flags(args: Sequence[str], defaults: Mapping[str, str]) -> dict[str, str]:
             elif i < len(args):
                 value, i = args[i], i + 1
         out[name] = value
+    return out
+
+
+def unknown_flags(args: Sequence[str], defaults: Mapping[str, str]) -> list[str]:
+    """The arguments of ``args`` that :func:`flags` ignores: flags it does not know
+    (with their value when given as ``--name=value``), and stray words."""
+    out = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        name, eq, _ = arg.lstrip("-").partition("=")
+        if not arg.startswith("-") or name not in defaults:
+            out.append(arg)
+        elif not eq and defaults[name] not in ("true", "false") and i < len(args):
+            i += 1  # (its value, the next argument)
     return out
 
 
@@ -120,6 +143,8 @@ def _create_or_update(store: Store, obj: dict[str, Any], field: str) -> None:
 
 class JobPlugin(Protocol):
     name: str
+    #: The arguments this plugin was given and does not implement (ignored).
+    ignored: list[str]
 
     def on_pod_create(self, pod: dict[str, Any], job: JobSpec) -> None: ...
 
@@ -136,6 +161,7 @@ class _Plugin:
 
     def __init__(self, args: Sequence[str] = ()) -> None:
         self.args = flags(args, self.defaults)
+        self.ignored = unknown_flags(args, self.defaults)
 
     def on_pod_create(self, pod: dict[str, Any], job: JobSpec) -> None:
         pass
@@ -394,7 +420,12 @@ class PytorchPlugin(_Plugin):
         "master": "master",
         "worker": "worker",
         "port": "23456",
+        "wait-master-enabled": "false",
+        "wait-master-timeout": "300",
+        "wait-master-image": "busybox:1.36.1",
     }
+    #: The init container's name, as Volcano's (a pod that has one keeps its own).
+    WAIT_FOR_MASTER = "wait-for-master"
 
     def on_pod_create(self, pod: dict[str, Any], job: JobSpec) -> None:
         master = job.task(self.args["master"])
@@ -419,6 +450,49 @@ class PytorchPlugin(_Plugin):
         for c in _containers(pod, init=False):
             _open_port(c, port, "pytorchjob-port")
             _add_env(c, *[dict(e) for e in env])
+        if role == self.args["worker"] and _true(self.args["wait-master-enabled"]):
+            self._wait_for_master(pod, task_hosts(job, master)[0] if master.replicas else "", port)
+
+    def _wait_for_master(self, pod: dict[str, Any], master: str, port: int) -> None:
+        """Give a worker pod the init container that holds it until ``master:port``
+        accepts connections (``nc``, or bash's ``/dev/tcp``), failing the pod after the
+        timeout, as Volcano's plugin does."""
+        spec = pod.setdefault("spec", {})
+        inits = spec.setdefault("initContainers", [])
+        if any(c.get("name") == self.WAIT_FOR_MASTER for c in inits):
+            return
+        timeout = self.args["wait-master-timeout"]
+        timeout = timeout if timeout.isdigit() else self.defaults["wait-master-timeout"]
+        script = "\n".join(
+            [
+                f'echo "Waiting for master node {master}:{port} to be ready..."',
+                f"TIMEOUT={timeout}",
+                "ELAPSED=0",
+                f"until {{ nc -z {master} {port} || echo > /dev/tcp/{master}/{port}; }}"
+                " 2>/dev/null; do",
+                "  if [ $ELAPSED -ge $TIMEOUT ]; then",
+                '    echo "Timeout waiting for master after ${TIMEOUT} seconds"',
+                "    exit 1",
+                "  fi",
+                '  echo "Master not ready yet, retrying in 2 seconds... (elapsed: ${ELAPSED}s)"',
+                "  sleep 2",
+                "  ELAPSED=$((ELAPSED + 2))",
+                "done",
+                'echo "Master node is ready!"',
+            ]
+        )
+        inits.append(
+            {
+                "name": self.WAIT_FOR_MASTER,
+                "image": self.args["wait-master-image"],
+                "command": ["sh", "-c", script],
+            }
+        )
+
+
+def _true(value: str) -> bool:
+    """A Go boolean flag's value (``strconv.ParseBool``'s true spellings)."""
+    return value in ("1", "t", "T", "true", "TRUE", "True")
 
 
 def build_plugins(
@@ -448,4 +522,5 @@ __all__ = [
     "flags",
     "ssh_keygen",
     "task_hosts",
+    "unknown_flags",
 ]
