@@ -67,7 +67,12 @@ def test_whatif_with_two_configs(tmp_path, capsys):
     assert rc == 0
     assert (out / "default" / "index.html").exists() and (out / "spread" / "index.html").exists()
     assert (out / "comparison.csv").read_text().startswith("metric,default,spread")
-    assert "spread" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "spread" in printed
+    # utilization over three windows, each named, and what the names mean
+    for window in ("whole run", "arrivals", "waiting"):
+        assert f"utilization nvidia.com/gpu ({window})" in printed
+    assert "arrivals = over the arrival window" in printed.replace("\n", " ")
 
 
 def test_bad_workload_file_exits_2_naming_it(tmp_path, capsys):
