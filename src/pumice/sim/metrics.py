@@ -110,6 +110,9 @@ class JobRecord:
     #: CPU (millicores) its pods request, all replicas: the yardstick of a job's size on a
     #: cluster without GPUs (``gpus`` otherwise).
     cpu: float = 0.0
+    #: Memory (bytes) its pods request, all replicas (with ``cpu`` and ``gpus``, the
+    #: whole request a remedy sizes a queue's guarantee by).
+    memory: float = 0.0
     #: What held it while it waited: ``(sample time, explanation)`` at each change, and
     #: ``(time, "")`` when it stopped waiting (see the module docstring).
     reasons: list[tuple[float, str]] = field(default_factory=list)
@@ -293,6 +296,7 @@ class Metrics:
             gpus=spec.total(GPU),
             outcome=spec.outcome,
             cpu=spec.total("cpu"),
+            memory=spec.total("memory"),
         )
         self._waiting[uid] = None
         nt = spec.network_topology
