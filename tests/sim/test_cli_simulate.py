@@ -67,7 +67,12 @@ def test_whatif_with_two_configs(tmp_path, capsys):
     assert rc == 0
     assert (out / "default" / "index.html").exists() and (out / "spread" / "index.html").exists()
     assert (out / "comparison.csv").read_text().startswith("metric,default,spread")
-    assert "spread" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "spread" in printed
+    # utilization over three windows, each named, and what the names mean
+    for window in ("whole run", "arrivals", "waiting"):
+        assert f"utilization nvidia.com/gpu ({window})" in printed
+    assert "arrivals = over the arrival window" in printed.replace("\n", " ")
 
 
 def test_bad_workload_file_exits_2_naming_it(tmp_path, capsys):
@@ -128,3 +133,24 @@ def test_example_configs_load():
     assert len(files) >= 2
     for f in files:
         Scheduler.from_file(str(f))
+
+
+def test_volcano_job_in_default_queue_runs_without_a_queue_file(tmp_path, capsys):
+    """A Volcano Job written for a cluster, in queue default, runs: the simulated cluster
+    has Volcano's default queue, as every Volcano cluster does."""
+    import json
+
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        "apiVersion: batch.volcano.sh/v1alpha1\nkind: Job\n"
+        "metadata: {name: train, annotations: {pumice.sim/duration: '60'}}\n"
+        "spec:\n  minAvailable: 2\n  queue: default\n  tasks:\n"
+        "  - name: w\n    replicas: 2\n    template:\n      spec:\n        containers:\n"
+        "        - {name: c, image: i, resources: {requests: {cpu: '1'}}}\n"
+    )
+    out = tmp_path / "out"
+    assert main(["simulate", str(job), "--nodes", "2", "--no-progress", "--out", str(out)]) == 0
+    capsys.readouterr()
+    doc = json.loads((out / "metrics.json").read_text())
+    assert doc["summary"]["jobs_succeeded"] == 1
+    assert list(doc["summary"]["queues"]) == ["default"]

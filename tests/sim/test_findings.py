@@ -99,10 +99,26 @@ def test_a_queue_whose_deserved_share_is_below_its_gang_gets_a_weight_and_a_guar
     assert n["seconds_below"] == pytest.approx(10 * H)
     assert n["job_share"] == pytest.approx(0.75) and n["deserved_max"] == 0.5
     # a asks 0.5 to 0.625 at weight 1: b's 0.75 needs b's portion w / (w + 1) >= 0.75
-    assert n["weight_estimate"] == 3
+    assert n["weight_estimate"] == 3 and n["weight_modest"]
+    # 3 is a few times the other queue's weight: a weight an admin would give
     assert "weight from 1 to about 3" in f.remedy
-    assert "guarantee of nvidia.com/gpu: 12" in f.remedy
+    assert "guarantee (spec.guarantee.resource) of nvidia.com/gpu: 12" in f.remedy
     assert "smaller than the gang" in f.text
+
+
+def test_a_queue_whose_capability_is_below_its_gang_is_told_to_raise_it():
+    """Queue b's capability of 10 GPUs caps its deserved share below its 12-GPU gang:
+    neither a weight nor a guarantee can help, the capability must rise."""
+    m = constructed()
+    b = m.queue_index["b"]
+    m.capability[b, m.index[GPU]] = 10.0
+    (f,) = queue_share(m)
+    assert f.numbers["capability"] == 10.0
+    assert (
+        "raise queue b's capability (spec.capability) in nvidia.com/gpu from 10 to at "
+        "least 12" in f.remedy
+    )
+    assert "raise its weight" not in f.remedy and "spec.guarantee" not in f.remedy
 
 
 def test_a_queue_finding_counts_only_what_its_gang_was_told_while_the_queue_was_behind():
@@ -266,7 +282,12 @@ def test_a_real_run_whose_gang_exceeds_its_queue_share_is_found():
     assert q["queue"] == "b" and q["job"] == "b/gang"
     assert q["deserved_max"] == 0.75 and q["job_share"] == 0.875
     # b's portion w / (w + 1) must reach 0.875 of the cluster (a asks 0.25)
-    assert q["weight_estimate"] == 7
-    assert "guarantee of nvidia.com/gpu: 28" in found["queue_share"].remedy
+    assert q["weight_estimate"] == 7 and not q["weight_modest"]
+    # weight 7 against the other queue's 1 is no remedy: the gang's whole request as a
+    # guarantee is (8 cpu, 64Gi and 4 GPUs a pod, 7 pods)
+    remedy = found["queue_share"].remedy
+    assert q["guarantee"] == {"cpu": "56", "memory": "448Gi", GPU: "28"}
+    assert "guarantee (spec.guarantee.resource) of cpu: 56, memory: 448Gi, " in remedy
+    assert "raise its weight" not in remedy and "it would take about 7" in remedy
     idle = found["idle_while_waiting"].numbers
     assert idle["idle_while_waiting_hours"] == pytest.approx(240, rel=0.02)

@@ -81,3 +81,55 @@ def test_shares_utilization_and_summary():
     assert s["utilization"][GPU] == 0.25  # 2 of 8 GPUs for the whole 10 s
     assert s["completion"]["mean"] == 10.0 and s["wait"]["p50"] == 0.0
     assert s["queues"]["a"]["jobs"] == 1
+
+
+def test_utilization_over_arrivals_and_while_jobs_waited():
+    """A small job running long after the last arrival drags the whole-run average
+    down; the arrival window and the time a job waited keep what the cluster did while
+    it was busy. Job x (2 GPUs of 8) runs 0-20 s; y arrives at 10 s (the last arrival),
+    waits to 30 s and runs its 1 GPU until 1,000 s."""
+    m = _metrics()
+    x, y = _spec("x", "a", pods=2), _spec("y", "b", pods=1)
+    m.job_submitted(0.0, "default/x", x)
+    for _ in range(2):
+        m.pod_bound(0.0, "default/x", {GPU: 1.0}, 1)
+    m.job_submitted(10.0, "default/y", y)
+    for _ in range(2):
+        m.pod_released(20.0, "default/x", {GPU: 1.0})
+    m.job_ended(20.0, "default/x", "succeed")
+    m.pod_bound(30.0, "default/y", {GPU: 1.0}, 1)
+    m.pod_released(1000.0, "default/y", {GPU: 1.0})
+    m.job_ended(1000.0, "default/y", "succeed")
+    m.sample(1000.0)
+    s = summarize(m)
+    assert s["utilization"][GPU] == round((2 * 20 + 970) / (8 * 1000), 6)
+    assert s["arrival_window"] == 10.0
+    assert s["utilization_arrivals"][GPU] == 0.25  # 2 of 8 GPUs from 0 to 10 s
+    assert s["waiting_seconds"] == 20.0  # y pending from 10 to 30 s
+    assert s["utilization_waiting"][GPU] == 0.125  # 2 GPUs for 10 of those 20 s
+    assert s["utilization_waiting"]["cpu"] == 0.0
+
+
+def test_utilization_windows_without_time_have_no_figures():
+    """Jobs that all arrive at once and never wait leave those windows empty."""
+    m = _metrics()
+    m.job_submitted(0.0, "default/x", _spec("x", "a", pods=1))
+    m.pod_bound(0.0, "default/x", {GPU: 1.0}, 1)
+    m.pod_released(10.0, "default/x", {GPU: 1.0})
+    m.job_ended(10.0, "default/x", "succeed")
+    m.sample(10.0)
+    s = summarize(m)
+    assert s["utilization"][GPU] == 0.125
+    assert s["utilization_arrivals"] == {} and s["utilization_waiting"] == {}
+
+
+def test_a_job_left_waiting_counts_to_the_end_of_the_run():
+    """A job that never starts keeps the run in the waiting window to its end."""
+    m = _metrics()
+    m.job_submitted(0.0, "default/x", _spec("x", "a", pods=1))
+    m.pod_bound(0.0, "default/x", {GPU: 1.0}, 1)
+    m.job_submitted(5.0, "default/y", _spec("y", "b", pods=9))
+    m.sample(50.0)
+    s = summarize(m)
+    assert s["waiting_seconds"] == 45.0
+    assert s["utilization_waiting"][GPU] == 0.125

@@ -9,7 +9,7 @@ import pytest
 from pumice.scheduler import Scheduler
 from pumice.sim.cluster_spec import node_object
 from pumice.sim.engine import simulate
-from pumice.sim.report import PLOTS, write_report
+from pumice.sim.report import PLOTS, summary_rows, write_report
 from pumice.sim.synthetic import generate
 from pumice.sim.whatif import config_names, write_comparison
 from pumice.sim.workload import GPU
@@ -50,6 +50,26 @@ def test_report_directory_has_metrics_plots_and_page(run, tmp_path):
     assert "Gang atomicity: 0 violation" in text
     rows = list(csv.DictReader((tmp_path / "jobs.csv").open()))
     assert len(rows) == len(w.jobs)
+
+
+def test_summary_says_what_each_utilization_averages_over(run, tmp_path):
+    """The summary shows utilization over the whole run, the arrival window and the time
+    jobs waited, each labelled, with its own figures; the page explains them."""
+    _nodes, _w, result = run
+    s = result.summary
+    rows = dict(summary_rows(s))
+    assert rows["utilization, whole run"].startswith(f"cpu {s['utilization']['cpu']:.1%}") and rows[
+        "utilization, whole run"
+    ].endswith("(first arrival to the end)")
+    arrivals = rows["utilization, arrival window"]
+    assert f"{GPU} {s['utilization_arrivals'][GPU]:.1%}" in arrivals
+    assert f"first to last arrival, {s['arrival_window'] / 3600:,.1f} h" in arrivals
+    waited = rows["utilization while jobs waited"]
+    assert f"{GPU} {s['utilization_waiting'][GPU]:.1%}" in waited
+    assert f"{s['waiting_seconds'] / 3600:,.1f} h in which a job was pending" in waited
+    text = write_report(result, tmp_path, {"wall_seconds": 1.0}).read_text()
+    assert "<td>utilization, arrival window</td>" in text
+    assert "at least one job was pending" in text
 
 
 def test_metrics_files_are_byte_identical_across_runs(run, tmp_path):

@@ -52,3 +52,31 @@ def test_whatif_of_two_configs_has_max_waits_makespan_lost_work_and_jobs_per_que
     for header in ("<th>jobs</th>", "default: wait max", "reclaim: wait max"):
         assert header in page
     assert "makespan" in page and "lost work" in page and "<h2>Findings</h2>" in page
+
+
+def test_whatif_shows_utilization_over_the_arrivals_and_while_jobs_waited(tmp_path):
+    """Beside the whole-run average, each configuration's utilization over the arrival
+    window and while jobs waited, in the files and on the page, which says which is
+    which."""
+    nodes = [
+        node_object(f"n{i}", {"cpu": 96000.0, "memory": 768 * GiB, GPU: 8.0}) for i in range(2)
+    ]
+    w = generate(20, seed=3, n_queues=2, capacity_gpus=16, max_gang=2)
+    conf = tmp_path / "reclaim.yaml"
+    conf.write_text(RECLAIM)
+    runs = [
+        simulate(nodes, w, Scheduler.from_file(None)),
+        simulate(nodes, w, Scheduler.from_file(str(conf)), config_name="reclaim"),
+    ]
+    rows = dict(comparison_rows(runs))
+    for key, label in (
+        ("utilization", f"utilization {GPU}"),
+        ("utilization_arrivals", f"utilization {GPU} (arrivals)"),
+        ("utilization_waiting", f"utilization {GPU} (waiting)"),
+    ):
+        assert rows[label] == [r.summary[key][GPU] for r in runs]
+    page = write_comparison(runs, tmp_path / "cmp", {}).read_text()
+    shown = f"{runs[0].summary['utilization_arrivals'][GPU]:.1%}"
+    assert f"<td>utilization {GPU} (arrivals)</td><td>{shown}</td>" in page
+    assert f"utilization {GPU} (whole run)" in page and f"utilization {GPU} (waiting)" in page
+    assert "at least one job was pending" in page

@@ -320,12 +320,67 @@ def test_duplicate_job_names_across_files(tmp_path):
 
 
 def test_unknown_queue_accepted_when_known(tmp_path):
-    """A queue the caller says exists (e.g. Volcano's default) needs no declaration."""
-    path = write(tmp_path, "kind: Workload\njobs:\n- {name: a, duration: 1, replicas: 1}")
-    with pytest.raises(InputError, match="queue 'default' is not declared"):
+    """A queue the caller says exists needs no declaration."""
+    path = write(tmp_path, compact("- {name: a, queue: team, duration: 1, replicas: 1}"))
+    with pytest.raises(InputError, match="queue 'team' is not declared"):
         load_workload([path])
-    w = load_workload([path], known_queues=["default"])
-    assert w.jobs[0].queue == "default" and w.queues == ()
+    w = load_workload([path], known_queues=["team"])
+    assert w.jobs[0].queue == "team" and [q.name for q in w.queues] == ["q"]
+
+
+def test_default_queue_exists_as_on_every_volcano_cluster(tmp_path):
+    """A job in queue default (or naming no queue) runs without a file declaring the
+    queue: the workload gets Volcano's default queue, weight 1 and reclaimable."""
+    path = write(tmp_path, "kind: Workload\njobs:\n- {name: a, duration: 1, replicas: 1}")
+    w = load_workload([path])
+    assert w.jobs[0].queue == "default"
+    assert w.queues == (QueueSpec(name="default", weight=1, reclaimable=True),)
+    queue = queue_objects(w.queues)[0]
+    assert queue["metadata"]["name"] == "default"
+    assert queue["spec"] == {"weight": 1, "reclaimable": True}
+
+
+def test_default_queue_as_declared_wins(tmp_path):
+    """A file that declares queue default keeps its own weight and limits."""
+    path = write(
+        tmp_path,
+        compact(
+            "- {name: a, duration: 1, replicas: 1}",
+            queues="[{name: default, weight: 3, reclaimable: false}]",
+        ),
+    )
+    w = load_workload([path])
+    assert w.queues == (QueueSpec(name="default", weight=3, reclaimable=False),)
+
+
+def test_default_queue_not_added_when_no_job_uses_it(tmp_path):
+    """Queues declared and used are all a workload gets: an added default queue would
+    be a queue more for proportion to weigh."""
+    path = write(tmp_path, compact("- {name: a, queue: q, duration: 1, replicas: 1}"))
+    assert [q.name for q in load_workload([path]).queues] == ["q"]
+
+
+def test_volcano_job_in_default_queue_needs_no_queue_file(tmp_path):
+    """A Volcano Job as written for a cluster (queue default) loads as it is."""
+    job = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "train", "annotations": {"pumice.sim/duration": "60"}},
+        "spec": {
+            "minAvailable": 1,
+            "queue": "default",
+            "tasks": [
+                {
+                    "name": "w",
+                    "replicas": 1,
+                    "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}},
+                }
+            ],
+        },
+    }
+    w = load_workload([write(tmp_path, yaml.safe_dump(job))])
+    assert w.jobs[0].queue == "default"
+    assert [q.name for q in w.queues] == ["default"]
 
 
 def test_pod_names_missing_podgroup(tmp_path):

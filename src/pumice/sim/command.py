@@ -752,7 +752,7 @@ def run(args: argparse.Namespace) -> int:
         )
         print(f"report: {page}")
     else:
-        from pumice.sim.report import minutes
+        from pumice.sim.report import UTILIZATION_NOTE, minutes, utilization_rows
 
         run_all: dict[str, Any] = {"workers": workers}
         if address is not None:
@@ -769,8 +769,13 @@ def run(args: argparse.Namespace) -> int:
         for key in ("wait", "completion"):
             for stat in ("mean", "p95"):
                 t.add_row(f"{key} {stat}", *(minutes(s[key][stat]) for s in rs))
-        for res in rs[0]["utilization"]:
-            t.add_row(f"utilization {res}", *(f"{s['utilization'][res]:.1%}" for s in rs))
+        for key, window, values in utilization_rows(rs[0]):
+            for res in values or rs[0]["utilization"]:
+                shown = [(s.get(key) or {}).get(res) for s in rs]
+                t.add_row(
+                    f"utilization {res} ({window})",
+                    *("–" if v is None else f"{v:.1%}" for v in shown),
+                )
         t.add_row("fairness gap", *(f"{s['fairness_gap']:.3f}" for s in rs))
         for key in ("evictions", "jobs_never_ran", "gang_violations"):
             t.add_row(key.replace("_", " "), *(str(s[key]) for s in rs))
@@ -784,6 +789,7 @@ def run(args: argparse.Namespace) -> int:
                 else:
                     t.add_row(label, *("–" if v is None else f"{v:g}" for v in vals))
         console.print(t)
+        print(UTILIZATION_NOTE)
         for line in gpu_sharing.what_sharing_bought(names, rs):
             print(line)
         print(f"report: {page}")

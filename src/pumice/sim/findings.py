@@ -18,11 +18,13 @@ allocated and deserved shares) and return :class:`Finding` records:
 - ``standstill``: the run ended with jobs waiting and nothing running, what they were
   told last, and the admitted gangs their queue's deserved share or capability refused
   (which, admitted, hold ``overcommit``'s budget);
-- a ``remedy`` where one is known: a queue weight or a guarantee that would make the
-  gang fit its deserved share, a higher ``overcommit-factor`` when the admitted jobs
-  holding its budget wait only for room, a lower one when they are gangs their queue
-  refuses (more admission only divides the cluster among more of them), ``binpack``
-  when idle GPUs are scattered over nodes.
+- a ``remedy`` where one is known: a guarantee (``spec.guarantee.resource``) of the
+  gang's whole request, with a modest weight as the other way where one would do (at
+  most ``MODEST_WEIGHT`` times the largest of the other queues' weights), or a higher
+  capability when the queue's capability is below its gang; a higher
+  ``overcommit-factor`` when the admitted jobs holding its budget wait only for room, a
+  lower one when they are gangs their queue refuses (more admission only divides the
+  cluster among more of them), ``binpack`` when idle GPUs are scattered over nodes.
 
 Everything is a pure function of the metrics: the same run gives the same findings. The
 remedies are estimates from what the run measured (the deserved share is the
@@ -39,6 +41,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pumice.api.quantity import render_resources
+
 if TYPE_CHECKING:
     from pumice.sim.metrics import JobRecord, Metrics
 
@@ -54,6 +58,10 @@ MIN_STRETCH = 0.1
 IDLE_SHARE = 0.25
 #: Waits shorter than this are not findings.
 MIN_WAIT = HOUR
+#: A weight is suggested only up to this many times the largest weight of the other
+#: queues: beyond, the queue would outweigh every other tenant several times over for
+#: one gang, which no admin would do; a guarantee says what the gang needs instead.
+MODEST_WEIGHT = 3.0
 
 
 @dataclass(slots=True)
@@ -397,24 +405,7 @@ def queue_share(m: Metrics) -> list[Finding]:
                     f"the gang cannot be placed whole"
                 )
                 numbers["weight"] = weight
-                parts = []
-                if est is not None:
-                    numbers["weight_estimate"] = est
-                    parts.append(
-                        f"raise queue {q}'s weight from {weight:g} to about {est} "
-                        f"(its deserved share was {typical:.2f} at weight {weight:g}; with the "
-                        f"other queues' demand of that time, {need:.2f} needs {est})"
-                    )
-                unit = "nvidia.com/gpu" if v.resource == GPU else "cpu"
-                amount = f"{size:g}" if v.resource == GPU else f"{size / 1000.0:g}"
-                parts.append(
-                    f"give it a guarantee of {unit}: {amount} (spec.guarantee.resource), "
-                    f"which proportion raises its deserved share to"
-                )
-                remedy = (
-                    "Try: " + "; or ".join(parts) + ". The gang still waits for other "
-                    "queues' pods to end unless reclaim takes them back."
-                )
+                remedy = _share_remedy(m, v, qi, rec, est, typical, need, numbers)
         out.append(
             Finding(
                 kind="queue_share",
@@ -428,6 +419,86 @@ def queue_share(m: Metrics) -> list[Finding]:
 
 
 _FACTOR = re.compile(r"beyond factor (\d+(?:\.\d+)?)")
+
+
+def _share_remedy(
+    m: Metrics,
+    v: _View,
+    qi: int,
+    rec: JobRecord,
+    est: int | None,
+    typical: float,
+    need: float,
+    numbers: dict[str, Any],
+) -> str:
+    """What an admin can change so that queue ``qi``'s gang ``rec`` fits its deserved
+    share; notes the figures in ``numbers``.
+
+    A capability below the gang caps the deserved share whatever the weight or
+    guarantee: raise it. Otherwise a guarantee of the gang's whole request (proportion
+    never divides a queue less than its guarantee) and, when a weight up to
+    ``MODEST_WEIGHT`` times the largest of the other queues' would do, that weight."""
+    q = v.queues[qi]
+    unit = "nvidia.com/gpu" if v.resource == GPU else "cpu"
+    size = v.size(rec)
+    ri = m.index.get(v.resource)
+    cap = float(m.capability[qi, ri]) if ri is not None and qi < len(m.capability) else math.inf
+    if cap < size - 1e-9:
+        numbers["capability"] = cap
+        return (
+            f"Try: raise queue {q}'s capability (spec.capability) in {unit} from "
+            f"{_quantity(v, cap)} to at least {_quantity(v, size)}, the gang's request: the "
+            f"capability caps the queue's deserved share, so no weight or guarantee lets "
+            f"the gang in. The gang still waits for other queues' pods to end unless reclaim "
+            f"takes them back."
+        )
+    want = {"cpu": rec.cpu, "memory": rec.memory, GPU: rec.gpus}
+    guarantee = render_resources({r: x for r, x in want.items() if x > 0})
+    # whole cores and the largest binary unit, as people write them
+    if rec.cpu > 0 and rec.cpu % 1000 == 0:
+        guarantee["cpu"] = f"{rec.cpu / 1000:g}"
+    for suffix, unit in (("Pi", 2.0**50), ("Ti", 2.0**40)):
+        if rec.memory >= unit and rec.memory % unit == 0:
+            guarantee["memory"] = f"{rec.memory / unit:g}{suffix}"
+            break
+    numbers["guarantee"] = guarantee
+    figure = ", ".join(f"{r}: {x}" for r, x in guarantee.items())
+    others = [w for i, w in enumerate(v.weights) if i != qi]
+    largest = max(others, default=v.weights[qi])
+    weight = v.weights[qi]
+    modest = est is not None and est <= MODEST_WEIGHT * largest
+    if est is not None:
+        numbers["weight_estimate"] = est
+        numbers["weight_modest"] = modest
+    parts = [
+        f"give queue {q} a guarantee (spec.guarantee.resource) of {figure}, the gang's "
+        f"whole request (more if the queue runs other jobs meanwhile): proportion never "
+        f"divides a queue less than its guarantee, so its deserved share holds the gang"
+    ]
+    if modest:  # the lighter change first
+        parts.insert(
+            0,
+            f"raise queue {q}'s weight from {weight:g} to about {est} (its deserved share was "
+            f"{typical:.2f} at weight {weight:g}; with the other queues' demand of that "
+            f"time, {need:.2f} needs {est})",
+        )
+    note = ""
+    if est is not None and not modest:
+        note = (
+            f" No reasonable weight would do: it would take about {est}, "
+            f"{est / largest:.0f} times the largest of the other queues' weights ({largest:g})."
+        )
+    elif est is None:
+        note = " No weight up to 1,000 would do."
+    return (
+        "Try: " + "; or ".join(parts) + "." + note + " The gang still waits for other "
+        "queues' pods to end unless reclaim takes them back."
+    )
+
+
+def _quantity(v: _View, x: float) -> str:
+    """``x`` of the main resource as a quantity (cpu is kept in millicores)."""
+    return f"{x:g}" if v.resource == GPU else f"{x / 1000.0:g}"
 
 
 def idle_while_waiting(m: Metrics) -> Finding | None:

@@ -654,6 +654,14 @@ class _Builder:
         self.check_claims()
         self.check_device_claims()
         queue_names = set(self.queues) | set(known_queues)
+        if DEFAULT_QUEUE not in queue_names and any(
+            job.queue == DEFAULT_QUEUE for job in self.jobs.values()
+        ):
+            # Volcano's scheduler creates this queue on every cluster; it is added only
+            # when a job uses it, since an idle queue of weight 1 changes nothing but a
+            # queue with demand does take its part of the cluster under proportion.
+            self.queues[DEFAULT_QUEUE] = QueueSpec(name=DEFAULT_QUEUE)
+            queue_names.add(DEFAULT_QUEUE)
         for key, job in self.jobs.items():
             origin = self.job_origin[key]
             if job.queue not in queue_names:
@@ -727,7 +735,10 @@ def load_workload(
       (:mod:`pumice.sim.devices`). The pods of one role name the same claims.
 
     Objects of other kinds (Nodes, say) are skipped and counted. Every job's queue must be
-    declared by some file or be in ``known_queues``; every priority class it names must be
+    declared by some file or be in ``known_queues``, except Volcano's ``default`` queue,
+    which every Volcano cluster has: when a job names it (a job that names no queue is
+    in it) and no file declares it, the workload gets it as Volcano creates it (weight 1,
+    reclaimable, no capability or guarantee). Every priority class a job names must be
     declared or in ``known_priority_classes``. Anything malformed raises
     :class:`InputError` naming the file, the object and the field; nothing is returned then.
     """

@@ -37,6 +37,18 @@ Over time (samples every ``interval`` seconds of simulated time):
   runs of different configurations are measured against the same yardstick;
 - pending jobs (submitted, not started or restarting) and running jobs.
 
+Utilization is also integrated exactly, event by event (not from the samples), as a time
+average over three windows, because a run's tail can hide what the cluster did while it
+was busy (one long job running for days after the last arrival makes the whole-run
+average small however full the cluster was before):
+
+- ``utilization``: over the whole run, from the first arrival to the last event;
+- ``utilization_arrivals``: over the arrival window, from the first arrival to the last
+  (``arrival_window`` seconds; empty when all jobs arrived at once);
+- ``utilization_waiting``: over the time in which at least one job was pending
+  (``waiting_seconds``; empty when no job ever waited), i.e. while work was there that
+  the cluster did not run.
+
 Network topology (a cluster with HyperNodes): per job, the lowest HyperNode holding the
 nodes its pods were on when its gang started running (its last incarnation), the tier of
 that HyperNode (``tier``; the virtual root, the whole cluster, is one above the highest
@@ -98,6 +110,9 @@ class JobRecord:
     #: CPU (millicores) its pods request, all replicas: the yardstick of a job's size on a
     #: cluster without GPUs (``gpus`` otherwise).
     cpu: float = 0.0
+    #: Memory (bytes) its pods request, all replicas (with ``cpu`` and ``gpus``, the
+    #: whole request a remedy sizes a queue's guarantee by).
+    memory: float = 0.0
     #: What held it while it waited: ``(sample time, explanation)`` at each change, and
     #: ``(time, "")`` when it stopped waiting (see the module docstring).
     reasons: list[tuple[float, str]] = field(default_factory=list)
@@ -195,6 +210,14 @@ class Metrics:
         self.demand = np.zeros((nq, nr))
         self.area = np.zeros(nr)  # integral of used over time
         self.last_change = 0.0
+        #: The integral of used up to the latest arrival, and that arrival's time.
+        self.area_at_last_submit = np.zeros(nr)
+        self.last_submit = 0.0
+        #: The integral of used over the time some job was pending, that time, and the
+        #: time up to which both are counted.
+        self.waiting_area = np.zeros(nr)
+        self.waiting_seconds = 0.0
+        self.waiting_counted_to = 0.0
         self.jobs: dict[str, JobRecord] = {}
         self._job_queue: dict[str, int] = {}
         self._vectors: dict[int, tuple[Mapping[str, float], np.ndarray]] = {}
@@ -237,11 +260,33 @@ class Metrics:
             self.area += self.used * (now - self.last_change)
             self.last_change = now
 
+    def _count_waiting(self, now: float) -> None:
+        """Count ``[waiting_counted_to, now)`` into the waiting totals if a job was
+        pending then; called before anything changes ``used`` or ``pending_jobs``."""
+        if now > self.waiting_counted_to:
+            if self.pending_jobs > 0:
+                self.waiting_area += self.used * (now - self.waiting_counted_to)
+                self.waiting_seconds += now - self.waiting_counted_to
+            self.waiting_counted_to = now
+
+    def waiting_totals(self, end: float) -> tuple[np.ndarray, float]:
+        """The integral of used over the time some job was pending, and that time,
+        counted up to ``end`` (the run's end; nothing is changed)."""
+        area, seconds = self.waiting_area, self.waiting_seconds
+        if end > self.waiting_counted_to and self.pending_jobs > 0:
+            area = area + self.used * (end - self.waiting_counted_to)
+            seconds += end - self.waiting_counted_to
+        return area, seconds
+
     # -- events from the kubelet --------------------------------------------------------
 
     def job_submitted(self, now: float, uid: str, spec: JobSpec) -> None:
         if self.first_submit is None:
             self.first_submit = now
+        self._count_waiting(now)
+        # (not _advance: the whole-run integral keeps its own steps)
+        self.area_at_last_submit = self.area + self.used * max(now - self.last_change, 0.0)
+        self.last_submit = now
         self.jobs[uid] = JobRecord(
             uid=uid,
             queue=spec.queue,
@@ -251,6 +296,7 @@ class Metrics:
             gpus=spec.total(GPU),
             outcome=spec.outcome,
             cpu=spec.total("cpu"),
+            memory=spec.total("memory"),
         )
         self._waiting[uid] = None
         nt = spec.network_topology
@@ -274,6 +320,7 @@ class Metrics:
 
     def pod_bound(self, now: float, uid: str, requests: Mapping[str, float], active: int) -> None:
         self._advance(now)
+        self._count_waiting(now)
         v = self.vector(requests)
         self.used += v
         q = self._job_queue[uid]
@@ -302,6 +349,7 @@ class Metrics:
 
     def pod_released(self, now: float, uid: str, requests: Mapping[str, float]) -> None:
         self._advance(now)
+        self._count_waiting(now)
         v = self.vector(requests)
         self.used -= v
         q = self._job_queue[uid]
@@ -327,6 +375,7 @@ class Metrics:
     def job_restarted(self, now: float, uid: str, lost: float, action: str = "") -> None:
         """Job ``uid`` starts over; ``lost`` pod-seconds go with it (0 when the lost work
         is reported pod by pod, :meth:`work_lost`), charged to ``action``."""
+        self._count_waiting(now)
         rec = self.jobs[uid]
         rec.restarts += 1
         self.restarts += 1
@@ -341,6 +390,7 @@ class Metrics:
     def job_ended(
         self, now: float, uid: str, outcome: str, *, phase: str = "", retries: int = 0
     ) -> None:
+        self._count_waiting(now)
         rec = self.jobs[uid]
         rec.end = now
         rec.outcome = outcome
@@ -442,6 +492,17 @@ def _phases(ended: Sequence[JobRecord]) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
+def _averages(m: Metrics, area: np.ndarray, seconds: float) -> dict[str, float]:
+    """Per resource, the time average of use over ``seconds`` whose integral is
+    ``area``, as a share of the cluster; empty when ``seconds`` is 0."""
+    if seconds <= 0:
+        return {}
+    return {
+        r: round(float(area[i] / (m.total[i] * seconds)), 6) if m.total[i] else 0.0
+        for i, r in enumerate(m.resources)
+    }
+
+
 def summarize(m: Metrics) -> dict[str, Any]:
     jobs = list(m.jobs.values())
     started = [j for j in jobs if j.start is not None]
@@ -452,6 +513,8 @@ def summarize(m: Metrics) -> dict[str, Any]:
     util = {}
     for i, r in enumerate(m.resources):
         util[r] = round(float(m.area[i] / (m.total[i] * span)), 6) if span and m.total[i] else 0.0
+    window = max(m.last_submit - start, 0.0)
+    waiting_area, waiting = m.waiting_totals(m.last_change)
     per_queue: dict[str, Any] = {}
     share = np.asarray(m.series.queue_share) if m.series.time else np.zeros((0, len(m.queues)))
     deserved = (
@@ -482,6 +545,10 @@ def summarize(m: Metrics) -> dict[str, Any]:
         "wait": _stats([j.wait for j in started if j.wait is not None]),
         "completion": _stats([j.completion for j in ended if j.completion is not None]),
         "utilization": util,
+        "arrival_window": round(window, 3),
+        "utilization_arrivals": _averages(m, m.area_at_last_submit, window),
+        "waiting_seconds": round(waiting, 3),
+        "utilization_waiting": _averages(m, waiting_area, waiting),
         "fairness_gap": round(float(np.mean(gaps)), 6) if gaps else 0.0,
         "evictions": m.evictions,
         "restarts": m.restarts,

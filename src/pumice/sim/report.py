@@ -577,11 +577,72 @@ def duration(v: float | None) -> str:
 
 STATS = ("mean", "p50", "p95", "max")
 
+#: The time averages of utilization a summary has: (its key, what the average is over).
+#: The whole run is the long-standing ``utilization``; a run whose last jobs run long
+#: after the last arrival averages a mostly idle tail into it, so the arrival window and
+#: the time in which some job waited say how full the cluster was while it was busy.
+UTILIZATION_WINDOWS = (
+    ("utilization", "whole run"),
+    ("utilization_arrivals", "arrivals"),
+    ("utilization_waiting", "waiting"),
+)
+
+
+#: What the utilization rows average over, said under the tables that show them.
+UTILIZATION_NOTE = (
+    "Utilization is a time average of what bound pods hold, as a share of the cluster: "
+    "whole run = from the first arrival to the end; arrivals = over the arrival window, "
+    "from the first arrival to the last; waiting = over the time in which at least one "
+    "job was pending. When a few long jobs run on after the last arrival, the whole-run "
+    "figure is mostly that idle tail; the other two say how full the cluster was while "
+    "work was coming in or waiting."
+)
+
+
+def utilization_rows(summary: Mapping[str, Any]) -> list[tuple[str, str, dict[str, float]]]:
+    """The summary's utilization averages: (key, window, {resource: share}); a window
+    without time (all jobs arrived at once, no job ever waited) has no figures."""
+    return [(key, window, dict(summary.get(key) or {})) for key, window in UTILIZATION_WINDOWS]
+
+
+def _utilization_summary(s: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The summary table's utilization rows, each saying what it averages over."""
+
+    def shares(values: Mapping[str, float]) -> str:
+        return ", ".join(f"{r} {v:.1%}" for r, v in values.items()) or "–"
+
+    rows = [
+        (
+            "utilization, whole run",
+            f"{shares(s['utilization'])} (first arrival to the end)",
+        )
+    ]
+    if "utilization_arrivals" in s:
+        rows.append(
+            (
+                "utilization, arrival window",
+                f"{shares(s['utilization_arrivals'])} (first to last arrival, "
+                f"{s['arrival_window'] / HOUR:,.1f} h)"
+                if s["utilization_arrivals"]
+                else "– (all jobs arrived at once)",
+            )
+        )
+    if "utilization_waiting" in s:
+        rows.append(
+            (
+                "utilization while jobs waited",
+                f"{shares(s['utilization_waiting'])} (the {s['waiting_seconds'] / HOUR:,.1f} h "
+                "in which a job was pending)"
+                if s["utilization_waiting"]
+                else "– (no job waited)",
+            )
+        )
+    return rows
+
 
 def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     """The headline figures as (label, value) pairs: terminal table and HTML."""
     s = summary
-    util = ", ".join(f"{r} {v:.1%}" for r, v in s["utilization"].items())
     return [
         (
             "jobs",
@@ -598,7 +659,7 @@ def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
             "completion (mean / p50 / p95 / max)",
             " / ".join(duration(s["completion"][k]) for k in STATS),
         ),
-        ("utilization (time average)", util),
+        *_utilization_summary(s),
         ("fairness gap (mean |share - deserved|)", f"{s['fairness_gap']:.3f}"),
         (
             "evictions / restarts / lost work",
@@ -771,6 +832,7 @@ def write_html(
         findings_html(found),
         "<h2>Summary</h2>",
         _table(["metric", "value"], summary_rows(s)),
+        f"<p class='note'>{html.escape(UTILIZATION_NOTE)}</p>",
     ]
     gv = s["gang_violations"]
     parts.append(
@@ -853,6 +915,8 @@ def write_report(result: SimResult, out: str | Path, run: dict | None = None) ->
 __all__ = [
     "MARKER",
     "PLOTS",
+    "UTILIZATION_NOTE",
+    "UTILIZATION_WINDOWS",
     "findings_html",
     "gang_view",
     "is_report",
@@ -862,5 +926,6 @@ __all__ = [
     "plot_topology",
     "prepare_out",
     "summary_rows",
+    "utilization_rows",
     "write_report",
 ]

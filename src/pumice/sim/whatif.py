@@ -31,6 +31,7 @@ from pumice.sim.gpu_sharing import what_sharing_bought
 from pumice.sim.report import (
     _CSS,
     HOUR,
+    UTILIZATION_NOTE,
     _img,
     _table,
     duration,
@@ -40,6 +41,7 @@ from pumice.sim.report import (
     plot_report,
     plot_topology,
     tier_label,
+    utilization_rows,
 )
 
 
@@ -121,8 +123,11 @@ def comparison_rows(results: Sequence[SimResult]) -> list[tuple[str, list[Any]]]
         for stat in ("mean", "p50", "p95"):
             add(f"{key} {stat} (s)", lambda s, k=key, st=stat: s[k][st])
         add(f"{key} max (s)", lambda s, k=key: s[k]["max"])
-    for r in results[0].summary["utilization"]:
-        add(f"utilization {r}", lambda s, r=r: s["utilization"].get(r))
+    for key, window, values in utilization_rows(results[0].summary):
+        # (the whole run's rows keep their plain label: files that read it find it)
+        suffix = "" if key == "utilization" else f" ({window})"
+        for r in values or results[0].summary["utilization"]:
+            add(f"utilization {r}{suffix}", lambda s, k=key, r=r: (s.get(k) or {}).get(r))
     add("fairness gap (mean over queues)", lambda s: s["fairness_gap"])
     add("evictions", lambda s: s["evictions"])
     add("restarts", lambda s: s["restarts"])
@@ -177,10 +182,15 @@ def write_comparison(results: Sequence[SimResult], out: str | Path, run: dict) -
                     [f"{label} {stat}", *(duration(r.summary[key][stat]) for r in results)]
                 )
         out_rows.append(["makespan", *(f"{r.summary['makespan'] / HOUR:,.1f} h" for r in results)])
-        for res in results[0].summary["utilization"]:
-            out_rows.append(
-                [f"utilization {res}", *(f"{r.summary['utilization'][res]:.1%}" for r in results)]
-            )
+        for key, window, values in utilization_rows(results[0].summary):
+            for res in values or results[0].summary["utilization"]:
+                shown = [(r.summary.get(key) or {}).get(res) for r in results]
+                out_rows.append(
+                    [
+                        f"utilization {res} ({window})",
+                        *("–" if v is None else f"{v:.1%}" for v in shown),
+                    ]
+                )
         for key, label in (
             ("fairness_gap", "fairness gap"),
             ("evictions", "evictions"),
@@ -256,6 +266,7 @@ def write_comparison(results: Sequence[SimResult], out: str | Path, run: dict) -
         ),
         "<h2>Side by side</h2>",
         _table(["metric", *names], head_rows()),
+        f"<p class='note'>{html.escape(UTILIZATION_NOTE)}</p>",
         *net_parts,
         "<h2>Per queue</h2>",
         _table(qhead, queue_rows),
