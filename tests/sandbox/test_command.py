@@ -113,6 +113,7 @@ def test_a_sandbox_starts_runs_a_pod_and_stops_on_sigterm(k8s_binaries, tmp_path
         assert f"kube-apiserver at https://127.0.0.1:{port};" in out
         assert f"pumice run --kubeconfig {kubeconfig}" in out
         assert f"export KUBECONFIG={kubeconfig}; kubectl get pods -w" in out
+        assert "kube-controller-manager: Deployments" in out  # (the binary is beside the others)
 
         client = KubeClient.from_config(str(kubeconfig))
         nodes = k.ok(client.request("GET", RESOURCES["Node"].path()))["items"]
@@ -132,6 +133,21 @@ def test_a_sandbox_starts_runs_a_pod_and_stops_on_sigterm(k8s_binaries, tmp_path
                 == "Running"
             ),
         )
+        # kube-controller-manager runs: a Deployment gets its pod
+        labels = {"app": "web"}
+        k.ok(client.request("POST", "/apis/apps/v1/namespaces/default/deployments", body={
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+            "spec": {"replicas": 1, "selector": {"matchLabels": labels}, "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "web", "image": "nginx"}]},
+            }},
+        }))  # fmt: skip
+        k.wait_for(
+            "the Deployment's pod",
+            lambda: [n for n, p in k.pods(client).items()
+                     if (p["metadata"].get("labels") or {}).get("app") == "web"],
+            timeout=60,
+        )  # fmt: skip
         # the shared-GPU example, as docs/sandbox.md tells it: four pods on card 0, two on 1
         apply(str(kubeconfig), EXAMPLES / "shared-gpu.yaml")
         with k.running(str(kubeconfig), config=str(CONFIGS / "deviceshare.yaml")):
