@@ -11,13 +11,14 @@ setup-envtest fills (KUBEBUILDER_ASSETS is read too); etcd may be on PATH instea
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from pumice.sandbox import ControlPlane, missing_binaries, service_account
-from pumice.sandbox.binaries import find_binary
+from pumice.sandbox.binaries import HOW_TO, find_binary
 from pumice.sandbox.process import Child
 
 #: The identity pumice's scheduler runs as when deployed with deploy/.
@@ -31,6 +32,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.k8s)
+
+
+#: How to get the binaries, in a line (the skip reasons carry the whole of it).
+K8S_HINT = "set PUMICE_K8S_BIN to a folder holding kube-apiserver; etcd from Debian's etcd-server"
+
+
+def skip_reason(report: pytest.TestReport) -> str:
+    """Why a test skipped, in a line: a missing binary's long explanation is said short."""
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    reason = reason.removeprefix("Skipped: ")
+    if HOW_TO in reason:  # "no Kubernetes control plane: kube-apiserver not found (...): HOW"
+        reason = f"{reason.split(': ', 1)[0]} ({K8S_HINT})"
+    return reason
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say how many tests skipped and why, grouped by reason, so a run without the
+    Kubernetes binaries does not look like a full one. Printed before pytest's own last
+    line ("N passed, M skipped in ..."), which stays the last."""
+    reasons = Counter(
+        skip_reason(r) for r in terminalreporter.stats.get("skipped", ()) if r.skipped
+    )
+    for reason, count in reasons.most_common():
+        terminalreporter.write_line(f"{count} test{'s' * (count != 1)} skipped: {reason}")
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ from pumice.api.task import TaskStatus
 from pumice.cache.cache import SchedulerCache
 from pumice.cluster.kube import KubeCluster
 from pumice.cluster.kube_client import RESOURCES, KubeClient
+from pumice.run.default_queue import DefaultQueue
 from pumice.run.events import EventRecorder
 from pumice.run.reload import ConfigWatcher
 from pumice.run.report import Reporter
@@ -216,6 +217,9 @@ def test_the_shipped_cluster_role_lets_the_scheduler_watch_and_write_them(rbac_c
     cluster.start()
     try:
         assert cluster.wait_synced(20)
+        # the default Queue (deploy/ holds none), created as pumice run does, by its identity
+        assert DefaultQueue(cluster, "default", lambda: True).ensure()
+        k.wait_for("the default Queue seen", lambda: cluster.get("Queue", "default"))
         cache = SchedulerCache(cluster)
         _cycle(cache)
         k.wait_for("g-0 bound", lambda: k.bound(admin).get("g-0"))

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import shutil
 import ssl
+import subprocess
 import urllib.request
 from pathlib import Path
 
 import pytest
 from kubernetes import client as k8s
 
+from pumice.run.default_queue import default_queue_body
 from pumice.sandbox import ControlPlane, apply
 
 pytestmark = pytest.mark.k8s
@@ -57,6 +60,9 @@ def test_deploy_applies_and_its_crds_serve_podgroups_and_queues(
         assert (
             apps.read_namespaced_deployment("pumice-scheduler", "pumice-system").spec.replicas == 2
         )
+        # deploy/ holds no Queue: the scheduler creates the default one (weight 1, reclaimable)
+        assert not custom.list_cluster_custom_object(GROUP, VERSION, "queues")["items"]
+        custom.create_cluster_custom_object(GROUP, VERSION, "queues", default_queue_body("default"))
         queue = custom.get_cluster_custom_object(GROUP, VERSION, "queues", "default")
         assert queue["spec"] == {"weight": 1, "reclaimable": True}
 
@@ -141,3 +147,24 @@ def test_deploy_applies_and_its_crds_serve_podgroups_and_queues(
         assert _columns(control_plane, f"/apis/{GROUP}/{VERSION}/queues") == [
             "Name", "WEIGHT", "STATE", "PARENT", "AGE",
         ]  # fmt: skip
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
+def test_one_kubectl_apply_installs_deploy_on_a_fresh_cluster(control_plane: ControlPlane) -> None:
+    """As the install instructions say: one `kubectl apply -f deploy/`, nothing waited for
+    in between, succeeds; applying again changes nothing and succeeds too."""
+
+    def kubectl_apply() -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["kubectl", "--kubeconfig", control_plane.kubeconfig, "apply", "-f", str(DEPLOY)],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    first = kubectl_apply()
+    assert first.returncode == 0, first.stderr
+    assert "customresourcedefinition.apiextensions.k8s.io/queues.scheduling.volcano.sh created" in (
+        first.stdout
+    )
+    again = kubectl_apply()
+    assert again.returncode == 0, again.stderr
+    assert "created" not in again.stdout and "unchanged" in again.stdout

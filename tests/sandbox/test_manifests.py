@@ -67,8 +67,13 @@ def test_deploy_holds_what_a_cluster_needs_in_order() -> None:
         "Namespace", *["CustomResourceDefinition"] * 7,
         "ServiceAccount", "ClusterRole", "ClusterRoleBinding",  # the controllers'
         "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment",
-        "Queue", "Deployment",
+        "Deployment",
     ]  # fmt: skip
+    # no object of a kind whose CRD is applied in the same run: one `kubectl apply -f
+    # deploy/` on a fresh cluster would fail on it (the CRD is not served yet)
+    crd_kinds = {m.body["spec"]["names"]["kind"] for m in load_manifests(DEPLOY)
+                 if m.body["kind"] == "CustomResourceDefinition"}  # fmt: skip
+    assert crd_kinds.isdisjoint(kinds)
 
 
 def test_the_shipped_config_is_volcanos_default() -> None:
@@ -134,9 +139,7 @@ def test_the_crds_are_volcanos_group_kinds_and_names() -> None:
         assert props["status"]["x-kubernetes-preserve-unknown-fields"] is True
 
 
-def test_the_default_queue_matches_the_deploy_readme() -> None:
-    queue = _deploy()["Queue/default"]
-    assert queue["spec"] == {"weight": 1, "reclaimable": True}
+def test_the_deploy_readme_names_every_file() -> None:
     readme = (DEPLOY / "README.md").read_text()
     for file in sorted(p.name for p in DEPLOY.glob("*.yaml")):
         assert f"`{file}`" in readme

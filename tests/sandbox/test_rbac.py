@@ -12,6 +12,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from pumice.run.default_queue import default_queue_body
 from pumice.sandbox import ControlPlane, apply, service_account
 
 pytestmark = pytest.mark.k8s
@@ -85,7 +86,7 @@ def test_the_service_account_can_do_what_the_scheduler_does(
             resp.release_conn()
         core.read_node("n1")
         core.read_namespaced_pod("p", "default")
-        assert custom.list_cluster_custom_object(GROUP, VERSION, "queues")["items"]
+        assert custom.list_cluster_custom_object(GROUP, VERSION, "queues")["items"] == []
         k8s.SchedulingV1Api(api).list_priority_class()
         k8s.PolicyV1Api(api).list_pod_disruption_budget_for_all_namespaces()
 
@@ -114,6 +115,8 @@ def test_the_service_account_can_do_what_the_scheduler_does(
         custom.patch_namespaced_custom_object(
             GROUP, VERSION, "default", "podgroups", "pg", {"metadata": {"labels": {"a": "b"}}}
         )
+        # the default Queue, created when absent (deploy/ holds none), then its status
+        custom.create_cluster_custom_object(GROUP, VERSION, "queues", default_queue_body("default"))
         custom.patch_cluster_custom_object_status(
             GROUP, VERSION, "queues", "default", {"status": {"state": "Open", "running": 1}}
         )

@@ -66,7 +66,8 @@ def add_parser(sub: Any) -> None:
     r.add_argument(
         "--default-queue",
         default="default",
-        help="queue of podgroups and pods that name none (default: default)",
+        help="queue of podgroups and pods that name none; created (weight 1, reclaimable) "
+        "when absent, as Volcano's scheduler does (default: default)",
     )
     r.add_argument(
         "--leader-elect",

@@ -27,6 +27,9 @@ With ``controllers`` (``pumice run --controllers``), Volcano's controllers run o
 thread beside the loop (:class:`~pumice.controllers.command.ControllerLoop`), over their
 own informers on the same client, reconciling and writing only while this process
 leads.
+
+The default Queue (``default_queue``) is created by the leader when the Queue CRD is
+served and the Queue is absent, as vc-scheduler does (:mod:`pumice.run.default_queue`).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from pumice.cache.cache import SchedulerCache
 from pumice.cluster.kube import KubeCluster
 from pumice.cluster.kube_client import KubeClient
 from pumice.conf.catalog import METRICS_PROMETHEUS
+from pumice.run.default_queue import DefaultQueue
 from pumice.run.dump import write_dump
 from pumice.run.events import EventRecorder
 from pumice.run.prometheus import PrometheusSource
@@ -134,6 +138,8 @@ class Runner:
         )
         self.events = EventRecorder(self.cluster.create_event, instance=options.identity)
         self.reporter = Reporter(self.cluster, self.events)
+        #: The default Queue, created (by the leader) when absent, as vc-scheduler does.
+        self.default_queue = DefaultQueue(self.cluster, options.default_queue, self.may_write)
         self.cache: SchedulerCache | None = None
         self.controllers: Any = None  # the ControllerLoop, with --controllers
         self._controllers_thread: threading.Thread | None = None
@@ -236,6 +242,7 @@ class Runner:
             reload = self.config.poll()
             if reload is not None:
                 self._reloaded(reload)
+            self.default_queue.ensure()
             cache.sync()
             self._node_load(cache)
             self._hypernodes()

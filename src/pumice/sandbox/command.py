@@ -94,6 +94,13 @@ def add_parser(sub: Any) -> None:
         help="no fake kubelet: bound pods stay Pending, graceful deletions never finish",
     )
     s.add_argument(
+        "--no-controller-manager",
+        action="store_true",
+        help="do not run kube-controller-manager (run by default when its binary is found: "
+        "Deployments and batch Jobs get pods, deleted owners' pods are collected, the PV "
+        "controller binds claims)",
+    )
+    s.add_argument(
         "--local-volumes",
         type=int,
         default=2,
@@ -162,6 +169,8 @@ class Sandbox:
         self.args = args
         self.stop = stop
         self.folder = Path(args.dir).expanduser().resolve()
+        #: Why kube-controller-manager does not run, said in the start lines.
+        self.manager_missing = ""
 
     def run(self) -> int:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -177,6 +186,7 @@ class Sandbox:
         kubelet = None
         provisioner = None
         client = None
+        manager = None
         try:
             _say(f"starting etcd and kube-apiserver in {self.folder} ...")
             plane.start()
@@ -186,14 +196,16 @@ class Sandbox:
             # Ctrl-C during the start-up is seen between its steps.
             if not self.stop.is_set():
                 self._apply(kubeconfig)
+            if not self.stop.is_set():
+                manager = self._controller_manager(kubeconfig)
             client = KubeClient.from_config(str(kubeconfig))
             names = [] if self.stop.is_set() else self._nodes(client)
             if names and not self.args.no_kubelet and not self.stop.is_set():
                 kubelet = self._kubelet(client, names)
             if names and not self.stop.is_set():
-                provisioner = self._storage(client, names)
+                provisioner = self._storage(client, names, pv_controller=manager is not None)
             if not self.stop.is_set():
-                self._tell(plane.server, kubeconfig, kubelet is not None)
+                self._tell(plane.server, kubeconfig, kubelet is not None, manager is not None)
             while not self.stop.wait(1.0):
                 if not plane.running:
                     log = plane.logs.get("kube-apiserver")
@@ -210,6 +222,8 @@ class Sandbox:
         finally:
             if provisioner is not None:
                 provisioner.stop()
+            if manager is not None:
+                manager.stop()
             if kubelet is not None:
                 kubelet.stop()
             plane.stop()
@@ -223,6 +237,28 @@ class Sandbox:
                  "until you apply pumice's CRDs (kubectl apply -f deploy/)")  # fmt: skip
         else:
             _say(f"applied pumice's CRDs and the default Queue ({count} objects)")
+
+    def _controller_manager(self, kubeconfig: Path) -> Any:
+        """kube-controller-manager, started when its binary is found and not turned off;
+        None otherwise (the start lines say what is missing)."""
+        from pumice.sandbox.binaries import BinaryNotFoundError, find_binary
+        from pumice.sandbox.controller_manager import controller_manager
+
+        self.manager_missing = ""
+        if self.args.no_controller_manager:
+            self.manager_missing = "turned off (--no-controller-manager)"
+            return None
+        try:
+            binary = find_binary("kube-controller-manager")
+        except BinaryNotFoundError:
+            self.manager_missing = (
+                "kube-controller-manager not found beside kube-apiserver (PUMICE_K8S_BIN)"
+            )
+            return None
+        log = self.folder / "kube-controller-manager.log"
+        manager = controller_manager(binary, kubeconfig, log)
+        manager.start()
+        return manager
 
     def _nodes(self, client: Any) -> list[str]:
         from pumice.sandbox.nodes import CPU_NODE, GPU_NODE, SHARED_GPU_NODE, create_mixed
@@ -240,28 +276,38 @@ class Sandbox:
         kubelet.wait_synced(30)
         return kubelet
 
-    def _storage(self, client: Any, names: list[str]) -> Any:
-        """The pumice-local class, its static PVs and its provisioner (which binds)."""
+    def _storage(self, client: Any, names: list[str], pv_controller: bool) -> Any:
+        """The pumice-local class, its static PVs and its provisioner (which binds
+        claims itself unless kube-controller-manager's PV controller runs)."""
         from pumice.sandbox.kubelet import owner
         from pumice.sandbox.volumes import CLASS, LocalProvisioner, create_storage
 
         create_storage(client, names, per_node=self.args.local_volumes)
         _say(f"StorageClass {CLASS}: {self.args.local_volumes} local PVs of 100Gi per node"
-             + ("" if self.args.no_provisioner else "; its provisioner binds claims"))  # fmt: skip
+             + ("" if self.args.no_provisioner else "; its provisioner makes PVs"
+                + ("" if pv_controller else " and binds claims")))  # fmt: skip
         if self.args.no_provisioner:
             return None
-        provisioner = LocalProvisioner(client, owner(names))
+        provisioner = LocalProvisioner(client, owner(names), bind=not pv_controller)
         provisioner.start()
         provisioner.wait_synced(30)
         return provisioner
 
-    def _tell(self, server: str, kubeconfig: Path, kubelet: bool) -> None:
+    def _tell(self, server: str, kubeconfig: Path, kubelet: bool, manager: bool) -> None:
         cpu, gpu, shared = self.args.nodes, self.args.gpu_nodes, self.args.shared_gpu_nodes
         what = f"{cpu} CPU and {gpu} GPU nodes"
         if shared:
             what += f", {shared} with shared GPUs"
         what += ", fake kubelet" if kubelet else ", no kubelet"
         print(f"pumice sandbox: kube-apiserver at {server}; {what}", flush=True)
+        if manager:
+            print("kube-controller-manager: Deployments, ReplicaSets and batch Jobs get pods, "
+                  "owners' pods are garbage-collected, the PV controller binds claims",
+                  flush=True)  # fmt: skip
+        else:
+            print(f"no kube-controller-manager: {self.manager_missing}; Deployments and "
+                  "batch Jobs get no pods and deleted owners leave their pods",
+                  flush=True)  # fmt: skip
         if shutil.which("kubectl") is None:
             _say(f"note: kubectl is not on PATH; get it from {KUBECTL_HOW_TO}")
         print("next, in other terminals:", flush=True)

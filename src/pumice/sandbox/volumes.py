@@ -16,8 +16,9 @@ with the local static provisioner and a dynamic one would be:
 
 **Binding.** On a cluster, kube-controller-manager's PV controller completes both
 bindings (it sets the claim's ``spec.volumeName`` and both objects' phase ``Bound``),
-and pumice's bind waits for that. The sandbox starts no controller manager, so the
-provisioner does it itself when ``bind`` is set (the sandbox's default): for every
+and pumice's bind waits for that. The sandbox runs that controller when it finds
+kube-controller-manager and passes ``bind`` False; without it the provisioner does it
+itself when ``bind`` is set (the default): for every
 claim of any class with no ``volumeName`` that a PV's ``claimRef`` names (the
 scheduler's choice, or the provisioner's new PV), it writes the claim's
 ``spec.volumeName`` and ``pv.kubernetes.io/bind-completed``, the PV's phase ``Bound``
@@ -25,9 +26,10 @@ and then the claim's phase ``Bound``, access modes and capacity. With ``bind`` F
 only creates PVs, and a PV controller (kube-controller-manager, when one runs) binds.
 Claims of an ``Immediate`` class are not bound by it (the PV controller's job).
 
-When ``bind`` is set it also reclaims, as the PV controller and the local static
-provisioner would: a PV of the class whose claim is gone is deleted if it was
-provisioned, and made ``Available`` again (its ``claimRef`` removed) if it is static.
+Either way it also reclaims, as the local static provisioner and an external
+provisioner would (the PV controller cannot delete local volumes): a PV of the class
+whose claim is gone is deleted if it was provisioned, and made ``Available`` again (its
+``claimRef`` removed) if it is static.
 And it lets deletions finish that the API server holds for kube-controller-manager's
 protection controllers: a claim being deleted loses its ``kubernetes.io/pvc-protection``
 finalizer once no pod that has not ended uses it, and a PV it deletes its
@@ -124,7 +126,7 @@ def create_storage(
 
 
 class LocalProvisioner:
-    """Provisions (and, with ``bind``, binds and reclaims) local volumes of ``classes``
+    """Provisions, reclaims (and, with ``bind``, binds) local volumes of ``classes``
     on the nodes ``owns`` accepts (see the module docstring)."""
 
     def __init__(
@@ -207,7 +209,7 @@ class LocalProvisioner:
             try:
                 if what == "pvc":
                     self._claim(key)
-                elif self.bind:
+                else:
                     self._release(key)
             except Exception:  # a bug or an odd object: logged, the next event retries
                 self.errors += 1
@@ -216,9 +218,8 @@ class LocalProvisioner:
     def _resync(self) -> None:
         for key in list(self._claims.store):
             self._work.put(f"pvc/{key}")
-        if self.bind:
-            for key in list(self._pvs.store):
-                self._work.put(f"pv/{key}")
+        for key in list(self._pvs.store):
+            self._work.put(f"pv/{key}")
 
     # -- the work -----------------------------------------------------------------------
 
@@ -227,8 +228,7 @@ class LocalProvisioner:
         if pvc is None:
             return
         if (pvc.get("metadata") or {}).get("deletionTimestamp"):
-            if self.bind:
-                self._unprotect(key, pvc)
+            self._unprotect(key, pvc)
             return
         spec = pvc.get("spec") or {}
         if spec.get("volumeName"):
