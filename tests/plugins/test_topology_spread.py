@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.kit import assert_same_but_bounded, node, pod, podgroup, queue, run
-from tests.properties.test_fast_path_equivalence import _all_modes, clusters
+from tests.properties.test_fast_path_equivalence import all_modes, clusters
 
 from pumice.cache.build import SourcedObject, build_snapshot
 from pumice.errors import InputError
@@ -417,6 +417,6 @@ def _spread_clusters(draw) -> list[dict]:
 def test_spread_decisions_agree_in_every_mode(objs: list[dict]) -> None:
     """With hard and soft spread constraints about, the fast path (as shipped), the long
     way and the per-node reference make the same decisions."""
-    results = _all_modes(objs, Scheduler.from_file(None))
+    results = all_modes(objs, Scheduler.from_file(None))
     assert_same_but_bounded(results["fast"], results["vector"])
     assert results["vector"] == results["reference"]

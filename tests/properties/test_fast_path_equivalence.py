@@ -55,7 +55,7 @@ def _decisions(objects: list[dict], scheduler: Scheduler) -> dict:
     return scheduler.cycle(snapshot).to_json(sessions=False)  # (session ids differ)
 
 
-def _all_modes(objects: list[dict], scheduler: Scheduler) -> dict[str, dict]:
+def all_modes(objects: list[dict], scheduler: Scheduler) -> dict[str, dict]:
     results = {}
     for name in ("fast", "vector", "reference"):
         with mode(name):
@@ -193,7 +193,7 @@ def clusters(draw) -> list[dict]:
 def test_fast_path_vector_path_and_reference_agree(objs: list[dict]) -> None:
     """Random clusters (labels, taints, cordons, releasing pods, GPUs, host ports) and
     gangs of mixed placements: one set of decisions, however it is computed."""
-    results = _all_modes(objs, Scheduler.from_file(None))
+    results = all_modes(objs, Scheduler.from_file(None))
     # (the fast path proves gang turns hopeless; the others try every turn)
     assert_same_but_bounded(results["fast"], results["vector"])
     assert results["vector"] == results["reference"]
@@ -210,6 +210,6 @@ def test_scenarios_decide_alike_in_every_mode(case: Path) -> None:
     config = case / "config.yaml"
     scheduler = Scheduler.from_file(str(config) if config.exists() else None)
     objects = [s.obj for s in load_objects([str(case / "snapshot.yaml")])]
-    results = _all_modes(objects, scheduler)
+    results = all_modes(objects, scheduler)
     assert results["fast"] == results["vector"]
     assert results["fast"] == results["reference"]

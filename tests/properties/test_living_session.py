@@ -27,9 +27,9 @@ from tests.properties.test_repeated_cycles import (
     OPS,
     START,
     World,
-    _check,
-    _job,
-    _scheduler,
+    check_same,
+    gang_job,
+    scheduler_for,
 )
 
 from pumice.api.snapshot import Snapshot
@@ -93,7 +93,7 @@ HIERARCHY = conf(
 @given(ops=OPS)
 def test_a_living_session_decides_as_new_ones(config, label, ops):
     extra = EXAMPLE_PLUGINS if config is MIXED else None
-    _check(config, f"living-{label}", ops, repeat_first=False, plain=False, plugins_dir=extra)
+    check_same(config, f"living-{label}", ops, repeat_first=False, plain=False, plugins_dir=extra)
 
 
 def test_every_plugin_pumice_ships_lives():
@@ -108,14 +108,14 @@ def test_every_plugin_pumice_ships_lives():
 def test_only_a_plugin_without_on_cycle_open_is_rebuilt():
     """pumice's clocked and victim-guarding plugins live too; a user's plugin that
     declares no ``on_cycle_open`` is built anew for every cycle."""
-    sched = _scheduler(MIXED, EXAMPLE_PLUGINS)
+    sched = scheduler_for(MIXED, EXAMPLE_PLUGINS)
     built = [sched.plugins.create(o.name, o.arguments) for o in sched.config.instances()]
     assert [p.name for p in built if not living(p)] == ["prefer-label"]
 
 
 def _world(config: str) -> tuple[World, list[float]]:
     clock = [START]
-    world = World(_scheduler(config, EXAMPLE_PLUGINS), clock)
+    world = World(scheduler_for(config, EXAMPLE_PLUGINS), clock)
     world.store.create_all([queue("a", weight=1), node("n1", cpu="8", memory="64Gi")])
     return world, clock
 
@@ -124,11 +124,11 @@ def test_a_session_that_fails_is_not_renewed(monkeypatch):
     """A cycle that raises half way (a plugin's bug) leaves no session behind: the next
     cycle opens a new one and schedules as if nothing had happened."""
     world, _clock = _world(MIXED)
-    world.store.create_all(_job(1, 2, 1, 2, "a", None, 0))
+    world.store.create_all(gang_job(1, 2, 1, 2, "a", None, 0))
     first = world.cycle()
     kept = world.scheduler._session
     assert kept is not None
-    world.store.create_all(_job(2, 1, 1, 1, "a", None, 0))
+    world.store.create_all(gang_job(2, 1, 1, 1, "a", None, 0))
 
     def broken(self: Session, snapshot: Snapshot) -> None:
         raise RuntimeError("a plugin's bug")
@@ -149,12 +149,12 @@ def test_a_scheduler_that_has_run_cycles_still_pickles():
     """A sweep hands schedulers to worker processes: one that has a living session
     pickles without it, and the copy schedules the next cycle as the original does."""
     world, _clock = _world(MIXED)
-    world.store.create_all(_job(1, 2, 1, 2, "a", None, 0))
+    world.store.create_all(gang_job(1, 2, 1, 2, "a", None, 0))
     world.cycle()
     assert world.scheduler._session is not None
     copy = pickle.loads(pickle.dumps(world.scheduler))
     assert copy._session is None
-    world.store.create_all(_job(2, 1, 1, 1, "a", None, 0))
+    world.store.create_all(gang_job(2, 1, 1, 1, "a", None, 0))
     snapshot = world.cache.snapshot()
     mine = world.scheduler.cycle(snapshot).to_json(sessions=False)
     theirs = copy.cycle(world.cache.snapshot()).to_json(sessions=False)
@@ -176,12 +176,12 @@ def test_a_disruption_budget_is_counted_afresh_every_cycle():
         ]  # fmt: skip
         gang = [podgroup("high", priority_class="high", min_member=3)]
         gang += [pod(f"high-{i}", group="high", cpu="1", priority_class="high") for i in range(3)]
-        living_world = World(_scheduler(config), [START])
+        living_world = World(scheduler_for(config), [START])
         living_world.store.create_all(cluster)
         assert living_world.cycle()["evictions"] == []  # (nothing waits; budget counted)
         living_world.store.delete("Pod", "default/web-3")
         living_world.store.create_all(gang)
-        fresh_world = World(dataclasses.replace(_scheduler(config), living=False), [START])
+        fresh_world = World(dataclasses.replace(scheduler_for(config), living=False), [START])
         left = [o for o in cluster if o["metadata"]["name"] != "web-3"]
         fresh_world.store.create_all(copy.deepcopy(left + gang))  # (a store keeps the dicts)
         return living_world, fresh_world

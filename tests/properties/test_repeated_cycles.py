@@ -45,7 +45,7 @@ CLOCKED = conf(
 START = 1_767_225_600.0  # 2026-01-01T00:00:00Z, the kit's timestamps
 
 
-def _scheduler(config: str | None, plugins_dir: Path | None = None) -> Scheduler:
+def scheduler_for(config: str | None, plugins_dir: Path | None = None) -> Scheduler:
     if config is None:
         return Scheduler.from_file(None, plugins_dir)
     return Scheduler.create(parse_config(yaml.safe_load(config)), *load_registries(plugins_dir))
@@ -93,7 +93,7 @@ def _plain(decisions: Decisions) -> dict[str, Any]:
     return out
 
 
-def _job(n: int, size: int, cpu: int, min_member: int, q: str, sla: int | None, prio: int):
+def gang_job(n: int, size: int, cpu: int, min_member: int, q: str, sla: int | None, prio: int):
     group = podgroup(
         f"j{n}",
         min_member=min_member,
@@ -155,7 +155,7 @@ def _apply(op: tuple, world: World, n: int, now: float) -> None:
     kind = op[0]
     if kind == "job":
         _, size, cpu, min_member, q, sla, prio = op
-        job = _job(n, size, cpu, max(1, min(min_member, size)), q, sla, prio)
+        job = gang_job(n, size, cpu, max(1, min(min_member, size)), q, sla, prio)
         job[0]["metadata"]["creationTimestamp"] = time.strftime(
             "%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)
         )
@@ -194,7 +194,7 @@ def _worlds(
     second by a new session for every cycle (``plain``: without enqueue's shortcut).
     ``plugins_dir`` adds the plugins its modules list (see docs/plugins.md)."""
     clock = [START]
-    repeat = dataclasses.replace(_scheduler(config, plugins_dir), repeat=repeat_first)
+    repeat = dataclasses.replace(scheduler_for(config, plugins_dir), repeat=repeat_first)
     fresh = dataclasses.replace(repeat, repeat=False, living=False)
     worlds = (World(repeat, clock), World(fresh, clock, plain=plain))
     for w in worlds:
@@ -212,7 +212,7 @@ def _worlds(
 REPEATS: Counter[str] = Counter()
 
 
-def _check(config: str | None, label: str, ops: list[tuple], **worlds: Any) -> None:
+def check_same(config: str | None, label: str, ops: list[tuple], **worlds: Any) -> None:
     repeat, fresh, clock = _worlds(config, **worlds)
     for n, op in enumerate(ops):
         if op[0] == "tick":
@@ -231,13 +231,13 @@ def _check(config: str | None, label: str, ops: list[tuple], **worlds: Any) -> N
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(OPS)
 def test_repeated_cycles_decide_as_fresh_ones_default_config(ops):
-    _check(None, "default", ops)
+    check_same(None, "default", ops)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(OPS)
 def test_repeated_cycles_decide_as_fresh_ones_with_clocked_plugins(ops):
-    _check(CLOCKED, "clocked", ops)
+    check_same(CLOCKED, "clocked", ops)
 
 
 def test_an_unchanged_backlog_is_repeated_until_its_sla_expires():
@@ -245,10 +245,10 @@ def test_an_unchanged_backlog_is_repeated_until_its_sla_expires():
     repeat the refusal; once its SLA waiting time has passed, a fresh cycle admits it."""
     repeat, fresh, clock = _worlds(CLOCKED)
     for w in (repeat, fresh):
-        w.store.create_all(_job(0, 2, 1, 2, "a", None, 0))
+        w.store.create_all(gang_job(0, 2, 1, 2, "a", None, 0))
     assert repeat.cycle() == fresh.cycle()  # binds j0: 2 cpu of queue a's 10
     for w in (repeat, fresh):
-        job = _job(1, 3, 3, 3, "a", 30, 0)  # 9 cpu more: past the capability
+        job = gang_job(1, 3, 3, 3, "a", 30, 0)  # 9 cpu more: past the capability
         job[0]["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
         w.store.create_all(job)
     for _ in range(2):  # j0's podgroup turns Running; then j0 is settled
@@ -274,12 +274,12 @@ def test_a_new_event_ends_the_repeat():
     """An arriving job is decided by a fresh cycle."""
     repeat, fresh, _clock = _worlds(None)
     for w in (repeat, fresh):
-        w.store.create_all(_job(1, 3, 4, 3, "a", None, 0))
+        w.store.create_all(gang_job(1, 3, 4, 3, "a", None, 0))
     for _ in range(4):  # the refusal's status is written, then nothing changes
         assert repeat.cycle() == fresh.cycle()
     assert repeat.repeated == 2
     for w in (repeat, fresh):
-        w.store.create_all(_job(2, 1, 1, 1, "b", None, 0))
+        w.store.create_all(gang_job(2, 1, 1, 1, "b", None, 0))
     out = repeat.cycle()
     assert out == fresh.cycle()
     assert repeat.repeated == 2

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pumice.bench.runner import _percentile, peak_rss_mib
+from pumice.bench.runner import peak_rss_mib, percentile
 from pumice.bench.scenarios import node, pod, queue
 
 if TYPE_CHECKING:
@@ -122,12 +122,12 @@ def run_quiet(s: QuietScenario, scheduler: Scheduler, check: bool = True) -> Qui
         pending=s.pending,
         cycles=s.cycles,
         build_s=build_s,
-        snapshot_p50_ms=_percentile(snaps, 50),
-        repeated_p50_ms=_percentile(repeats, 50),
-        repeated_p99_ms=_percentile(repeats, 99),
-        apply_p50_ms=_percentile(applies, 50),
-        fresh_p50_ms=_percentile(fresh_ms, 50),
-        fresh_p99_ms=_percentile(fresh_ms, 99),
+        snapshot_p50_ms=percentile(snaps, 50),
+        repeated_p50_ms=percentile(repeats, 50),
+        repeated_p99_ms=percentile(repeats, 99),
+        apply_p50_ms=percentile(applies, 50),
+        fresh_p50_ms=percentile(fresh_ms, 50),
+        fresh_p99_ms=percentile(fresh_ms, 99),
         peak_rss_mib=peak_rss_mib(),
         problems=problems,
     )

@@ -179,7 +179,7 @@ def _hostnames(pv: Mapping[str, Any]) -> set[str] | None:
     return out or None
 
 
-def _percentile(values: list[float], q: float) -> float:
+def percentile(values: list[float], q: float) -> float:
     """Nearest-rank percentile (with few repeats p99 is the slowest run)."""
     s = sorted(values)
     k = max(0, min(len(s) - 1, int(-(-q * len(s) // 100)) - 1))
@@ -207,7 +207,7 @@ def run_scenario(
         cpu.append(c2 - c1)
         del snapshot
     assert decisions is not None
-    p50 = _percentile(cycles, 50)
+    p50 = percentile(cycles, 50)
     problems = check_decisions(objects, decisions) if check else []
     bound, pipelined = len(decisions.binds), len(decisions.pipelined)
     return Result(
@@ -215,10 +215,10 @@ def run_scenario(
         nodes=scenario.nodes,
         pending=scenario.pending,
         repeats=len(cycles),
-        build_s=_percentile(builds, 50),
+        build_s=percentile(builds, 50),
         cycle_p50_s=p50,
-        cycle_p99_s=_percentile(cycles, 99),
-        cycle_cpu_s=_percentile(cpu, 50),
+        cycle_p99_s=percentile(cycles, 99),
+        cycle_cpu_s=percentile(cpu, 50),
         pods_per_s=scenario.pending / p50 if p50 > 0 else float("inf"),
         bound=bound,
         pipelined=pipelined,

@@ -39,7 +39,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pumice.bench.runner import _percentile, check_decisions, peak_rss_mib
+from pumice.bench.runner import check_decisions, peak_rss_mib, percentile
 from pumice.bench.scenarios import HOUR, SimScenario
 from pumice.framework.decisions import Decisions
 
@@ -286,7 +286,7 @@ def capacity_problems(sim: Simulation) -> list[str]:
 
 def build(scenario: SimScenario, scheduler: Scheduler) -> Simulation:
     """The simulation ``pumice simulate --jobs J --nodes N --load L --seed S`` runs."""
-    from pumice.sim.command import _cluster, _workload
+    from pumice.sim.command import cluster_from_args, workload_from_args
     from pumice.sim.engine import SimOptions, Simulation
 
     args = argparse.Namespace(
@@ -300,8 +300,8 @@ def build(scenario: SimScenario, scheduler: Scheduler) -> Simulation:
         limit=None,
         topology=None,
     )
-    nodes = _cluster(args).nodes
-    return Simulation(nodes, _workload(args, nodes), scheduler, SimOptions())
+    nodes = cluster_from_args(args).nodes
+    return Simulation(nodes, workload_from_args(args, nodes), scheduler, SimOptions())
 
 
 def run_peak(scenario: SimScenario, scheduler: Scheduler, check: bool = True) -> PeakResult:
@@ -351,8 +351,8 @@ def run_peak(scenario: SimScenario, scheduler: Scheduler, check: bool = True) ->
         backlog_pending=win.backlog[0],
         backlog_admitted=win.backlog[1],
         cycles=cycles,
-        cycle_p50_s=_percentile(lat, 50),
-        cycle_p99_s=_percentile(lat, 99),
+        cycle_p50_s=percentile(lat, 50),
+        cycle_p99_s=percentile(lat, 99),
         cycle_max_s=max(lat),
         cycle_total_s=sum(win.latencies),
         wall_s=wall,

@@ -134,7 +134,7 @@ def _claims_from_templates(records: dict[str, list], notes: list[str]) -> None:
         )
 
 
-def _check_queue_tree(queues: list[parse.QueueRecord]) -> None:
+def check_queue_tree(queues: list[parse.QueueRecord]) -> None:
     by_name = {q.name: q for q in queues}
     for q in queues:
         if q.parent and q.parent not in by_name and q.parent != ROOT_QUEUE:
@@ -234,7 +234,7 @@ def build_snapshot(
     pcs_r: list[parse.PriorityClassRecord] = records["PriorityClass"]
     workloads = {f"{w.namespace}/{w.name}": w for w in records["Workload"]}
     try:
-        _check_queue_tree(queues_r)
+        check_queue_tree(queues_r)
     except InputError as err:
         name = (err.obj or "").removeprefix("Queue ")
         raise err.located(file=sources.get(("Queue", "/" + name))) from None

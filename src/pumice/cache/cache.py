@@ -67,7 +67,7 @@ from pumice.api.side_objects import SIDE_PARSERS
 from pumice.api.snapshot import Snapshot
 from pumice.api.task import TaskInfo, TaskStatus, status_of_pod
 from pumice.api.verdicts import Verdicts
-from pumice.cache.build import DEFAULT_SCHEDULER, _check_queue_tree
+from pumice.cache.build import DEFAULT_SCHEDULER, check_queue_tree
 from pumice.cache.model import (
     ModelBuilder,
     bare_phase,
@@ -702,7 +702,7 @@ class SchedulerCache:
         self.bad_queues = {}
         while True:
             try:
-                _check_queue_tree(queues_r)
+                check_queue_tree(queues_r)
                 return queues_r
             except InputError as err:
                 name = (err.obj or "").removeprefix("Queue ")

@@ -191,7 +191,7 @@ def controllers_command(args: argparse.Namespace) -> int:
     from pumice.cluster.kube_client import KubeClient
     from pumice.controllers.kube_store import KubeStore
     from pumice.controllers.registry import controller_class
-    from pumice.run.command import _lease_namespace, address, duration
+    from pumice.run.command import address, duration, lease_namespace
     from pumice.run.http import Health, serve
     from pumice.run.leader import LeaderElector, default_identity
     from pumice.run.logs import setup_logging
@@ -215,7 +215,7 @@ def controllers_command(args: argparse.Namespace) -> int:
         try:
             elector = LeaderElector(
                 client,
-                namespace=_lease_namespace(args.lock_object_namespace),
+                namespace=lease_namespace(args.lock_object_namespace),
                 name=args.lock_object_name,
                 identity=identity,
                 lease_duration=duration(args.leader_elect_lease_duration,

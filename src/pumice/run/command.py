@@ -102,7 +102,7 @@ def add_parser(sub: Any) -> None:
     r.set_defaults(func=run_command)
 
 
-def _lease_namespace(given: str | None) -> str:
+def lease_namespace(given: str | None) -> str:
     if given:
         return given
     try:
@@ -159,7 +159,7 @@ def run_command(args: argparse.Namespace) -> int:
         try:
             elector = LeaderElector(
                 client,
-                namespace=_lease_namespace(args.lock_object_namespace),
+                namespace=lease_namespace(args.lock_object_namespace),
                 name=args.lock_object_name,
                 identity=identity,
                 lease_duration=lease,

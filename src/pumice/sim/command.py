@@ -222,7 +222,7 @@ def add_parser(sub: Any) -> None:
     s.set_defaults(func=run)
 
 
-def _cluster(args: argparse.Namespace) -> ClusterSpec:
+def cluster_from_args(args: argparse.Namespace) -> ClusterSpec:
     from pumice.sim.cluster_spec import (
         ClusterSpec,
         default_cluster,
@@ -276,7 +276,7 @@ def _gpus(nodes: list[dict[str, Any]]) -> int:
     return int(sum(a.get(GPU, 0.0) for a in node_allocatable(nodes)))
 
 
-def _workload(args: argparse.Namespace, nodes: list[dict[str, Any]]):
+def workload_from_args(args: argparse.Namespace, nodes: list[dict[str, Any]]):
     from pumice.sim import synthetic
     from pumice.sim.loader import load_workload
 
@@ -476,7 +476,7 @@ def _write_shipped(target: Path, files: dict[str, bytes], page: str) -> Path:
 
 
 def _seeded(args: argparse.Namespace, seed: int) -> argparse.Namespace:
-    """The arguments with one seed, as :func:`_workload` reads them."""
+    """The arguments with one seed, as :func:`workload_from_args` reads them."""
     return argparse.Namespace(**{**vars(args), "seed": seed})
 
 
@@ -624,9 +624,9 @@ def run(args: argparse.Namespace) -> int:
                 f"(see src/pumice/examples/configs/network-topology.yaml)",
                 file=sys.stderr,
             )
-    cluster = _cluster(args)
+    cluster = cluster_from_args(args)
     nodes = cluster.nodes
-    workloads = {s: _workload(_seeded(args, s), nodes) for s in seeds}
+    workloads = {s: workload_from_args(_seeded(args, s), nodes) for s in seeds}
     workload = workloads[seeds[0]]
     if workload.skipped:
         first = workload.warnings[0] if workload.warnings else "?"

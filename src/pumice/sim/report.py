@@ -522,7 +522,7 @@ def _main_resource(resources: Sequence[str]) -> str:
 
 # -- HTML --------------------------------------------------------------------------------
 
-_CSS = """
+PAGE_CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;
 max-width:1100px;color:#222;padding:0 1em}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
@@ -536,7 +536,7 @@ img{max-width:100%;margin:.5em 0}.note{color:#555;font-size:.9em}
 """
 
 
-def _img(path: Path, alt: str) -> str:
+def html_img(path: Path, alt: str) -> str:
     data = base64.b64encode(path.read_bytes()).decode("ascii")
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
 
@@ -548,7 +548,7 @@ def _scheduling(run: Mapping[str, Any]) -> str:
     return "" if seconds is None else f" ({seconds:.1f} s of it scheduling)"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def html_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     h = "".join(f"<th>{html.escape(str(c))}</th>" for c in header)
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(_fmt(v))}</td>" for v in row) + "</tr>" for row in rows
@@ -742,7 +742,7 @@ def _queue_table(summary: dict[str, Any]) -> str:
                 v["evictions"],
             ]
         )
-    return _table(
+    return html_table(
         [
             "queue",
             "jobs",
@@ -793,7 +793,7 @@ def findings_html(found: Sequence[Finding]) -> str:
                     ]
                 )
             parts.append(
-                _table(
+                html_table(
                     ["job", "queue", "pods", "GPUs", "wait", "what held it (hours)",
                      "the scheduler's explanation (longest-held reason)"],
                     rows,
@@ -824,14 +824,14 @@ def write_html(
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>pumice simulate: {html.escape(result.config_name)}</title>",
-        f"<style>{_CSS}</style></head><body>",
+        f"<style>{PAGE_CSS}</style></head><body>",
         f"<h1>pumice simulate — {html.escape(result.config_name)}</h1>",
         f"<p class='note'>{len(result.workload.jobs):,} jobs on {run.get('nodes', '?')} "
         f"nodes, {result.sim_time / HOUR:,.1f} simulated hours in "
         f"{run.get('wall_seconds', 0):.1f} s of wall time{_scheduling(run)}.</p>",
         findings_html(found),
         "<h2>Summary</h2>",
-        _table(["metric", "value"], summary_rows(s)),
+        html_table(["metric", "value"], summary_rows(s)),
         f"<p class='note'>{html.escape(UTILIZATION_NOTE)}</p>",
     ]
     gv = s["gang_violations"]
@@ -849,18 +849,18 @@ def write_html(
         )
     parts += [
         "<h2>Utilization</h2>",
-        _img(plots["utilization"], "utilization over time"),
+        html_img(plots["utilization"], "utilization over time"),
         "<h2>Queues</h2>",
         _queue_table(s),
         "<p class='note'>share: time-averaged dominant share of the cluster held by the "
         "queue; deserved: weighted max-min fair share of its demand; gap: mean absolute "
         "difference of the two.</p>",
-        _img(plots["queue_share"], "queue share vs deserved"),
+        html_img(plots["queue_share"], "queue share vs deserved"),
         "<h2>Wait and completion times</h2>",
-        _img(plots["wait_cdf"], "wait time CDF"),
-        _img(plots["completion_cdf"], "JCT CDF"),
+        html_img(plots["wait_cdf"], "wait time CDF"),
+        html_img(plots["completion_cdf"], "JCT CDF"),
         "<h2>Pending jobs</h2>",
-        _img(plots["pending"], "pending jobs over time"),
+        html_img(plots["pending"], "pending jobs over time"),
     ]
     if "topology" in plots:
         parts += [
@@ -868,7 +868,7 @@ def write_html(
             "<p class='note'>Each gang (job of more than one pod) by the tier of the lowest "
             "HyperNode holding the nodes its pods were on when it started running; the "
             "highest tier is the whole cluster.</p>",
-            _img(plots["topology"], "gangs by tier spanned"),
+            html_img(plots["topology"], "gangs by tier spanned"),
         ]
     if never:
         parts.append(f"<h2>Jobs that never ran ({len(never):,})</h2>")
@@ -879,7 +879,7 @@ def write_html(
             "from its last cycle.</p>"
         )
         parts.append(
-            _table(
+            html_table(
                 ["job", "queue", "pods", "why (the scheduler's last explanation)"],
                 [
                     [j.uid, j.queue, j.pods, j.pending_reason or "never considered"]

@@ -373,7 +373,7 @@ def _write_page(
     out: Path,
     jobs: dict[int, int],
 ) -> Path:
-    from pumice.sim.report import _CSS, _table
+    from pumice.sim.report import PAGE_CSS, html_table
 
     def text(metric: str, c: Spread | None) -> str:
         if c is None or c.mean is None:
@@ -397,14 +397,14 @@ def _write_page(
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         "<title>pumice simulate: what-if grid</title>",
-        f"<style>{_CSS}</style></head><body>",
+        f"<style>{PAGE_CSS}</style></head><body>",
         "<h1>pumice simulate — what-if grid: " + html.escape(" vs ".join(names)) + "</h1>",
         f"<p class='note'>{len(names)} configuration(s) × {len(seed_list)} seeds "
         f"({', '.join(map(str, seed_list))}) of the generated workload ({size} each). "
         "Each cell: the mean over the seeds ± the sample standard deviation, "
         "(min – max); per-seed values in grid.csv and grid.json.</p>",
         "<h2>Over the seeds</h2>",
-        _table(["metric", *names], table_rows),
+        html_table(["metric", *names], table_rows),
         "<h2>Each run's report</h2>",
         "<ul>" + "".join(links) + "</ul>",
         "</body></html>",

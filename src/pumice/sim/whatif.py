@@ -29,13 +29,13 @@ from pumice.sim.engine import SimResult
 from pumice.sim.findings import findings
 from pumice.sim.gpu_sharing import what_sharing_bought
 from pumice.sim.report import (
-    _CSS,
     HOUR,
+    PAGE_CSS,
     UTILIZATION_NOTE,
-    _img,
-    _table,
     duration,
     gang_view,
+    html_img,
+    html_table,
     mark_report,
     minutes,
     plot_report,
@@ -247,13 +247,13 @@ def write_comparison(results: Sequence[SimResult], out: str | Path, run: dict) -
             "differs between the runs (all gangs when none does). Tier spanned: the tier of "
             "the lowest HyperNode holding the nodes a gang's pods were on when it started "
             "running; the highest tier is the whole cluster.</p>",
-            _table(["metric", *names], net_rows),
-            _img(plots["topology"], "gangs by tier spanned, and their waits"),
+            html_table(["metric", *names], net_rows),
+            html_img(plots["topology"], "gangs by tier spanned, and their waits"),
         ]
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         "<title>pumice simulate: what-if</title>",
-        f"<style>{_CSS}</style></head><body>",
+        f"<style>{PAGE_CSS}</style></head><body>",
         "<h1>pumice simulate — what-if: " + html.escape(" vs ".join(names)) + "</h1>",
         f"<p class='note'>The same workload ({len(results[0].workload.jobs):,} jobs) under "
         f"{len(results)} configurations. Each has its own full report: "
@@ -265,19 +265,19 @@ def write_comparison(results: Sequence[SimResult], out: str | Path, run: dict) -
             for line in what_sharing_bought(names, [r.summary for r in results])
         ),
         "<h2>Side by side</h2>",
-        _table(["metric", *names], head_rows()),
+        html_table(["metric", *names], head_rows()),
         f"<p class='note'>{html.escape(UTILIZATION_NOTE)}</p>",
         *net_parts,
         "<h2>Per queue</h2>",
-        _table(qhead, queue_rows),
+        html_table(qhead, queue_rows),
         "<p class='note'>gap: mean |allocated share - deserved share| of the queue over "
         "time (0 = always exactly its fair share).</p>",
         "<h2>Plots</h2>",
-        _img(plots["wait_cdf"], "wait CDF"),
-        _img(plots["completion_cdf"], "completion CDF"),
-        _img(plots["utilization"], "utilization"),
-        _img(plots["pending"], "pending jobs"),
-        _img(plots["queue_share"], "queue shares"),
+        html_img(plots["wait_cdf"], "wait CDF"),
+        html_img(plots["completion_cdf"], "completion CDF"),
+        html_img(plots["utilization"], "utilization"),
+        html_img(plots["pending"], "pending jobs"),
+        html_img(plots["queue_share"], "queue shares"),
         "</body></html>",
     ]
     path = out / "index.html"
