@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -333,30 +333,9 @@ class _Builder:
     def add_claim(self, obj: Mapping[str, Any], file: str) -> None:
         """A PersistentVolumeClaim the workload's pods mount (checked as the scheduler
         reads it; created in the simulated cluster when first needed)."""
-        meta = _metadata(obj, file, "PersistentVolumeClaim")
-        name = require_str(meta.get("name"), field="metadata.name")
-        namespace = meta.get("namespace") or DEFAULT_NAMESPACE
-        key = f"{namespace}/{name}"
-        where = f"PersistentVolumeClaim {key}"
-        try:
-            parse_pvc(obj)
-        except InputError as exc:
-            raise exc.located(file=file, obj=where) from None
-        if key in self.claims:
-            raise InputError(
-                f"duplicate claim {key} (first declared in {self.claim_files[key]})",
-                file=file,
-                obj=where,
-                field="metadata.name",
-            )
-        claim = copy.deepcopy(dict(obj))
-        claim["metadata"] = {
-            k: v
-            for k, v in claim["metadata"].items()
-            if k not in ("uid", "resourceVersion", "creationTimestamp", "generation")
-        }
-        claim["metadata"]["namespace"] = namespace
-        claim.pop("status", None)
+        key, claim = _declared(
+            "PersistentVolumeClaim", obj, file, parse_pvc, self.claim_files, noun="claim"
+        )
         (claim.get("spec") or {}).pop("volumeName", None)
         self.claims[key] = claim
         self.claim_files[key] = file
@@ -382,34 +361,11 @@ class _Builder:
         """A ResourceClaimTemplate or ResourceClaim the workload's pods name (checked as
         the scheduler reads it; created in the simulated cluster, see
         :mod:`pumice.sim.devices`)."""
-        meta = _metadata(obj, file, kind)
-        name = require_str(meta.get("name"), field="metadata.name")
-        namespace = meta.get("namespace") or DEFAULT_NAMESPACE
-        key = (kind, f"{namespace}/{name}")
-        where = f"{kind} {key[1]}"
-        manifest = copy.deepcopy(dict(obj))
-        manifest.setdefault("apiVersion", "resource.k8s.io/v1")
-        manifest["metadata"] = {**manifest["metadata"], "namespace": namespace}
-        try:
-            _DEVICE_CLAIM_PARSERS[kind](manifest)
-        except InputError as exc:
-            raise exc.located(file=file, obj=where) from None
-        if key in self.device_claims:
-            raise InputError(
-                f"duplicate {kind} {key[1]} (first declared in {self.device_claim_files[key]})",
-                file=file,
-                obj=where,
-                field="metadata.name",
-            )
-        manifest["metadata"] = {
-            k: v
-            for k, v in manifest["metadata"].items()
-            if k not in ("uid", "resourceVersion", "creationTimestamp", "generation")
-        }
-        manifest["metadata"]["namespace"] = namespace
-        manifest.pop("status", None)
-        self.device_claims[key] = manifest
-        self.device_claim_files[key] = file
+        seen = {k[1]: f for k, f in self.device_claim_files.items() if k[0] == kind}
+        obj = {"apiVersion": "resource.k8s.io/v1", **obj}
+        name, manifest = _declared(kind, obj, file, _DEVICE_CLAIM_PARSERS[kind], seen)
+        self.device_claims[(kind, name)] = manifest
+        self.device_claim_files[(kind, name)] = file
 
     def check_device_claims(self) -> None:
         """Every ResourceClaim and ResourceClaimTemplate a job's pods name is declared by
@@ -756,6 +712,45 @@ def load_workload(
 
 
 # --------------------------------------------------------------------------- form details
+
+
+def _declared(
+    kind: str,
+    obj: Mapping[str, Any],
+    file: str,
+    parse: Callable[[Mapping[str, Any]], Any],
+    seen: Mapping[str, str],
+    noun: str = "",
+) -> tuple[str, dict[str, Any]]:
+    """A claim-like manifest of a workload file (``namespace/name``, a copy to create):
+    checked by ``parse`` as the scheduler reads it, refused when ``seen`` (key -> file)
+    already has it (a ``noun`` other than the kind names it), and stripped of what the
+    API server sets (uid, versions, status)."""
+    meta = _metadata(obj, file, kind)
+    name = require_str(meta.get("name"), field="metadata.name")
+    namespace = meta.get("namespace") or DEFAULT_NAMESPACE
+    key = f"{namespace}/{name}"
+    where = f"{kind} {key}"
+    manifest = copy.deepcopy(dict(obj))
+    manifest["metadata"] = {**manifest["metadata"], "namespace": namespace}
+    try:
+        parse(manifest)
+    except InputError as exc:
+        raise exc.located(file=file, obj=where) from None
+    if key in seen:
+        raise InputError(
+            f"duplicate {noun or kind} {key} (first declared in {seen[key]})",
+            file=file,
+            obj=where,
+            field="metadata.name",
+        )
+    manifest["metadata"] = {
+        k: v
+        for k, v in manifest["metadata"].items()
+        if k not in ("uid", "resourceVersion", "creationTimestamp", "generation")
+    }
+    manifest.pop("status", None)
+    return key, manifest
 
 
 def _metadata(obj: Mapping[str, Any], file: str, kind: str) -> Mapping[str, Any]:
