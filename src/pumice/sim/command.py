@@ -218,6 +218,30 @@ def add_parser(sub: Any) -> None:
         help="with the usage plugin: seconds between measurements of the nodes' load "
         "(default: the configuration's metrics.interval, else 30)",
     )
+    fc = s.add_argument_group("start forecasts")
+    fc.add_argument(
+        "--forecast-error",
+        action="store_true",
+        help="forecast the start of a sample of the jobs when they are first seen waiting "
+        "(the scheduler replayed forward, no new arrivals assumed) and report the absolute "
+        "error against their real start (summary and metrics.json: forecast)",
+    )
+    fc.add_argument(
+        "--forecast-sample",
+        type=int,
+        default=50,
+        metavar="N",
+        help="with --forecast-error: forecast at most N jobs, spread over the arrivals "
+        "(default 50)",
+    )
+    fc.add_argument(
+        "--forecast-durations",
+        choices=("learned", "annotation"),
+        default="learned",
+        help="with --forecast-error: the forecast knows run times as a cluster would, "
+        "learned per queue from the jobs that ended (learned, the default), or exactly, "
+        "from the workload's pumice.sim/duration annotation (annotation)",
+    )
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.set_defaults(func=run)
 
@@ -427,6 +451,8 @@ def _run_config(
         "cycle_seconds": round(result.cycle_seconds, 3),
         "cycles": result.summary["cycles"],
     }
+    if "forecast" in result.summary:
+        run_info["forecast_seconds"] = round(result.forecast_seconds, 3)
     if plan.seeds:
         run_info["seed"] = plan.seeds[index]
     page = write_report(result, plan.targets[index], run_info)
@@ -646,6 +672,8 @@ def run(args: argparse.Namespace) -> int:
         topology_slowdown=slowdown,
         usage_factor=args.usage_factor,
         metrics_period=args.metrics_period,
+        forecast_sample=max(args.forecast_sample, 1) if args.forecast_error else 0,
+        forecast_durations=args.forecast_durations,
     )
     # One run per configuration, or per configuration and network-topology mode.
     run_schedulers: list[Scheduler] = []
@@ -750,6 +778,12 @@ def run(args: argparse.Namespace) -> int:
             f"({info['cycles']:,} cycles), {max(wall - scheduling, 0.0):.1f} s the simulated "
             "cluster (controllers, kubelets, metrics)"
         )
+        if "forecast_seconds" in info:
+            fc = result.summary["forecast"]
+            print(
+                f"start forecasts: {fc['forecasts']:,} replays ({fc['replayed_cycles']:,} "
+                f"cycles) took {info['forecast_seconds']:.1f} s of the wall time"
+            )
         print(f"report: {page}")
     else:
         from pumice.sim.report import UTILIZATION_NOTE, minutes, utilization_rows

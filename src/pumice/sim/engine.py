@@ -147,6 +147,11 @@ class SimOptions:
     #: configuration has the usage plugin: no other reads it.
     usage_factor: float = 0.6
     metrics_period: float | None = None
+    #: Measure start forecasts against what happens (:mod:`pumice.sim.forecast_error`):
+    #: how many jobs to forecast at most (0: none, the default) and how run times are
+    #: known to the forecast ("learned" or "annotation").
+    forecast_sample: int = 0
+    forecast_durations: str = "learned"
 
 
 @dataclass(slots=True)
@@ -167,6 +172,8 @@ class SimResult:
     #: Of ``scheduling_seconds``, those inside the scheduling cycles themselves
     #: (``Scheduler.cycle``), without the cache's work around them.
     cycle_seconds: float = 0.0
+    #: Wall seconds the start forecasts of ``--forecast-error`` took (0.0: none ran).
+    forecast_seconds: float = 0.0
 
 
 def node_allocatable(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, float]]:
@@ -345,6 +352,13 @@ class Simulation:
         self.events = 0
         self.scheduling_seconds = 0.0
         self.cycle_seconds = 0.0
+        #: Start forecasts measured against the run (None: not asked for).
+        self.forecasts: Any = None
+        if options.forecast_sample > 0:
+            from pumice.sim.forecast_error import ForecastProbe
+
+            self.forecasts = ForecastProbe(options.forecast_sample, options.forecast_durations)
+            self.forecasts.start(self)
 
     # -- scheduling ticks ---------------------------------------------------------------
 
@@ -429,6 +443,8 @@ class Simulation:
         self._next_tick = None
         self._last_cycle = t
         self._changed_cluster = False
+        if self.forecasts is not None:
+            self.forecasts.before_cycle(self, t)
         try:
             self._cycle(t)
         finally:
@@ -562,6 +578,8 @@ class Simulation:
         if progress is not None:
             progress(total - len(kubelet.jobs), total, clock.now)
         self.events = events
+        if self.forecasts is not None:
+            m.forecast = self.forecasts.figures(self)
         return SimResult(
             metrics=m,
             summary=m.summary(),
@@ -571,6 +589,7 @@ class Simulation:
             config_name=self.config_name,
             scheduling_seconds=self.scheduling_seconds,
             cycle_seconds=self.cycle_seconds,
+            forecast_seconds=self.forecasts.seconds if self.forecasts is not None else 0.0,
         )
 
 

@@ -240,6 +240,9 @@ class Metrics:
         #: not ended) and the core's latest explanation of each, for ``reasons``.
         self._waiting: dict[str, None] = {}
         self._reason: dict[str, str] = {}
+        #: Start forecasts set against the run (``--forecast-error``; see
+        #: :mod:`pumice.sim.forecast_error`), None when none were made.
+        self.forecast: dict[str, Any] | None = None
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -565,6 +568,8 @@ def summarize(m: Metrics) -> dict[str, Any]:
     }
     if m.spans is not None:
         out["topology"] = topology_summary(m, jobs)
+    if m.forecast is not None:
+        out["forecast"] = m.forecast
     return out
 
 

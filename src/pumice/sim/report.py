@@ -668,11 +668,29 @@ def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ),
         *_controller_rows(s),
         *_topology_rows(s),
+        *_forecast_rows(s),
         (
             "gang atomicity violations",
             f"{s['gang_violations']} (of {s['gang_checks']:,} gangs checked)",
         ),
         ("scheduling cycles", f"{s['cycles']:,} run, {s['skipped_ticks']:,} idle ticks skipped"),
+    ]
+
+
+def _forecast_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """The start forecasts' error, when ``--forecast-error`` asked for them."""
+    fc = s.get("forecast")
+    if not fc:
+        return []
+    err = fc["abs_error"]
+    coverage = "-" if fc["coverage"] is None else f"{fc['coverage']:.0%}"
+    shown = " / ".join(duration(err[k]) for k in ("mean", "p90"))
+    return [
+        (
+            f"start forecast |error| (mean / p90; {fc['durations']} run times)",
+            f"{shown}; {fc['with_estimate']:,} of {fc['jobs']:,} jobs had an estimate "
+            f"({coverage})",
+        )
     ]
 
 
