@@ -4,8 +4,8 @@ A forecast replays the scheduler forward; what frees room in it is pods ending, 
 running pod needs an end time. Three sources, the first that applies wins:
 
 - the pod's **duration annotation** (``pumice.sim/duration``, the one the simulator's
-  workloads carry: seconds the pod runs once started), capped by its deadline when it
-  has one;
+  workloads carry: seconds the pod runs once started; on the pod, else on its Volcano
+  Job), capped by its deadline when it has one;
 - its **activeDeadlineSeconds**: the kubelet stops the pod then at the latest, so this
   is a late bound;
 - the **queue estimate**: what the recent jobs of its queue ran
@@ -70,15 +70,17 @@ def pod_end(
     started: float,
     durations: QueueDurations | None,
     annotation: str | None = DURATION_ANNOTATION,
+    owner: Mapping[str, str] | None = None,
 ) -> PodEnd:
     """The end of ``pod`` (of a job in ``queue``), running since ``started``.
-    ``annotation``: the duration annotation to read (None: read none)."""
+    ``annotation``: the duration annotation to read (None: read none), on the pod, else
+    in ``owner`` (the annotations of the Volcano Job that made it)."""
     spec = pod.get("spec") or {}
     deadline = _seconds(spec.get("activeDeadlineSeconds"))
     by_deadline = None if deadline is None else started + deadline
     if annotation is not None:
         notes = (pod.get("metadata") or {}).get("annotations") or {}
-        given = _seconds(notes.get(annotation))
+        given = _seconds(notes.get(annotation, (owner or {}).get(annotation)))
         if given is not None:
             end = started + given
             if by_deadline is not None and by_deadline < end:

@@ -61,6 +61,8 @@ DEFAULT_HORIZON = 7 * 24 * 3600.0
 DEFAULT_MAX_CYCLES = 20_000
 #: Steps of the controllers within one instant before the replay moves on.
 SETTLE = 50
+#: The annotation naming the Volcano Job that made a pod.
+JOB_NAME_ANNOTATION = "volcano.sh/job-name"
 #: Source of the end of a pod that was being deleted.
 DELETING = "deleting"
 
@@ -207,7 +209,12 @@ class _Replay:
             self.push(max(at + grace, self.t), "delete", pod_key, DELETING)
             return
         queue = self.queue_of(pod_key)
-        end = pod_end(pod, queue, started, self.durations, self.annotation)
+        owner = None
+        job_name = (meta.get("annotations") or {}).get(JOB_NAME_ANNOTATION)
+        if job_name:
+            job = self.store.get("Job", f"{meta.get('namespace') or 'default'}/{job_name}")
+            owner = ((job or {}).get("metadata") or {}).get("annotations")
+        end = pod_end(pod, queue, started, self.durations, self.annotation, owner)
         if end.at is None:
             self.unknown[queue] += 1
             return
