@@ -25,22 +25,38 @@ def show_warnings(config: SchedulerConfig) -> None:
 def _cmd_cycle(args: argparse.Namespace) -> int:
     from pumice.cache.build import build_snapshot
     from pumice.cache.load import load_objects
-    from pumice.output import print_table, to_json
+    from pumice.output import print_eta, print_table, to_json
     from pumice.scheduler import Scheduler
 
+    if args.eta and not args.horizon > 0:
+        raise InputError(f"must be positive, got {args.horizon:g}", field="--horizon")
     scheduler = Scheduler.from_file(args.config, args.plugins_dir)
     show_warnings(scheduler.config)
     objects, expanded = _with_jobs_expanded(load_objects(args.snapshot))
     snapshot = build_snapshot(objects, scheduler_name=args.scheduler_name)
+    now = snapshot.now
     decisions = scheduler.cycle(snapshot)
+    eta = None
+    if args.eta:
+        from pumice.forecast import forecast_starts
+
+        eta = forecast_starts(
+            [o.obj for o in objects],
+            scheduler,
+            now,
+            horizon=args.horizon,
+            scheduler_name=args.scheduler_name,
+        )
     for note in expanded:
         print(f"pumice: note: {note}", file=sys.stderr)
     for note in decisions.notes:
         print(f"pumice: note: {note}", file=sys.stderr)
     if args.format == "table":
         print_table(decisions)
+        if eta is not None:
+            print_eta(eta, now)
     else:
-        sys.stdout.buffer.write(to_json(decisions))
+        sys.stdout.buffer.write(to_json(decisions, eta))
     return 0
 
 
@@ -158,6 +174,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--scheduler-name",
         default="volcano",
         help="pods with this schedulerName (or none) are ours (default: volcano)",
+    )
+    c.add_argument(
+        "--eta",
+        action="store_true",
+        help="also estimate when each waiting job starts: the scheduler replayed forward, "
+        "running pods ending at their pumice.sim/duration annotation or "
+        "activeDeadlineSeconds, no new arrivals assumed (JSON key eta)",
+    )
+    c.add_argument(
+        "--horizon",
+        type=float,
+        default=7 * 24 * 3600.0,
+        metavar="S",
+        help="with --eta: how far ahead to look, in seconds (default 7 days)",
     )
     c.set_defaults(func=_cmd_cycle)
 

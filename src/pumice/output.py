@@ -3,17 +3,44 @@
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
 from rich.console import Console
 from rich.table import Table
 
+from pumice.forecast.replay import StartEstimate
 from pumice.framework.decisions import Decisions
 
 
-def to_json(decisions: Decisions) -> bytes:
-    return orjson.dumps(decisions.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
+def to_json(decisions: Decisions, eta: Mapping[str, StartEstimate] | None = None) -> bytes:
+    """The decisions as JSON; with ``eta``, the start estimates under the key ``eta``
+    (job -> ``{start, assumption}``, start in seconds since the epoch or null)."""
+    data = decisions.to_json()
+    if eta is not None:
+        data["eta"] = {
+            job: {"start": est.start, "assumption": est.assumption} for job, est in eta.items()
+        }
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def print_eta(eta: Mapping[str, StartEstimate], now: float, console: Console | None = None) -> None:
+    """The start estimates as a table: when (UTC, and how long from ``now``) and why."""
+    console = console or Console(width=None if sys.stdout.isatty() else 200)
+    t = Table(title=f"Start estimates ({len(eta)})", title_justify="left")
+    t.add_column("job", no_wrap=True)
+    t.add_column("start (UTC)", no_wrap=True)
+    t.add_column("in", no_wrap=True)
+    t.add_column("assumption", overflow="fold", ratio=3)
+    for job, est in eta.items():
+        if est.start is None:
+            t.add_row(job, "-", "-", est.assumption)
+            continue
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(est.start))
+        t.add_row(job, when, f"{est.start - now:,.0f} s", est.assumption)
+    console.print(t)
 
 
 def print_table(decisions: Decisions, console: Console | None = None) -> None:

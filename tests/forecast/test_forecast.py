@@ -162,3 +162,32 @@ def test_the_queue_estimate_learns_the_p75_of_the_latest_runs() -> None:
     assert runs.estimate("q") == 32.5
     assert runs.estimate("other") is None
     assert "last 4" in runs.describe("q")
+
+
+def test_cycle_eta_adds_the_estimates_to_the_decisions(tmp_path, capsys) -> None:
+    import json
+
+    from pumice.cli import main
+
+    snap = tmp_path / "snap.yaml"
+    snap.write_text(yaml.safe_dump_all(objects(gang("g", 2, "2", created="2026-01-01T00:10:00Z"))))
+    assert main(["cycle", str(snap), "--eta"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["binds"] == {}  # the cycle itself decides as without --eta
+    eta = doc["eta"]["default/g"]
+    # the snapshot's now is its latest timestamp (00:10:00); the node frees at 00:18:20
+    assert NOW + 500 <= eta["start"] <= NOW + 501
+    assert "activeDeadlineSeconds" in eta["assumption"]
+    assert main(["cycle", str(snap)]) == 0
+    assert "eta" not in json.loads(capsys.readouterr().out)
+
+
+def test_cycle_eta_refuses_a_horizon_that_is_not_positive(tmp_path, capsys) -> None:
+    from pumice.cli import main
+
+    snap = tmp_path / "snap.yaml"
+    snap.write_text(yaml.safe_dump_all(objects()))
+    assert main(["cycle", str(snap), "--eta", "--horizon", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--horizon" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1

@@ -48,7 +48,6 @@ from pumice.forecast.ends import (
     DEADLINE,
     DURATION_ANNOTATION,
     LEARNED,
-    UNKNOWN,
     pod_end,
     pod_start,
 )
@@ -67,9 +66,10 @@ JOB_NAME_ANNOTATION = "volcano.sh/job-name"
 DELETING = "deleting"
 
 _SOURCE_WORDS = {
-    ANNOTATION: "by their duration annotation",
-    DEADLINE: "at their activeDeadlineSeconds",
-    DELETING: "at the end of their deletion grace period",
+    ANNOTATION: "by {its} duration annotation",
+    DEADLINE: "at {its} activeDeadlineSeconds",
+    DELETING: "at the end of {its} deletion grace period",
+    LEARNED: "at {its} queue's learned run time",
 }
 
 
@@ -315,9 +315,14 @@ class _Replay:
 
     def _rests_on(self, ended: Counter[str], queues: frozenset[str]) -> str:
         parts = []
+
+        def words(source: str) -> str:
+            n = ended[source]
+            return f"{n} " + _SOURCE_WORDS[source].format(its="its" if n == 1 else "their")
+
         for source in (DEADLINE, ANNOTATION, DELETING):
             if ended[source]:
-                parts.append(f"{ended[source]} {_SOURCE_WORDS[source]}")
+                parts.append(words(source))
         if ended[LEARNED]:
             how = []
             for q in sorted(queues):
@@ -325,7 +330,7 @@ class _Replay:
                 if guess is not None and self.durations is not None:
                     desc = self.durations.describe(q)
                     how.append(f"queue {q}: {guess:.0f} s, {desc}")
-            parts.append(f"{ended[LEARNED]} at their queue's learned run time ({'; '.join(how)})")
+            parts.append(f"{words(LEARNED)} ({'; '.join(how)})")
         return ", ".join(parts)
 
     def estimate(self, uid: str, horizon: float) -> StartEstimate:

@@ -688,8 +688,7 @@ def _forecast_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
     return [
         (
             f"start forecast |error| (mean / p90; {fc['durations']} run times)",
-            f"{shown}; {fc['with_estimate']:,} of {fc['jobs']:,} jobs had an estimate "
-            f"({coverage})",
+            f"{shown}; {fc['with_estimate']:,} of {fc['jobs']:,} jobs had an estimate ({coverage})",
         )
     ]
 
