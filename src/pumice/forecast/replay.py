@@ -42,6 +42,7 @@ from pumice.conf.config import SchedulerConfig
 from pumice.controllers.job import JobController
 from pumice.controllers.job.expand import JOB_API
 from pumice.controllers.manager import Manager
+from pumice.controllers.store import MemoryStore
 from pumice.forecast.durations import QueueDurations
 from pumice.forecast.ends import (
     ANNOTATION,
@@ -52,7 +53,6 @@ from pumice.forecast.ends import (
     pod_start,
 )
 from pumice.scheduler import Scheduler
-from pumice.sim.apiserver import SimStore, sim_keygen
 
 #: How far ahead a forecast looks by default (seconds).
 DEFAULT_HORIZON = 7 * 24 * 3600.0
@@ -71,6 +71,18 @@ _SOURCE_WORDS = {
     DELETING: "at the end of {its} deletion grace period",
     LEARNED: "at {its} queue's learned run time",
 }
+
+
+#: The ssh plugin's key pair in a replay: fixed, nothing logs in with it (and making a
+#: real one per Job would cost more than the replay).
+REPLAY_KEYS = (
+    "-----BEGIN RSA PRIVATE KEY-----\npumice-forecast-key\n-----END RSA PRIVATE KEY-----\n",
+    "ssh-rsa AAAApumiceforecastkey pumice@forecast\n",
+)
+
+
+def replay_keys() -> tuple[str, str]:
+    return REPLAY_KEYS
 
 
 @dataclass(slots=True, frozen=True)
@@ -147,11 +159,13 @@ class _Replay:
         durations: QueueDurations | None,
         annotation: str | None,
         period: float,
+        step: float,
         startup: float,
         scheduler_name: str,
     ) -> None:
         self.now = self.t = now
         self.period = period
+        self.step = step
         self.startup = startup
         self.durations = durations
         self.annotation = annotation
@@ -161,8 +175,8 @@ class _Replay:
         self.store.create_all(objs)
         self.manager: Manager | None = None
         if any(store_kind(o) == "Job" for o in objs):
-            api = SimStore(self.store, grace=DEFAULT_GRACE_SECONDS)
-            controller = JobController(api, scheduler_names=(scheduler_name,), keygen=sim_keygen)
+            api = MemoryStore(self.store)
+            controller = JobController(api, scheduler_names=(scheduler_name,), keygen=replay_keys)
             self.manager = Manager(api, [controller])
         self.cache = SchedulerCache(self.store, scheduler_name=scheduler_name, clock=lambda: self.t)
         self.events: list[tuple[float, int, str, str, str]] = []  # (t, seq, kind, pod, source)
@@ -293,7 +307,12 @@ class _Replay:
             if self.stats.cycles >= max_cycles:
                 self.stats.stopped = "cycle cap"
                 break
-            due = [self.events[0][0]] if self.events else []
+            due = []
+            if self.events:  # the next pod end, on the replay's coarser step
+                step = self.step
+                due.append(
+                    self.now + math.ceil((self.events[0][0] - self.now) / step - 1e-9) * step
+                )
             if changed:
                 due.append(self.t + period)
             if self.manager is not None and (wake := self.manager.next_due()) is not None:
@@ -401,6 +420,7 @@ def forecast_starts(
     horizon: float = DEFAULT_HORIZON,
     max_cycles: int = DEFAULT_MAX_CYCLES,
     period: float = 1.0,
+    step: float | None = None,
     startup: float = 0.0,
     annotation: str | None = DURATION_ANNOTATION,
     scheduler_name: str = "volcano",
@@ -414,7 +434,9 @@ def forecast_starts(
     the same configuration replays, so the caller's living session is left alone).
     ``now``: the forecast's start (seconds since the epoch); estimates are on that
     clock. ``durations``: learned run times per queue for pods that say nothing of
-    their own (None: none). ``period``: the schedule period; ``startup``: seconds from a
+    their own (None: none). ``period``: the schedule period; ``step``: pod ends are
+    taken in at multiples of it (None: the period; a coarser step replays fewer cycles
+    on a large cluster, each estimate then up to a step late); ``startup``: seconds from a
     bind to the pod running; ``annotation``: the duration annotation read (None: none);
     ``stats``: filled with what the forecast cost. See the module docstring for the
     assumptions."""
@@ -425,6 +447,7 @@ def forecast_starts(
         durations=durations,
         annotation=annotation,
         period=period,
+        step=max(step or period, period),
         startup=startup,
         scheduler_name=scheduler_name,
     )
