@@ -191,3 +191,28 @@ def test_cycle_eta_refuses_a_horizon_that_is_not_positive(tmp_path, capsys) -> N
     err = capsys.readouterr().err
     assert "--horizon" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_the_queue_estimate_learns_from_a_clusters_finished_pods() -> None:
+    def finished(name: str, group: str, start: str, end: str) -> dict[str, Any]:
+        return {
+            "metadata": {"name": name, "namespace": "ml",
+                         "annotations": {"scheduling.k8s.io/group-name": group}},
+            "status": {"phase": "Succeeded", "startTime": start,
+                       "containerStatuses": [{"state": {"terminated": {"finishedAt": end}}}]},
+        }  # fmt: skip
+
+    pods = [
+        # a gang of two: from its first start to its last finish, 600 s
+        finished("a-0", "a", "2026-01-01T00:00:00Z", "2026-01-01T00:08:00Z"),
+        finished("a-1", "a", "2026-01-01T00:01:00Z", "2026-01-01T00:10:00Z"),
+        finished("b-0", "b", "2026-01-01T00:00:00Z", "2026-01-01T00:20:00Z"),  # 1200 s
+        finished("c-0", "c", "2026-01-01T00:00:00Z", "2026-01-01T00:30:00Z"),  # 1800 s
+        finished("x-0", "x", "2026-01-01T00:00:00Z", "2026-01-01T05:00:00Z"),  # no queue
+        {"metadata": {"name": "r-0", "namespace": "ml",
+                      "annotations": {"scheduling.k8s.io/group-name": "a"}},
+         "status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"}},
+    ]  # fmt: skip
+    runs = QueueDurations.from_pods(pods, {"ml/a": "train", "ml/b": "train", "ml/c": "train"})
+    # p75 of 600, 1200, 1800
+    assert runs.estimate("train") == 1500.0

@@ -81,3 +81,18 @@ def test_the_command_reports_the_forecast_error(tmp_path: Path, capsys) -> None:
     assert fc["durations"] == "learned"
     assert 0 < fc["jobs"] <= 10
     assert fc["coverage"] is not None and 0.0 <= fc["coverage"] <= 1.0
+
+
+def test_forecasting_changes_nothing_the_run_decides() -> None:
+    """The forecasts replay copies: the run's jobs and summary are those of a run
+    without them."""
+    jobs = [_job(f"j{i}", 30.0 * i, 100.0 + 10 * (i % 3), 1.0 + i % 2) for i in range(10)]
+    w = Workload(jobs=tuple(jobs), queues=(QueueSpec("q"),))
+    plain = Simulation(_node(), w, Scheduler.from_file(None)).run()
+    options = SimOptions(forecast_sample=10)
+    probed = Simulation(_node(), w, Scheduler.from_file(None), options).run()
+    summary = dict(probed.summary)
+    assert summary.pop("forecast")["jobs"] == 10
+    assert summary == plain.summary
+    starts = {u: (j.start, j.end) for u, j in plain.metrics.jobs.items()}
+    assert {u: (j.start, j.end) for u, j in probed.metrics.jobs.items()} == starts
