@@ -216,3 +216,39 @@ def test_the_queue_estimate_learns_from_a_clusters_finished_pods() -> None:
     runs = QueueDurations.from_pods(pods, {"ml/a": "train", "ml/b": "train", "ml/c": "train"})
     # p75 of 600, 1200, 1800
     assert runs.estimate("train") == 1500.0
+
+
+def test_a_podgroup_whose_pods_nothing_makes_gets_no_estimate_and_says_so() -> None:
+    lone = """
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {name: lone, namespace: default, creationTimestamp: "2026-01-01T00:09:00Z"}
+spec: {minMember: 1, queue: default}
+status: {phase: Pending}
+"""
+    est = forecast_starts(objects(lone), load_config(None), NOW)["default/lone"]
+    assert est.start is None
+    assert "pods do not exist" in est.assumption
+
+
+def test_a_volcano_job_gets_its_pods_from_the_job_controller_in_the_replay() -> None:
+    job = """
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: train, namespace: default, creationTimestamp: "2026-01-01T00:09:00Z"}
+spec:
+  minAvailable: 2
+  queue: default
+  schedulerName: volcano
+  tasks:
+  - name: worker
+    replicas: 2
+    template:
+      spec:
+        containers: [{name: c, image: x, resources: {requests: {cpu: "2", memory: 1Gi}}}]
+"""
+    got = forecast_starts(objects(job), load_config(None), NOW)
+    ((uid, est),) = got.items()
+    assert uid.startswith("default/train")
+    # admitted, its pods made, bound when busy-0's deadline frees the node (now + 500 s)
+    assert est.start is not None and NOW + 500 <= est.start <= NOW + 503

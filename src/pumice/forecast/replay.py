@@ -382,6 +382,14 @@ class _Replay:
                 f"no estimate: the replay stopped at its cap of {self.stats.cycles} cycles "
                 f"before the job started{why}",
             )
+        job = self.cache.jobs.get(uid)
+        if job is not None and not job.tasks and stopped != "horizon":
+            return StartEstimate(
+                uid,
+                None,
+                "no estimate: its pods do not exist yet and the forecast was given nothing to "
+                "make them from (its batch.volcano.sh Job is not among the objects)",
+            )
         if self.unknown:
             n = sum(self.unknown.values())
             queues = ", ".join(sorted(q or "(none)" for q in self.unknown))
