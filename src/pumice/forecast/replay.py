@@ -372,8 +372,8 @@ class _Replay:
                 f"{'s' if n != 1 else ''} end{'' if n != 1 else 's'} as assumed: "
                 f"{self._rests_on(ended, queues)} (no new arrivals assumed)",
             )
-        why = self.pending.get(uid, "")
-        why = f" (the scheduler says: {why})" if why else ""
+        said = self.pending.get(uid, "")
+        why = f" (the scheduler says: {said})" if said else ""
         stopped = self.stats.stopped
         if stopped == "cycle cap":
             return StartEstimate(
@@ -390,7 +390,9 @@ class _Replay:
                 "no estimate: its pods do not exist yet and the forecast was given nothing to "
                 "make them from (its batch.volcano.sh Job is not among the objects)",
             )
-        if self.unknown:
+        if "can never fit" in said:
+            because = "it can never fit"
+        elif self.unknown:
             n = sum(self.unknown.values())
             queues = ", ".join(sorted(q or "(none)" for q in self.unknown))
             because = (
