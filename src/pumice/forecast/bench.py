@@ -145,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     estimated = sum(1 for e in got.values() if e.start is not None)
     print(
         f"forecast: {args.nodes} nodes, {pods:,} pods, {stats.waiting:,} waiting jobs: "
-        f"{wall:.1f} s wall ({cpu:.1f} s CPU), step {args.step or 1:g} s, "
+        f"{wall:.1f} s wall ({cpu:.1f} s CPU; setup {stats.setup_seconds:.1f} s wall), "
+        f"step {args.step or 1:g} s, "
         f"{stats.cycles:,} cycles replayed over "
         f"{stats.virtual_seconds / 3600:.1f} h virtual (stopped: {stats.stopped}); "
         f"{estimated:,} of {len(got):,} jobs with an estimate"
