@@ -184,7 +184,9 @@ class _Replay:
         self.cache = SchedulerCache(self.store, scheduler_name=scheduler_name, clock=lambda: self.t)
         self.events: list[tuple[float, int, str, str, str]] = []  # (t, seq, kind, pod, source)
         self.seq = itertools.count()
-        self.tracked: set[str] = set()
+        #: Bound pods whose end is on the clock, and the sequence number of that entry
+        #: (an evicted pod's entry is dropped, so that its old end never fires).
+        self.tracked: dict[str, int] = {}
         #: Pods with no known end, by queue.
         self.unknown: Counter[str] = Counter()
         #: Sources of the pod ends so far (and the queues of the learned ones).
@@ -217,7 +219,7 @@ class _Replay:
         pod = self.store.get("Pod", pod_key)
         if pod is None:
             return
-        self.tracked.add(pod_key)
+        self.tracked[pod_key] = -1
         meta = pod.get("metadata") or {}
         if meta.get("deletionTimestamp") is not None:
             grace = meta.get("deletionGracePeriodSeconds")
@@ -240,7 +242,10 @@ class _Replay:
             self.learned_queues.add(queue)
 
     def push(self, at: float, kind: str, pod_key: str, source: str) -> None:
-        heapq.heappush(self.events, (at, next(self.seq), kind, pod_key, source))
+        seq = next(self.seq)
+        if kind != "evicted":
+            self.tracked[pod_key] = seq
+        heapq.heappush(self.events, (at, seq, kind, pod_key, source))
 
     def track_running(self) -> None:
         for pod in self.store.list("Pod"):
@@ -253,11 +258,14 @@ class _Replay:
     def happen(self, until: float) -> None:
         """Carry out every pod end and deletion due by ``until``."""
         while self.events and self.events[0][0] <= until:
-            at, _s, kind, key, source = heapq.heappop(self.events)
+            at, seq, kind, key, source = heapq.heappop(self.events)
             self.t = max(self.t, at)
             if kind == "evicted":  # the grace period is over: the pod goes
                 self.store.delete("Pod", key)
                 continue
+            if self.tracked.get(key) != seq:
+                continue  # evicted before it ended
+            del self.tracked[key]
             self.ended[source] += 1
             if kind == "delete":
                 self.store.delete("Pod", key)
@@ -287,7 +295,7 @@ class _Replay:
             pod = self.store.get("Pod", key)
             grace = ((pod or {}).get("metadata") or {}).get("deletionGracePeriodSeconds")
             grace = DEFAULT_GRACE_SECONDS if grace is None else float(grace)
-            self.tracked.discard(key)
+            self.tracked.pop(key, None)
             self.push(self.t + grace, "evicted", key, "")
         return applied.changed()
 
