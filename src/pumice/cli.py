@@ -28,8 +28,10 @@ def _cmd_cycle(args: argparse.Namespace) -> int:
     from pumice.output import print_eta, print_table, to_json
     from pumice.scheduler import Scheduler
 
-    if args.eta and not args.horizon > 0:
-        raise InputError(f"must be positive, got {args.horizon:g}", field="--horizon")
+    if args.eta:
+        for flag, value in (("--eta-horizon", args.eta_horizon), ("--eta-step", args.eta_step)):
+            if not value > 0:
+                raise InputError(f"must be positive, got {value:g}", field=flag)
     scheduler = Scheduler.from_file(args.config, args.plugins_dir)
     show_warnings(scheduler.config)
     objects, expanded = _with_jobs_expanded(load_objects(args.snapshot))
@@ -44,7 +46,8 @@ def _cmd_cycle(args: argparse.Namespace) -> int:
             [o.obj for o in objects],
             scheduler,
             now,
-            horizon=args.horizon,
+            horizon=args.eta_horizon,
+            step=args.eta_step,
             scheduler_name=args.scheduler_name,
         )
     for note in expanded:
@@ -183,11 +186,20 @@ def build_parser() -> argparse.ArgumentParser:
         "activeDeadlineSeconds, no new arrivals assumed (JSON key eta)",
     )
     c.add_argument(
-        "--horizon",
+        "--eta-horizon",
         type=float,
         default=7 * 24 * 3600.0,
         metavar="S",
         help="with --eta: how far ahead to look, in seconds (default 7 days)",
+    )
+    c.add_argument(
+        "--eta-step",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="with --eta: take running pods' ends in at multiples of S seconds (default 1; "
+        "300 replays a 1,000-node cluster in a few hundred cycles, each estimate up to S "
+        "late)",
     )
     c.set_defaults(func=_cmd_cycle)
 

@@ -188,9 +188,9 @@ def test_cycle_eta_refuses_a_horizon_that_is_not_positive(tmp_path, capsys) -> N
 
     snap = tmp_path / "snap.yaml"
     snap.write_text(yaml.safe_dump_all(objects()))
-    assert main(["cycle", str(snap), "--eta", "--horizon", "0"]) == 2
+    assert main(["cycle", str(snap), "--eta", "--eta-horizon", "0"]) == 2
     err = capsys.readouterr().err
-    assert "--horizon" in err and "Traceback" not in err
+    assert "--eta-horizon" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
 
 
