@@ -219,17 +219,22 @@ def test_the_queue_estimate_learns_from_a_clusters_finished_pods() -> None:
     assert runs.estimate("train") == 1500.0
 
 
-def test_a_podgroup_whose_pods_nothing_makes_gets_no_estimate_and_says_so() -> None:
+def test_a_podgroup_without_pods_is_placed_as_its_min_resources_say() -> None:
+    """A running scheduler's cluster holds a Volcano Job's PodGroup but not the Job, and
+    no pods until the PodGroup is admitted: the forecast places minMember pods sharing
+    minResources, and says so."""
     lone = """
 apiVersion: scheduling.volcano.sh/v1beta1
 kind: PodGroup
 metadata: {name: lone, namespace: default, creationTimestamp: "2026-01-01T00:09:00Z"}
-spec: {minMember: 1, queue: default}
+spec: {minMember: 2, queue: default, minResources: {cpu: "4", memory: 2Gi}}
 status: {phase: Pending}
 """
     est = forecast_starts(objects(lone), load_config(None), NOW)["default/lone"]
-    assert est.start is None
-    assert "pods do not exist" in est.assumption
+    # admitted once busy-0's deadline frees the node, its two pods of 2 cpus bound a
+    # cycle later
+    assert est.start is not None and NOW + 500 <= est.start <= NOW + 502
+    assert "minResources" in est.assumption
 
 
 def test_a_volcano_job_gets_its_pods_from_the_job_controller_in_the_replay() -> None:

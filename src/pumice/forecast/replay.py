@@ -33,8 +33,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from pumice.api.job import PENDING, JobInfo
-from pumice.api.parse import timestamp
+from pumice.api.job import INQUEUE, PENDING, JobInfo
+from pumice.api.parse import GROUP_ANNOTATION, timestamp
+from pumice.api.quantity import render_quantity, to_canonical
 from pumice.api.task import TaskStatus
 from pumice.cache.cache import SchedulerCache
 from pumice.cluster.memory import DEFAULT_GRACE_SECONDS, MemoryCluster
@@ -197,6 +198,9 @@ class _Replay:
         self.pending: dict[str, str] = {}
         self.stats = ForecastStats()
         self.waiting: set[str] = set()
+        #: Waiting PodGroups given placeholder pods (see :meth:`make_placeholders`).
+        self.placeholders: set[str] = set()
+        self.scheduler_name = scheduler_name
 
     # -- the cluster ---------------------------------------------------------------------
 
@@ -272,12 +276,59 @@ class _Replay:
             else:
                 self.store.set_pod_phase(key, "Succeeded")
 
+    def make_placeholders(self) -> bool:
+        """Pods for the admitted PodGroups that have none and nothing to make them (a
+        running scheduler's cluster holds no Volcano Jobs: vc-controller makes a Job's
+        pods once its PodGroup is admitted): ``minMember`` pods sharing ``minResources``,
+        so that the gang can be placed and start. True when it made some."""
+        jobs = self.cache.jobs
+        made = False
+        for uid in sorted(self.waiting - self.placeholders):
+            job = jobs.get(uid)
+            if job is None or job.tasks or job.phase != INQUEUE or job.min_available < 1:
+                continue
+            group = self.store.get("PodGroup", uid)
+            if group is None:
+                continue
+            self.placeholders.add(uid)
+            made = True
+            members = job.min_available
+            spec = group.get("spec") or {}
+            share = {
+                name: render_quantity(name, to_canonical(name, value) / members)
+                for name, value in (spec.get("minResources") or {}).items()
+            }
+            pod_spec: dict[str, Any] = {
+                "schedulerName": self.scheduler_name,
+                "containers": [{"name": "placeholder", "resources": {"requests": share}}],
+            }
+            if spec.get("priorityClassName"):
+                pod_spec["priorityClassName"] = spec["priorityClassName"]
+            for i in range(members):
+                self.store.create(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "metadata": {
+                            "name": f"{job.name}-forecast-{i}",
+                            "namespace": job.namespace,
+                            "creationTimestamp": self.t,
+                            "annotations": {GROUP_ANNOTATION: job.name},
+                        },
+                        "spec": pod_spec,
+                        "status": {"phase": "Pending"},
+                    }
+                )
+        return made
+
     # -- the loop ------------------------------------------------------------------------
 
     def cycle(self) -> bool:
         """One scheduling cycle at ``t``; True when it changed the cluster."""
         cache = self.cache
         cache.sync()
+        if self.manager is None and self.make_placeholders():
+            cache.sync()
         if not cache.has_pending_work():
             return False
         self.stats.cycles += 1
@@ -365,24 +416,28 @@ class _Replay:
 
     def estimate(self, uid: str, horizon: float) -> StartEstimate:
         start = self.started.get(uid)
-        if start is not None:
-            wait = start - self.now
-            ended, queues = self.rests[uid]
-            if not sum(ended.values()):
-                when = "fits now" if wait < self.period else f"starts in about {_minutes(wait)}"
-                return StartEstimate(
-                    uid,
-                    start,
-                    f"{when}: no running pod needs to end first (no new arrivals assumed)",
-                )
-            n = sum(ended.values())
-            return StartEstimate(
-                uid,
-                start,
+        if start is None:
+            return self._no_estimate(uid, horizon)
+        wait = start - self.now
+        ended, queues = self.rests[uid]
+        n = sum(ended.values())
+        if not n:
+            when = "fits now" if wait < self.period else f"starts in about {_minutes(wait)}"
+            said = f"{when}: no running pod needs to end first"
+        else:
+            said = (
                 f"starts in about {_minutes(wait)}, once {n} running pod"
                 f"{'s' if n != 1 else ''} end{'' if n != 1 else 's'} as assumed: "
-                f"{self._rests_on(ended, queues)} (no new arrivals assumed)",
+                f"{self._rests_on(ended, queues)}"
             )
+        if uid in self.placeholders:
+            said += (
+                "; its pods did not exist yet, so the forecast placed minMember pods "
+                "sharing its PodGroup's minResources"
+            )
+        return StartEstimate(uid, start, f"{said} (no new arrivals assumed)")
+
+    def _no_estimate(self, uid: str, horizon: float) -> StartEstimate:
         said = self.pending.get(uid, "")
         why = f" (the scheduler says: {said})" if said else ""
         stopped = self.stats.stopped
@@ -399,7 +454,8 @@ class _Replay:
                 uid,
                 None,
                 "no estimate: its pods do not exist yet and the forecast was given nothing to "
-                "make them from (its batch.volcano.sh Job is not among the objects)",
+                "make them from (its batch.volcano.sh Job is not among the objects, and its "
+                "PodGroup has no minMember)",
             )
         if "can never fit" in said:
             because = "it can never fit"
