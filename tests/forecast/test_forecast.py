@@ -258,3 +258,10 @@ spec:
     assert uid.startswith("default/train")
     # admitted, its pods made, bound when busy-0's deadline frees the node (now + 500 s)
     assert est.start is not None and NOW + 500 <= est.start <= NOW + 503
+
+
+def test_the_cycle_cap_bounds_the_forecast_and_is_named() -> None:
+    waiting = gang("g", 2, "2", created="2026-01-01T00:09:00Z")
+    est = forecast_starts(objects(waiting), load_config(None), NOW, max_cycles=1)["default/g"]
+    assert est.start is None
+    assert "cap of 1 cycles" in est.assumption
