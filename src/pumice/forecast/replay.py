@@ -7,7 +7,10 @@ simulator does, and runs cycles forward. Running pods end when
 :mod:`pumice.forecast.ends` says (duration annotation, ``activeDeadlineSeconds``, or
 their queue's learned run time); a waiting job starts at the cycle that binds its
 first pod. ``batch.volcano.sh`` Jobs go through pumice's job controller on the same
-clock, so a Job's pods appear when its PodGroup is admitted, as on a cluster.
+clock, so a Job's pods appear when its PodGroup is admitted, as on a cluster. Where
+nothing would make an admitted PodGroup's pods (the objects hold no Job: a running
+scheduler does not watch Jobs), the replay makes ``minMember`` placeholder pods sharing
+its ``minResources``, and the estimate says so.
 
 **Assumptions.** No new job arrives; nothing fails; evicted pods leave after their grace
 period and their Jobs' controller makes new ones; a pod bound in the replay starts
@@ -15,10 +18,10 @@ period and their Jobs' controller makes new ones; a pod bound in the replay star
 of the pods that ended before it (the room it waits for).
 
 **Cost.** Like the simulator, the replay skips idle time: after a cycle that changed
-nothing, the clock jumps to the next pod end (rounded up to a schedule period) instead
-of ticking, and a cycle on an unchanged cluster repeats the last one's decisions. It
-stops when every waiting job started, at ``horizon`` seconds past ``now``, or after
-``max_cycles`` cycles, whichever comes first.
+nothing, the clock jumps to the next pod end (rounded up to ``step``, a schedule period
+by default) instead of ticking, and a cycle on an unchanged cluster repeats the last
+one's decisions. It stops when every waiting job started, at ``horizon`` seconds past
+``now``, or after ``max_cycles`` cycles, whichever comes first.
 """
 
 from __future__ import annotations
