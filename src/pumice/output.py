@@ -5,14 +5,16 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from rich.console import Console
 from rich.table import Table
 
-from pumice.forecast.replay import StartEstimate
 from pumice.framework.decisions import Decisions
+
+if TYPE_CHECKING:
+    from pumice.forecast.replay import StartEstimate
 
 
 def to_json(decisions: Decisions, eta: Mapping[str, StartEstimate] | None = None) -> bytes:
