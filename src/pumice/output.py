@@ -10,10 +10,16 @@ from rich.console import Console
 from rich.table import Table
 
 from pumice.framework.decisions import Decisions
+from pumice.visibility.line import pending_jobs, select
+from pumice.visibility.render import pending_table
 
 
 def to_json(decisions: Decisions) -> bytes:
-    return orjson.dumps(decisions.to_json(), option=orjson.OPT_INDENT_2) + b"\n"
+    """The decisions, and under ``pending_jobs`` the jobs left waiting in the order the
+    scheduler tries them (see :mod:`pumice.visibility.line`)."""
+    data = decisions.to_json()
+    data["pending_jobs"] = [j.to_json() for j in pending_jobs(decisions)]
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"
 
 
 def print_table(decisions: Decisions, console: Console | None = None) -> None:
@@ -65,10 +71,9 @@ def print_table(decisions: Decisions, console: Console | None = None) -> None:
         t.add_row(pg, st["phase"], cond)
     console.print(t)
     if data["pending"]:
-        t = table(f"Pending ({len(data['pending'])})", "job", "why")
-        for job, why in data["pending"].items():
-            t.add_row(job, why)
-        console.print(t)
+        page = select(pending_jobs(decisions))
+        title = f"Pending ({page.total}), in the order the scheduler tries them"
+        console.print(pending_table(page, title))
 
 
 def _prebind_rows(data: dict[str, Any]) -> list[tuple[str, str]]:
