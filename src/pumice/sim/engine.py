@@ -108,6 +108,7 @@ from pumice.sim.objects import (
 from pumice.sim.storage import ClaimFeeder, VolumeReclaimer, mounts_claims
 from pumice.sim.topology import NO_SLOWDOWN, Slowdown, Spans, cluster_topology
 from pumice.sim.workload import JobSpec, Workload
+from pumice.visibility.line import PendingJob, pending_jobs
 
 #: How many sample points a run aims for (the time series of the report).
 TARGET_SAMPLES = 600
@@ -167,6 +168,10 @@ class SimResult:
     #: Of ``scheduling_seconds``, those inside the scheduling cycles themselves
     #: (``Scheduler.cycle``), without the cache's work around them.
     cycle_seconds: float = 0.0
+    #: The line of waiting jobs at the busiest moment (the first cycle at which the
+    #: most jobs waited): (simulated time, the jobs in the order the scheduler tried
+    #: them); None when no job ever waited after a cycle.
+    busiest_line: tuple[float, list[PendingJob]] | None = None
 
 
 def node_allocatable(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, float]]:
@@ -345,6 +350,9 @@ class Simulation:
         self.events = 0
         self.scheduling_seconds = 0.0
         self.cycle_seconds = 0.0
+        #: The decisions of the cycle at which the most jobs waited, its time, and the
+        #: Volcano Jobs' names of the PodGroups then (the line is built at the end).
+        self._busiest: tuple[float, Any, dict[str, str]] | None = None
 
     # -- scheduling ticks ---------------------------------------------------------------
 
@@ -461,6 +469,10 @@ class Simulation:
             groups = self.kubelet.groups
             pending = dict(zip(map(groups.get, pending, pending), pending.values(), strict=True))
         m.cycle(pending)
+        if decisions.waiting and (
+            self._busiest is None or len(decisions.waiting) > len(self._busiest[1].waiting)
+        ):
+            self._busiest = (t, decisions, dict(self.kubelet.groups))
         bound_jobs: dict[str, None] = {}
         for pod, _node in applied.bound:
             st = self.kubelet.pods.get(pod)
@@ -571,7 +583,20 @@ class Simulation:
             config_name=self.config_name,
             scheduling_seconds=self.scheduling_seconds,
             cycle_seconds=self.cycle_seconds,
+            busiest_line=self._busiest_line(),
         )
+
+    def _busiest_line(self) -> tuple[float, list[PendingJob]] | None:
+        """The line at the busiest moment, its PodGroups named for their Volcano Jobs."""
+        if self._busiest is None:
+            return None
+        t, decisions, groups = self._busiest
+        jobs = pending_jobs(decisions)
+        for j in jobs:
+            named = groups.get(f"{j.namespace}/{j.name}")
+            if named is not None:
+                j.namespace, _, j.name = named.rpartition("/")
+        return t, jobs
 
 
 def _unarrived(sim: Simulation) -> int:
