@@ -37,10 +37,12 @@ class PreBind:
     timeout: float = 600.0
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class Waiting:
     """A job in the line of waiting jobs (see :mod:`pumice.framework.waiting`); why it
-    waits is ``Decisions.pending[uid]``."""
+    waits is ``Decisions.pending[uid]``. Read-only once the cycle has closed (not
+    frozen: a cycle makes one per waiting job, and a frozen one costs ten times as
+    much to make)."""
 
     uid: str
     queue: str
