@@ -20,8 +20,8 @@ def _line(capsys) -> list[dict]:
 
 def test_the_line_follows_queue_order_then_job_order(capsys) -> None:
     line = _line(capsys)
-    # fresh runs nothing, so allocate serves it before busy (over half the node); in
-    # busy the high-priority job goes first though created later; capped's job was
+    # fresh runs nothing, so allocate serves it before busy (over its share, skipped);
+    # in busy the high-priority job goes first though created later; capped's job was
     # not admitted, so it waits behind every admitted one.
     assert [
         (j["name"], j["queue"], j["positionInCluster"], j["positionInQueue"]) for j in line
@@ -36,10 +36,14 @@ def test_the_line_follows_queue_order_then_job_order(capsys) -> None:
 
 def test_each_job_says_the_stage_that_stops_it(capsys) -> None:
     by_name = {j["name"]: j for j in _line(capsys)}
+    # busy is over its deserved share: allocate skips it, and says so
     busy = by_name["busy-high"]
     assert busy["stage"] == "queue"
-    assert "queue busy cannot take task busy-high-0" in busy["reason"]
-    assert "deserved share" in busy["reason"]
+    assert "queue busy has used its deserved share" in busy["reason"]
+    # fresh's job would take it over its share
+    fresh = by_name["fresh-job"]
+    assert fresh["stage"] == "queue"
+    assert "queue fresh cannot take task fresh-job-0 now" in fresh["reason"]
     big = by_name["too-big"]
     assert big["stage"] == "enqueue"
     assert "not enqueued" in big["reason"]

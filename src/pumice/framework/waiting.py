@@ -9,8 +9,13 @@ The order is the one allocate follows, as the cycle ran it:
    a cycle on the same cluster state gives its turns in the same order again, so this
    is the order of the next cycle for as long as nothing changes;
 2. the admitted jobs allocate gave no turn (their queue had used its share when its
-   turn came), then the jobs waiting for admission (the enqueue action admits them in
-   the same orders), each group by queue order as the cycle ended, then job order;
+   turn came), then the jobs waiting for admission, each group by queue order as the
+   cycle ended, then by priority (higher first), creation time and name: the job order
+   of the priority plugin and Volcano's fallback. The finer job order functions (gang's
+   readiness, drf's share) are not asked for these jobs: they are worked out when a job
+   reaches allocate, and asking them for a whole refused backlog in every cycle would
+   cost more than the cycle spends on it (enqueue refuses such a backlog without
+   ordering it);
 3. the jobs that cannot be scheduled as they are (too few pods for their gang, an
    unknown queue), by name.
 
@@ -19,13 +24,10 @@ A job's position in its queue counts only the jobs of that queue.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import cmp_to_key
-from typing import Any
 
 from pumice.api.job import JobInfo
 from pumice.framework.decisions import Waiting
-from pumice.framework.orders import job_key
 from pumice.framework.session import Session
 from pumice.framework.status import ENQUEUE, NOT_SCHEDULABLE
 
@@ -60,8 +62,15 @@ def line_up(ssn: Session) -> None:
             later.append(job)
     if later:
         rank = _queue_ranks(ssn, {j.queue for j in later})
-        order = _job_order(ssn)
-        later.sort(key=lambda j: (stages.get(j.uid) == ENQUEUE, rank[j.queue], order(j)))
+        later.sort(
+            key=lambda j: (
+                stages.get(j.uid) == ENQUEUE,
+                rank[j.queue],
+                -j.priority,
+                j.creation,
+                j.uid,
+            )
+        )
         line.extend(Waiting(j.uid, j.queue, j.priority, stages.get(j.uid, "")) for j in later)
     for uid in sorted(unknown):
         job = jobs.get(uid)
@@ -78,15 +87,6 @@ def _queue_ranks(ssn: Session, names: set[str]) -> dict[str, int]:
         1 if ssn.queue_less(b, a) else 0)))  # fmt: skip
     rank = {q.name: i for i, q in enumerate(known)}
     return {n: rank.get(n, len(known)) for n in names}
-
-
-def _job_order(ssn: Session) -> Callable[[JobInfo], Any]:
-    """A sort key for job order: the plugins' key where they offer one, else their
-    comparison."""
-    key = job_key(ssn)
-    if key is not None:
-        return key
-    return cmp_to_key(lambda a, b: -1 if ssn.job_less(a, b) else (1 if ssn.job_less(b, a) else 0))
 
 
 __all__ = ["line_up"]
