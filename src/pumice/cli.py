@@ -274,7 +274,9 @@ def build_parser() -> argparse.ArgumentParser:
     from pumice.controllers.cli import add_job_parser, add_queue_parser
 
     add_job_parser(sub)
-    add_queue_parser(sub)
+    from pumice.visibility.command import add_pending_parser
+
+    add_pending_parser(add_queue_parser(sub))
     return p
 
 

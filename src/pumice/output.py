@@ -12,15 +12,20 @@ from rich.console import Console
 from rich.table import Table
 
 from pumice.framework.decisions import Decisions
+from pumice.visibility.line import pending_jobs, select
+from pumice.visibility.render import pending_table
 
 if TYPE_CHECKING:
     from pumice.forecast.replay import StartEstimate
 
 
 def to_json(decisions: Decisions, eta: Mapping[str, StartEstimate] | None = None) -> bytes:
-    """The decisions as JSON; with ``eta``, the start estimates under the key ``eta``
-    (job -> ``{start, assumption}``, start in seconds since the epoch or null)."""
+    """The decisions, and under ``pending_jobs`` the jobs left waiting in the order the
+    scheduler tries them (see :mod:`pumice.visibility.line`); with ``eta``, the start
+    estimates under the key ``eta`` (job -> ``{start, assumption}``, start in seconds
+    since the epoch or null)."""
     data = decisions.to_json()
+    data["pending_jobs"] = [j.to_json() for j in pending_jobs(decisions)]
     if eta is not None:
         data["eta"] = {
             job: {"start": est.start, "assumption": est.assumption} for job, est in eta.items()
@@ -94,10 +99,9 @@ def print_table(decisions: Decisions, console: Console | None = None) -> None:
         t.add_row(pg, st["phase"], cond)
     console.print(t)
     if data["pending"]:
-        t = table(f"Pending ({len(data['pending'])})", "job", "why")
-        for job, why in data["pending"].items():
-            t.add_row(job, why)
-        console.print(t)
+        page = select(pending_jobs(decisions))
+        title = f"Pending ({page.total}), in the order the scheduler tries them"
+        console.print(pending_table(page, title))
 
 
 def _prebind_rows(data: dict[str, Any]) -> list[tuple[str, str]]:

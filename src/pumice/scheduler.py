@@ -35,6 +35,7 @@ from pumice.framework.session import (
 )
 from pumice.framework.status import explain_pending, update_podgroups
 from pumice.framework.verdicts import valid_until
+from pumice.framework.waiting import line_up
 from pumice.plugins import default_registry as default_plugins
 
 #: The key of the last cycle's record in ``Snapshot.verdicts``.
@@ -211,7 +212,7 @@ class Scheduler:
                     action.execute(ssn)
                     observer.action_done(name, perf_counter() - t)
             decisions = close_session(
-                ssn, (update_podgroups, explain_pending, keep), observer, keep=self.living
+                ssn, (update_podgroups, explain_pending, line_up, keep), observer, keep=self.living
             )
             if self.living:
                 self._session = ssn

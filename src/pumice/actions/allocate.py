@@ -83,6 +83,7 @@ class AllocateAction:
 
         pending: dict[str, PriorityQueue[TaskInfo] | KeyedQueue[TaskInfo]] = {}
         sheets: dict[str, Worksheet] = {}
+        turns = ssn.turns
         while not queues.empty():
             queue = queues.pop()
             if ssn.overused(queue):
@@ -92,6 +93,7 @@ class AllocateAction:
             if jobs is None or jobs.empty():
                 continue
             job = jobs.pop()
+            turns.append(job.uid)
             if job.network_topology is not None or job.sub_groups:
                 self._allocate_constrained(ssn, queue, job, jobs, sheets)
                 queues.push(queue)

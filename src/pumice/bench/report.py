@@ -132,10 +132,12 @@ def _table(columns: Sequence[tuple[str, str]], table: list[list[str]]) -> None:
 
 def print_results(results: Sequence[Result | PeakResult]) -> None:
     from pumice.bench.quiet import QUIET_COLUMNS, QuietResult, quiet_rows
+    from pumice.bench.visibility import VISIBILITY_COLUMNS, VisibilityResult, visibility_rows
 
     snapshots = [r for r in results if isinstance(r, Result)]
     windows = [r for r in results if isinstance(r, PeakResult)]
     quiet = [r for r in results if isinstance(r, QuietResult)]
+    seen = [r for r in results if isinstance(r, VisibilityResult)]
     if snapshots:
         _table(COLUMNS, rows(snapshots))
     if windows:
@@ -150,6 +152,10 @@ def print_results(results: Sequence[Result | PeakResult]) -> None:
         if snapshots or windows:
             print()
         _table(QUIET_COLUMNS, quiet_rows(quiet))
+    if seen:
+        if snapshots or windows or quiet:
+            print()
+        _table(VISIBILITY_COLUMNS, visibility_rows(seen))
     for r in results:
         for p in r.problems[:10]:
             print(f"{r.name}: INVALID: {p}")

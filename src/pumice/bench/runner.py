@@ -248,6 +248,10 @@ def run_one(
 
     if isinstance(scenario, QuietScenario):
         return run_quiet(scenario, scheduler, check)  # type: ignore[return-value]
+    from pumice.bench.visibility import VisibilityScenario, run_visibility
+
+    if isinstance(scenario, VisibilityScenario):
+        return run_visibility(scenario, scheduler, check)  # type: ignore[return-value]
     return run_scenario(scenario, scheduler, repeats, check)
 
 
@@ -291,4 +295,8 @@ def run_isolated(
         from pumice.bench.quiet import QuietResult
 
         return QuietResult(**payload)  # type: ignore[return-value]
+    if kind == "VisibilityResult":
+        from pumice.bench.visibility import VisibilityResult
+
+        return VisibilityResult(**payload)  # type: ignore[return-value]
     return Result(**payload)

@@ -800,6 +800,9 @@ def known() -> list[tuple[str, str]]:
     from pumice.bench.quiet import QUIET_SCENARIOS
 
     out += [(s.name, s.description) for s in QUIET_SCENARIOS.values()]
+    from pumice.bench.visibility import VISIBILITY_SCENARIOS
+
+    out += [(s.name, s.description) for s in VISIBILITY_SCENARIOS.values()]
     return out
 
 
@@ -807,6 +810,7 @@ def resolve(names: list[str] | tuple[str, ...]) -> list[AnyScenario]:
     """Scenario names (or ``scale``) -> scenarios, in the order given; KeyError names an
     unknown one."""
     from pumice.bench.quiet import QUIET_SCENARIOS
+    from pumice.bench.visibility import VISIBILITY_SCENARIOS
 
     out: list[AnyScenario] = []
     for name in names:
@@ -815,6 +819,8 @@ def resolve(names: list[str] | tuple[str, ...]) -> list[AnyScenario]:
                 out.append(SIM_SCENARIOS[n])
             elif n in QUIET_SCENARIOS:
                 out.append(QUIET_SCENARIOS[n])  # type: ignore[arg-type]
+            elif n in VISIBILITY_SCENARIOS:
+                out.append(VISIBILITY_SCENARIOS[n])  # type: ignore[arg-type]
             elif n in SCENARIOS:
                 out.append(SCENARIOS[n])
             else:

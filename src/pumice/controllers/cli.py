@@ -922,11 +922,12 @@ def add_job_parser(sub: Any) -> None:
     p.set_defaults(func=_guarded(_job_delete))
 
 
-def add_queue_parser(sub: Any) -> None:
-    """``pumice queue list|open|close``."""
+def add_queue_parser(sub: Any) -> Any:
+    """``pumice queue list|open|close``; returns the subcommands, for commands that
+    need the scheduling core (``pending``, added by the top-level CLI)."""
     q = sub.add_parser(
         "queue",
-        help="list, open and close Volcano Queues on a cluster",
+        help="list, open and close Volcano Queues on a cluster; their pending jobs",
         description="Volcano Queues on a cluster, as vcctl shows and steers them: open "
         "and close create Commands the queue controller carries out (a closed queue "
         "admits no new PodGroups; one closing stays Closing while its PodGroups run). "
@@ -946,6 +947,7 @@ def add_queue_parser(sub: Any) -> None:
             "-N", "-n", "--name", dest="name_flag", metavar="NAME", help="the queue's name"
         )
         p.set_defaults(func=_guarded(_queue_command(action)))
+    return qsub
 
 
 __all__ = [

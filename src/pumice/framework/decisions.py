@@ -38,6 +38,20 @@ class PreBind:
 
 
 @dataclass(slots=True)
+class Waiting:
+    """A job in the line of waiting jobs (see :mod:`pumice.framework.waiting`); why it
+    waits is ``Decisions.pending[uid]``. Read-only once the cycle has closed (not
+    frozen: a cycle makes one per waiting job, and a frozen one costs ten times as
+    much to make)."""
+
+    uid: str
+    queue: str
+    priority: int
+    #: The stage that stopped it this cycle (:data:`pumice.framework.status.STAGES`).
+    stage: str
+
+
+@dataclass(slots=True)
 class Decisions:
     """Binds and evictions to carry out, and the status to report.
 
@@ -59,6 +73,9 @@ class Decisions:
     #: :meth:`pumice.scheduler.Scheduler.cycle`): the stamp of the cluster state both
     #: were decided on. None for a cycle that ran.
     repeat_of: int | None = None
+    #: Every job left waiting, in the order the scheduler tries them (see
+    #: :func:`pumice.framework.waiting.line_up`).
+    waiting: list[Waiting] = field(default_factory=list)
 
     def repeated(self) -> Decisions:
         """These decisions again, for a cycle that decides the same: new containers,
@@ -72,6 +89,7 @@ class Decisions:
             audit=list(self.audit),
             notes=list(self.notes),
             prebind=dict(self.prebind),
+            waiting=self.waiting,  # (read-only)
         )
 
     def prebind_of(self, pod: str) -> PreBind:

@@ -140,6 +140,12 @@ class Session:
         self.not_enqueued: dict[str, str] = {}
         #: Queues allocate skipped because they had used their share.
         self.overused_queues: set[str] = set()
+        #: The jobs allocate gave a turn, in the order it gave them (a job that yields
+        #: and comes back is listed again): the line of waiting jobs starts with them.
+        self.turns: list[str] = []
+        #: Waiting job uid -> the stage that stopped it this cycle (written with the
+        #: pending explanations, see :mod:`pumice.framework.status`).
+        self.stages: dict[str, str] = {}
         #: Why preempt or reclaim, run for a job this cycle, could not help it: job uid ->
         #: one sentence per action (the pending explanation ends with them).
         self.eviction_notes: dict[str, list[str]] = {}

@@ -172,38 +172,60 @@ def pending_reason(ssn: Session, job: JobInfo, limits: Limits | None = None) -> 
     (see :mod:`pumice.framework.never`; ``limits`` keeps its answers for a cycle's
     explanations), the real cause whatever stage stopped it this cycle; then that
     stage, and why."""
+    return stage_and_reason(ssn, job, limits)[1]
+
+
+def stage_and_reason(ssn: Session, job: JobInfo, limits: Limits | None = None) -> tuple[str, str]:
+    """The stage that stopped ``job`` this cycle (one of :data:`STAGES`) and
+    :func:`pending_reason`'s sentence."""
     if limits is None:
         limits = Limits(ssn)
     never = never_fits(ssn, job, limits)
-    stage = _stage_reason(ssn, job, limits.refusal_limits)
-    reason = f"{never}; {stage}" if never else stage
+    stage, said = _stage_reason(ssn, job, limits.refusal_limits)
+    reason = f"{never}; {said}" if never else said
     # Why preempt or reclaim, run for the job, could not help it (actions/eviction.py).
     notes = ssn.eviction_notes.get(job.uid)
-    return "; ".join([reason, *notes]) if notes else reason
+    return stage, ("; ".join([reason, *notes]) if notes else reason)
 
 
-def _stage_reason(ssn: Session, job: JobInfo, named: dict[str, str | None] | None = None) -> str:
+#: The stages that can stop a waiting job, in the order a job passes them:
+#: ``not-schedulable`` (the job itself is refused: too few pods for its gang, no such
+#: queue, ...), ``enqueue`` (not admitted yet: the queue's capability, overcommit,
+#: minResources), ``queue`` (admitted, but its queue may not take it now: closed, over
+#: its deserved share or capability), ``allocate`` (no node fits, or too few of its
+#: tasks to make the gang).
+NOT_SCHEDULABLE, ENQUEUE, QUEUE, ALLOCATE = "not-schedulable", "enqueue", "queue", "allocate"
+STAGES = (NOT_SCHEDULABLE, ENQUEUE, QUEUE, ALLOCATE)
+
+
+def _stage_reason(
+    ssn: Session, job: JobInfo, named: dict[str, str | None] | None = None
+) -> tuple[str, str]:
     """The stage that stopped ``job`` this cycle, and why (``named``: see
     :func:`_named_refusal`)."""
     queue = ssn.queues[job.queue]
     if job.uid in ssn.not_enqueued:
-        return f"not enqueued: {ssn.not_enqueued[job.uid]}"
+        return ENQUEUE, f"not enqueued: {ssn.not_enqueued[job.uid]}"
     if job.is_pending():
         if "enqueue" in ssn.config.actions:
-            return "not enqueued yet: waiting for admission by the enqueue action"
-        return "not enqueued: no action admits Pending jobs in this configuration"
+            return ENQUEUE, "not enqueued yet: waiting for admission by the enqueue action"
+        return ENQUEUE, "not enqueued: no action admits Pending jobs in this configuration"
     if not queue.is_open():
-        return f"queue {queue.name} is {queue.state}: it accepts no new work"
+        return QUEUE, f"queue {queue.name} is {queue.state}: it accepts no new work"
     placed = job.ready_num() + job.waiting_num()
     gang = gang_short(job)
     detail = ""
+    stage = ALLOCATE
     if job.fit_errors:
         uid, err = next(iter(job.fit_errors.items()))
         name = job.tasks[uid].name if uid in job.tasks else uid
         detail = f"task {name}: {err.render()}"
     elif job.note:
+        if job.note.startswith(f"queue {queue.name} cannot take task "):  # (a queue refusal)
+            stage = QUEUE
         detail = _named_refusal(ssn, queue, job.note, named)
     elif job.queue in ssn.overused_queues:
+        stage = QUEUE
         detail = f"queue {job.queue} has used its deserved share this cycle"
         for plugin in ssn.plugins:
             explain = getattr(plugin, "explain_overused", None)
@@ -211,15 +233,22 @@ def _stage_reason(ssn: Session, job: JobInfo, named: dict[str, str | None] | Non
                 detail = explain(queue, ssn.space)
     elif not detail and placed >= job.min_available:
         detail = "more tasks than the gang minimum; they wait for free resources"
-    return f"{gang}; {detail}" if gang and detail else gang or detail or "waiting for resources"
+    said = f"{gang}; {detail}" if gang and detail else gang or detail or "waiting for resources"
+    return stage, said
 
 
 def explain_pending(ssn: Session) -> None:
+    """Say why each waiting job waits (``Decisions.pending``), and the stage that
+    stopped it (``Session.stages``, for :func:`pumice.framework.waiting.line_up`)."""
     d = ssn.decisions
+    stages = ssn.stages
     for uid, reason in ssn.snapshot.blocked.items():
         d.pending[uid] = f"not scheduled: {reason}"
+        stages[uid] = NOT_SCHEDULABLE
     for uid, (job, reason) in ssn.invalid.items():
+        stages[uid] = NOT_SCHEDULABLE
         if uid in ssn.not_enqueued:
+            stages[uid] = ENQUEUE
             d.pending[uid] = f"not enqueued: {ssn.not_enqueued[uid]}"
         elif not job.tasks and not job.is_pending():
             # Admitted before its pods exist, as a vcjob is: its controller creates them.
@@ -235,4 +264,4 @@ def explain_pending(ssn: Session) -> None:
             continue
         if _waiting_tasks(job) == 0 and not job.is_pending():
             continue
-        d.pending[job.uid] = pending_reason(ssn, job, limits)
+        stages[job.uid], d.pending[job.uid] = stage_and_reason(ssn, job, limits)

@@ -176,8 +176,14 @@ def run_command(args: argparse.Namespace) -> int:
     disable_created_metrics()  # (Volcano's series have no *_created twins)
     metrics = SchedulerMetrics()
     health = Health(period)
+    from pumice.visibility.endpoint import PendingEndpoint
+
+    runners: list[Runner] = []  # (the runner is made once the servers listen)
+    pending = PendingEndpoint(lambda: runners[0].last_decisions if runners else None)
     try:
-        servers = serve(metrics_at, health_at, metrics=metrics, health=health)
+        servers = serve(
+            metrics_at, health_at, metrics=metrics, health=health, visibility=pending.answer
+        )
     except OSError as err:
         raise InputError(f"cannot listen: {err}", field="--metrics-address") from None
     options = RunOptions(
@@ -194,6 +200,7 @@ def run_command(args: argparse.Namespace) -> int:
         client, ConfigWatcher(args.config, build), scheduler, options,
         elector=elector, metrics=metrics, health=servers,
     )  # fmt: skip
+    runners.append(runner)
     metrics.follow_binds_in_flight(runner.cluster.binds_in_flight)
     runner.install_signals()
     log.info("pumice run: scheduler names %s, period %.3gs, identity %s",

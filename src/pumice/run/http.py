@@ -1,4 +1,6 @@
-"""The HTTP endpoints of ``pumice run``: ``/metrics``, ``/healthz`` and ``/readyz``.
+"""The HTTP endpoints of ``pumice run``: ``/metrics``, ``/healthz`` and ``/readyz``,
+and the pending jobs under ``/apis/visibility/v1/`` (beside ``/metrics``; see
+:mod:`pumice.visibility.endpoint`).
 
 ``/metrics`` serves :class:`~pumice.run.metrics.SchedulerMetrics`' registry in
 Prometheus' text format. ``/healthz`` is the liveness probe: 200 ``ok`` while the
@@ -24,6 +26,7 @@ import socketserver
 import threading
 import time
 from collections.abc import Callable, Iterable
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
@@ -38,11 +41,15 @@ METRICS = "/metrics"
 HEALTHZ = "/healthz"
 READYZ = "/readyz"
 ALL_PATHS = (METRICS, HEALTHZ, READYZ)
+#: The pending jobs (:mod:`pumice.visibility.endpoint`), served beside ``/metrics``.
+VISIBILITY = "/apis/visibility/v1/"
 
 _TEXT = "text/plain; charset=utf-8"
 
 #: (status, content type, body)
 Response = tuple[int, str, bytes]
+#: Answers every path under a prefix: (path, query string) -> response.
+PrefixRoute = Callable[[str, str], Response]
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -125,8 +132,15 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, host: str, port: int, routes: dict[str, Callable[[], Response]]) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        routes: dict[str, Callable[[], Response]],
+        prefixed: dict[str, PrefixRoute] | None = None,
+    ) -> None:
         self.routes = routes
+        self.prefixed = prefixed or {}
         self._dual = False
         if host == "":
             if socket.has_dualstack_ipv6():
@@ -156,7 +170,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._respond(with_body=False)
 
     def _respond(self, with_body: bool) -> None:
-        route = self.server.routes.get(urlsplit(self.path).path)
+        url = urlsplit(self.path)
+        route = self.server.routes.get(url.path)
+        if route is None:
+            under = next((p for p in self.server.prefixed if url.path.startswith(p)), None)
+            if under is not None:
+                route = partial(self.server.prefixed[under], url.path, url.query)
         if route is None:
             status, ctype, body = 404, _TEXT, b"not found\n"
         else:
@@ -194,6 +213,7 @@ class HealthServer:
         health: Health | None = None,
         period: float = 1.0,
         paths: Iterable[str] = ALL_PATHS,
+        visibility: PrefixRoute | None = None,
     ) -> None:
         host, port = parse_address(address) if isinstance(address, str) else address
         self.health = health if health is not None else Health(period)
@@ -206,8 +226,11 @@ class HealthServer:
             routes[HEALTHZ] = lambda: _probe(*self.health.liveness(), failing=500)
         if READYZ in wanted:
             routes[READYZ] = lambda: _probe(*self.health.readiness(), failing=503)
-        self.paths = tuple(sorted(routes))
-        self._httpd = _Server(host, port, routes)
+        prefixed = {}
+        if VISIBILITY in wanted and visibility is not None:
+            prefixed[VISIBILITY] = visibility
+        self.paths = tuple(sorted([*routes, *prefixed]))
+        self._httpd = _Server(host, port, routes, prefixed)
         self._thread: threading.Thread | None = None
         self._closed = False
 
@@ -298,6 +321,7 @@ def serve(
     *,
     metrics: SchedulerMetrics | CollectorRegistry | None,
     health: Health,
+    visibility: PrefixRoute | None = None,
 ) -> Servers:
     """Start ``/metrics`` on ``metrics_address`` and ``/healthz``, ``/readyz`` on
     ``healthz_address``: one server when both are the same address, two otherwise;
@@ -309,13 +333,15 @@ def serve(
 
     wanted: dict[tuple[str, int], list[str]] = {}
     if metrics_address is not None:
-        wanted.setdefault(key(metrics_address), []).append(METRICS)
+        wanted.setdefault(key(metrics_address), []).extend((METRICS, VISIBILITY))
     if healthz_address is not None:
         wanted.setdefault(key(healthz_address), []).extend((HEALTHZ, READYZ))
     servers: list[HealthServer] = []
     try:
         for at, paths in wanted.items():
-            servers.append(HealthServer(at, metrics=metrics, health=health, paths=paths))
+            servers.append(
+                HealthServer(at, metrics=metrics, health=health, paths=paths, visibility=visibility)
+            )
     except OSError:
         for s in servers:
             s.close()
@@ -325,4 +351,4 @@ def serve(
     return Servers(health, servers)
 
 
-__all__ = ["ALL_PATHS", "Health", "HealthServer", "Servers", "parse_address", "serve"]
+__all__ = ["ALL_PATHS", "VISIBILITY", "Health", "HealthServer", "Servers", "parse_address", "serve"]

@@ -108,6 +108,7 @@ from pumice.sim.objects import (
 from pumice.sim.storage import ClaimFeeder, VolumeReclaimer, mounts_claims
 from pumice.sim.topology import NO_SLOWDOWN, Slowdown, Spans, cluster_topology
 from pumice.sim.workload import JobSpec, Workload
+from pumice.visibility.line import PendingJob, pending_jobs
 
 #: How many sample points a run aims for (the time series of the report).
 TARGET_SAMPLES = 600
@@ -174,6 +175,10 @@ class SimResult:
     cycle_seconds: float = 0.0
     #: Wall seconds the start forecasts of ``--forecast-error`` took (0.0: none ran).
     forecast_seconds: float = 0.0
+    #: The line of waiting jobs at the busiest moment (the first cycle at which the
+    #: most jobs waited): (simulated time, the jobs in the order the scheduler tried
+    #: them); None when no job ever waited after a cycle.
+    busiest_line: tuple[float, list[PendingJob]] | None = None
 
 
 def node_allocatable(nodes: Sequence[Mapping[str, Any]]) -> list[dict[str, float]]:
@@ -359,6 +364,9 @@ class Simulation:
 
             self.forecasts = ForecastProbe(options.forecast_sample, options.forecast_durations)
             self.forecasts.start(self)
+        #: The decisions of the cycle at which the most jobs waited, its time, and the
+        #: Volcano Jobs' names of the PodGroups then (the line is built at the end).
+        self._busiest: tuple[float, Any, dict[str, str]] | None = None
 
     # -- scheduling ticks ---------------------------------------------------------------
 
@@ -477,6 +485,10 @@ class Simulation:
             groups = self.kubelet.groups
             pending = dict(zip(map(groups.get, pending, pending), pending.values(), strict=True))
         m.cycle(pending)
+        if decisions.waiting and (
+            self._busiest is None or len(decisions.waiting) > len(self._busiest[1].waiting)
+        ):
+            self._busiest = (t, decisions, dict(self.kubelet.groups))
         bound_jobs: dict[str, None] = {}
         for pod, _node in applied.bound:
             st = self.kubelet.pods.get(pod)
@@ -590,7 +602,20 @@ class Simulation:
             scheduling_seconds=self.scheduling_seconds,
             cycle_seconds=self.cycle_seconds,
             forecast_seconds=self.forecasts.seconds if self.forecasts is not None else 0.0,
+            busiest_line=self._busiest_line(),
         )
+
+    def _busiest_line(self) -> tuple[float, list[PendingJob]] | None:
+        """The line at the busiest moment, its PodGroups named for their Volcano Jobs."""
+        if self._busiest is None:
+            return None
+        t, decisions, groups = self._busiest
+        jobs = pending_jobs(decisions)
+        for j in jobs:
+            named = groups.get(f"{j.namespace}/{j.name}")
+            if named is not None:
+                j.namespace, _, j.name = named.rpartition("/")
+        return t, jobs
 
 
 def _unarrived(sim: Simulation) -> int:

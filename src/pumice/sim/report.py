@@ -30,6 +30,7 @@ import orjson
 from pumice.sim.engine import SimResult
 from pumice.sim.findings import Finding, findings
 from pumice.sim.metrics import JobRecord, stats
+from pumice.visibility.line import PendingJob
 
 PLOTS = ("utilization", "queue_share", "wait_cdf", "completion_cdf", "pending")
 HOUR = 3600.0
@@ -176,7 +177,69 @@ def metrics_document(result: SimResult, found: Sequence[Finding] | None = None) 
             "pending_jobs": s.pending,
             "running_jobs": s.running,
         },
+        "busiest_line": line_document(result),
     }
+
+
+#: How many jobs of the line at the busiest moment the report lists.
+LINE_SHOWN = 20
+
+
+def line_document(result: SimResult) -> dict[str, Any] | None:
+    """The line at the busiest moment for ``metrics.json``: when, how many waited, by
+    stage and by queue, and the first :data:`LINE_SHOWN` jobs in the order the
+    scheduler tried them (the shape of ``pumice run``'s visibility endpoint's items)."""
+    if result.busiest_line is None:
+        return None
+    t, jobs = result.busiest_line
+    stages: dict[str, int] = {}
+    queues: dict[str, int] = {}
+    for j in jobs:
+        stages[j.stage] = stages.get(j.stage, 0) + 1
+        queues[j.queue] = queues.get(j.queue, 0) + 1
+    return {
+        "time": t,
+        "waiting": len(jobs),
+        "stages": dict(sorted(stages.items())),
+        "queues": dict(sorted(queues.items())),
+        "items": [j.to_json() for j in jobs[:LINE_SHOWN]],
+    }
+
+
+def line_html(result: SimResult) -> list[str]:
+    """The report's section on the line at the busiest moment: per queue, how many
+    waited, stopped at which stage, and who was next; then the head of the line."""
+    if result.busiest_line is None:
+        return []
+    t, jobs = result.busiest_line
+    per: dict[str, list[PendingJob]] = {}
+    for j in jobs:
+        per.setdefault(j.queue, []).append(j)
+    rows = []
+    for queue, mine in per.items():
+        stages: dict[str, int] = {}
+        for j in mine:
+            stages[j.stage] = stages.get(j.stage, 0) + 1
+        head = mine[0]
+        by_stage = ", ".join(f"{n} {s}" for s, n in sorted(stages.items()))
+        rows.append([queue, len(mine), by_stage, f"{head.namespace}/{head.name}", head.reason])
+    first = [
+        [j.position_in_cluster, j.position_in_queue, f"{j.namespace}/{j.name}", j.queue,
+         j.priority, j.stage, j.reason]
+        for j in jobs[:LINE_SHOWN]
+    ]  # fmt: skip
+    return [
+        "<h2>The line at the busiest moment</h2>",
+        f"<p class='note'>At {minutes(t)} the most jobs waited after a cycle: "
+        f"{len(jobs):,}. Queues in the order the scheduler served them, each with the "
+        "stage that stopped its jobs (enqueue: not admitted; queue: its share or "
+        "capability; allocate: no node fits, or the gang falls short) and the job it "
+        "would try first.</p>",
+        html_table(["queue", "waiting", "stopped at", "first in line", "why it waits"], rows),
+        f"<p class='note'>The first {len(first)} of the line, in the order the scheduler "
+        "tried them (as <code>pumice queue pending</code> shows a cluster's).</p>",
+        html_table(["#", "in queue", "job", "queue", "priority", "stage", "why"], first),
+    ]
 
 
 def _write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
@@ -878,6 +941,7 @@ def write_html(
         html_img(plots["completion_cdf"], "JCT CDF"),
         "<h2>Pending jobs</h2>",
         html_img(plots["pending"], "pending jobs over time"),
+        *line_html(result),
     ]
     if "topology" in plots:
         parts += [
@@ -937,6 +1001,8 @@ __all__ = [
     "findings_html",
     "gang_view",
     "is_report",
+    "line_document",
+    "line_html",
     "mark_report",
     "metrics_document",
     "plot_report",
