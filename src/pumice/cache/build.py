@@ -21,8 +21,8 @@ from pumice.api.quantity import plural
 from pumice.api.queue import QueueInfo
 from pumice.api.side_objects import SIDE_PARSERS, side_key
 from pumice.api.snapshot import Snapshot
-from pumice.api.task import status_of_pod
-from pumice.cache.model import ModelBuilder, derived_phase, queue_fix, resource_space
+from pumice.api.task import TERMINATED_STATUSES, status_of_pod
+from pumice.cache.model import ModelBuilder, bare_phase, derived_phase, queue_fix, resource_space
 from pumice.errors import InputError
 
 DEFAULT_SCHEDULER = "volcano"
@@ -258,6 +258,9 @@ def build_snapshot(
         jobs[job.uid] = job
 
     blocked: dict[str, str] = {}
+    #: Jobs without their object that some pod still waits in (finished pods wait for
+    #: nothing: a completed job whose PodGroup was deleted is not pending).
+    waiting: set[str] = set()
     unknown_nodes = 0
     for p in pods_r:
         ours = p.scheduler_name in ("", scheduler_name)
@@ -272,9 +275,13 @@ def build_snapshot(
                         f"PodGroup {job_uid} does not exist; create it or fix the "
                         f"{parse.GROUP_ANNOTATION} annotation of its pods",
                     )
+                    if status not in TERMINATED_STATUSES:
+                        waiting.add(job_uid)
                     job_uid = None
             elif p.gang is not None:
                 job_uid = _gang_job(jobs, blocked, p, workloads, model)
+                if job_uid is None and status not in TERMINATED_STATUSES:
+                    waiting.add(p.gang.uid(p.namespace))
             else:
                 job_uid = model.bare_job_for(jobs, p, status).uid
         task = model.task(p, job_uid, status, p.node_name or None)
@@ -287,6 +294,7 @@ def build_snapshot(
                 unknown_nodes += 1
             else:
                 nodes.add_task(i, task)
+    blocked = {uid: reason for uid, reason in blocked.items() if uid in waiting}
     if unknown_nodes:
         are = "is on a node" if unknown_nodes == 1 else "are on nodes"
         notes.append(f"{plural(unknown_nodes, 'pod')} {are} not in the snapshot; ignored")
@@ -299,7 +307,9 @@ def build_snapshot(
 
     for uid in list(jobs):
         job = jobs[uid]
-        if job.api != "volcano":
+        if job.bare:
+            job.phase = bare_phase(job)
+        elif job.api != "volcano":
             job.phase = derived_phase(job)
         if job.queue not in queues:
             fix = queue_fix(job)

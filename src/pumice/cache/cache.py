@@ -65,7 +65,7 @@ from pumice.api.resources import ResourceSpace
 from pumice.api.selectors import NodeIndex
 from pumice.api.side_objects import SIDE_PARSERS
 from pumice.api.snapshot import Snapshot
-from pumice.api.task import TaskInfo, TaskStatus, status_of_pod
+from pumice.api.task import TERMINATED_STATUSES, TaskInfo, TaskStatus, status_of_pod
 from pumice.api.verdicts import Verdicts
 from pumice.cache.build import DEFAULT_SCHEDULER, check_queue_tree
 from pumice.cache.model import (
@@ -766,7 +766,9 @@ class SchedulerCache:
             else:
                 job.add_task(task)
                 self.model.join(job, p)
-                if job.api != "volcano":
+                if job.bare:
+                    job.phase = bare_phase(job)
+                elif job.api != "volcano":
                     job.phase = derived_phase(job)
                 self._touch(job)
         self._place(task, p.node_name or None)
@@ -868,8 +870,8 @@ class SchedulerCache:
         self.sync()
         blocked: dict[str, str] = {}
         for uid, orphans in self.orphans.items():
-            if not orphans:
-                continue
+            if all(t.status in TERMINATED_STATUSES for t in orphans.values()):
+                continue  # (finished pods wait for nothing: not a pending job)
             ref = self._refs.get(uid)
             if ref is not None:
                 blocked[uid] = gang_apis.missing_reason(ref[1], ref[0], self.workloads_r)

@@ -222,8 +222,14 @@ class Reporter:
             if all(current.get(k) == v for k, v in status.items()):
                 self._queue_status[name] = status
                 continue
+            # A merge patch keeps the keys it does not name: a resource no longer held
+            # (known from the object or from the last write) is removed by a null.
+            last = self._queue_status.get(name) or {}
+            gone = set(current.get("allocated") or {}) | set(last.get("allocated") or {})
+            patch = dict(status)
+            patch["allocated"] = {**dict.fromkeys(gone - set(allocated)), **allocated}
             self._queue_status[name] = status
-            self.cluster.update_queue_status(name, status)
+            self.cluster.update_queue_status(name, patch)
 
 
 __all__ = ["Reporter"]
