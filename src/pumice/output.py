@@ -69,6 +69,12 @@ def print_table(decisions: Decisions, console: Console | None = None) -> None:
         for job, why in data["pending"].items():
             t.add_row(job, why)
         console.print(t)
+    skipped = data.get("skipped") or {}
+    if skipped:
+        t = table(f"Skipped: objects pumice cannot read ({len(skipped)})", "object", "why")
+        for obj, why in skipped.items():
+            t.add_row(obj, why)
+        console.print(t)
 
 
 def _prebind_rows(data: dict[str, Any]) -> list[tuple[str, str]]:

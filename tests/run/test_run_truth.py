@@ -4,11 +4,15 @@ said to be invalid and why, and the cluster's story survives an API server outag
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from tests.run import kube_kit as k
 from tests.run.test_run_metrics import samples, value
 
+from pumice.cli import main
 from pumice.cluster.kube_client import MERGE_PATCH, RESOURCES, KubeClient
+from pumice.run.dump import write_dump
 from pumice.run.metrics import SchedulerMetrics
 
 pytestmark = pytest.mark.k8s
@@ -86,3 +90,65 @@ def test_queue_status_follows_what_it_holds_down_to_zero(kube):
             ),
         )
         assert not _queue_status(client).get("allocated")
+
+
+def test_invalid_objects_are_said_invalid_and_why(kube, tmp_path, capsys):
+    """A PodGroup the API server accepts but pumice cannot read (minMember -1): its
+    pods' explanation says it is invalid and why (not that it does not exist), and it
+    shows the Pending phase (with the reason) in `kubectl get podgroup`, as does one
+    whose queue is missing; a pod refused for a bad quantity gets PodScheduled=False
+    naming the field."""
+    client, kubeconfig = kube
+    k.nodes(client, 1, cpu="4")
+    k.podgroup(client, "neg", -1)
+    k.pod(client, "neg-0", group="neg", cpu="1")
+    k.podgroup(client, "lost", 1, queue="nowhere")
+    k.pod(client, "lost-0", group="lost", cpu="1")
+    k.pod(client, "huge", cpu="1e400")
+    with k.running(kubeconfig) as runner:
+        k.wait_for(
+            "the pods explained",
+            lambda: (
+                runner.last_decisions is not None
+                and {"default/neg", "default/lost"} <= set(runner.last_decisions.pending)
+            ),
+        )
+        why = runner.last_decisions.pending["default/neg"]
+        assert "does not exist" not in why
+        assert "PodGroup default/neg is invalid" in why and "spec.minMember" in why
+        assert "spec.minMember" in runner.last_decisions.skipped["PodGroup default/neg"]
+
+        def phase(name: str) -> dict:
+            return (k.get(client, "PodGroup", f"default/{name}") or {}).get("status") or {}
+
+        k.wait_for("the invalid PodGroup Pending", lambda: phase("neg").get("phase") == "Pending")
+        assert (
+            k.condition(k.get(client, "PodGroup", "default/neg"), "Unschedulable")["reason"]
+            == "InvalidSpec"
+        )
+        k.wait_for(
+            "the queueless PodGroup Pending", lambda: phase("lost").get("phase") == "Pending"
+        )
+        assert (
+            "queue 'nowhere' does not exist"
+            in (k.condition(k.get(client, "PodGroup", "default/lost"), "Unschedulable")["message"])
+        )
+        k.wait_for(
+            "the bad pod's condition",
+            lambda: k.condition(k.pods(client)["huge"], "PodScheduled"),
+        )
+        cond = k.condition(k.pods(client)["huge"], "PodScheduled")
+        assert (cond["status"], cond["reason"]) == ("False", "InvalidSpec")
+        assert "spec.containers[0].resources.requests.cpu" in cond["message"]
+        assert k.events_for(client, "neg", "InvalidSpec")
+        dump = write_dump(runner.cluster, str(tmp_path))
+        run_says = dict(runner.last_decisions.pending)
+
+    # The dump replays: the invalid objects skipped as run skipped them, and said so.
+    assert main(["cycle", str(dump)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["skipped"]) == {"PodGroup default/neg", "Pod default/huge"}
+    assert out["pending"]["default/neg"] == run_says["default/neg"]
+    assert main(["cycle", str(dump), "--format", "table"]) == 0
+    table = capsys.readouterr().out
+    assert "Skipped" in table and "PodGroup default/neg" in table and "spec.minMember" in table

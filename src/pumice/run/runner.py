@@ -137,7 +137,7 @@ class Runner:
             on_bind_failed=self._bind_failed,
         )
         self.events = EventRecorder(self.cluster.create_event, instance=options.identity)
-        self.reporter = Reporter(self.cluster, self.events)
+        self.reporter = Reporter(self.cluster, self.events, scheduler_names=options.scheduler_names)
         #: The default Queue, created (by the leader) when absent, as vc-scheduler does.
         self.default_queue = DefaultQueue(self.cluster, options.default_queue, self.may_write)
         self.cache: SchedulerCache | None = None
