@@ -5,6 +5,7 @@ said to be invalid and why, and the cluster's story survives an API server outag
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 from tests.run import kube_kit as k
@@ -152,3 +153,60 @@ def test_invalid_objects_are_said_invalid_and_why(kube, tmp_path, capsys):
     assert main(["cycle", str(dump), "--format", "table"]) == 0
     table = capsys.readouterr().out
     assert "Skipped" in table and "PodGroup default/neg" in table and "spec.minMember" in table
+
+
+def test_an_outage_is_said_twice_and_its_events_survive(kube, shared_plane, caplog):
+    """An API server outage is one WARNING when it starts and one summary when it ends
+    (not a line per informer and retry), and the Events recorded meanwhile (a bind's
+    `Scheduled` just before it) are posted once the server answers."""
+    client, kubeconfig = kube
+    k.nodes(client, 1, cpu="4")
+    k.pod(client, "a", cpu="1")
+    caplog.set_level(logging.DEBUG, logger="pumice")
+    with k.running(kubeconfig) as runner:
+        k.wait_for("a bound", lambda: "a" in k.bound(client))
+        pod = runner.cluster.get("Pod", "default/a")
+        outages = runner.client.reachability.outages
+        shared_plane.stop_apiserver()
+        runner.events.record("Pod", pod, "Normal", "Scheduled", "said during the outage")
+        k.wait_for(
+            "informers to fail more than once",
+            lambda: sum(inf.reconnects for inf in runner.cluster.informers.values()) > 20,
+        )
+        assert runner.cluster.outbox.waiting() >= 1  # (a's own Scheduled may wait too)
+        shared_plane.start_apiserver()
+        k.wait_for(
+            "the event posted",
+            lambda: any(e["message"] == "said during the outage" for e in k.events(client)),
+            timeout=30,
+        )
+        k.wait_for("the outage over", lambda: not runner.client.reachability.down)
+        k.wait_for("a's Scheduled event", lambda: k.events_for(client, "a", "Scheduled"))
+        assert runner.client.reachability.outages == outages + 1
+    said = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    down = [r for r in said if "is not answering" in r.getMessage()]
+    back = [r for r in said if "answers again after" in r.getMessage()]
+    assert len(down) == 1 and len(back) == 1, [r.getMessage() for r in said]
+    assert "requests failed meanwhile" in back[0].getMessage()
+    assert not [r for r in said if r.name == "pumice.informer"]
+    assert not [r for r in said if "lost lease" in r.getMessage()]
+
+
+def test_a_refused_config_outside_a_pod_is_logged_not_an_event_on_no_object(
+    kube, tmp_path, monkeypatch, caplog
+):
+    """Outside a cluster there is no scheduler Pod: an Event would name an object that
+    does not exist, so the refusal is the log line alone."""
+    monkeypatch.delenv("POD_NAME", raising=False)
+    client, kubeconfig = kube
+    conf = tmp_path / "volcano-scheduler.conf"
+    conf.write_text('actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: gang\n')
+    with k.running(kubeconfig, config=str(conf)) as runner:
+        conf.write_text('actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: gangg\n')
+        k.wait_for("the refusal", lambda: runner.config.refusals == 1)
+        k.pod(client, "after")  # (a cycle after the refusal: its writes are out)
+        k.wait_for("a cycle", lambda: runner.last_decisions is not None)
+        k.wait_for("writes settled", lambda: runner.cluster.pending_writes() == 0)
+    assert not [e for e in k.events(client) if e["reason"] == "ConfigRefused"]
+    assert any("config refused" in r.getMessage() and "gangg" in r.getMessage()
+               for r in caplog.records)  # fmt: skip

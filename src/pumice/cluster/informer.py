@@ -143,7 +143,10 @@ class Informer:
                 if self.stop.is_set():
                     return
                 self.reconnects += 1
-                log.warning("%s: %s; retrying in %.1fs", self.kind, err, delay)
+                # An outage is said once by the client's Reachability, not per kind;
+                # a refusal while the server answers (403: RBAC) is said here.
+                level = logging.DEBUG if self.client.reachability.troubled() else logging.WARNING
+                log.log(level, "%s: %s; retrying in %.1fs", self.kind, err, delay)
                 self.stop.wait(delay * (0.5 + random.random()))
                 delay = min(delay * 2, self.backoff[1])
             except Exception:  # a bug or a server answer we do not understand
@@ -171,7 +174,11 @@ class Informer:
                 self.resource = self._versions[0]
             if status == 404:
                 if self.served:
-                    log.warning(
+                    # At the start, the owner says in one line which kinds are not
+                    # served (most clusters lack some optional API); a kind that
+                    # disappears later (a CRD removed) is news.
+                    log.log(
+                        logging.WARNING if self.lists else logging.DEBUG,
                         "%s: the API server does not serve %s (a CRD not installed, or an "
                         "API this Kubernetes version does not serve); "
                         "treating it as empty",
