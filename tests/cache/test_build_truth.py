@@ -5,11 +5,11 @@ skipped (as `pumice run` skips it) rather than failing the replay."""
 from __future__ import annotations
 
 import pytest
+from tests.kit import node, pod, podgroup, queue
 
 from pumice.cache.build import SourcedObject, build_snapshot
 from pumice.errors import InputError
 from pumice.scheduler import Scheduler
-from tests.kit import node, pod, podgroup, queue
 
 
 def _build(*objects: dict):
