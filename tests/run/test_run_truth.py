@@ -14,7 +14,9 @@ from tests.run.test_run_metrics import samples, value
 from pumice.cli import main
 from pumice.cluster.kube_client import MERGE_PATCH, RESOURCES, KubeClient
 from pumice.run.dump import write_dump
+from pumice.run.leader import LeaderElector
 from pumice.run.metrics import SchedulerMetrics
+from pumice.run.runner import RunOptions
 
 pytestmark = pytest.mark.k8s
 
@@ -210,3 +212,31 @@ def test_a_refused_config_outside_a_pod_is_logged_not_an_event_on_no_object(
     assert not [e for e in k.events(client) if e["reason"] == "ConfigRefused"]
     assert any("config refused" in r.getMessage() and "gangg" in r.getMessage()
                for r in caplog.records)  # fmt: skip
+
+
+def test_a_quiet_start_and_a_clean_stop_warn_of_nothing(kube, caplog):
+    """With leader election and the controllers, a start on a cluster without the
+    optional APIs (DRA, metrics, Workloads) and a clean stop log no WARNING: the APIs
+    not served are one INFO line, the stop steps down from the lease (not "lost" it),
+    and no connection is discarded for want of room in the pool."""
+    client, kubeconfig = kube
+    k.nodes(client, 1, cpu="4")
+    caplog.set_level(logging.INFO)
+    elector_client = KubeClient.from_config(kubeconfig)
+    elector = LeaderElector(
+        elector_client, namespace="default", name="pumice-truth", identity="truth",
+        lease_duration=1.5, renew_deadline=1.0, retry_period=0.2,
+    )  # fmt: skip
+    options = RunOptions(period=0.2, controllers=("podgroup", "queue", "job"))
+    with k.running(kubeconfig, options=options, elector=elector) as runner:
+        for i in range(8):
+            k.pod(client, f"p{i}", cpu="100m", memory="100Mi")
+        k.wait_for("the pods bound", lambda: len(k.bound(client)) == 8)
+        assert runner.controllers is not None
+    elector_client.close()
+    messages = [(r.levelno, r.name, r.getMessage()) for r in caplog.records]
+    warned = [m for m in messages if m[0] >= logging.WARNING]
+    assert not warned, warned
+    served = [m for m in messages if m[1] == "pumice.run" and "not served by" in m[2]]
+    assert len(served) == 1 and "ResourceClaim" in served[0][2]
+    assert any("stepped down from lease" in m[2] for m in messages)
