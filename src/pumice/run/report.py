@@ -12,7 +12,12 @@ else users read with ``kubectl describe`` and ``kubectl get`` comes from here:
   ``Scheduled`` on bound pods, ``Preempted``/``Evicted`` on victims, ``InvalidSpec`` on
   objects the cache had to skip (all through :class:`EventRecorder`: deduplicated and
   rate-limited);
-- Queue status: resources allocated and podgroup counts by phase, written when changed.
+- Queue status: resources allocated and podgroup counts by phase, written when changed
+  (a resource no longer held is removed, not left at its last value);
+- what a cycle writes nothing for: a Volcano PodGroup left out of it (skipped as
+  invalid, or its queue missing) and without a phase gets ``Pending`` with an
+  ``Unschedulable`` condition saying why; a pod of ours skipped for a bad value gets
+  ``PodScheduled=False``, reason ``InvalidSpec``.
 """
 
 from __future__ import annotations
