@@ -17,6 +17,7 @@ from pumice.run.dump import write_dump
 from pumice.run.leader import LeaderElector
 from pumice.run.metrics import SchedulerMetrics
 from pumice.run.runner import RunOptions
+from pumice.sandbox.apply import apply
 
 pytestmark = pytest.mark.k8s
 
@@ -240,3 +241,26 @@ def test_a_quiet_start_and_a_clean_stop_warn_of_nothing(kube, caplog):
     served = [m for m in messages if m[1] == "pumice.run" and "not served by" in m[2]]
     assert len(served) == 1 and "ResourceClaim" in served[0][2]
     assert any("stepped down from lease" in m[2] for m in messages)
+
+
+def test_a_refused_bind_is_a_warning_with_the_reason(rbac_control_plane, caplog):
+    """A bind the API server refuses (here: RBAC without pods/binding) is logged as a
+    WARNING naming the pod, the node and the server's answer."""
+    cp = rbac_control_plane
+    admin = KubeClient.from_config(cp.kubeconfig)
+    apply(cp.kubeconfig, [str(k.CRDS)])
+    path = "/apis/rbac.authorization.k8s.io/v1/clusterroles/pumice-scheduler"
+    role = k.ok(admin.request("GET", path))
+    for rule in role["rules"]:
+        rule["resources"] = [r for r in rule.get("resources", []) if r != "pods/binding"]
+    k.ok(admin.request("PUT", path, body=role))
+    k.nodes(admin, 1, cpu="4")
+    k.pod(admin, "p", cpu="1")
+    caplog.set_level(logging.INFO)
+    with k.running(cp.kubeconfig_for("system:serviceaccount:pumice-system:pumice")) as runner:
+        k.wait_for("a refused bind", lambda: runner.cluster.stats.bind_failures)
+    assert "forbidden" in runner.cluster.stats.bind_failures
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    (said,) = {m for m in warned if "bind of default/p" in m}
+    assert "HTTP 403" in said and " to node-000 " in said
+    admin.close()
