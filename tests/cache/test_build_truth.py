@@ -8,6 +8,8 @@ import pytest
 from tests.kit import node, pod, podgroup, queue
 
 from pumice.cache.build import SourcedObject, build_snapshot
+from pumice.cache.cache import SchedulerCache
+from pumice.cluster.memory import MemoryCluster
 from pumice.errors import InputError
 from pumice.scheduler import Scheduler
 
@@ -63,3 +65,27 @@ def test_the_same_object_written_by_hand_is_an_error() -> None:
         "PodGroup default/neg",
         "spec.minMember",
     )
+
+
+def test_the_cache_says_invalid_until_fixed_and_finished_orphans_wait_for_nothing() -> None:
+    """pumice run's cache: an invalid PodGroup's pods are explained as waiting for it to
+    be fixed (not created), until it is; a finished pod whose PodGroup is gone is no
+    pending job."""
+    store = MemoryCluster()
+    done = pod("done-0", group="done", node="n1", phase="Succeeded")
+    store.create_all(
+        [queue(), node("n1"), podgroup("neg", min_member=-1), pod("neg-0", group="neg"), done]
+    )
+    seen: list[str] = []
+    cache = SchedulerCache(store, on_bad=lambda kind, key, obj, err: seen.append(f"{kind} {key}"))
+    snap = cache.snapshot()
+    assert seen == ["PodGroup default/neg"]
+    assert (
+        "is invalid" in snap.blocked["default/neg"]
+        and "spec.minMember" in snap.blocked["default/neg"]
+    )
+    assert "default/done" not in snap.blocked
+    assert set(snap.skipped) == {"PodGroup default/neg"}
+    store.modify("PodGroup", "default/neg", lambda o: o["spec"].update(minMember=1))
+    snap = cache.snapshot()
+    assert not snap.skipped and "default/neg" not in snap.blocked and "default/neg" in snap.jobs

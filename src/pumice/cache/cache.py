@@ -207,6 +207,8 @@ class SchedulerCache:
         #: until they are fixed or deleted: ``Snapshot.skipped``, and the explanation of
         #: the pods of a skipped PodGroup.
         self.invalid: dict[str, str] = {}
+        #: HyperNodes the tree was repaired around (not their parse): said per build.
+        self._bad_tree: set[str] = set()
         #: Node specs changed in place since the label columns were last rebuilt.
         self._relabel = False
         self.watch = cluster.watch(CACHE_KINDS)
@@ -495,8 +497,9 @@ class SchedulerCache:
         records = [self.hypernodes_r[k] for k in sorted(self.hypernodes_r)]
         facts = [NodeFacts(name, spec.labels) for name, spec in sorted(self.nodes_r.items())]
         on_bad = self._bad_hypernode if self.on_bad is not None else None
-        for name in [k for k in self.invalid if k.startswith("HyperNode ")]:
-            del self.invalid[name]  # (said again below while still wrong)
+        for name in self._bad_tree:
+            self.invalid.pop(f"HyperNode {name}", None)  # (said again below if still)
+        self._bad_tree = set()
         try:
             self.topology = build_topology(records, facts, on_bad=on_bad)
         except InputError:
@@ -508,6 +511,7 @@ class SchedulerCache:
         assert self.on_bad is not None
         name = what.removeprefix("HyperNode ")
         obj = {"apiVersion": HYPERNODE_API_VERSION, "kind": "HyperNode", "metadata": {"name": name}}
+        self._bad_tree.add(name)
         self._bad("HyperNode", name, obj, InputError(message, obj=what))
 
     def _handle_pod(self, ev: WatchEvent) -> None:
@@ -719,9 +723,9 @@ class SchedulerCache:
 
     def _valid_queues(self, queues_r: list[parse.QueueRecord]) -> list[parse.QueueRecord]:
         """The queues whose tree is sound; without ``on_bad``, a bad tree raises."""
+        for name in self.bad_queues:
+            self.invalid.pop(f"Queue {name}", None)  # (said again below if still wrong)
         self.bad_queues = {}
-        for name in [k for k in self.invalid if k.startswith("Queue ")]:
-            del self.invalid[name]  # (said again below while still wrong)
         while True:
             try:
                 check_queue_tree(queues_r)
