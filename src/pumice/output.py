@@ -102,6 +102,12 @@ def print_table(decisions: Decisions, console: Console | None = None) -> None:
         page = select(pending_jobs(decisions))
         title = f"Pending ({page.total}), in the order the scheduler tries them"
         console.print(pending_table(page, title))
+    skipped = data.get("skipped") or {}
+    if skipped:
+        t = table(f"Skipped: objects pumice cannot read ({len(skipped)})", "object", "why")
+        for obj, why in skipped.items():
+            t.add_row(obj, why)
+        console.print(t)
 
 
 def _prebind_rows(data: dict[str, Any]) -> list[tuple[str, str]]:

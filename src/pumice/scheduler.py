@@ -220,6 +220,7 @@ class Scheduler:
             if paused:
                 gc.enable()
         decisions.notes.extend(snapshot.notes)
+        decisions.skipped.update(snapshot.skipped)
         if observer is not None:
             observer.cycle_done(perf_counter() - start)
         return decisions
@@ -241,6 +242,7 @@ class Scheduler:
         next_session_uid()  # (numbered as if it had opened one)
         decisions = last.decisions.repeated()
         decisions.notes = [*last.notes, *snapshot.notes]
+        decisions.skipped = dict(snapshot.skipped)
         decisions.repeat_of = snapshot.stamp
         return decisions
 

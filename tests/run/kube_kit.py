@@ -178,6 +178,7 @@ def running(
     config: str | None = None,
     options: RunOptions | None = None,
     elector: Any = None,
+    metrics: Any = None,
 ) -> Iterator[Runner]:
     """pumice run on a thread for the duration of the block; stops it cleanly."""
     client = KubeClient.from_config(kubeconfig)
@@ -187,6 +188,7 @@ def running(
         Scheduler.from_file(config),
         options or RunOptions(period=0.2),
         elector=elector,
+        metrics=metrics,
     )
     thread = threading.Thread(target=runner.run, daemon=True)
     thread.start()

@@ -51,9 +51,15 @@ def _swap(link: Path, folder: Path, name: str, text: str) -> None:
     tmp.replace(link)
 
 
-def test_config_hot_reload_takes_a_good_config_and_refuses_a_bad_one(kube, tmp_path):
+def test_config_hot_reload_takes_a_good_config_and_refuses_a_bad_one(kube, tmp_path, monkeypatch):
+    """In a pod (the Deployment's downward API), a refused config is an Event on the
+    scheduler's own Pod."""
     client, kubeconfig = kube
     k.nodes(client, 1, cpu="4")
+    own = k.pod(client, "pumice-scheduler", scheduler="default-scheduler")
+    monkeypatch.setenv("POD_NAME", "pumice-scheduler")
+    monkeypatch.setenv("POD_NAMESPACE", "default")
+    monkeypatch.setenv("POD_UID", own["metadata"]["uid"])
     data = tmp_path / "..data"
     _swap(data, tmp_path, "v1", ENQUEUE_ONLY)
     conf = tmp_path / "volcano-scheduler.conf"
@@ -68,6 +74,7 @@ def test_config_hot_reload_takes_a_good_config_and_refuses_a_bad_one(kube, tmp_p
             lambda: [e for e in k.events(client) if e["reason"] == "ConfigRefused"],
         )
         assert "gangg" in refused[0]["message"] and "last good" in refused[0]["message"]
+        assert refused[0]["involvedObject"]["uid"] == own["metadata"]["uid"]
         cycles = runner.cycles
         k.wait_for("more cycles", lambda: runner.cycles >= cycles + 3)
         assert k.bound(client) == {}  # still the first config

@@ -21,7 +21,7 @@ from pumice.cluster.kube_client import RESOURCES, KubeClient
 from pumice.run.reload import ConfigWatcher
 from pumice.run.runner import Runner, RunOptions
 from pumice.sandbox.command import install_pumice
-from pumice.sandbox.kubelet import DURATION_ANNOTATION, FakeKubelet, pod_duration
+from pumice.sandbox.kubelet import ATTEMPTS, DURATION_ANNOTATION, FakeKubelet, pod_duration
 from pumice.sandbox.nodes import CPU_NODE, create_nodes
 from pumice.scheduler import Scheduler
 
@@ -288,3 +288,22 @@ def test_pumice_run_schedules_a_gang_whose_pods_then_run_and_succeed(
     assert fake.stats.started == 4 and fake.stats.succeeded == 4
     assert fake.stats.errors == 0
     assert group["status"]["succeeded"] == 4
+
+
+def test_a_bound_pod_starts_after_an_outage_however_long(client, names, control_plane):
+    """The API server down when a bound pod is due to start: the kubelet keeps trying
+    (with a doubling backoff) past any fixed number of attempts, and the pod is Running
+    once the server answers again."""
+    prefix, ns = names
+    _namespace(client, ns)
+    create_nodes(client, 1, CPU_NODE, prefix=prefix)
+    with FakeKubelet(client, prefix=prefix, startup_delay=1.0, retry_delay=0.05) as fake:
+        assert fake.wait_synced(20)
+        _pod(client, ns, "late")
+        _bind(client, ns, "late", f"{prefix}000")
+        k.wait_for("the kubelet to take the pod in", lambda: fake.stats.seen == 1)
+        control_plane.stop_apiserver()
+        k.wait_for("more attempts than a fixed limit", lambda: fake.stats.retries > ATTEMPTS + 1)
+        control_plane.start_apiserver()
+        k.wait_for("the pod Running", lambda: _phase(client, ns, "late") == "Running", timeout=40)
+        assert fake.stats.started == 1

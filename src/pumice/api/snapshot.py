@@ -43,6 +43,9 @@ class Snapshot:
     now: float = 0.0
     blocked: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: Objects left out because pumice cannot read them (``Kind namespace/name`` ->
+    #: what is wrong), as a running scheduler skips them.
+    skipped: dict[str, str] = field(default_factory=dict)
     #: PodDisruptionBudgets (policy/v1), read by the pdb plugin.
     pdbs: list[PdbRecord] = field(default_factory=list)
     active: set[str] | None = None

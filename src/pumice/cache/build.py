@@ -2,8 +2,9 @@
 
 This is the one place where records become the model: it fixes the resource space,
 resolves priorities, groups pods into jobs and accounts running pods on their nodes.
-Every object is validated before anything is built, so a bad object fails the whole
-snapshot with an error that names it.
+Every object is validated before anything is built, so a bad object written by hand
+fails the whole snapshot with an error that names it; an object read from a cluster
+that pumice cannot read is skipped with a note instead, as ``pumice run`` skips it.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from pumice.api.quantity import plural
 from pumice.api.queue import QueueInfo
 from pumice.api.side_objects import SIDE_PARSERS, side_key
 from pumice.api.snapshot import Snapshot
-from pumice.api.task import status_of_pod
-from pumice.cache.model import ModelBuilder, derived_phase, queue_fix, resource_space
+from pumice.api.task import TERMINATED_STATUSES, status_of_pod
+from pumice.cache.model import ModelBuilder, bare_phase, derived_phase, queue_fix, resource_space
+from pumice.cluster.protocol import object_key
 from pumice.errors import InputError
 
 DEFAULT_SCHEDULER = "volcano"
@@ -49,11 +51,33 @@ class SourcedObject:
     source: str = ""
 
 
+def from_cluster(obj: Mapping[str, Any]) -> bool:
+    """Whether ``obj`` was read from an API server (kubectl's output, ``pumice run``'s
+    dump): it carries the ``metadata.resourceVersion`` only a server gives. The server
+    accepted it, so pumice skips what it cannot read of it, as ``pumice run`` does;
+    an object written by hand has none, and its mistake is an error."""
+    meta = obj.get("metadata")
+    return isinstance(meta, Mapping) and bool(meta.get("resourceVersion"))
+
+
+def skipped_why(err: InputError) -> str:
+    """What is wrong with a skipped object, without the object's name (the key it is
+    listed under): ``field spec.minMember: ...``."""
+    return InputError(err.message, field=err.field).render()
+
+
 def parse_objects(
     objects: Iterable[SourcedObject],
+    invalid: dict[str, str] | None = None,
+    served: set[tuple[str, str]] | None = None,
 ) -> tuple[dict[str, list], list[str], dict[tuple[str, str], str]]:
     """Validate every object; return records by kind, notes on skipped kinds, and the
-    file each (kind, namespace/name) came from."""
+    file each (kind, namespace/name) came from.
+
+    With ``invalid``, an object read from a cluster (:func:`from_cluster`) that pumice
+    cannot read is left out and listed there (``Kind namespace/name`` -> why) instead
+    of failing the whole snapshot; ``served`` collects the (kind, namespace/name) of
+    the objects read from a cluster."""
     records: dict[str, list] = {k: [] for k in _KINDS}
     notes: list[str] = []
     skipped: dict[str, int] = {}
@@ -87,13 +111,18 @@ def parse_objects(
         try:
             rec = fn(obj)
         except InputError as err:
-            raise err.located(file=item.source, obj=parse.object_name(obj)) from None
+            if invalid is None or not from_cluster(obj):
+                raise err.located(file=item.source, obj=parse.object_name(obj)) from None
+            invalid[cluster_name(obj)] = skipped_why(err)
+            continue
         ident = getattr(rec, "namespace", "") + "/" + rec.name
         if isinstance(rec, parse.PodGroupRecord):
             ident = rec.uid  # (PodGroups of two API groups may share a name)
         if (kind, ident) in seen:
             raise InputError("appears twice", file=item.source, obj=parse.object_name(obj))
         seen[(str(kind), ident)] = item.source
+        if served is not None and from_cluster(obj):
+            served.add((str(kind), ident))
         records[str(kind)].append(rec)
     for kind, n in sorted(skipped.items()):
         notes.append(f"skipped {plural(n, 'object')} of kind {kind}")
@@ -132,6 +161,19 @@ def _claims_from_templates(records: dict[str, list], notes: list[str]) -> None:
             f"made {plural(made, 'ResourceClaim')} from templates, as the resource-claim "
             "controller would"
         )
+
+
+def cluster_name(obj: Mapping[str, Any]) -> str:
+    """``Kind namespace/name`` as the cache keys it (a namespaced object without a
+    namespace is in ``default``; cluster-scoped kinds have no namespace)."""
+    kind = str(obj.get("kind"))
+    return f"{kind} {object_key(kind, obj)}"
+
+
+def invalid_group_reason(uid: str, why: str) -> str:
+    """The explanation of pods whose Volcano PodGroup ``uid`` pumice skipped as
+    invalid (``why``): they wait for it to be fixed, not for it to be created."""
+    return f"PodGroup {uid} is invalid and skipped ({why}); fix it: its pods wait for it"
 
 
 def check_queue_tree(queues: list[parse.QueueRecord]) -> None:
@@ -224,24 +266,42 @@ def build_snapshot(
     """Validate ``objects`` and build the snapshot one cycle schedules against.
 
     Pods whose ``schedulerName`` is ``scheduler_name`` (or empty) are ours; other pods
-    only occupy their nodes.
+    only occupy their nodes. An object read from a cluster that pumice cannot read (a
+    PodGroup with ``minMember: -1``, which the API server accepts) is left out, as
+    ``pumice run`` leaves it out, and listed in ``Snapshot.skipped`` and the notes, so
+    that a dump of the cluster replays; a bad object written by hand is an error.
     """
-    records, notes, sources = parse_objects(objects)
+    invalid: dict[str, str] = {}
+    served: set[tuple[str, str]] = set()
+    records, notes, sources = parse_objects(objects, invalid, served)
     nodes_r: list = records["Node"]
     pods_r: list[parse.PodRecord] = records["Pod"]
     pgs_r: list[parse.PodGroupRecord] = records["PodGroup"]
     queues_r: list[parse.QueueRecord] = records["Queue"]
     pcs_r: list[parse.PriorityClassRecord] = records["PriorityClass"]
     workloads = {f"{w.namespace}/{w.name}": w for w in records["Workload"]}
-    try:
-        check_queue_tree(queues_r)
-    except InputError as err:
-        name = (err.obj or "").removeprefix("Queue ")
-        raise err.located(file=sources.get(("Queue", "/" + name))) from None
+    while True:
+        try:
+            check_queue_tree(queues_r)
+            break
+        except InputError as err:
+            name = (err.obj or "").removeprefix("Queue ")
+            if ("Queue", "/" + name) not in served:
+                raise err.located(file=sources.get(("Queue", "/" + name))) from None
+            invalid[f"Queue {name}"] = skipped_why(err)  # (as pumice run leaves it out)
+            queues_r = [q for q in queues_r if q.name != name]
+
+    def bad_hypernode(what: str, message: str) -> None:
+        name = what.removeprefix("HyperNode ")
+        if ("HyperNode", "/" + name) not in served:
+            raise InputError(message, file=sources.get(("HyperNode", "/" + name)), obj=what)
+        invalid[what] = message
 
     try:
         topology = build_topology(
-            records["HyperNode"], [NodeFacts(n.name, n.labels) for n in nodes_r]
+            records["HyperNode"],
+            [NodeFacts(n.name, n.labels) for n in nodes_r],
+            on_bad=bad_hypernode,
         )
     except InputError as err:
         name = (err.obj or "").removeprefix("HyperNode ")
@@ -258,6 +318,9 @@ def build_snapshot(
         jobs[job.uid] = job
 
     blocked: dict[str, str] = {}
+    #: Jobs without their object that some pod still waits in (finished pods wait for
+    #: nothing: a completed job whose PodGroup was deleted is not pending).
+    waiting: set[str] = set()
     unknown_nodes = 0
     for p in pods_r:
         ours = p.scheduler_name in ("", scheduler_name)
@@ -267,14 +330,21 @@ def build_snapshot(
             if p.group:
                 job_uid = f"{p.namespace}/{p.group}"
                 if job_uid not in jobs:
+                    why = invalid.get(f"PodGroup {job_uid}")
                     blocked.setdefault(
                         job_uid,
                         f"PodGroup {job_uid} does not exist; create it or fix the "
-                        f"{parse.GROUP_ANNOTATION} annotation of its pods",
+                        f"{parse.GROUP_ANNOTATION} annotation of its pods"
+                        if why is None
+                        else invalid_group_reason(job_uid, why),
                     )
+                    if status not in TERMINATED_STATUSES:
+                        waiting.add(job_uid)
                     job_uid = None
             elif p.gang is not None:
                 job_uid = _gang_job(jobs, blocked, p, workloads, model)
+                if job_uid is None and status not in TERMINATED_STATUSES:
+                    waiting.add(p.gang.uid(p.namespace))
             else:
                 job_uid = model.bare_job_for(jobs, p, status).uid
         task = model.task(p, job_uid, status, p.node_name or None)
@@ -287,6 +357,7 @@ def build_snapshot(
                 unknown_nodes += 1
             else:
                 nodes.add_task(i, task)
+    blocked = {uid: reason for uid, reason in blocked.items() if uid in waiting}
     if unknown_nodes:
         are = "is on a node" if unknown_nodes == 1 else "are on nodes"
         notes.append(f"{plural(unknown_nodes, 'pod')} {are} not in the snapshot; ignored")
@@ -296,10 +367,13 @@ def build_snapshot(
     if topology is not None:
         notes.extend(topology.notes)
     notes.extend(_odd_objects(pods_r, pgs_r, model))
+    notes.extend(f"{name} skipped, as pumice run skips it: {why}" for name, why in invalid.items())
 
     for uid in list(jobs):
         job = jobs[uid]
-        if job.api != "volcano":
+        if job.bare:
+            job.phase = bare_phase(job)
+        elif job.api != "volcano":
             job.phase = derived_phase(job)
         if job.queue not in queues:
             fix = queue_fix(job)
@@ -319,6 +393,7 @@ def build_snapshot(
         default_priority=model.default_priority,
         blocked=blocked,
         notes=notes,
+        skipped=invalid,
         pdbs=records["PodDisruptionBudget"],
         topology=topology,
         objects={k: {side_key(r): r for r in records[k]} for k in SIDE_PARSERS if records[k]},

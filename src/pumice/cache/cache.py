@@ -65,9 +65,14 @@ from pumice.api.resources import ResourceSpace
 from pumice.api.selectors import NodeIndex
 from pumice.api.side_objects import SIDE_PARSERS
 from pumice.api.snapshot import Snapshot
-from pumice.api.task import TaskInfo, TaskStatus, status_of_pod
+from pumice.api.task import TERMINATED_STATUSES, TaskInfo, TaskStatus, status_of_pod
 from pumice.api.verdicts import Verdicts
-from pumice.cache.build import DEFAULT_SCHEDULER, check_queue_tree
+from pumice.cache.build import (
+    DEFAULT_SCHEDULER,
+    check_queue_tree,
+    invalid_group_reason,
+    skipped_why,
+)
 from pumice.cache.model import (
     ModelBuilder,
     bare_phase,
@@ -198,6 +203,12 @@ class SchedulerCache:
                 self._parsers[kind] = functools.partial(_PARSERS[kind], default_queue=default_queue)
         #: Queues left out of the model because of their parents: name -> reason.
         self.bad_queues: dict[str, str] = {}
+        #: Objects left out because they cannot be read (``Kind key`` -> what is wrong),
+        #: until they are fixed or deleted: ``Snapshot.skipped``, and the explanation of
+        #: the pods of a skipped PodGroup.
+        self.invalid: dict[str, str] = {}
+        #: HyperNodes the tree was repaired around (not their parse): said per build.
+        self._bad_tree: set[str] = set()
         #: Node specs changed in place since the label columns were last rebuilt.
         self._relabel = False
         self.watch = cluster.watch(CACHE_KINDS)
@@ -284,7 +295,7 @@ class SchedulerCache:
                 try:
                     self._record(kind, key, obj)
                 except InputError as err:
-                    on_bad(kind, key, obj, err)
+                    self._bad(kind, key, obj, err)
         self._rebuild()
         self._build_topology()
 
@@ -308,8 +319,11 @@ class SchedulerCache:
                 try:
                     self._handle(ev)
                 except InputError as err:
-                    on_bad(ev.kind, ev.key, ev.obj, err)
+                    self._bad(ev.kind, ev.key, ev.obj, err)
                     self._handle(WatchEvent(DELETED, ev.kind, ev.key, ev.obj))
+                    continue
+                if self.invalid:  # (fixed, or deleted)
+                    self.invalid.pop(f"{ev.kind} {ev.key}", None)
         finally:
             self._batch = None
             if not self._stale:
@@ -326,6 +340,12 @@ class SchedulerCache:
         if self._topology_stale:
             self._build_topology()
         return len(events)
+
+    def _bad(self, kind: str, key: str, obj: Mapping[str, Any], err: InputError) -> None:
+        """``obj`` is left out: remembered as invalid, and told to ``on_bad``."""
+        assert self.on_bad is not None
+        self.invalid[f"{kind} {key}"] = skipped_why(err)
+        self.on_bad(kind, key, obj, err)
 
     def take_node_metrics(self, records: Mapping[str, Any], source: str) -> bool:
         """Nodes' load measured by a query source (``pumice run``'s Prometheus source:
@@ -477,6 +497,9 @@ class SchedulerCache:
         records = [self.hypernodes_r[k] for k in sorted(self.hypernodes_r)]
         facts = [NodeFacts(name, spec.labels) for name, spec in sorted(self.nodes_r.items())]
         on_bad = self._bad_hypernode if self.on_bad is not None else None
+        for name in self._bad_tree:
+            self.invalid.pop(f"HyperNode {name}", None)  # (said again below if still)
+        self._bad_tree = set()
         try:
             self.topology = build_topology(records, facts, on_bad=on_bad)
         except InputError:
@@ -488,7 +511,8 @@ class SchedulerCache:
         assert self.on_bad is not None
         name = what.removeprefix("HyperNode ")
         obj = {"apiVersion": HYPERNODE_API_VERSION, "kind": "HyperNode", "metadata": {"name": name}}
-        self.on_bad("HyperNode", name, obj, InputError(message, obj=what))
+        self._bad_tree.add(name)
+        self._bad("HyperNode", name, obj, InputError(message, obj=what))
 
     def _handle_pod(self, ev: WatchEvent) -> None:
         key = ev.key
@@ -699,6 +723,8 @@ class SchedulerCache:
 
     def _valid_queues(self, queues_r: list[parse.QueueRecord]) -> list[parse.QueueRecord]:
         """The queues whose tree is sound; without ``on_bad``, a bad tree raises."""
+        for name in self.bad_queues:
+            self.invalid.pop(f"Queue {name}", None)  # (said again below if still wrong)
         self.bad_queues = {}
         while True:
             try:
@@ -709,7 +735,7 @@ class SchedulerCache:
                 if self.on_bad is None or not any(q.name == name for q in queues_r):
                     raise
                 self.bad_queues[name] = err.message
-                self.on_bad("Queue", name, {"kind": "Queue", "metadata": {"name": name}}, err)
+                self._bad("Queue", name, {"kind": "Queue", "metadata": {"name": name}}, err)
                 queues_r = [q for q in queues_r if q.name != name]
 
     def _add_job(
@@ -766,7 +792,9 @@ class SchedulerCache:
             else:
                 job.add_task(task)
                 self.model.join(job, p)
-                if job.api != "volcano":
+                if job.bare:
+                    job.phase = bare_phase(job)
+                elif job.api != "volcano":
                     job.phase = derived_phase(job)
                 self._touch(job)
         self._place(task, p.node_name or None)
@@ -868,11 +896,14 @@ class SchedulerCache:
         self.sync()
         blocked: dict[str, str] = {}
         for uid, orphans in self.orphans.items():
-            if not orphans:
-                continue
+            if all(t.status in TERMINATED_STATUSES for t in orphans.values()):
+                continue  # (finished pods wait for nothing: not a pending job)
             ref = self._refs.get(uid)
+            why = self.invalid.get(f"PodGroup {uid}") if ref is None else None
             if ref is not None:
                 blocked[uid] = gang_apis.missing_reason(ref[1], ref[0], self.workloads_r)
+            elif why is not None:
+                blocked[uid] = invalid_group_reason(uid, why)
             else:
                 blocked[uid] = (
                     f"PodGroup {uid} does not exist; create it or fix the "
@@ -918,6 +949,7 @@ class SchedulerCache:
             lend=lend,
             topology=self.topology,
             notes=list(self.topology.notes) if self.topology is not None else [],
+            skipped=dict(self.invalid),
             objects=self.side_r,
         )
         return snap

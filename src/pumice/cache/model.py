@@ -13,11 +13,11 @@ from collections.abc import Iterable
 import numpy as np
 
 from pumice.api import parse
-from pumice.api.job import INQUEUE, PENDING, RUNNING, JobInfo
+from pumice.api.job import COMPLETED, INQUEUE, PENDING, RUNNING, JobInfo
 from pumice.api.node import NodeSpec
 from pumice.api.queue import QueueInfo
 from pumice.api.resources import ResourceSpace, is_empty
-from pumice.api.task import TaskInfo, TaskStatus
+from pumice.api.task import TERMINATED_STATUSES, TaskInfo, TaskStatus
 
 TASK_PRIORITY_ANNOTATION = "volcano.sh/task-priority"
 #: Kubernetes scores a pod without a cpu or memory request as if it asked for these.
@@ -66,9 +66,19 @@ def bare_job_name(p: parse.PodRecord) -> str:
     return f"podgroup-{p.uid}" if p.uid != f"{p.namespace}/{p.name}" else f"podgroup-{p.name}"
 
 
+def finished(job: JobInfo) -> bool:
+    """Whether every pod of ``job`` has finished (Succeeded or Failed): nothing of it
+    holds a node or waits for one any more."""
+    done = sum(len(job.by_status.get(s, ())) for s in TERMINATED_STATUSES)
+    return bool(job.tasks) and done == len(job.tasks)
+
+
 def bare_phase(job: JobInfo) -> str:
-    """The phase of an implicit group: Pending while all its pods are, else Running (it
-    has minMember 1, so one pod placed is enough)."""
+    """The phase of an implicit group: Pending while all its pods are, Completed once
+    all have finished (as the PodGroup Volcano's controller makes for them would say),
+    else Running (it has minMember 1, so one pod placed is enough)."""
+    if finished(job):
+        return COMPLETED
     pending = job.by_status.get(TaskStatus.PENDING, {})
     return PENDING if len(pending) == len(job.tasks) else RUNNING
 

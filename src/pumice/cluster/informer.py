@@ -138,12 +138,19 @@ class Informer:
             except _Gone:
                 need_list = True
                 self.relists += 1
-                log.info("%s: resource version %s is gone; relisting", self.kind, self.version)
+                # (after an outage every kind relists: the outage's own lines say it)
+                level = logging.DEBUG if self._troubled() else logging.INFO
+                log.log(
+                    level, "%s: resource version %s is gone; relisting", self.kind, self.version
+                )
             except ApiUnavailable as err:
                 if self.stop.is_set():
                     return
                 self.reconnects += 1
-                log.warning("%s: %s; retrying in %.1fs", self.kind, err, delay)
+                # An outage is said once by the client's Reachability, not per kind;
+                # a refusal while the server answers (403: RBAC) is said here.
+                level = logging.DEBUG if self._troubled() else logging.WARNING
+                log.log(level, "%s: %s; retrying in %.1fs", self.kind, err, delay)
                 self.stop.wait(delay * (0.5 + random.random()))
                 delay = min(delay * 2, self.backoff[1])
             except Exception:  # a bug or a server answer we do not understand
@@ -151,6 +158,11 @@ class Informer:
                 self.stop.wait(delay)
                 delay = min(delay * 2, self.backoff[1])
                 need_list = True
+
+    def _troubled(self) -> bool:
+        """Whether the client is in (or just out of) an outage, which it says itself."""
+        reachability = getattr(self.client, "reachability", None)
+        return reachability is not None and reachability.troubled()
 
     def _list(self) -> None:
         """List every page, then replace the store by the result, telling the sink
@@ -171,7 +183,11 @@ class Informer:
                 self.resource = self._versions[0]
             if status == 404:
                 if self.served:
-                    log.warning(
+                    # At the start, the owner says in one line which kinds are not
+                    # served (most clusters lack some optional API); a kind that
+                    # disappears later (a CRD removed) is news.
+                    log.log(
+                        logging.WARNING if self.lists else logging.DEBUG,
                         "%s: the API server does not serve %s (a CRD not installed, or an "
                         "API this Kubernetes version does not serve); "
                         "treating it as empty",

@@ -53,6 +53,7 @@ from pumice.cluster.kube_client import (
     rfc3339,
     status_message,
 )
+from pumice.cluster.outbox import EventOutbox
 from pumice.cluster.prebind import Overlay, PreBinder, overlays
 from pumice.cluster.protocol import (
     ADDED,
@@ -200,6 +201,10 @@ class KubeCluster:
         ]
         self._inflight = 0
         self._inflight_lock = threading.Condition()
+        #: Events, kept in order through an outage (see :mod:`pumice.cluster.outbox`).
+        self.outbox = EventOutbox(
+            client, may_write=may_write, counted=lambda status: self._count_write("Event", status)
+        )
 
     # -- life cycle ---------------------------------------------------------------------
 
@@ -208,6 +213,7 @@ class KubeCluster:
             inf.start()
         for w in self._writers:
             w.start()
+        self.outbox.start()
 
     def wait_synced(self, timeout: float | None = None) -> bool:
         """Block until every kind has been listed once (client-go's WaitForCacheSync)."""
@@ -245,6 +251,7 @@ class KubeCluster:
     def close(self, timeout: float = 5.0) -> None:
         """Stop informers and writers; binds still queued are abandoned (forgotten:
         the gate refuses them once ``may_write`` is False or the pool shuts down)."""
+        self.outbox.close(flush=min(2.0, timeout))
         self._stop.set()
         self._binder.shutdown(wait=False, cancel_futures=True)
         for _ in self._writers:
@@ -477,7 +484,10 @@ class KubeCluster:
                     del self._assumed[pod_key]
             self._unshow_writes(pod_key)
             self._reveal("Pod", pod_key)
-            log.info("bind of %s to %s failed: %s", pod_key, node, reason)
+            # A bind refused is news (the pod waits for the next cycle); one given up
+            # because this replica stopped leading or is stopping is not.
+            level = logging.INFO if word in ("not_leader", "stopping") else logging.WARNING
+            log.log(level, "bind of %s to %s failed: %s", pod_key, node, reason)
             if self.on_bind_failed is not None:
                 self.on_bind_failed(pod_key, node, word)
         with self._inflight_lock:
@@ -638,17 +648,9 @@ class KubeCluster:
         return answer is not None
 
     def create_event(self, namespace: str, event: Mapping[str, Any]) -> None:
-        """Queue the creation of a core/v1 Event (the caller deduplicates)."""
-        name = str((event.get("metadata") or {}).get("name") or "")
-
-        def post() -> bool:
-            if not self.may_write():
-                return False
-            status, _ = self.client.request("POST", RESOURCES["Event"].path(namespace), body=event)
-            self._count_write("Event", status)
-            return status in (200, 201)
-
-        self._submit(("Event", f"{namespace}/{name}"), post)
+        """Queue the creation of a core/v1 Event (the caller deduplicates): posted in
+        order, kept through an API server outage (see :class:`EventOutbox`)."""
+        self.outbox.put(namespace, event)
 
     def _count_write(self, kind: str, status: int) -> None:
         label = f"{kind}:{status}"
@@ -684,8 +686,9 @@ class KubeCluster:
                 job()
             except ApiUnavailable as err:
                 # Not retried here: the next cycle derives what is due again and
-                # asks for it (status, conditions); an event is simply lost.
-                log.info("write %s: %s", key, err)
+                # asks for it (status, conditions); Events go through the outbox,
+                # which retries. (The outage itself is said by the client.)
+                log.debug("write %s: %s", key, err)
             except Exception:
                 log.exception("write %s failed", key)
 

@@ -19,6 +19,7 @@ call from many threads at once (one keep-alive pool, sized by ``pool_size``).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 import time
@@ -37,6 +38,97 @@ STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 
 class ApiUnavailable(Exception):
     """No answer from the API server (refused, reset, timed out)."""
+
+
+#: Answers that mean the server is not serving (restarting, overloaded, behind a
+#: proxy that cannot reach it): they count towards an outage as no answer does.
+NOT_SERVING = frozenset({502, 503, 504})
+
+log = logging.getLogger("pumice.client")
+
+
+class Reachability:
+    """Whether the API server answers, said in two lines per outage.
+
+    Every thread that talks to the server (informers, binders, writers, the lease)
+    meets an outage at once, and each retries: logging each failure floods the log
+    with the same news. Instead the first failure after a good answer says the server
+    is unreachable (once, a WARNING), failures meanwhile are only counted, and once it
+    has answered for ``settle`` seconds without a failure (a restarting server answers
+    some paths with 503 for a while) one line says how long it lasted and how many
+    requests failed. A ``503`` (a server still starting: its CRD paths not installed)
+    counts as a failure during an outage but does not start one: it is an answer.
+    :meth:`poll` ends an outage on a quiet client (called by the owner's loop).
+    Thread-safe; ``outages`` counts the outages seen (only grows)."""
+
+    def __init__(self, host: str, *, settle: float = 2.0, clock: Any = time.monotonic) -> None:
+        self.host = host
+        self.settle = settle
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._since: float | None = None
+        self._last_failure = 0.0
+        #: The first good answer after the last failure (None: none yet).
+        self._answered_at: float | None = None
+        self._failures = 0
+        self._ended_at = -1e18
+        self.outages = 0
+
+    @property
+    def down(self) -> bool:
+        return self._since is not None
+
+    def troubled(self, window: float = 60.0) -> bool:
+        """Down, or up again for less than ``window`` seconds (retries that began
+        during the outage still land): what each retrier need not log on its own."""
+        return self._since is not None or self.clock() - self._ended_at < window
+
+    def failed(self, what: str, *, answer: bool = False) -> None:
+        """A request got no answer (``answer``: one that means not serving)."""
+        now = self.clock()
+        with self._lock:
+            first = self._since is None
+            if first and answer:
+                return  # (an answer: not an outage's start)
+            if first:
+                self._since = now
+                self._failures = 0
+                self.outages += 1
+            self._failures += 1
+            self._last_failure = now
+            self._answered_at = None
+        if first:
+            log.warning(
+                "API server %s is not answering (%s); retrying, and saying when it answers",
+                self.host,
+                what,
+            )
+
+    def answered(self) -> None:
+        if self._since is None:  # (the common case, without the lock)
+            return
+        with self._lock:
+            if self._answered_at is None:
+                self._answered_at = self.clock()
+        self.poll()
+
+    def poll(self) -> None:
+        """End the outage when the server has answered for ``settle`` seconds."""
+        if self._since is None:
+            return
+        with self._lock:
+            since, at = self._since, self._answered_at
+            if since is None or at is None or self.clock() - self._last_failure < self.settle:
+                return
+            self._since = None
+            self._ended_at = self.clock()
+            failures = self._failures
+        log.warning(
+            "API server %s answers again after %.1fs; %d requests failed meanwhile",
+            self.host,
+            at - since,
+            failures,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,8 +285,11 @@ class KubeClient:
     def __init__(self, configuration: Any, *, pool_size: int = 32) -> None:
         from kubernetes import client as k8s
 
+        # Room for ``pool_size`` requests at once, plus a watch of every kind for the
+        # scheduler's informers and the controllers' (each holds a connection while it
+        # reads): a pool too small discards connections, and urllib3 warns of each.
         configuration.connection_pool_maxsize = max(
-            pool_size, configuration.connection_pool_maxsize or 0
+            pool_size + 2 * len(RESOURCES), configuration.connection_pool_maxsize or 0
         )
         self.configuration = configuration
         self._api = k8s.ApiClient(configuration)
@@ -205,6 +300,9 @@ class KubeClient:
         self._streams: set[Any] = set()
         self._streams_lock = threading.Lock()
         self._auth: dict[str, str] | None = None
+        #: Outages, said once each (see :class:`Reachability`).
+        self.reachability = Reachability(self.host)
+        self._closed = False
 
     @classmethod
     def from_config(
@@ -276,8 +374,20 @@ class KubeClient:
                 preload_content=True,
             )
         except (urllib3.exceptions.HTTPError, OSError) as err:
+            self._failed(f"{method} {path}: {err}")
             raise ApiUnavailable(f"{method} {path}: {err}") from err
+        self._answered(resp.status, f"{method} {path}")
         return resp.status, _decode(resp.data)
+
+    def _failed(self, what: str, *, answer: bool = False) -> None:
+        if not self._closed:  # (a stop breaks the watches being read: no outage)
+            self.reachability.failed(what, answer=answer)
+
+    def _answered(self, status: int, what: str) -> None:
+        if status in NOT_SERVING:
+            self._failed(f"{what}: HTTP {status}", answer=True)
+        else:
+            self.reachability.answered()
 
     def stream(
         self, path: str, query: Mapping[str, Any], *, timeout: float
@@ -296,7 +406,9 @@ class KubeClient:
                 preload_content=False,
             )
         except (urllib3.exceptions.HTTPError, OSError) as err:
+            self._failed(f"watch {path}: {err}")
             raise ApiUnavailable(f"watch {path}: {err}") from err
+        self._answered(resp.status, f"watch {path}")
         with self._streams_lock:
             self._streams.add(resp)
         try:
@@ -315,6 +427,7 @@ class KubeClient:
             if buf.strip():
                 yield 200, orjson.loads(buf)
         except (urllib3.exceptions.HTTPError, OSError) as err:
+            self._failed(f"watch {path}: {err}")
             raise ApiUnavailable(f"watch {path}: {err}") from err
         finally:
             with self._streams_lock:
@@ -323,6 +436,7 @@ class KubeClient:
 
     def close(self) -> None:
         """Close every connection, the watches being read included."""
+        self._closed = True
         with self._streams_lock:
             streams = list(self._streams)
         for resp in streams:

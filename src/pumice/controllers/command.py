@@ -81,6 +81,11 @@ class ControllerLoop:
                 return 0
             log.info("controllers %s: caches synced (%s)", ", ".join(self.names),
                      ", ".join(store.kinds))  # fmt: skip
+            unserved = getattr(store, "unserved", None)
+            missing = unserved() if unserved is not None else ()
+            if missing:
+                log.info("controllers: not served by this API server, so read as empty "
+                         "(and looked for again later): %s", ", ".join(missing))  # fmt: skip
             if self.health is not None:
                 self.health.set_ready(True)
             while not self.stop.is_set():
@@ -113,6 +118,9 @@ class ControllerLoop:
     def _beat(self) -> None:
         if self.health is not None:
             self.health.heartbeat()
+        reachability = getattr(getattr(self.store, "client", None), "reachability", None)
+        if reachability is not None:
+            reachability.poll()  # (an outage's end, said once, on a quiet cluster too)
 
     def start_thread(self) -> threading.Thread:
         """Run on a daemon thread (``pumice run --controllers``)."""

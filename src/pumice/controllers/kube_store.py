@@ -195,6 +195,11 @@ class KubeStore:
         with self._lock:
             return tuple(sorted(self._informers))
 
+    def unserved(self) -> tuple[str, ...]:
+        """The followed kinds the API server does not serve (read as empty), sorted."""
+        with self._lock:
+            return tuple(sorted(k for k, inf in self._informers.items() if not inf.served))
+
     def start(self) -> None:
         with self._lock:
             self._started = True

@@ -67,6 +67,9 @@ class Decisions:
     pending: dict[str, str] = field(default_factory=dict)
     audit: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: Objects the snapshot left out because pumice cannot read them
+    #: (``Kind namespace/name`` -> what is wrong): ``Snapshot.skipped``.
+    skipped: dict[str, str] = field(default_factory=dict)
     #: Pod key -> what is written before its bind (only pods that attach something).
     prebind: dict[str, PreBind] = field(default_factory=dict)
     #: For a cycle that repeated the last one's decisions (see
@@ -88,6 +91,7 @@ class Decisions:
             pending=dict(self.pending),
             audit=list(self.audit),
             notes=list(self.notes),
+            skipped=dict(self.skipped),
             prebind=dict(self.prebind),
             waiting=self.waiting,  # (read-only)
         )
@@ -121,6 +125,8 @@ class Decisions:
             "audit": self.audit,
         }
         out.update(self._prebind_json())
+        if self.skipped:
+            out["skipped"] = dict(sorted(self.skipped.items()))
         return out
 
     def _prebind_json(self) -> dict[str, Any]:

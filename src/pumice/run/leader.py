@@ -210,7 +210,13 @@ class LeaderElector:
             try:
                 ok = self._attempt(started)
             except ApiUnavailable as err:
-                self._warn(f"API server unavailable: {err}")
+                if getattr(self.client, "reachability", None) is not None and (
+                    self.client.reachability.troubled()
+                ):  # (the outage is said once by the client)
+                    self._warned = True
+                    log.debug("leader election on %s: %s", self._describe(), err)
+                else:
+                    self._warn(f"API server unavailable: {err}")
                 ok = False
             except Exception:  # the thread must outlive any surprise
                 log.exception("leader election attempt on %s failed", self._describe())
@@ -219,7 +225,7 @@ class LeaderElector:
             if not self._warned:  # a clean attempt: the next failure is news again
                 self._last_warning = ""
             self._stop.wait(self.retry_period)
-        self._step_down("stopped", logging.INFO)
+        self._step_down("stopping", logging.INFO, verb="stepped down from")
         if self._release_on_stop:
             try:
                 self._release()
@@ -251,13 +257,13 @@ class LeaderElector:
             log.info("%s: acquired lease %s", self.identity, self._describe())
             self._callback(self._on_started, "on_started")
 
-    def _step_down(self, reason: str, level: int = logging.WARNING) -> None:
+    def _step_down(self, reason: str, level: int = logging.WARNING, verb: str = "lost") -> None:
         with self._gate:
             self._until = _NEVER
         if self._leading:
             self._leading = False
             self._leading_event.clear()
-            log.log(level, "%s: lost lease %s (%s)", self.identity, self._describe(), reason)
+            log.log(level, "%s: %s lease %s (%s)", self.identity, verb, self._describe(), reason)
             self._callback(self._on_stopped, "on_stopped")
 
     def _callback(self, fn: Callable[[], None] | None, label: str) -> None:

@@ -12,14 +12,19 @@ else users read with ``kubectl describe`` and ``kubectl get`` comes from here:
   ``Scheduled`` on bound pods, ``Preempted``/``Evicted`` on victims, ``InvalidSpec`` on
   objects the cache had to skip (all through :class:`EventRecorder`: deduplicated and
   rate-limited);
-- Queue status: resources allocated and podgroup counts by phase, written when changed.
+- Queue status: resources allocated and podgroup counts by phase, written when changed
+  (a resource no longer held is removed, not left at its last value);
+- what a cycle writes nothing for: a Volcano PodGroup left out of it (skipped as
+  invalid, or its queue missing) and without a phase gets ``Pending`` with an
+  ``Unschedulable`` condition saying why; a pod of ours skipped for a bad value gets
+  ``PodScheduled=False``, reason ``InvalidSpec``.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from pumice.api.job import JobInfo
@@ -36,6 +41,8 @@ from pumice.sim.objects import render_resources
 log = logging.getLogger("pumice.report")
 
 UNSCHEDULABLE = "Unschedulable"
+#: The reason of what is said about an object pumice skipped (event, condition).
+INVALID = "InvalidSpec"
 #: Pod conditions written per cycle, at most (the rest follow in the next cycles).
 CONDITIONS_PER_CYCLE = 500
 #: Seconds between two looks at the queues' status.
@@ -96,8 +103,11 @@ class Reporter:
         conditions_per_cycle: int = CONDITIONS_PER_CYCLE,
         queue_period: float = QUEUE_STATUS_PERIOD,
         clock: Any = time.monotonic,
+        scheduler_names: Collection[str] = ("volcano",),
     ) -> None:
         self.cluster = cluster
+        #: Pods with these (or no) schedulerName are ours: a bad one gets a condition.
+        self.ours = frozenset(("", *scheduler_names))
         self.events = events
         self.conditions_per_cycle = conditions_per_cycle
         self.queue_period = queue_period
@@ -122,6 +132,9 @@ class Reporter:
             if pg is not None:
                 why = _timeout_reason(decisions, uid) or UNSCHEDULABLE
                 self.events.record(kind, pg, "Warning", why, reason)
+                if store == "PodGroup" and (job is None or uid in cache.queueless):
+                    # (left out of the cycle: no status is written for it otherwise)
+                    self._pending_phase(key, pg, UNSCHEDULABLE, reason)
             for key in pods:
                 pod = self.cluster.get("Pod", key)
                 if pod is None or (pod.get("spec") or {}).get("nodeName"):
@@ -183,7 +196,38 @@ class Reporter:
         message = f"skipped by pumice: {err.render()}"
         log.warning("%s %s %s", kind, key, message)
         real = self.cluster.get(kind, key) or obj
-        self.events.record(kind, real, "Warning", "InvalidSpec", message)
+        self.events.record(kind, real, "Warning", INVALID, message)
+        if kind == "PodGroup":
+            self._pending_phase(key, real, INVALID, message)
+        elif kind == "Pod" and self._waiting_pod_of_ours(real):
+            self.cluster.set_pod_condition(
+                key,
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": INVALID,
+                    "message": message,
+                    "lastProbeTime": None,
+                    "lastTransitionTime": rfc3339(),
+                },
+            )
+
+    def _waiting_pod_of_ours(self, pod: Mapping[str, Any]) -> bool:
+        spec = pod.get("spec")
+        if not isinstance(spec, Mapping) or spec.get("nodeName"):
+            return False
+        return spec.get("schedulerName") in self.ours or spec.get("schedulerName") is None
+
+    def _pending_phase(self, key: str, pg: Mapping[str, Any], reason: str, message: str) -> None:
+        """A Volcano PodGroup pumice cannot schedule (invalid, or its queue missing) and
+        whose status says nothing gets the phase Volcano's controllers give every
+        PodGroup they create, ``Pending``, with an ``Unschedulable`` condition saying
+        why: ``kubectl get podgroup`` shows a STATUS instead of a blank."""
+        status = pg.get("status")
+        if isinstance(status, Mapping) and status.get("phase"):
+            return
+        condition = {"type": UNSCHEDULABLE, "status": "True", "reason": reason, "message": message}
+        self.cluster.update_podgroup_status(key, "Pending", [condition])
 
     # -- queues -------------------------------------------------------------------------
 
@@ -222,8 +266,14 @@ class Reporter:
             if all(current.get(k) == v for k, v in status.items()):
                 self._queue_status[name] = status
                 continue
+            # A merge patch keeps the keys it does not name: a resource no longer held
+            # (known from the object or from the last write) is removed by a null.
+            last = self._queue_status.get(name) or {}
+            gone = set(current.get("allocated") or {}) | set(last.get("allocated") or {})
+            patch = dict(status)
+            patch["allocated"] = {**dict.fromkeys(gone - set(allocated)), **allocated}
             self._queue_status[name] = status
-            self.cluster.update_queue_status(name, status)
+            self.cluster.update_queue_status(name, patch)
 
 
 __all__ = ["Reporter"]

@@ -137,7 +137,7 @@ class Runner:
             on_bind_failed=self._bind_failed,
         )
         self.events = EventRecorder(self.cluster.create_event, instance=options.identity)
-        self.reporter = Reporter(self.cluster, self.events)
+        self.reporter = Reporter(self.cluster, self.events, scheduler_names=options.scheduler_names)
         #: The default Queue, created (by the leader) when absent, as vc-scheduler does.
         self.default_queue = DefaultQueue(self.cluster, options.default_queue, self.may_write)
         self.cache: SchedulerCache | None = None
@@ -205,6 +205,7 @@ class Runner:
                 len(cluster.list("PodGroup")), len(cluster.list("Queue")),
                 len(cluster.list("HyperNode")),
             )  # fmt: skip
+            self._optional_apis()
             self._hypernodes()
             self._gang_apis()
             self._loop()
@@ -236,6 +237,7 @@ class Runner:
         while not self.stop.is_set():
             if self.health is not None:
                 self.health.heartbeat()
+            self.client.reachability.poll()  # (an outage's end, said once)
             if self._dump.is_set():
                 self._dump.clear()
                 self._write_dump()
@@ -287,16 +289,33 @@ class Runner:
             if got is not None:
                 cache.take_node_metrics(got, METRICS_PROMETHEUS)
 
+    def _optional_apis(self) -> None:
+        """Say in one line which of the kinds pumice reads this API server does not
+        serve (each counts as empty and is looked for again now and then); HyperNodes
+        and the gang APIs of other dialects are said on their own lines."""
+        said = {"HyperNode", *GANG_APIS}
+        missing = [
+            f"{kind} ({inf.resource.path()})"
+            for kind, inf in self.cluster.informers.items()
+            if kind not in said and not inf.served
+        ]
+        if missing:
+            log.info(
+                "not served by this API server, so read as empty (and looked for again later): %s",
+                ", ".join(missing),
+            )
+
     def _hypernodes(self) -> None:
         """Say whether HyperNodes are served (at the start, and when that changes), and
         log the new notes of a HyperNode tree the cache built again."""
         served = self.cluster.served("HyperNode")
         if served != self._hypernodes_served:
             if not served:
-                log.warning(
+                log.log(
+                    logging.INFO if self._hypernodes_served is None else logging.WARNING,
                     "HyperNodes are not installed (the API server does not serve "
                     "topology.volcano.sh/v1alpha1 hypernodes): network-topology "
-                    "constraints are placed as if the cluster had no HyperNodes"
+                    "constraints are placed as if the cluster had no HyperNodes",
                 )
             elif self._hypernodes_served is not None:
                 log.info("HyperNodes are served now (topology.volcano.sh/v1alpha1)")
@@ -382,13 +401,9 @@ class Runner:
             return
         if self.metrics is not None:
             self.metrics.config_reload(False)
-        self.events.record(
-            "Pod",
-            _self_reference(self.options.identity),
-            "Warning",
-            "ConfigRefused",
-            reload.error,
-        )
+        own = own_pod()
+        if own is not None:  # (outside a pod, the log line the watcher wrote says it)
+            self.events.record("Pod", own, "Warning", "ConfigRefused", reload.error)
 
     def _write_dump(self) -> None:
         folder = self.options.dump_dir or "."
@@ -435,14 +450,18 @@ class Runner:
         self.cluster.close()
 
 
-def _self_reference(identity: str) -> dict[str, Any]:
-    """The object events about the scheduler itself are attached to: its own Pod when
-    it runs in one (the Deployment passes POD_NAME and POD_NAMESPACE), else a Pod
-    reference named by the identity in the default namespace."""
+def own_pod() -> dict[str, Any] | None:
+    """The Pod this scheduler runs in, which events about the scheduler itself are
+    attached to (``kubectl describe pod`` shows them): the Deployment passes POD_NAME,
+    POD_NAMESPACE and POD_UID. None outside a pod: an Event must name an object that
+    exists, so there the log says it alone."""
+    name = os.environ.get("POD_NAME")
+    if not name:
+        return None
     return {
         "apiVersion": "v1",
         "metadata": {
-            "name": os.environ.get("POD_NAME") or identity,
+            "name": name,
             "namespace": os.environ.get("POD_NAMESPACE") or "default",
             **({"uid": os.environ["POD_UID"]} if os.environ.get("POD_UID") else {}),
         },

@@ -26,7 +26,8 @@ Threads: the informer's (events into a table of pods, under one lock), one timer
 (the heap) and ``workers`` writer threads. Every write is conditioned on the pod's uid,
 and a 404, 409 or uid refusal means the pod went away or was replaced: it is counted,
 never raised, and the pod is forgotten when the watch shows it deleted. A write that
-got no answer is retried a few times.
+got no answer, or a 5xx or 429, is retried with a doubling backoff until it is answered
+(or the kubelet stops, or the pod goes).
 """
 
 from __future__ import annotations
@@ -65,8 +66,12 @@ DURATION_ANNOTATION = "sandbox.pumice.dev/duration"
 GRACE_CAP = 2.0
 #: Writer threads.
 WORKERS = 4
-#: A write that got no answer is tried again after this long, this many times in all.
+#: A write that got no answer (or a 5xx, 429) is tried again after this long, doubling
+#: up to ``MAX_RETRY_DELAY``, until it is answered: a kubelet never gives up on a pod
+#: bound to its node (after an API server outage, pods must still start).
 RETRY_DELAY = 1.0
+MAX_RETRY_DELAY = 30.0
+#: After this many attempts the retrying is logged (once per write).
 ATTEMPTS = 5
 #: Per-request timeout of the kubelet's writes.
 REQUEST_TIMEOUT = 10.0
@@ -315,6 +320,9 @@ class FakeKubelet:
         except ApiUnavailable as err:
             self._retry(event, str(err))
             return
+        if status == 429 or status >= 500:  # (a server starting, or overloaded)
+            self._retry(event, f"HTTP {status}: {status_message(body)}")
+            return
         self._answered(event, rec, status, body, started_at)
 
     def _write_status(self, rec: _Pod, what: str, started_at: str) -> tuple[int, Any]:
@@ -376,15 +384,21 @@ class FakeKubelet:
             rec = self._pods.get(key)
             if rec is not None and what == _DELETE:
                 rec.deleting = False
-            if self._stop.is_set() or attempt >= ATTEMPTS:
-                self.stats.errors += 1
-                give_up = True
-            else:
-                self.stats.retries += 1
-                self._after(self.retry_delay, RELEASE, (what, key, uid, attempt + 1))
-                give_up = False
-        if give_up and not self._stop.is_set():
-            log.warning("pod %s: %s abandoned after %d attempts: %s", key, what, attempt, why)
+            if self._stop.is_set() or rec is None or rec.uid != uid:
+                return  # (stopping, or the pod went: nothing left to write)
+            self.stats.retries += 1
+            delay = min(self.retry_delay * 2 ** (attempt - 1), MAX_RETRY_DELAY)
+            self._after(delay, RELEASE, (what, key, uid, attempt + 1))
+        if attempt == ATTEMPTS:
+            log.warning(
+                "pod %s: %s not written after %d attempts (%s); still retrying, every %.0fs "
+                "at most",
+                key,
+                what,
+                attempt,
+                why,
+                MAX_RETRY_DELAY,
+            )
 
 
 def running_status(containers: tuple[tuple[str, str], ...], now: str) -> dict[str, Any]:
