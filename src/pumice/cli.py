@@ -63,12 +63,12 @@ def _with_jobs_expanded(objects: list) -> tuple[list, list[str]]:
 
 def _scheduler_from_text(text: str):
     """A scheduler for a configuration given as YAML text (a benchmark's own)."""
-    import yaml
-
     from pumice.conf.config import parse_config
+    from pumice.documents import load_one_yaml
     from pumice.scheduler import Scheduler
 
-    return Scheduler.create(parse_config(yaml.safe_load(text), source="<scenario>"))
+    document = load_one_yaml(text, source="<scenario>")
+    return Scheduler.create(parse_config(document, source="<scenario>"))
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:

@@ -108,8 +108,7 @@ def _utf8(data: bytes, source: str) -> bytes:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise InputError(
-            f"not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line} "
-            f"(offset {exc.start})",
+            f"not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line} (offset {exc.start})",
             file=source,
         ) from None
     return data
@@ -162,8 +161,7 @@ def _check_shape(data: bytes, source: str) -> None:
                 open_counts[-1] += count
                 if aliased > MAX_ALIASED:
                     raise InputError(
-                        f"aliases expand to more than {MAX_ALIASED:,} nodes"
-                        f"{_at(event.start_mark)}",
+                        f"aliases expand to more than {MAX_ALIASED:,} nodes{_at(event.start_mark)}",
                         file=source,
                     )
             elif kind is yaml.DocumentStartEvent:

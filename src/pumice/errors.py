@@ -46,7 +46,7 @@ def shown_text(value: object, limit: int = SHOWN_LIMIT) -> str:
 class _Room:
     """What is left of a message's budget of characters."""
 
-    __slots__ = ("left", "cut")
+    __slots__ = ("cut", "left")
 
     def __init__(self, limit: int) -> None:
         self.left = limit
@@ -76,7 +76,7 @@ def _show(value: object, out: list[str], room: _Room, depth: int) -> bool:
     if isinstance(value, float):
         return room.take(out, repr(value))
     if isinstance(value, str):
-        return room.take(out, repr(value[: room.left + 2]) if len(value) > room.left else repr(value))
+        return room.take(out, repr(value[: room.left + 2]))
     if isinstance(value, bytes):
         return room.take(out, repr(value[: room.left + 2]))
     if isinstance(value, Mapping):

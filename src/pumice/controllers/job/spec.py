@@ -28,7 +28,7 @@ from typing import Any
 
 from pumice.api.parse import as_list, as_mapping
 from pumice.api.topology_spec import HARD, NetworkTopology
-from pumice.errors import InputError
+from pumice.errors import InputError, shown, shown_text
 
 API_VERSION = "batch.volcano.sh/v1alpha1"
 KIND = "Job"
@@ -156,9 +156,9 @@ def _int(value: Any, path: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InputError(f"expected an integer, got {value!r}", field=path)
+        raise InputError(f"expected an integer, got {shown(value)}", field=path)
     if not -(2**31) <= value < 2**31:
-        raise InputError(f"{value} is out of range for a 32-bit integer", field=path)
+        raise InputError(f"{shown(value)} is out of range for a 32-bit integer", field=path)
     return value
 
 
@@ -180,7 +180,9 @@ def parse_duration(value: Any, path: str) -> float:
         total += float(m.group(1)) * _UNIT[m.group(2)]
         pos = m.end()
     if not body or pos != len(body):
-        raise InputError(f"invalid duration {text!r} (expected e.g. 90s, 5m, 1h30m)", field=path)
+        raise InputError(
+            f"invalid duration {shown(text)} (expected e.g. 90s, 5m, 1h30m)", field=path
+        )
     return sign * total
 
 
@@ -314,7 +316,9 @@ def parse_job(
     """The Job ``obj`` as a :class:`JobSpec` with Volcano's defaults (module docstring);
     InputError naming the Job and the field for a field of the wrong shape."""
     meta = as_mapping(obj.get("metadata"), "metadata")
-    where = f"Job {meta.get('namespace') or 'default'}/{meta.get('name', '?')}"
+    where = (
+        f"Job {shown_text(meta.get('namespace') or 'default')}/{shown_text(meta.get('name', '?'))}"
+    )
     try:
         spec = as_mapping(obj.get("spec"), "spec")
         tasks = tuple(_task(t, i) for i, t in enumerate(as_list(spec.get("tasks"), "spec.tasks")))
