@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pumice.api.limits import MAX_NODES
 from pumice.api.quantity import plural, render_resources
-from pumice.errors import InputError
+from pumice.errors import InputError, shown, shown_text
 from pumice.sim.devices_spec import (
     DEVICE_KINDS,
     DeviceBlock,
@@ -256,10 +257,18 @@ def load_cluster_spec(
 def _node_manifest(obj: Mapping[str, Any], file: str) -> dict[str, Any]:
     """Check a Node manifest's quantities; fill a missing allocatable from capacity."""
     meta = obj.get("metadata")
-    if not isinstance(meta, Mapping) or not meta.get("name"):
+    if not isinstance(meta, Mapping):
+        raise InputError(
+            f"expected a map, got {shown(meta)}", file=file, obj="Node", field="metadata"
+        )
+    if not meta.get("name"):
         raise InputError("missing metadata.name", file=file, obj="Node", field="metadata.name")
-    name = str(meta["name"])
-    where = f"Node {name}"
+    name = meta["name"]
+    if not isinstance(name, str):
+        raise InputError(
+            f"expected a string, got {shown(name)}", file=file, obj="Node", field="metadata.name"
+        )
+    where = f"Node {shown_text(name)}"
     status = obj.get("status") or {}
     if not isinstance(status, Mapping):
         raise InputError("expected a map", file=file, obj=where, field="status")
@@ -309,6 +318,10 @@ def _compact_nodes(
         try:
             check_keys(group, _GROUP_KEYS, field=f)
             count = require_int(group.get("count", 1), field=f"{f}.count", minimum=1)
+            if count + sum(p[2] for p in planned) > MAX_NODES:
+                raise InputError(
+                    f"{count:,} nodes: a cluster holds at most {MAX_NODES:,}", field=f"{f}.count"
+                )
             prefix = require_str(group.get("namePrefix", "node"), field=f"{f}.namePrefix")
             if not is_dns_subdomain(prefix):
                 raise InputError(f"invalid node name prefix {prefix!r}", field=f"{f}.namePrefix")

@@ -675,6 +675,10 @@ def run(args: argparse.Namespace) -> int:
                 )
                 run_workloads.append(variant)
                 run_seeds.append(seed)
+    from pumice.sim.engine import check_workload
+
+    for variant in dict.fromkeys(map(id, run_workloads)):  # refused before anything is written
+        check_workload(next(w for w in run_workloads if id(w) == variant), nodes)
     out = prepare_out(args.out)  # refuses a folder that is not a report: exit 2
     if grid:
         targets = tuple(out / n / f"seed-{s}" for n, s in zip(names, run_seeds, strict=True))

@@ -21,11 +21,12 @@ from typing import Any
 
 from pumice.api import gang_apis
 from pumice.api.dra import parse_resource_claim, parse_resource_claim_template
+from pumice.api.limits import MAX_JOB_PODS
 from pumice.api.parse import pod_device_claims
 from pumice.api.quantity import render_resources
 from pumice.api.topology_spec import parse_network_topology
 from pumice.api.volumes import parse_pvc
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 from pumice.sim.documents import iter_objects, read_documents
 from pumice.sim.fields import (
     check_keys,
@@ -55,6 +56,7 @@ from pumice.sim.workload import (
     OUTCOMES,
     WORKLOAD_API,
     Dialect,
+    JobOrigin,
     JobSpec,
     Outcome,
     QueueSpec,
@@ -178,6 +180,18 @@ class _Builder:
     # ---- declarations shared by both forms
 
     def add_job(self, job: JobSpec, origin: _Origin) -> None:
+        job = dataclasses.replace(job, origin=_job_origin(job, origin))
+        where = job.origin
+        pods = sum(t.replicas for t in job.tasks)
+        if pods > MAX_JOB_PODS and where is not None:
+            index = max(range(len(job.tasks)), key=lambda i: job.tasks[i].replicas)
+            raise InputError(
+                f"{pods:,} pods in all, more than the {MAX_JOB_PODS:,} pumice simulates "
+                "for one job",
+                file=where.file,
+                obj=where.obj,
+                field=where.replicas_field.format(task=index),
+            )
         key = (job.namespace, job.uid)
         if key in self.jobs:
             first = self.job_origin[key]
@@ -714,6 +728,23 @@ def load_workload(
 # --------------------------------------------------------------------------- form details
 
 
+def _job_origin(job: JobSpec, origin: _Origin) -> JobOrigin:
+    """Where ``job`` was written, with the fields of its queue, requests and replicas
+    in the form the user wrote it in."""
+    prefix = origin.field_prefix
+    if prefix:  # the compact form: the shorthand (one task of the default name) or tasks
+        shorthand = len(job.tasks) == 1 and job.tasks[0].name == DEFAULT_TASK
+        task = prefix if shorthand else f"{prefix}tasks[{{task}}]."
+        requests, replicas = f"{task}requests", f"{task}replicas"
+    elif origin.obj.startswith("Job "):  # a Volcano Job
+        requests = "spec.tasks[{task}].template.spec.containers[*].resources.requests"
+        replicas = "spec.tasks[{task}].replicas"
+    else:  # pods (of a PodGroup, a Workload, or of their own)
+        requests = "spec.containers[*].resources.requests"
+        replicas = "metadata.name"
+    return JobOrigin(origin.file, origin.obj, prefix + origin.queue_field, requests, replicas)
+
+
 def _declared(
     kind: str,
     obj: Mapping[str, Any],
@@ -755,6 +786,10 @@ def _declared(
 
 def _metadata(obj: Mapping[str, Any], file: str, kind: str) -> Mapping[str, Any]:
     meta = obj.get("metadata")
+    if meta is not None and not isinstance(meta, Mapping):
+        raise InputError(
+            f"expected a map, got {shown(meta)}", file=file, obj=kind, field="metadata"
+        )
     if not isinstance(meta, Mapping) or not meta.get("name"):
         raise InputError("missing metadata.name", file=file, obj=kind, field="metadata.name")
     return meta
