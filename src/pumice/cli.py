@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pumice import __version__
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 
 if TYPE_CHECKING:
     from pumice.conf.config import SchedulerConfig
@@ -89,7 +89,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         scenarios = resolve(args.scenario or DEFAULT)
     except KeyError as err:
         names = ", ".join(name for name, _ in known())
-        raise InputError(f"unknown scenario {err.args[0]!r} (known: {names})") from None
+        raise InputError(f"unknown scenario {shown(err.args[0])} (known: {names})") from None
     scheduler = Scheduler.from_file(args.config, args.plugins_dir)
     show_warnings(scheduler.config)
     run = run_one if args.in_process else run_isolated

@@ -408,7 +408,7 @@ class _Parser:
                 note = flag.meaning
             elif flag is None:
                 raise InputError(
-                    f"unknown enable flag {shown(key)} of plugin {plugin!r}"
+                    f"unknown enable flag {shown(key)} of plugin {shown(plugin)}"
                     + catalog.did_you_mean(
                         str(key),
                         [*catalog.FLAGS, *catalog.PLUGIN_ENTRY_KEYS, *catalog.MISSPELT_FLAGS],

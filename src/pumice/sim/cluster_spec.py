@@ -324,7 +324,9 @@ def _compact_nodes(
                 )
             prefix = require_str(group.get("namePrefix", "node"), field=f"{f}.namePrefix")
             if not is_dns_subdomain(prefix):
-                raise InputError(f"invalid node name prefix {prefix!r}", field=f"{f}.namePrefix")
+                raise InputError(
+                    f"invalid node name prefix {shown(prefix)}", field=f"{f}.namePrefix"
+                )
         except InputError as exc:
             raise exc.located(file=file, obj="cluster") from None
         start = next_index.get(prefix, 0)
@@ -367,9 +369,9 @@ def _labels(value: object, field: str) -> dict[str, str]:
     out = {}
     for k, v in value.items():
         if not isinstance(k, str) or not k:
-            raise InputError(f"invalid label key {k!r}", field=field)
+            raise InputError(f"invalid label key {shown(k)}", field=field)
         if isinstance(v, bool) or not isinstance(v, str | int | float):
-            raise InputError(f"invalid label value {v!r}", field=f"{field}.{k}")
+            raise InputError(f"invalid label value {shown(v)}", field=f"{field}.{k}")
         out[k] = str(v)
     return out
 
@@ -389,7 +391,8 @@ def _taints(value: object, field: str) -> list[dict[str, str]]:
         effect = t.get("effect")
         if effect not in TAINT_EFFECTS:
             raise InputError(
-                f"expected one of {', '.join(TAINT_EFFECTS)}, got {effect!r}", field=f"{f}.effect"
+                f"expected one of {', '.join(TAINT_EFFECTS)}, got {shown(effect)}",
+                field=f"{f}.effect",
             )
         taint = {"key": key, "effect": str(effect)}
         if t.get("value") is not None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 from pumice.sim.workload import Workload
 
 if TYPE_CHECKING:
@@ -502,7 +502,7 @@ def _modes(args: argparse.Namespace) -> list[str]:
     for m in modes:
         if m not in MODES:
             raise InputError(
-                f"expected one of {', '.join(MODES)}, got {m!r}", field="--network-topology"
+                f"expected one of {', '.join(MODES)}, got {shown(m)}", field="--network-topology"
             )
     if len(set(modes)) != len(modes):
         raise InputError("a mode is given twice", field="--network-topology")

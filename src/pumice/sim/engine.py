@@ -93,7 +93,7 @@ from pumice.controllers.ephemeral import EphemeralClaimController
 from pumice.controllers.job import JobController
 from pumice.controllers.manager import Manager
 from pumice.controllers.resourceclaims import ResourceClaimController
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 from pumice.plugins.gang_timeout import CARRY_KEY, GangTimeouts
 from pumice.scheduler import Scheduler
 from pumice.sim.apiserver import SimStore, sim_keygen
@@ -197,7 +197,7 @@ def check_workload(workload: Workload, nodes: Sequence[Mapping[str, Any]]) -> No
         obj = where.obj if where is not None else f"job {job.uid}"
         if job.queue not in queues:
             raise InputError(
-                f"queue {job.queue!r} does not exist (queues: {', '.join(sorted(queues))})",
+                f"queue {shown(job.queue)} does not exist (queues: {', '.join(sorted(queues))})",
                 file=file,
                 obj=obj,
                 field=where.queue_field if where is not None else "queue",

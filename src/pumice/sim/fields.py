@@ -91,7 +91,7 @@ def parse_resources(value: object, *, field: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for name, quantity in value.items():
         if not isinstance(name, str) or not name:
-            raise InputError(f"invalid resource name {name!r}", field=field)
+            raise InputError(f"invalid resource name {shown(name)}", field=field)
         out[name] = to_canonical(name, quantity, field=f"{field}.{name}")
     return out
 

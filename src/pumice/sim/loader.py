@@ -425,7 +425,7 @@ class _Builder:
             )
             if not isinstance(task, str) or not is_dns_label(task):
                 raise InputError(
-                    f"invalid task name {task!r}",
+                    f"invalid task name {shown(task)}",
                     field=f"metadata.annotations[{ANNOTATION_TASK_SPEC}]",
                 )
             pc = _optional_str(spec.get("priorityClassName"), field="spec.priorityClassName")
@@ -540,7 +540,7 @@ class _Builder:
                 if ref[2] not in record.groups:
                     pod = pods[0]
                     raise InputError(
-                        f"Workload {namespace}/{name} has no pod group {ref[2]!r} (it has "
+                        f"Workload {namespace}/{name} has no pod group {shown(ref[2])} (it has "
                         f"{', '.join(sorted(record.groups))})",
                         file=pod.file,
                         obj=f"Pod {namespace}/{pod.name}",
@@ -654,6 +654,13 @@ class _Builder:
                 raise self.queue_origin[name].error(
                     f"parent queue {queue.parent!r} is not declared by any file", "parent"
                 )
+        if not self.jobs:
+            first = f" (first: {self.warnings[0]})" if self.warnings else ""
+            raise InputError(
+                f"holds no jobs: {self.skipped} object(s) skipped{first}"
+                if self.skipped
+                else "holds no jobs: no PodGroup, pod, Volcano Job or compact jobs: list"
+            )
         pcs = dict(known_priority_classes)
         pcs.update(self.priority_classes)
         return Workload(
@@ -722,7 +729,10 @@ def load_workload(
                 builder.add(obj, file)
             except InputError as exc:
                 raise exc.located(file=file) from None
-    return builder.finish(known_queues, known_priority_classes or {})
+    try:
+        return builder.finish(known_queues, known_priority_classes or {})
+    except InputError as exc:  # (what is not about one object is about the files)
+        raise exc.located(file=", ".join(map(str, paths))) from None
 
 
 # --------------------------------------------------------------------------- form details
@@ -797,7 +807,7 @@ def _metadata(obj: Mapping[str, Any], file: str, kind: str) -> Mapping[str, Any]
 
 def _bool(value: object, *, field: str) -> bool:
     if not isinstance(value, bool):
-        raise InputError(f"expected true or false, got {value!r}", field=field)
+        raise InputError(f"expected true or false, got {shown(value)}", field=field)
     return value
 
 
@@ -815,7 +825,7 @@ def _optional_resources(d: Mapping[str, Any], key: str, field: str) -> dict[str,
 
 def _outcome(value: object, *, field: str) -> Outcome:
     if value not in OUTCOMES:
-        raise InputError(f"expected one of {', '.join(OUTCOMES)}, got {value!r}", field=field)
+        raise InputError(f"expected one of {', '.join(OUTCOMES)}, got {shown(value)}", field=field)
     return value  # type: ignore[return-value]
 
 
@@ -823,13 +833,13 @@ def _end_fraction(value: object, outcome: str, *, field: str) -> float:
     if value is None:
         return 1.0
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise InputError(f"expected a number in (0, 1], got {value!r}", field=field)
+        raise InputError(f"expected a number in (0, 1], got {shown(value)}", field=field)
     try:
         fraction = float(value)
     except ValueError:
-        raise InputError(f"expected a number in (0, 1], got {value!r}", field=field) from None
+        raise InputError(f"expected a number in (0, 1], got {shown(value)}", field=field) from None
     if not 0 < fraction <= 1:
-        raise InputError(f"expected a number in (0, 1], got {value!r}", field=field)
+        raise InputError(f"expected a number in (0, 1], got {shown(value)}", field=field)
     if outcome == "succeed" and fraction != 1:
         raise InputError("only a job that fails or is cancelled ends early", field=field)
     return fraction
@@ -841,7 +851,7 @@ def _compact_queue(q: object, f: str) -> QueueSpec:
     check_keys(q, _QUEUE_KEYS, field=f)
     name = require_str(q.get("name"), field=f"{f}.name")
     if not is_dns_label(name):
-        raise InputError(f"invalid queue name {name!r}", field=f"{f}.name")
+        raise InputError(f"invalid queue name {shown(name)}", field=f"{f}.name")
     return QueueSpec(
         name=name,
         weight=require_int(q.get("weight", 1), field=f"{f}.weight", minimum=1),
@@ -859,7 +869,7 @@ def _compact_task(t: object, f: str) -> TaskSpec:
     check_keys(t, _TASK_KEYS, field=f)
     name = t.get("name", DEFAULT_TASK)
     if not isinstance(name, str) or not is_dns_label(name):
-        raise InputError(f"invalid task name {name!r}", field=f"{f}.name")
+        raise InputError(f"invalid task name {shown(name)}", field=f"{f}.name")
     if "replicas" not in t:
         raise InputError("missing replicas", field=f"{f}.replicas")
     replicas = require_int(t["replicas"], field=f"{f}.replicas", minimum=1)
@@ -885,10 +895,10 @@ def _compact_job(j: object, f: str, namespace: str) -> JobSpec:
     check_keys(j, _JOB_KEYS, field=f)
     name = require_str(j.get("name"), field=f"{f}.name")
     if not is_dns_subdomain(name):
-        raise InputError(f"invalid job name {name!r}", field=f"{f}.name")
+        raise InputError(f"invalid job name {shown(name)}", field=f"{f}.name")
     ns = j.get("namespace", namespace)
     if not isinstance(ns, str) or not is_dns_label(ns):
-        raise InputError(f"invalid namespace {ns!r}", field=f"{f}.namespace")
+        raise InputError(f"invalid namespace {shown(ns)}", field=f"{f}.namespace")
     queue = require_str(j.get("queue", DEFAULT_QUEUE), field=f"{f}.queue")
     if "tasks" in j:
         if "replicas" in j or "requests" in j:
@@ -903,7 +913,7 @@ def _compact_job(j: object, f: str, namespace: str) -> JobSpec:
         names = [t.name for t in tasks]
         for k, n in enumerate(names):
             if n in names[:k]:
-                raise InputError(f"duplicate task name {n!r}", field=f"{f}.tasks[{k}].name")
+                raise InputError(f"duplicate task name {shown(n)}", field=f"{f}.tasks[{k}].name")
     else:
         if "replicas" not in j:
             raise InputError("missing replicas (or tasks)", field=f"{f}.replicas")
@@ -956,7 +966,7 @@ def _compact_dialect(
     dialect = j.get("dialect", "volcano")
     if dialect not in DIALECTS:
         raise InputError(
-            f"expected one of {', '.join(DIALECTS)}, got {dialect!r}", field=f"{f}.dialect"
+            f"expected one of {', '.join(DIALECTS)}, got {shown(dialect)}", field=f"{f}.dialect"
         )
     if dialect != "volcano":
         if j.get("networkTopology") is not None:
@@ -976,10 +986,10 @@ def _compact_dialect(
         return dialect, "", ""  # type: ignore[return-value]
     pod_group = j.get("podGroup", DEFAULT_POD_GROUP)
     if not isinstance(pod_group, str) or not is_dns_label(pod_group):
-        raise InputError(f"invalid pod group name {pod_group!r}", field=f"{f}.podGroup")
+        raise InputError(f"invalid pod group name {shown(pod_group)}", field=f"{f}.podGroup")
     replica_key = j.get("replicaKey", "")
     if not isinstance(replica_key, str) or (replica_key and not is_dns_label(replica_key)):
-        raise InputError(f"invalid replica key {replica_key!r}", field=f"{f}.replicaKey")
+        raise InputError(f"invalid replica key {shown(replica_key)}", field=f"{f}.replicaKey")
     return "workload", pod_group, replica_key
 
 
@@ -1083,7 +1093,7 @@ def _claim_volumes(spec: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
             continue
         name = require_str(v.get("name"), field=f"{f}.name")
         if not is_dns_label(name):
-            raise InputError(f"invalid volume name {name!r}", field=f"{f}.name")
+            raise InputError(f"invalid volume name {shown(name)}", field=f"{f}.name")
         out.append(copy.deepcopy(dict(v)))
     return tuple(out)
 
@@ -1098,7 +1108,7 @@ def _resource_claims(spec: Mapping[str, Any], namespace: str) -> tuple[Mapping[s
     for i, name in enumerate(names):
         if not is_dns_label(name):
             raise InputError(
-                f"invalid claim entry name {name!r}", field=f"spec.resourceClaims[{i}].name"
+                f"invalid claim entry name {shown(name)}", field=f"spec.resourceClaims[{i}].name"
             )
         if name in names[:i]:
             raise InputError(f"entry {name} is given twice", field=f"spec.resourceClaims[{i}].name")
@@ -1121,19 +1131,19 @@ def _tasks_from_pods(pods: Sequence[_Pod]) -> tuple[TaskSpec, ...]:
         elif volumes[pod.task] != pod.volumes:
             raise InputError(
                 f"pod {pod.namespace}/{pod.name} attaches other claims than the other pods "
-                f"of task {pod.task!r}; give each its own {ANNOTATION_TASK_SPEC}",
+                f"of task {shown(pod.task)}; give each its own {ANNOTATION_TASK_SPEC}",
                 field="spec.volumes",
             )
         elif devices[pod.task] != pod.resource_claims:
             raise InputError(
                 f"pod {pod.namespace}/{pod.name} needs other ResourceClaims than the other "
-                f"pods of task {pod.task!r}; give each its own {ANNOTATION_TASK_SPEC}",
+                f"pods of task {shown(pod.task)}; give each its own {ANNOTATION_TASK_SPEC}",
                 field="spec.resourceClaims",
             )
         elif shapes[pod.task] != pod.requests:
             raise InputError(
                 f"pod {pod.namespace}/{pod.name} requests {render_resources(pod.requests)} "
-                f"but other pods of task {pod.task!r} request "
+                f"but other pods of task {shown(pod.task)} request "
                 f"{render_resources(shapes[pod.task])}; give each shape its own "
                 f"{ANNOTATION_TASK_SPEC}",
                 field="spec.containers",
