@@ -30,7 +30,7 @@ def go_duration(text: str) -> float | None:
     """Go's ``time.ParseDuration`` in seconds; None when it would fail."""
     s = text.strip()
     sign = 1.0
-    if s[:1] in "+-":
+    if s[:1] and s[0] in "+-":
         sign = -1.0 if s[0] == "-" else 1.0
         s = s[1:]
     if s == "0":

@@ -169,7 +169,7 @@ def _field(answer: Any, key: str, kind: type | tuple[type, ...], default: Any, v
     if value is None:
         return default
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ExtenderError(f"{verb}: {key!r} is not of the expected type: {value!r}")
+        raise ExtenderError(f"{verb}: {shown(key)} is not of the expected type: {shown(value)}")
     return value
 
 

@@ -270,10 +270,12 @@ class _Builder:
             raise exc.located(file=file, obj="Workload") from None
         api = doc.get("apiVersion")
         if api is not None and api != WORKLOAD_API:
-            raise origin.error(f"expected apiVersion {WORKLOAD_API}, got {api!r}", "apiVersion")
+            raise origin.error(
+                f"expected apiVersion {WORKLOAD_API}, got {shown(api)}", "apiVersion"
+            )
         namespace = doc.get("namespace", DEFAULT_NAMESPACE)
         if not isinstance(namespace, str) or not is_dns_label(namespace):
-            raise origin.error(f"invalid namespace {namespace!r}", "namespace")
+            raise origin.error(f"invalid namespace {shown(namespace)}", "namespace")
         pcs = doc.get("priorityClasses") or {}
         if isinstance(pcs, Mapping):
             for name, value in pcs.items():
@@ -592,7 +594,7 @@ class _Builder:
                 known = counts.setdefault(job.pod_group, job.min_available)
                 if known != job.min_available:
                     raise self.job_origin[key].error(
-                        f"pod group {job.pod_group!r} of Workload {namespace}/{name} has "
+                        f"pod group {shown(job.pod_group)} of Workload {namespace}/{name} has "
                         f"minAvailable {known} in another job",
                         "minAvailable",
                     )
@@ -636,7 +638,7 @@ class _Builder:
             origin = self.job_origin[key]
             if job.queue not in queue_names:
                 raise origin.error(
-                    f"queue {job.queue!r} is not declared by any file "
+                    f"queue {shown(job.queue)} is not declared by any file "
                     "(add it under queues: or as a Queue object)",
                     origin.queue_field,
                 )
@@ -646,13 +648,13 @@ class _Builder:
                 and job.priority_class not in known_priority_classes
             ):
                 raise origin.error(
-                    f"priority class {job.priority_class!r} is not declared by any file",
+                    f"priority class {shown(job.priority_class)} is not declared by any file",
                     origin.pc_field,
                 )
         for name, queue in self.queues.items():
             if queue.parent is not None and queue.parent not in queue_names:
                 raise self.queue_origin[name].error(
-                    f"parent queue {queue.parent!r} is not declared by any file", "parent"
+                    f"parent queue {shown(queue.parent)} is not declared by any file", "parent"
                 )
         if not self.jobs:
             first = f" (first: {self.warnings[0]})" if self.warnings else ""
