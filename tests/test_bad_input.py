@@ -279,7 +279,7 @@ def test_sizes_beyond_any_real_workload(tmp_path, capsys, jobs, field, says) -> 
 def test_a_compact_cluster_count_beyond_any_real_cluster(tmp_path, capsys) -> None:
     cluster = write(tmp_path, "c.yaml", CLUSTER.replace("count: 2", "count: 1000000000000"))
     refused(capsys, simulate(tmp_path, "--jobs", "2", "--cluster", cluster),
-            cluster, "field nodes[0].count", "at most 100,000")  # fmt: skip
+            cluster, "field nodes[0].count", "more than the 100,000")  # fmt: skip
     assert not (tmp_path / "report").exists()
 
 

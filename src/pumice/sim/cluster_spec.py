@@ -318,9 +318,11 @@ def _compact_nodes(
         try:
             check_keys(group, _GROUP_KEYS, field=f)
             count = require_int(group.get("count", 1), field=f"{f}.count", minimum=1)
-            if count + sum(p[2] for p in planned) > MAX_NODES:
+            total = count + sum(p[2] for p in planned)
+            if total > MAX_NODES:
                 raise InputError(
-                    f"{count:,} nodes: a cluster holds at most {MAX_NODES:,}", field=f"{f}.count"
+                    f"{total:,} nodes in all, more than the {MAX_NODES:,} a cluster may have",
+                    field=f"{f}.count",
                 )
             prefix = require_str(group.get("namePrefix", "node"), field=f"{f}.namePrefix")
             if not is_dns_subdomain(prefix):
