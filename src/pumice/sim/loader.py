@@ -26,7 +26,7 @@ from pumice.api.parse import pod_device_claims
 from pumice.api.quantity import render_resources
 from pumice.api.topology_spec import parse_network_topology
 from pumice.api.volumes import parse_pvc
-from pumice.errors import InputError, shown
+from pumice.errors import InputError, shown, shown_text
 from pumice.sim.documents import iter_objects, read_documents
 from pumice.sim.fields import (
     check_keys,
@@ -232,6 +232,9 @@ class _Builder:
 
     def add(self, obj: Mapping[str, Any], file: str) -> None:
         kind = obj.get("kind")
+        if kind is not None and not isinstance(kind, str):
+            raise InputError(f"expected a string, got {shown(kind)}", file=file, field="kind")
+        api = obj.get("apiVersion")
         if kind == "Workload" and gang_apis.is_kubernetes_workload(obj):
             self.workloads.append((file, obj))
         elif kind == "Workload" or (kind is None and ("jobs" in obj or "queues" in obj)):
@@ -240,7 +243,7 @@ class _Builder:
             self.podgroups.append((file, obj))
         elif kind == "Pod":
             self.add_pod(obj, file)
-        elif kind == "Job" and str(obj.get("apiVersion", "")).startswith("batch.volcano.sh/"):
+        elif kind == "Job" and isinstance(api, str) and api.startswith("batch.volcano.sh/"):
             self.add_volcano_job(obj, file)
         elif kind == "Queue":
             self.add_queue_object(obj, file)
@@ -257,7 +260,7 @@ class _Builder:
         else:
             meta = obj.get("metadata")
             name = meta.get("name") if isinstance(meta, Mapping) else None
-            what = " ".join(str(x) for x in (kind or "an object without kind", name) if x)
+            what = " ".join(shown_text(x) for x in (kind or "an object without kind", name) if x)
             self.warn(f"{file}: skipped {what}: not part of a workload")
 
     # ---- compact form

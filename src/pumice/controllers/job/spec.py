@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pumice.api.parse import as_list, as_mapping
+from pumice.api.parse import as_list, as_mapping, parse_pod
 from pumice.api.topology_spec import HARD, NetworkTopology
 from pumice.errors import InputError, shown, shown_text
 
@@ -284,6 +284,18 @@ def _task_minimum(replicas: int, given: int | None, partition: PartitionPolicy |
     return replicas
 
 
+def _check_template(template: Mapping[str, Any], path: str) -> None:
+    """Refuse a pod template no pod could be made from, as the API server would, with
+    the field under ``path``: the pods are built from it later, with no Job to name."""
+    meta = as_mapping(template.get("metadata"), f"{path}.metadata")
+    as_mapping(template.get("spec"), f"{path}.spec")
+    try:
+        parse_pod({"metadata": {**meta, "name": "template"}, "spec": template.get("spec")})
+    except InputError as err:
+        field = f"{path}.{err.field}" if err.field else path
+        raise InputError(err.message, field=field) from None
+
+
 def _task(item: Any, index: int) -> TaskSpec:
     p = f"spec.tasks[{index}]"
     m = as_mapping(item, p)
@@ -291,8 +303,7 @@ def _task(item: Any, index: int) -> TaskSpec:
     given = _int(m.get("minAvailable"), f"{p}.minAvailable")
     partition = _partition(m.get("partitionPolicy"), f"{p}.partitionPolicy")
     template = as_mapping(m.get("template"), f"{p}.template")
-    as_mapping(template.get("spec"), f"{p}.template.spec")
-    as_mapping(template.get("metadata"), f"{p}.template.metadata")
+    _check_template(template, f"{p}.template")
     max_retry = _int(m.get("maxRetry"), f"{p}.maxRetry") or DEFAULT_TASK_MAX_RETRY
     return TaskSpec(
         name=_str(m.get("name"), f"{p}.name") or f"default{index}",
