@@ -96,7 +96,14 @@ def parse_resources(value: object, *, field: str) -> dict[str, float]:
     return out
 
 
-def require_int(value: object, *, field: str, minimum: int) -> int:
+#: The largest count a file may write where nothing smaller bounds it: Kubernetes'
+#: counts (replicas, minAvailable, weights) are 32-bit.
+INT32_MAX = 2**31 - 1
+
+
+def require_int(value: object, *, field: str, minimum: int, maximum: int = INT32_MAX) -> int:
+    """``value`` as a whole number from ``minimum`` to ``maximum``, or an InputError
+    naming ``field``."""
     if isinstance(value, bool) or not isinstance(value, int):
         if isinstance(value, float) and value.is_integer():
             value = int(value)
@@ -104,6 +111,8 @@ def require_int(value: object, *, field: str, minimum: int) -> int:
             raise InputError(f"expected an integer, got {shown(value)}", field=field)
     if value < minimum:
         raise InputError(f"must be >= {minimum}, got {shown(value)}", field=field)
+    if value > maximum:
+        raise InputError(f"must be at most {maximum:,}, got {shown(value)}", field=field)
     return value
 
 

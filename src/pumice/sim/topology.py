@@ -35,6 +35,7 @@ from pumice.api.hypernode import (
     build_topology,
     parse_hypernode,
 )
+from pumice.api.limits import MAX_NODES
 from pumice.api.topology_spec import HARD, SOFT, NetworkTopology
 from pumice.errors import InputError, shown
 from pumice.sim.fields import check_keys, require_int
@@ -45,6 +46,8 @@ HYPERNODE_API = "topology.volcano.sh/v1alpha1"
 #: The names of the tiers the generated tree uses; higher tiers are ``tier<N>``.
 TIER_NAMES = {1: "leaf", 2: "spine", 3: "core"}
 SHAPE_KEYS = ("nodesPerLeaf", "leavesPerSpine", "tiers")
+#: Most tiers of a generated tree (real networks have two or three).
+MAX_TIERS = 16
 #: The what-if modes of :func:`with_network_topology`.
 MODES = (HARD, SOFT, "none")
 
@@ -72,13 +75,17 @@ class TreeShape:
                 value.get("nodesPerLeaf", d.nodes_per_leaf),
                 field=f"{field}.nodesPerLeaf",
                 minimum=1,
+                maximum=MAX_NODES,
             ),
             leaves_per_spine=require_int(
                 value.get("leavesPerSpine", d.leaves_per_spine),
                 field=f"{field}.leavesPerSpine",
                 minimum=1,
+                maximum=MAX_NODES,
             ),
-            tiers=require_int(value.get("tiers", d.tiers), field=f"{field}.tiers", minimum=1),
+            tiers=require_int(
+                value.get("tiers", d.tiers), field=f"{field}.tiers", minimum=1, maximum=MAX_TIERS
+            ),
         )
 
     @classmethod
