@@ -344,3 +344,20 @@ def test_the_scheduler_config_is_read_by_the_same_reader(tmp_path, capsys) -> No
     conf = write(tmp_path, "conf.yaml", CONFIG + "  - name: priority\n" + BOMB)
     refused(capsys, ["cycle", "--config", conf, snapshot(tmp_path)], conf, "aliases expand")
     refused(capsys, simulate(tmp_path, "--jobs", "2", "--config", conf), conf, "aliases")
+
+
+def test_json_nested_deep_inside_an_annotation(tmp_path, capsys) -> None:
+    """An annotation a plugin reads as JSON is refused by the plugin like any malformed
+    one (the queue's limits are left out, with the reason), not with a RecursionError
+    in the middle of a cycle."""
+    from pumice.plugins.nodegroup import LIMITS_ANNOTATION
+
+    q = queue()
+    q["metadata"]["annotations"] = {LIMITS_ANNOTATION: "[" * 100_000}
+    docs = [q, node("n1"), podgroup("pg"), pod("p", group="pg")]
+    snap = write(tmp_path, "s.yaml", yaml.safe_dump_all(docs))
+    conf = write(tmp_path, "c.yaml", CONFIG + "  - name: nodegroup\n")
+    assert main(["cycle", "--config", conf, snap]) == 0
+    captured = capsys.readouterr()
+    assert "annotation invalid (queue default: nested 100000 deep, more than 200)" in captured.out
+    assert captured.err == ""

@@ -31,7 +31,6 @@ enabled.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +40,7 @@ import numpy as np
 from pumice.api.quantity import CPU, MEMORY
 from pumice.api.task import TaskInfo
 from pumice.conf.arguments import Arguments
+from pumice.documents import load_json
 from pumice.errors import InputError, shown
 from pumice.framework.scoring import SeparableScore
 from pumice.framework.session import Session
@@ -265,7 +265,7 @@ class StrategyScore(SeparableScore):
         """A pod's weight annotation, parsed once per distinct text."""
         if raw not in self._pod_weights:
             try:
-                got = json.loads(raw) if raw else None
+                got = load_json(raw.encode(), source="") if raw else None
             except ValueError:
                 got = None
             self._pod_weights[raw] = got if isinstance(got, dict) else None
