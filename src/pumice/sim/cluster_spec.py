@@ -317,7 +317,9 @@ def _compact_nodes(
             raise InputError("expected a map", file=file, obj="cluster", field=f)
         try:
             check_keys(group, _GROUP_KEYS, field=f)
-            count = require_int(group.get("count", 1), field=f"{f}.count", minimum=1)
+            count = require_int(
+                group.get("count", 1), field=f"{f}.count", minimum=1, maximum=MAX_NODES
+            )
             total = count + sum(p[2] for p in planned)
             if total > MAX_NODES:
                 raise InputError(

@@ -877,7 +877,7 @@ def _compact_task(t: object, f: str) -> TaskSpec:
         raise InputError(f"invalid task name {shown(name)}", field=f"{f}.name")
     if "replicas" not in t:
         raise InputError("missing replicas", field=f"{f}.replicas")
-    replicas = require_int(t["replicas"], field=f"{f}.replicas", minimum=1)
+    replicas = require_int(t["replicas"], field=f"{f}.replicas", minimum=1, maximum=MAX_JOB_PODS)
     min_available = None
     if t.get("minAvailable") is not None:
         min_available = require_int(t["minAvailable"], field=f"{f}.minAvailable", minimum=1)
@@ -922,7 +922,9 @@ def _compact_job(j: object, f: str, namespace: str) -> JobSpec:
     else:
         if "replicas" not in j:
             raise InputError("missing replicas (or tasks)", field=f"{f}.replicas")
-        replicas = require_int(j["replicas"], field=f"{f}.replicas", minimum=1)
+        replicas = require_int(
+            j["replicas"], field=f"{f}.replicas", minimum=1, maximum=MAX_JOB_PODS
+        )
         tasks = (
             TaskSpec(
                 name=DEFAULT_TASK,
