@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import orjson
 import yaml
+from yaml._yaml import CParser
 
 from pumice.errors import InputError, one_line
 
@@ -126,8 +127,9 @@ def _check_shape(data: bytes, source: str) -> None:
     open_anchors: list[str | None] = [None]
     sizes: dict[str, int] = {}
     aliased = 0
+    next_event = CParser(data).get_event  # (the C parser's own loop: no composing)
     try:
-        for event in yaml.parse(data, Loader=yaml.CSafeLoader):
+        while (event := next_event()) is not None:
             kind = type(event)
             if kind is yaml.ScalarEvent:
                 open_counts[-1] += 1
