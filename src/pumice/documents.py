@@ -33,7 +33,6 @@ from typing import Any
 import numpy as np
 import orjson
 import yaml
-from yaml._yaml import CParser
 
 from pumice.errors import InputError, one_line
 
@@ -127,7 +126,8 @@ def _check_shape(data: bytes, source: str) -> None:
     open_anchors: list[str | None] = [None]
     sizes: dict[str, int] = {}
     aliased = 0
-    next_event = CParser(data).get_event  # (the C parser's own loop: no composing)
+    loader = yaml.CSafeLoader(data)  # (its C parser alone: events, nothing composed)
+    next_event = loader.get_event
     try:
         while (event := next_event()) is not None:
             kind = type(event)
@@ -171,6 +171,8 @@ def _check_shape(data: bytes, source: str) -> None:
                 aliased = 0
     except yaml.YAMLError:
         return  # the loader says what is wrong, and where
+    finally:
+        loader.dispose()
 
 
 def _anchor_text(anchor: str) -> str:
