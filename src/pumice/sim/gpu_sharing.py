@@ -64,7 +64,8 @@ def with_whole_cards(workload: Workload, card: float) -> Workload:
             raise InputError(
                 f"asks a share of a GPU card in a Volcano Job manifest, whose pods "
                 f"{FIELD} whole cannot change (write it as a compact job or PodGroup)",
-                obj=f"job {job.uid}",
+                file=job.origin.file if job.origin is not None else None,
+                obj=job.origin.obj if job.origin is not None else f"job {job.uid}",
                 field=FIELD,
             )
         tasks = tuple(dataclasses.replace(t, requests=_whole(t.requests, card)) for t in job.tasks)

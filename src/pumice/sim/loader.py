@@ -751,13 +751,17 @@ def _job_origin(job: JobSpec, origin: _Origin) -> JobOrigin:
         shorthand = len(job.tasks) == 1 and job.tasks[0].name == DEFAULT_TASK
         task = prefix if shorthand else f"{prefix}tasks[{{task}}]."
         requests, replicas = f"{task}requests", f"{task}replicas"
+        spec = task.rstrip(".")
     elif origin.obj.startswith("Job "):  # a Volcano Job
-        requests = "spec.tasks[{task}].template.spec.containers[*].resources.requests"
+        spec = "spec.tasks[{task}].template.spec"
+        requests = f"{spec}.containers[*].resources.requests"
         replicas = "spec.tasks[{task}].replicas"
     else:  # pods (of a PodGroup, a Workload, or of their own)
+        spec = "spec"
         requests = "spec.containers[*].resources.requests"
         replicas = "metadata.name"
-    return JobOrigin(origin.file, origin.obj, prefix + origin.queue_field, requests, replicas)
+    queue = prefix + origin.queue_field
+    return JobOrigin(origin.file, origin.obj, queue, requests, replicas, spec)
 
 
 def _declared(

@@ -108,13 +108,14 @@ class TaskSpec:
 class JobOrigin:
     """Where a job was written, for a message refusing it: the file, the object, the
     field of its queue, and the field of a task's requests and replicas as the user
-    wrote them (``{task}`` stands for the task's index)."""
+    wrote them, and of its pods' spec (``{task}`` stands for the task's index)."""
 
     file: str
     obj: str
     queue_field: str
     requests_field: str
     replicas_field: str
+    spec_field: str = "spec"
 
 
 @dataclass(frozen=True, slots=True)
