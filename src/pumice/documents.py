@@ -51,7 +51,8 @@ _ENDS = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
 
 def read_file(path: str | os.PathLike[str]) -> list[Any]:
     """The documents of the file at ``path``: JSON when its name ends in ``.json``
-    (one document), else YAML (every document of the stream, empty ones dropped)."""
+    (one document), else YAML (every document of the stream); empty documents (and a
+    JSON ``null``) are dropped."""
     file = str(path)
     try:
         with open(path, "rb") as fh:
@@ -59,7 +60,8 @@ def read_file(path: str | os.PathLike[str]) -> list[Any]:
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", file=file) from None
     if file.lower().endswith(".json"):
-        return [] if not data.strip() else [load_json(data, source=file)]
+        doc = load_json(data, source=file) if data.strip() else None
+        return [] if doc is None else [doc]
     return load_yaml(data, source=file)
 
 
