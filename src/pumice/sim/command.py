@@ -677,8 +677,20 @@ def run(args: argparse.Namespace) -> int:
                 run_seeds.append(seed)
     from pumice.sim.engine import check_workload
 
-    for variant in dict.fromkeys(map(id, run_workloads)):  # refused before anything is written
-        check_workload(next(w for w in run_workloads if id(w) == variant), nodes)
+    checked: set[int] = set()  # (refused before anything is written)
+    for i, run_workload in enumerate(run_workloads):
+        if id(run_workload) in checked:
+            continue
+        checked.add(id(run_workload))
+        try:
+            check_workload(run_workload, nodes)
+        except InputError as err:
+            if not grid:
+                raise
+            source = run_schedulers[i].config.source
+            raise InputError(
+                f"in the run of {names[i]} (seed {run_seeds[i]}, config {source}): {err.render()}"
+            ) from None
     out = prepare_out(args.out)  # refuses a folder that is not a report: exit 2
     if grid:
         targets = tuple(out / n / f"seed-{s}" for n, s in zip(names, run_seeds, strict=True))
