@@ -49,10 +49,11 @@ _STARTS = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
 _ENDS = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
 
 
-def read_file(path: str | os.PathLike[str]) -> list[Any]:
+def read_file(path: str | os.PathLike[str], *, keep_empty: bool = False) -> list[Any]:
     """The documents of the file at ``path``: JSON when its name ends in ``.json``
     (one document), else YAML (every document of the stream); empty documents (and a
-    JSON ``null``) are dropped."""
+    JSON ``null``) are dropped, or kept as None with ``keep_empty`` (for messages that
+    number documents as they are in the file)."""
     file = str(path)
     try:
         with open(path, "rb") as fh:
@@ -61,13 +62,13 @@ def read_file(path: str | os.PathLike[str]) -> list[Any]:
         raise InputError(f"cannot read: {exc.strerror}", file=file) from None
     if file.lower().endswith(".json"):
         doc = load_json(data, source=file) if data.strip() else None
-        return [] if doc is None else [doc]
-    return load_yaml(data, source=file)
+        return [] if doc is None and not keep_empty else [doc]
+    return load_yaml(data, source=file, keep_empty=keep_empty)
 
 
-def load_yaml(data: bytes | str, *, source: str) -> list[Any]:
-    """Every non-empty document of the YAML stream ``data``, or an :class:`InputError`
-    naming ``source``."""
+def load_yaml(data: bytes | str, *, source: str, keep_empty: bool = False) -> list[Any]:
+    """Every non-empty document of the YAML stream ``data`` (every one, empty ones as
+    None, with ``keep_empty``), or an :class:`InputError` naming ``source``."""
     raw = data.encode("utf-8") if isinstance(data, str) else _utf8(data, source)
     with _paused_gc():
         _check_shape(raw, source)
@@ -77,7 +78,7 @@ def load_yaml(data: bytes | str, *, source: str) -> list[Any]:
             raise InputError(f"malformed YAML{_describe(exc)}", file=source) from None
         except (ValueError, OverflowError) as exc:  # what no constructor below wraps
             raise InputError(f"malformed YAML: {_short(str(exc))}", file=source) from None
-    return [d for d in docs if d is not None]
+    return docs if keep_empty else [d for d in docs if d is not None]
 
 
 def load_one_yaml(data: bytes | str, *, source: str) -> Any:

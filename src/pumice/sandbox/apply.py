@@ -103,7 +103,7 @@ def load_manifests(paths: str | Path | Iterable[str | Path]) -> Iterator[Manifes
 
 def _read(file: Path) -> Iterator[Manifest]:
     try:
-        docs = read_file(file)
+        docs = read_file(file, keep_empty=True)
     except InputError as err:
         raise ApplyError(err.render()) from None
     for index, doc in enumerate(docs, start=1):
