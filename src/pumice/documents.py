@@ -69,7 +69,7 @@ def read_file(path: str | os.PathLike[str], *, keep_empty: bool = False) -> list
 def load_yaml(data: bytes | str, *, source: str, keep_empty: bool = False) -> list[Any]:
     """Every non-empty document of the YAML stream ``data`` (every one, empty ones as
     None, with ``keep_empty``), or an :class:`InputError` naming ``source``."""
-    raw = data.encode("utf-8") if isinstance(data, str) else _utf8(data, source)
+    raw = _encoded(data, source) if isinstance(data, str) else _utf8(data, source)
     with _paused_gc():
         _check_shape(raw, source)
         try:
@@ -103,6 +103,18 @@ def load_json(data: bytes, *, source: str) -> Any:
 
 
 # -- checks before parsing ----------------------------------------------------------------
+
+
+def _encoded(text: str, source: str) -> bytes:
+    """``text`` (a YAML text held inside another document) as UTF-8: a lone surrogate
+    (``"\\ud800"`` in the outer document) has no UTF-8 form."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(
+            f"not UTF-8 text: character U+{ord(text[exc.start]):04X} at offset {exc.start}",
+            file=source,
+        ) from None
 
 
 def _utf8(data: bytes, source: str) -> bytes:
