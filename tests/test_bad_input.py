@@ -361,3 +361,13 @@ def test_json_nested_deep_inside_an_annotation(tmp_path, capsys) -> None:
     captured = capsys.readouterr()
     assert "annotation invalid (queue default: nested 100000 deep, more than 200)" in captured.out
     assert captured.err == ""
+
+
+def test_notes_about_names_holding_a_newline_stay_on_one_line(tmp_path, capsys) -> None:
+    odd = write(
+        tmp_path, "odd.yaml", 'apiVersion: v1\nkind: "Widget\\nGadget"\nmetadata: {name: w}\n'
+    )
+    assert main(["cycle", snapshot(tmp_path), odd]) == 0
+    err = capsys.readouterr().err
+    assert "of kind Widget\\nGadget" in err
+    assert all(line.startswith("pumice: ") for line in err.splitlines()), err

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pumice import __version__
-from pumice.errors import InputError, shown
+from pumice.errors import InputError, one_line, shown
 
 if TYPE_CHECKING:
     from pumice.conf.config import SchedulerConfig
@@ -19,7 +19,7 @@ EXIT_BAD_INPUT = 2
 def show_warnings(config: SchedulerConfig) -> None:
     """The configuration's warnings (what pumice does not implement of it), on stderr."""
     for warning in config.warnings:
-        print(f"pumice: warning: {config.source}: {warning}", file=sys.stderr)
+        print(one_line(f"pumice: warning: {config.source}: {warning}"), file=sys.stderr)
 
 
 def _cmd_cycle(args: argparse.Namespace) -> int:
@@ -34,9 +34,9 @@ def _cmd_cycle(args: argparse.Namespace) -> int:
     snapshot = build_snapshot(objects, scheduler_name=args.scheduler_name)
     decisions = scheduler.cycle(snapshot)
     for note in expanded:
-        print(f"pumice: note: {note}", file=sys.stderr)
+        print(one_line(f"pumice: note: {note}"), file=sys.stderr)
     for note in decisions.notes:
-        print(f"pumice: note: {note}", file=sys.stderr)
+        print(one_line(f"pumice: note: {note}"), file=sys.stderr)
     if args.format == "table":
         print_table(decisions)
     else:
