@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pumice import __version__
-from pumice.errors import InputError
+from pumice.errors import InputError, one_line, shown
 
 if TYPE_CHECKING:
     from pumice.conf.config import SchedulerConfig
@@ -19,7 +19,7 @@ EXIT_BAD_INPUT = 2
 def show_warnings(config: SchedulerConfig) -> None:
     """The configuration's warnings (what pumice does not implement of it), on stderr."""
     for warning in config.warnings:
-        print(f"pumice: warning: {config.source}: {warning}", file=sys.stderr)
+        print(one_line(f"pumice: warning: {config.source}: {warning}"), file=sys.stderr)
 
 
 def _cmd_cycle(args: argparse.Namespace) -> int:
@@ -51,9 +51,9 @@ def _cmd_cycle(args: argparse.Namespace) -> int:
             scheduler_name=args.scheduler_name,
         )
     for note in expanded:
-        print(f"pumice: note: {note}", file=sys.stderr)
+        print(one_line(f"pumice: note: {note}"), file=sys.stderr)
     for note in decisions.notes:
-        print(f"pumice: note: {note}", file=sys.stderr)
+        print(one_line(f"pumice: note: {note}"), file=sys.stderr)
     if args.format == "table":
         print_table(decisions)
         if eta is not None:
@@ -82,12 +82,12 @@ def _with_jobs_expanded(objects: list) -> tuple[list, list[str]]:
 
 def _scheduler_from_text(text: str):
     """A scheduler for a configuration given as YAML text (a benchmark's own)."""
-    import yaml
-
     from pumice.conf.config import parse_config
+    from pumice.documents import load_one_yaml
     from pumice.scheduler import Scheduler
 
-    return Scheduler.create(parse_config(yaml.safe_load(text), source="<scenario>"))
+    document = load_one_yaml(text, source="<scenario>")
+    return Scheduler.create(parse_config(document, source="<scenario>"))
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -108,7 +108,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         scenarios = resolve(args.scenario or DEFAULT)
     except KeyError as err:
         names = ", ".join(name for name, _ in known())
-        raise InputError(f"unknown scenario {err.args[0]!r} (known: {names})") from None
+        raise InputError(f"unknown scenario {shown(err.args[0])} (known: {names})") from None
     scheduler = Scheduler.from_file(args.config, args.plugins_dir)
     show_warnings(scheduler.config)
     run = run_one if args.in_process else run_isolated

@@ -21,7 +21,7 @@ from pumice.actions import default_registry as default_actions
 from pumice.api.snapshot import Snapshot
 from pumice.conf.check import Known
 from pumice.conf.config import SchedulerConfig, load_config, parse_config
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 from pumice.framework.decisions import Decisions
 from pumice.framework.extensions import load_registries
 from pumice.framework.plugin import Registry
@@ -127,14 +127,16 @@ class Scheduler:
             )
         for name in dict.fromkeys(config.actions):
             if name not in actions.names():
-                raise InputError(f"unknown action {name!r}", file=config.source, field="actions")
+                raise InputError(
+                    f"unknown action {shown(name)}", file=config.source, field="actions"
+                )
             try:
                 actions.create(name, config.action_arguments(name))
             except InputError as err:
                 raise err.located(file=config.source) from None
         for opt in config.instances():
             if opt.name not in plugins.names():
-                raise InputError(f"unknown plugin {opt.name!r}", file=config.source)
+                raise InputError(f"unknown plugin {shown(opt.name)}", file=config.source)
             try:
                 plugins.create(opt.name, opt.arguments)
             except InputError as err:

@@ -100,3 +100,25 @@ def test_pumice_cycle_exits_2_on_nothing_and_on_a_huge_quantity(tmp_path: Path, 
     assert main(["cycle", str(huge)]) == 2
     err = capsys.readouterr().err
     assert "Node n1" in err and "status.allocatable.memory" in err and "Traceback" not in err
+
+
+def test_an_item_that_is_not_an_object_is_named_by_document_and_item(tmp_path: Path) -> None:
+    """Lists inside lists are read without recursing, and a scalar among them is
+    refused naming where it is, instead of failing later on a missing ``.get``."""
+    path = tmp_path / "dump.yaml"
+    items = [node("n1"), [queue(), "oops"]]
+    path.write_text(yaml.safe_dump_all([queue(), {"kind": "List", "items": items}]))
+    with pytest.raises(InputError) as err:
+        load_objects([str(path)])
+    assert err.value.render() == (
+        f"{path}: document 2 items[1][1]: expected an object (a map), got 'oops'"
+    )
+
+
+def test_kind_list_nested_deep_in_lists_reads_without_recursion_limits(tmp_path: Path) -> None:
+    doc: object = node("n1")
+    for _ in range(150):  # (the reader's depth limit is 200)
+        doc = [doc]
+    path = tmp_path / "deep.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    assert [o.obj["metadata"]["name"] for o in load_objects([str(path)])] == ["n1"]

@@ -83,3 +83,32 @@ def test_action_configurations_are_kept() -> None:
         }
     )
     assert c.action_arguments("allocate").get_int("x", 0) == 1
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("9" * 30, "expected an integer (Go's int64), got '999"),
+        (2**63, "expected an integer (Go's int64), got 9223372036854775808"),
+        (10**4000, "got <a number of about 4001 digits>"),
+        ([[1]], "got [[1]]"),
+    ],
+)
+def test_an_integer_argument_beyond_gos_int64_is_refused(value: object, says: str) -> None:
+    doc = {"actions": "allocate", "tiers": [{"plugins": [{"name": "binpack"}]}]}
+    doc["tiers"][0]["plugins"][0]["arguments"] = {"binpack.weight": value}
+    with pytest.raises(InputError) as err:
+        Scheduler.create(parse_config(doc, source="c.yaml"))
+    line = err.value.render()
+    assert says in line and "arguments.binpack.weight" in line and len(line) < 200
+
+
+def test_a_configmap_whose_data_is_not_a_map_of_text() -> None:
+    cases = [
+        ([1], "field data: expected a map"),
+        ({"volcano-scheduler.conf": 5}, "field data.volcano-scheduler.conf: expected the"),
+    ]
+    for data, says in cases:
+        with pytest.raises(InputError) as err:
+            parse_config({"kind": "ConfigMap", "data": data}, source="cm.yaml")
+        assert err.value.render().startswith("cm.yaml: ConfigMap: ") and says in str(err.value)

@@ -39,7 +39,7 @@ def test_a_directory_is_read_in_file_name_order_documents_in_file_order(tmp_path
         ("apiVersion: v1\nmetadata: {name: x}\n", "missing kind"),
         ("apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n", "ConfigMap without metadata.name"),
         ("- just a list\n", "not an object"),
-        ("apiVersion: v1\nkind: [\n", "cannot read"),
+        ("apiVersion: v1\nkind: [\n", "malformed YAML at line 3"),
     ],
 )
 def test_a_bad_document_names_its_file(tmp_path: Path, text: str, error: str) -> None:

@@ -118,3 +118,32 @@ def test_missing_file():
     """A cluster path that does not exist is an InputError."""
     with pytest.raises(InputError, match="no such file"):
         load_cluster("/nonexistent/cluster.yaml")
+
+
+def test_a_node_count_beyond_any_real_cluster_is_refused(tmp_path: Path) -> None:
+    from pumice.api.limits import MAX_NODES
+
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        f"nodes:\n- {{count: {MAX_NODES}, allocatable: {{cpu: '1'}}}}\n"
+        "- {count: 1, namePrefix: gpu, allocatable: {cpu: '1'}}\n"
+    )
+    with pytest.raises(InputError) as err:
+        load_cluster(str(path))
+    assert err.value.render() == (
+        f"{path}: cluster: field nodes[1].count: 100,001 nodes in all, more than the "
+        "100,000 a cluster may have"
+    )
+
+
+def test_a_node_whose_name_or_metadata_is_not_what_a_node_has(tmp_path: Path) -> None:
+    path = tmp_path / "n.yaml"
+    cases = [
+        ("[a]", "field metadata: expected a map, got ['a']"),
+        ("{name: {a: 1}}", "field metadata.name: expected a string, got {'a': 1}"),
+    ]
+    for meta, says in cases:
+        path.write_text(f"kind: Node\nmetadata: {meta}\nstatus: {{allocatable: {{cpu: '1'}}}}\n")
+        with pytest.raises(InputError) as err:
+            load_cluster(str(path))
+        assert err.value.render() == f"{path}: Node: {says}"

@@ -325,11 +325,12 @@ def test_a_malformed_template_is_refused_naming_its_field(tmp_path):
 def test_claims_no_node_could_ever_serve_are_refused_before_the_run(tmp_path):
     spec = load_cluster_spec(_write(tmp_path, "cluster.yaml", CLUSTER))
     docs = [QUEUE, _template("eight", 8), _vcjob("greedy", 0, 1, "eight")]
-    workload = load_workload([_write(tmp_path, "w.yaml", docs)])
+    path = _write(tmp_path, "w.yaml", docs)
+    workload = load_workload([path])
     with pytest.raises(InputError) as err:
         Simulation(spec.nodes, workload, Scheduler.from_file(None), devices=spec.devices)
-    assert err.value.obj == "job default/greedy"
-    assert err.value.field == "tasks.worker.resourceClaims"
+    assert err.value.file == path and err.value.obj == "Job default/greedy"
+    assert err.value.field == "spec.tasks[0].template.spec.resourceClaims"
     assert "needs 8 devices of class gpu.example.com" in err.value.message
     # and with no devices at all
     with pytest.raises(InputError) as err:

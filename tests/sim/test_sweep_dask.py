@@ -84,9 +84,9 @@ def test_grid_on_dask_is_the_local_pool_grid(tmp_path, capsys, dask_address):
 
 
 def test_error_in_a_dask_worker_exits_2_naming_the_run(tmp_path, capsys, monkeypatch, dask_address):
-    """A workload the cluster cannot run, found when a worker builds the simulation,
-    reaches the CLI as bad input (exit 2) naming the configuration file and the seed;
-    the address comes from PUMICE_DASK_ADDRESS."""
+    """A workload the cluster cannot run is bad input (exit 2) naming the configuration
+    file and the seed, found before any run is sent; the address comes from
+    PUMICE_DASK_ADDRESS."""
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text(
         "nodes:\n- {count: 2, namePrefix: cpu, allocatable: {cpu: '4', memory: 16Gi}}\n"

@@ -40,7 +40,7 @@ from pumice.api.parse import (
 )
 from pumice.api.quantity import parse_quantity
 from pumice.api.task import Requirement, SelectorTerm
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 
 GROUP = "resource.k8s.io"
 #: The annotation the resource-claim controller puts on a claim made from a template.
@@ -309,7 +309,7 @@ def _qualified(name: str, driver: str, path: str) -> str:
     must be a C identifier (a CEL field name), as Kubernetes requires."""
     domain, _, ident = name.rpartition("/")
     if not _IDENTIFIER.match(ident):
-        raise InputError(f"name {name!r} must end in a C identifier", field=path)
+        raise InputError(f"name {shown(name)} must end in a C identifier", field=path)
     return name if domain else f"{driver}/{name}"
 
 
@@ -424,7 +424,7 @@ def _attribute(value: Any, path: str) -> AttributeValue:
         raise InputError("must be at most 64 characters", field=f"{path}.{kind}")
     if kind == "version":
         if not SEMVER_PATTERN.match(text):
-            raise InputError(f"invalid semantic version {text!r}", field=f"{path}.version")
+            raise InputError(f"invalid semantic version {shown(text)}", field=f"{path}.version")
         return Version(text)
     return text
 
@@ -603,7 +603,7 @@ _FLAT_FIELDS = ("deviceClassName", "selectors", "allocationMode", "count", "admi
 def _spec(r: Mapping[str, Any], path: str, name: str, *, sub: bool) -> RequestSpec:
     mode = as_str(r.get("allocationMode"), f"{path}.allocationMode") or EXACT_COUNT
     if mode not in _MODES:
-        raise InputError(f"unknown allocation mode {mode!r}", field=f"{path}.allocationMode")
+        raise InputError(f"unknown allocation mode {shown(mode)}", field=f"{path}.allocationMode")
     if mode == ALL and r.get("count") is not None:
         raise InputError("count is only used with ExactCount", field=f"{path}.count")
     if sub and r.get("adminAccess") is not None:
@@ -686,7 +686,7 @@ def parse_claim_spec(value: Any, path: str, api_version: str = "") -> ClaimSpec:
             raise InputError(f"{other}matchAttribute is required", field=f"{cp}.matchAttribute")
         if "/" not in attribute:
             raise InputError(
-                f"must be a fully qualified attribute name (domain/name), got {attribute!r}",
+                f"must be a fully qualified attribute name (domain/name), got {shown(attribute)}",
                 field=f"{cp}.matchAttribute",
             )
         names = tuple(

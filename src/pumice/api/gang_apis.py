@@ -31,7 +31,7 @@ from typing import Any
 
 from pumice.api import parse
 from pumice.api.parse import GangRef, PodGroupRecord, as_list, as_mapping
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 
 VOLCANO_GROUP = "scheduling.volcano.sh"
 COSCHEDULING_GROUP = "scheduling.x-k8s.io"
@@ -68,7 +68,7 @@ def podgroup_dialect(obj: Mapping[str, Any]) -> str:
     if group == KUBERNETES_GROUP and version in PODGROUP_VERSIONS:
         return "workload"
     raise InputError(
-        f"PodGroup of {obj.get('apiVersion')!r} is not read; pumice reads "
+        f"PodGroup of {shown(obj.get('apiVersion'))} is not read; pumice reads "
         f"{VOLCANO_GROUP}, {COSCHEDULING_GROUP}/v1alpha1 and {KUBERNETES_GROUP}/v1alpha2",
         field="apiVersion",
     )
@@ -209,7 +209,7 @@ def parse_workload(obj: Mapping[str, Any]) -> WorkloadRecord:
     group, version = _group_version(obj)
     if group != KUBERNETES_GROUP or version not in WORKLOAD_VERSIONS:
         raise InputError(
-            f"Workload of {obj.get('apiVersion')!r} is not read; pumice reads "
+            f"Workload of {shown(obj.get('apiVersion'))} is not read; pumice reads "
             f"{KUBERNETES_GROUP}/v1alpha1 and v1alpha2",
             field="apiVersion",
         )
@@ -229,7 +229,7 @@ def parse_workload(obj: Mapping[str, Any]) -> WorkloadRecord:
         item = as_mapping(item, p)
         name = parse.as_str(item.get("name"), f"{p}.name", required=True)
         if name in groups:
-            raise InputError(f"pod group {name!r} appears twice", field=f"{p}.name")
+            raise InputError(f"pod group {shown(name)} appears twice", field=f"{p}.name")
         if item.get(policy_key) is None:
             raise InputError("is required", field=f"{p}.{policy_key}")
         groups[name] = scheduling_policy(item[policy_key], f"{p}.{policy_key}")

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from pumice.api.pdb import LabelSelector, parse_label_selector
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 
 #: The virtual root: every node of the cluster, one tier above the highest real tier.
 CLUSTER = "<cluster>"
@@ -66,7 +66,7 @@ def _member(value: Any, path: str) -> Member:
         raise InputError("expected a mapping", field=path)
     kind = value.get("type")
     if kind not in (NODE, HYPERNODE):
-        raise InputError(f"expected Node or HyperNode, got {kind!r}", field=f"{path}.type")
+        raise InputError(f"expected Node or HyperNode, got {shown(kind)}", field=f"{path}.type")
     sel = value.get("selector") or {}
     if not isinstance(sel, Mapping):
         raise InputError("expected a mapping", field=f"{path}.selector")
@@ -114,7 +114,7 @@ def parse_hypernode(obj: Mapping[str, Any]) -> HyperNodeRecord:
         raise InputError("expected a mapping", field="spec")
     tier = spec.get("tier", 0)
     if isinstance(tier, bool) or not isinstance(tier, int):
-        raise InputError(f"expected an integer, got {tier!r}", field="spec.tier")
+        raise InputError(f"expected an integer, got {shown(tier)}", field="spec.tier")
     if tier < 0:
         raise InputError("must not be negative", field="spec.tier")
     tier_name = spec.get("tierName") or ""

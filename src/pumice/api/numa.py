@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pumice.api.parse import as_int, as_list, as_mapping, as_str, quota_amounts
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 
 #: The kind's name in pumice (``Snapshot.records``) and in the API.
 NUMATOPOLOGY = "Numatopology"
@@ -103,9 +103,9 @@ def parse_cpuset(text: str, path: str) -> frozenset[int]:
             first = int(lo)
             last = int(hi) if dash else first
         except ValueError:
-            raise InputError(f"invalid cpuset {text!r}", field=path) from None
+            raise InputError(f"invalid cpuset {shown(text)}", field=path) from None
         if first < 0 or last < first or last - first > 1 << 16:
-            raise InputError(f"invalid cpuset range {part!r}", field=path)
+            raise InputError(f"invalid cpuset range {shown(part)}", field=path)
         out.update(range(first, last + 1))
     return frozenset(out)
 

@@ -9,7 +9,6 @@ turns records into the model.
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -39,7 +38,7 @@ from pumice.api.topology_spec import (
     parse_network_topology,
     parse_sub_group_policies,
 )
-from pumice.errors import InputError
+from pumice.errors import InputError, shown, shown_text
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
@@ -51,23 +50,14 @@ _OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
 _EFFECTS = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})
 
 
-def _shown(value: Any) -> str:
-    """``value`` as text for a message: short, and never failing (a number of 5,000
-    digits has no ``str``)."""
-    if isinstance(value, int) and abs(value) > 10**40:
-        return f"<a number of {int(math.log10(abs(value))) + 1} digits>"
-    text = str(value) if isinstance(value, str | int | float) else type(value).__name__
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
 def object_name(obj: Mapping[str, Any]) -> str:
     """``Kind namespace/name`` (or ``Kind name``) for messages."""
-    kind = _shown(obj.get("kind", "object")) if isinstance(obj, Mapping) else "object"
+    kind = shown_text(obj.get("kind", "object")) if isinstance(obj, Mapping) else "object"
     meta = obj.get("metadata") if isinstance(obj, Mapping) else None
     if not isinstance(meta, Mapping):
         return kind
-    name, ns = _shown(meta.get("name", "?")), meta.get("namespace")
-    return f"{kind} {_shown(ns)}/{name}" if ns else f"{kind} {name}"
+    name, ns = shown_text(meta.get("name", "?")), meta.get("namespace")
+    return f"{kind} {shown_text(ns)}/{name}" if ns else f"{kind} {name}"
 
 
 def as_mapping(value: Any, path: str) -> Mapping[str, Any]:
@@ -139,7 +129,7 @@ def as_str(value: Any, path: str, *, required: bool = False) -> str:
     if not isinstance(value, str | int | float) or isinstance(value, bool):
         raise InputError(f"expected a string, got {type(value).__name__}", field=path)
     if isinstance(value, int) and abs(value) > 10**40:
-        raise InputError(f"expected a string, got {_shown(value)}", field=path)
+        raise InputError(f"expected a string, got {shown_text(value)}", field=path)
     return str(value)
 
 
@@ -158,12 +148,12 @@ def as_int(value: Any, path: str, default: int, *, minimum: int | None = None) -
         if text.lstrip("-").isdigit() and len(text) <= 20:
             value = int(text)
         else:
-            raise InputError(f"expected an integer, got {_shown(repr(value))}", field=path)
+            raise InputError(f"expected an integer, got {shown(value)}", field=path)
     if minimum is not None and value < minimum:
-        raise InputError(f"must be at least {minimum}, got {_shown(value)}", field=path)
+        raise InputError(f"must be at least {minimum}, got {shown_text(value)}", field=path)
     if not -INT32_MAX - 1 <= value <= INT32_MAX:
         raise InputError(
-            f"must be between {-INT32_MAX - 1} and {INT32_MAX}, got {_shown(value)}", field=path
+            f"must be between {-INT32_MAX - 1} and {INT32_MAX}, got {shown_text(value)}", field=path
         )
     return value
 
@@ -171,7 +161,7 @@ def as_int(value: Any, path: str, default: int, *, minimum: int | None = None) -
 def _key(key: Any, path: str) -> str:
     """A map's key as text (YAML gives numbers and booleans as they are)."""
     if isinstance(key, int) and abs(key) > 10**40:
-        raise InputError(f"invalid key {_shown(key)}", field=path)
+        raise InputError(f"invalid key {shown_text(key)}", field=path)
     return str(key)
 
 
@@ -193,12 +183,12 @@ def timestamp(value: Any, path: str) -> float:
         return value.timestamp()
     if isinstance(value, int | float) and not isinstance(value, bool):
         if not abs(value) < 1e12:  # (NaN too) some 30,000 years
-            raise InputError(f"invalid timestamp {_shown(value)}", field=path)
+            raise InputError(f"invalid timestamp {shown_text(value)}", field=path)
         return float(value)
     try:
         return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
     except ValueError as exc:
-        raise InputError(f"invalid timestamp {_shown(repr(value))}", field=path) from exc
+        raise InputError(f"invalid timestamp {shown(value)}", field=path) from exc
 
 
 _NATIVE = frozenset({"cpu", "memory", "pods", "ephemeral-storage"})
@@ -297,7 +287,7 @@ def _taints(value: Any, path: str) -> tuple[Taint, ...]:
         t = as_mapping(t, p)
         effect = as_str(t.get("effect"), f"{p}.effect", required=True)
         if effect not in _EFFECTS:
-            raise InputError(f"unknown taint effect {effect!r}", field=f"{p}.effect")
+            raise InputError(f"unknown taint effect {shown(effect)}", field=f"{p}.effect")
         out.append(
             Taint(
                 as_str(t.get("key"), f"{p}.key", required=True), as_str(t.get("value"), p), effect
@@ -491,7 +481,7 @@ def _requirements(value: Any, path: str, *, fields: bool) -> tuple[Requirement, 
         e = as_mapping(e, p)
         op = as_str(e.get("operator"), f"{p}.operator", required=True)
         if op not in _OPERATORS:
-            raise InputError(f"unknown operator {op!r}", field=f"{p}.operator")
+            raise InputError(f"unknown operator {shown(op)}", field=f"{p}.operator")
         values = tuple(as_str(v, f"{p}.values") for v in as_list(e.get("values"), f"{p}.values"))
         if op in ("In", "NotIn") and not values:
             raise InputError(f"operator {op} needs values", field=f"{p}.values")
@@ -534,7 +524,7 @@ def _placement(spec: Mapping[str, Any], revocable: bool = False) -> Placement:
         t = as_mapping(t, p)
         op = as_str(t.get("operator"), f"{p}.operator") or "Equal"
         if op not in ("Equal", "Exists"):
-            raise InputError(f"unknown toleration operator {op!r}", field=f"{p}.operator")
+            raise InputError(f"unknown toleration operator {shown(op)}", field=f"{p}.operator")
         tolerations.append(
             Toleration(
                 as_str(t.get("key"), f"{p}.key"),
@@ -687,7 +677,9 @@ def parse_pod(obj: Mapping[str, Any]) -> PodRecord:
     gang = _gang_ref(spec, labels)
     policy = as_str(spec.get("preemptionPolicy"), "spec.preemptionPolicy") or "PreemptLowerPriority"
     if policy not in ("PreemptLowerPriority", "Never"):
-        raise InputError(f"unknown preemption policy {policy!r}", field="spec.preemptionPolicy")
+        raise InputError(
+            f"unknown preemption policy {shown(policy)}", field="spec.preemptionPolicy"
+        )
     return PodRecord(
         uid=as_str(meta.get("uid"), "metadata.uid") or f"{namespace}/{name}",
         namespace=namespace,
@@ -865,7 +857,7 @@ def podgroup_status(obj: Mapping[str, Any]) -> tuple[str, list[dict], tuple[int,
     status = as_mapping(obj.get("status"), "status")
     phase = as_str(status.get("phase"), "status.phase") or "Pending"
     if phase not in _PG_PHASES:
-        raise InputError(f"unknown phase {phase!r}", field="status.phase")
+        raise InputError(f"unknown phase {shown(phase)}", field="status.phase")
     conditions = [
         dict(as_mapping(c, f"status.conditions[{i}]"))
         for i, c in enumerate(as_list(status.get("conditions"), "status.conditions"))
@@ -882,7 +874,9 @@ def parse_podgroup(obj: Mapping[str, Any], default_queue: str = DEFAULT_QUEUE) -
     name = as_str(meta.get("name"), "metadata.name", required=True)
     spec = as_mapping(obj.get("spec"), "spec")
     mtm = {
-        _key(k, "spec.minTaskMember"): as_int(v, f"spec.minTaskMember.{_shown(k)}", 0, minimum=0)
+        _key(k, "spec.minTaskMember"): as_int(
+            v, f"spec.minTaskMember.{shown_text(k)}", 0, minimum=0
+        )
         for k, v in as_mapping(spec.get("minTaskMember"), "spec.minTaskMember").items()
     }
     phase, conditions, counts = podgroup_status(obj)
@@ -958,11 +952,11 @@ def parse_queue(obj: Mapping[str, Any]) -> QueueRecord:
     reclaimable = spec.get("reclaimable", True)
     if not isinstance(reclaimable, bool):
         raise InputError(
-            f"expected true or false, got {_shown(reclaimable)}", field="spec.reclaimable"
+            f"expected true or false, got {shown_text(reclaimable)}", field="spec.reclaimable"
         )
     state = as_str(status.get("state"), "status.state") or "Open"
     if state not in ("Open", "Closed", "Closing", "Unknown"):
-        raise InputError(f"unknown queue state {state!r}", field="status.state")
+        raise InputError(f"unknown queue state {shown(state)}", field="status.state")
     return QueueRecord(
         name=name,
         weight=as_int(spec.get("weight"), "spec.weight", 1, minimum=0),

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 
 _SELECTOR_OPS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
 
@@ -106,7 +106,7 @@ def parse_label_selector(value: Any, path: str) -> LabelSelector | None:
             raise InputError("expected a mapping with a key", field=p)
         op = e.get("operator")
         if op not in _SELECTOR_OPS:
-            raise InputError(f"unknown operator {op!r}", field=f"{p}.operator")
+            raise InputError(f"unknown operator {shown(op)}", field=f"{p}.operator")
         values = tuple(_text(v, f"{p}.values") for v in (e.get("values") or []))
         if op in ("In", "NotIn") and not values:
             raise InputError(f"operator {op} needs values", field=f"{p}.values")

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -47,8 +47,8 @@ def parse_quantity(value: object, *, field: str | None = None) -> Decimal:
     if isinstance(value, bool):
         raise InputError(f"invalid quantity {value!r}", field=field)
     if isinstance(value, int) and abs(value) > 2**128:  # (str() refuses 4,300 digits)
-        shown = _shown(value)
-        text = f"negative quantity {shown}" if value < 0 else f"quantity {shown} is too large"
+        size = shown(value)
+        text = f"negative quantity {size}" if value < 0 else f"quantity {size} is too large"
         raise InputError(text, field=field)
     if isinstance(value, int | float):
         text = repr(value) if isinstance(value, float) else str(value)
@@ -56,11 +56,11 @@ def parse_quantity(value: object, *, field: str | None = None) -> Decimal:
         text = value.strip()
     else:
         raise InputError(
-            f"invalid quantity {_shown(value)}: expected a string or number", field=field
+            f"invalid quantity {shown(value)}: expected a string or number", field=field
         )
     m = _QUANTITY.match(text)
     if not m:
-        raise InputError(f"invalid quantity {_shown(value)}", field=field)
+        raise InputError(f"invalid quantity {shown(value)}", field=field)
     try:
         number = Decimal(m.group("num"))
     except InvalidOperation as exc:  # pragma: no cover - the regex admits only numbers
@@ -73,7 +73,7 @@ def parse_quantity(value: object, *, field: str | None = None) -> Decimal:
     suffix = m.group("suffix") or ""
     number *= _BINARY[suffix] if suffix in _BINARY else _DECIMAL[suffix]
     if number < 0:
-        raise InputError(f"negative quantity {_shown(value)}", field=field)
+        raise InputError(f"negative quantity {shown(value)}", field=field)
     return number
 
 
@@ -81,14 +81,6 @@ def parse_quantity(value: object, *, field: str | None = None) -> Decimal:
 #: millis, for cpu and extended resources) in an int64; anything larger is a typo, and
 #: would overflow float sums into infinity.
 MAX_AMOUNT = float(2**63 - 1)
-
-
-def _shown(value: object) -> str:
-    """``value`` for an error message, cut short if it is long."""
-    if isinstance(value, int) and abs(value) > 10**40:
-        return f"about {'-' if value < 0 else ''}1e{int(math.log10(abs(value)))}"
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def to_canonical(name: str, value: object, *, field: str | None = None) -> float:
@@ -103,7 +95,7 @@ def to_canonical(name: str, value: object, *, field: str | None = None) -> float
     in_bytes = is_bytes(name)
     scaled = q if in_bytes else q * 1000  # bytes, or millis
     if scaled > MAX_AMOUNT:
-        raise InputError(f"quantity {_shown(value)} is too large", field=field)
+        raise InputError(f"quantity {shown(value)} is too large", field=field)
     if name == CPU or in_bytes:
         return float(math.ceil(scaled))
     return math.ceil(scaled) / 1000

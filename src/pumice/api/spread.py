@@ -26,7 +26,7 @@ import numpy as np
 
 from pumice.api.pdb import LabelSelector, parse_label_selector
 from pumice.api.task import TaskStatus
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 
 if TYPE_CHECKING:
     from pumice.api.node import NodeTable
@@ -58,7 +58,7 @@ def _positive_int(value: Any, path: str, *, required: bool) -> int | None:
             raise InputError("is required", field=path)
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InputError(f"expected an integer, got {value!r}", field=path)
+        raise InputError(f"expected an integer, got {shown(value)}", field=path)
     if value < 1:
         raise InputError(f"must be greater than zero, got {value}", field=path)
     return value
@@ -87,12 +87,12 @@ def parse_spread(spec: Mapping[str, Any]) -> tuple[SpreadConstraint, ...]:
         action = item.get("whenUnsatisfiable")
         if action not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
             raise InputError(
-                f"must be {DO_NOT_SCHEDULE} or {SCHEDULE_ANYWAY}, got {action!r}",
+                f"must be {DO_NOT_SCHEDULE} or {SCHEDULE_ANYWAY}, got {shown(action)}",
                 field=f"{p}.whenUnsatisfiable",
             )
         if (key, action) in seen:
             raise InputError(
-                f"duplicate constraint for topologyKey {key!r} and {action}",
+                f"duplicate constraint for topologyKey {shown(key)} and {action}",
                 field=f"{p}.topologyKey",
             )
         seen.add((key, action))
@@ -105,7 +105,9 @@ def parse_spread(spec: Mapping[str, Any]) -> tuple[SpreadConstraint, ...]:
         for name in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
             policy = item.get(name)
             if policy is not None and policy not in _POLICIES:
-                raise InputError(f"must be Honor or Ignore, got {policy!r}", field=f"{p}.{name}")
+                raise InputError(
+                    f"must be Honor or Ignore, got {shown(policy)}", field=f"{p}.{name}"
+                )
         keys = item.get("matchLabelKeys")
         if keys is not None and not (
             isinstance(keys, list) and all(isinstance(k, str) for k in keys)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pumice.api.pdb import LabelSelector, parse_label_selector
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 
 HARD = "hard"
 SOFT = "soft"
@@ -64,7 +64,7 @@ def _int(value: Any, path: str, default: int, minimum: int) -> int:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InputError(f"expected an integer, got {value!r}", field=path)
+        raise InputError(f"expected an integer, got {shown(value)}", field=path)
     if value < minimum:
         raise InputError(f"must be at least {minimum}", field=path)
     return value
@@ -77,7 +77,7 @@ def parse_network_topology(value: Any, path: str) -> NetworkTopology | None:
         raise InputError("expected a mapping", field=path)
     mode = value.get("mode") or HARD
     if mode not in (HARD, SOFT):
-        raise InputError(f"expected hard or soft, got {mode!r}", field=f"{path}.mode")
+        raise InputError(f"expected hard or soft, got {shown(mode)}", field=f"{path}.mode")
     tier = value.get("highestTierAllowed")
     name = value.get("highestTierName") or ""
     if not isinstance(name, str):
@@ -106,7 +106,7 @@ def parse_sub_group_policies(value: Any, path: str) -> tuple[SubGroupPolicy, ...
         if not isinstance(name, str):
             raise InputError("expected a string", field=f"{p}.name")
         if name in names:
-            raise InputError(f"sub-group policy {name!r} appears twice", field=f"{p}.name")
+            raise InputError(f"sub-group policy {shown(name)} appears twice", field=f"{p}.name")
         names.add(name)
         keys = item.get("matchLabelKeys") or []
         if not isinstance(keys, list) or not all(isinstance(k, str) and k for k in keys):

@@ -18,7 +18,7 @@ from pumice.api.parse import as_list, as_mapping, as_str, selector_term
 from pumice.api.pdb import LabelSelector, parse_label_selector
 from pumice.api.quantity import parse_quantity
 from pumice.api.task import SelectorTerm
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 
 #: The annotation by which the scheduler tells a provisioner which node a
 #: ``WaitForFirstConsumer`` claim's volume is for.
@@ -223,7 +223,7 @@ def parse_storage_class(obj: Mapping[str, Any]) -> StorageClassRecord:
     meta, name = _meta(obj)
     mode = as_str(obj.get("volumeBindingMode"), "volumeBindingMode") or IMMEDIATE
     if mode not in (IMMEDIATE, WAIT_FOR_FIRST_CONSUMER):
-        raise InputError(f"unknown volume binding mode {mode!r}", field="volumeBindingMode")
+        raise InputError(f"unknown volume binding mode {shown(mode)}", field="volumeBindingMode")
     allowed = None
     topologies = as_list(obj.get("allowedTopologies"), "allowedTopologies")
     if topologies:

@@ -44,8 +44,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pumice.bench import e2e_load as load
 from pumice.bench import e2e_peers as peers
 from pumice.bench.e2e_churn import NodeChurn
@@ -53,6 +51,8 @@ from pumice.bench.e2e_machine import MachineMark, difference, request_counts, wa
 from pumice.bench.e2e_proc import CpuMark, peak_rss_mb
 from pumice.bench.e2e_watch import BindWatch, percentile
 from pumice.cluster.kube_client import KubeClient
+from pumice.documents import read_file
+from pumice.errors import InputError
 from pumice.sandbox.apply import apply
 from pumice.sandbox.binaries import find_binary
 from pumice.sandbox.controlplane import ControlPlane
@@ -203,8 +203,8 @@ def crd_files(peer: peers.Peer, k8s_dir: Path) -> list[Path]:
 
 def _only_crds(path: Path) -> bool:
     try:
-        docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
-    except (OSError, yaml.YAMLError):
+        docs = read_file(path)
+    except InputError:
         return False
     return bool(docs) and all(
         isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition" for d in docs

@@ -25,7 +25,7 @@ from pumice.api.snapshot import Snapshot
 from pumice.api.task import TERMINATED_STATUSES, status_of_pod
 from pumice.cache.model import ModelBuilder, bare_phase, derived_phase, queue_fix, resource_space
 from pumice.cluster.protocol import object_key
-from pumice.errors import InputError
+from pumice.errors import InputError, shown_text
 
 DEFAULT_SCHEDULER = "volcano"
 ROOT_QUEUE = "root"
@@ -103,7 +103,7 @@ def parse_objects(
             fn = None  # (another group's Workload, pumice's simulator workloads say)
         if kind == "PodGroup" and not gang_apis.podgroup_readable(obj):
             # (another API group's, e.g. coscheduling's old scheduling.sigs.k8s.io)
-            kind = f"PodGroup of {obj.get('apiVersion')}"
+            kind = f"PodGroup of {shown_text(obj.get('apiVersion'))}"
             fn = None
         if fn is None:
             skipped[str(kind)] = skipped.get(str(kind), 0) + 1

@@ -1,15 +1,16 @@
-"""Read snapshot files: YAML or JSON, multi-document, ``kind: List``, or directories."""
+"""Read snapshot files: YAML or JSON, multi-document, ``kind: List``, or directories.
+
+Files are read by :mod:`pumice.documents` (which refuses text that is not UTF-8, too
+deep, or an alias bomb); every object found must be a map."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping, Sequence
 
-import orjson
-import yaml
-
 from pumice.cache.build import SourcedObject
-from pumice.errors import InputError
+from pumice.documents import read_file
+from pumice.errors import InputError, shown
 
 _EXTENSIONS = (".yaml", ".yml", ".json")
 
@@ -27,44 +28,26 @@ def _files(path: str) -> list[str]:
     return [path]
 
 
-def _documents(path: str) -> Iterator[object]:
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", file=path) from None
-    if path.endswith(".json"):
-        if not data.strip():
-            return
-        try:
-            yield orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise InputError(f"malformed JSON: {exc}", file=path) from None
-        return
-    try:
-        yield from yaml.load_all(data, Loader=yaml.CSafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise InputError(f"malformed YAML{where}: {problem}", file=path) from None
-
-
-def _flatten(doc: object, path: str) -> Iterator[SourcedObject]:
-    if doc is None:
-        return
-    if isinstance(doc, Mapping) and str(doc.get("kind", "")).endswith("List") and "items" in doc:
-        items = doc.get("items") or []
-        if not isinstance(items, list):
-            raise InputError("expected a list", file=path, field="items")
-        for item in items:
-            yield from _flatten(item, path)
-        return
-    if isinstance(doc, list):
-        for item in doc:
-            yield from _flatten(item, path)
-        return
-    yield SourcedObject(doc, path)  # type: ignore[arg-type]
+def _flatten(doc: object, where: str, path: str) -> Iterator[SourcedObject]:
+    """The objects of one document: itself, or the items of a ``List`` or a YAML list
+    (nested ones too, without recursing). Anything else is an InputError naming the
+    document and item."""
+    pending: list[tuple[object, str]] = [(doc, where)]
+    while pending:
+        item, at = pending.pop()
+        if isinstance(item, list):
+            pending.extend((x, f"{at}[{i}]") for i, x in reversed(list(enumerate(item))))
+            continue
+        if not isinstance(item, Mapping):
+            raise InputError(f"expected an object (a map), got {shown(item)}", file=path, obj=at)
+        kind = item.get("kind")
+        if isinstance(kind, str) and kind.endswith("List") and "items" in item:
+            items = item.get("items") or []
+            if not isinstance(items, list):
+                raise InputError("expected a list", file=path, obj=at, field="items")
+            pending.extend((x, f"{at} items[{i}]") for i, x in reversed(list(enumerate(items))))
+            continue
+        yield SourcedObject(item, path)  # type: ignore[arg-type]
 
 
 def load_objects(paths: Sequence[str]) -> list[SourcedObject]:
@@ -79,10 +62,9 @@ def load_objects(paths: Sequence[str]) -> list[SourcedObject]:
     for p in paths:
         documents = 0
         for f in _files(p):
-            for doc in _documents(f):
-                if doc is not None:
-                    documents += 1
-                    out.extend(_flatten(doc, f))
+            for i, doc in enumerate(read_file(f)):
+                documents += 1
+                out.extend(_flatten(doc, f"document {i + 1}", f))
         if not documents:
             what = "its files are" if os.path.isdir(p) else "it is"
             raise InputError(f"holds no objects: {what} empty or only comments", file=p)

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 
 _UNITS = {
     "ns": 1e-9,
@@ -30,7 +30,7 @@ def go_duration(text: str) -> float | None:
     """Go's ``time.ParseDuration`` in seconds; None when it would fail."""
     s = text.strip()
     sign = 1.0
-    if s[:1] in "+-":
+    if s[:1] and s[0] in "+-":
         sign = -1.0 if s[0] == "-" else 1.0
         s = s[1:]
     if s == "0":
@@ -67,7 +67,7 @@ class Arguments:
 
     def _bad(self, key: str, expected: str) -> InputError:
         return InputError(
-            f"expected {expected}, got {self._values[key]!r}",
+            f"expected {expected}, got {shown(self._values[key])}",
             obj=self._owner,
             field=f"arguments.{key}",
         )
@@ -78,13 +78,12 @@ class Arguments:
         v = self._values[key]
         if isinstance(v, bool):
             raise self._bad(key, "an integer")
-        if isinstance(v, int):
+        written = isinstance(v, str) and v.strip().lstrip("-").isdigit() and len(v.strip()) <= 20
+        if written or (isinstance(v, float) and v.is_integer()):
+            v = int(v)
+        if isinstance(v, int) and -(2**63) <= v < 2**63:
             return v
-        if isinstance(v, float) and v.is_integer():
-            return int(v)
-        if isinstance(v, str) and v.strip().lstrip("-").isdigit():
-            return int(v)
-        raise self._bad(key, "an integer")
+        raise self._bad(key, "an integer (Go's int64)")
 
     def get_float(self, key: str, default: float) -> float:
         if key not in self._values:
@@ -94,7 +93,7 @@ class Arguments:
             raise self._bad(key, "a number")
         try:
             return float(v)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise self._bad(key, "a number") from None
 
     def get_bool(self, key: str, default: bool) -> bool:

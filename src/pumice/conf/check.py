@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from pumice.conf import catalog
 from pumice.conf.catalog import did_you_mean, match_key
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 
 UNSUPPORTED = "is not supported by pumice"
 
@@ -94,12 +94,12 @@ def check_arguments(
             continue
         candidates = (*(declared or ()), *volcano)
         raise InputError(
-            f"unknown argument {key!r} of {owner}{did_you_mean(key, candidates)}", field=path
+            f"unknown argument {shown(key)} of {owner}{did_you_mean(key, candidates)}", field=path
         )
 
 
 def unknown_name(kind: str, name: str, candidates: Iterable[str], path: str) -> InputError:
-    return InputError(f"unknown {kind} {name!r}{did_you_mean(name, candidates)}", field=path)
+    return InputError(f"unknown {kind} {shown(name)}{did_you_mean(name, candidates)}", field=path)
 
 
 __all__ = ["UNSUPPORTED", "Known", "Notes", "check_arguments", "unknown_name", "unsupported"]

@@ -24,12 +24,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from pumice.conf import catalog
 from pumice.conf.arguments import Arguments, go_duration
 from pumice.conf.check import Known, Notes, check_arguments, unknown_name, unsupported
-from pumice.errors import InputError
+from pumice.documents import load_one_yaml
+from pumice.errors import InputError, shown, shown_text
 
 #: Volcano's YAML keys for the per-hook enable flags -> the hooks each one gates.
 FLAG_KEYS: dict[str, tuple[str, ...]] = {k: f.hooks for k, f in catalog.FLAGS.items()}
@@ -140,16 +139,15 @@ def parse_config(
 def load_config(path: str | None, *, known: Known | None = None) -> SchedulerConfig:
     """Read a configuration file (or the built-in default when ``path`` is None)."""
     if path is None:
-        data, source = yaml.load(DEFAULT_CONFIG, Loader=yaml.CSafeLoader), "<default>"
+        data, source = load_one_yaml(DEFAULT_CONFIG, source="<default>"), "<default>"
     else:
         source = path
         try:
-            with open(path, encoding="utf-8") as fh:
-                data = yaml.load(fh, Loader=yaml.CSafeLoader)
+            with open(path, "rb") as fh:
+                text = fh.read()
         except OSError as exc:
             raise InputError(f"cannot read: {exc.strerror}", file=path) from None
-        except yaml.YAMLError as exc:
-            raise InputError(f"malformed YAML: {exc}", file=path) from None
+        data = load_one_yaml(text, source=path)
     return parse_config(data, source=source, known=known)
 
 
@@ -157,15 +155,25 @@ def _unwrap(data: Any) -> Any:
     """The configuration inside a ConfigMap, or ``data`` itself."""
     if not (isinstance(data, Mapping) and data.get("kind") == "ConfigMap"):
         return data
-    conf = (data.get("data") or {}).get("volcano-scheduler.conf")
+    held = data.get("data") or {}
+    if not isinstance(held, Mapping):
+        raise InputError(
+            f"expected a map of file names to text, got {shown(held)}",
+            obj="ConfigMap",
+            field="data",
+        )
+    conf = held.get("volcano-scheduler.conf")
     if conf is None:
         raise InputError("has no key volcano-scheduler.conf", obj="ConfigMap", field="data")
-    try:
-        return yaml.load(conf, Loader=yaml.CSafeLoader)
-    except yaml.YAMLError as exc:
+    field = "data.volcano-scheduler.conf"
+    if not isinstance(conf, str):
         raise InputError(
-            f"malformed YAML: {exc}", obj="ConfigMap", field="data.volcano-scheduler.conf"
-        ) from None
+            f"expected the configuration as text, got {shown(conf)}", obj="ConfigMap", field=field
+        )
+    try:
+        return load_one_yaml(conf, source="")
+    except InputError as err:
+        raise InputError(err.message, obj="ConfigMap", field=field) from None
 
 
 def metrics_interval(config: SchedulerConfig, default: float) -> float:
@@ -178,9 +186,10 @@ def metrics_interval(config: SchedulerConfig, default: float) -> float:
 def _keys_of(raw: Mapping, allowed: tuple[str, ...], where: str, what: str) -> None:
     for key in raw:
         if key not in allowed:
-            path = f"{where}.{key}" if where else str(key)
+            path = f"{where}.{shown_text(key)}" if where else shown_text(key)
+            guess = catalog.did_you_mean(shown_text(key), allowed)
             raise InputError(
-                f"unknown key {key!r} of {what}{catalog.did_you_mean(str(key), allowed)}",
+                f"unknown key {shown(key)} of {what}{guess}",
                 field=path,
             )
 
@@ -237,19 +246,21 @@ class _Parser:
         for key, value in raw.items():
             if key not in catalog.METRICS_KEYS:
                 raise InputError(
-                    f"unknown key {key!r} of the metrics section"
-                    + catalog.did_you_mean(str(key), catalog.METRICS_KEYS),
-                    field=f"metrics.{key}",
+                    f"unknown key {shown(key)} of the metrics section"
+                    + catalog.did_you_mean(shown_text(key), catalog.METRICS_KEYS),
+                    field=f"metrics.{shown_text(key)}",
                 )
             if isinstance(value, bool):
                 value = "true" if value else "false"
             if not isinstance(value, str | int | float):
-                raise InputError(f"expected a string, got {value!r}", field=f"metrics.{key}")
+                raise InputError(
+                    f"expected a string, got {shown(value)}", field=f"metrics.{shown_text(key)}"
+                )
             out[key] = str(value)
         kind = out.get("type", "")
         if kind and kind not in catalog.METRICS_TYPES:
             raise InputError(
-                f"unknown metrics source type {kind!r}"
+                f"unknown metrics source type {shown(kind)}"
                 + catalog.did_you_mean(kind, catalog.METRICS_TYPES),
                 field="metrics.type",
             )
@@ -259,7 +270,7 @@ class _Parser:
             seconds = go_duration(out["interval"])
             if seconds is None or seconds <= 0:
                 raise InputError(
-                    f"expected a positive duration such as 30s, got {out['interval']!r}",
+                    f"expected a positive duration such as 30s, got {shown(out['interval'])}",
                     field="metrics.interval",
                 )
         if kind and kind != catalog.METRICS_PROMETHEUS:
@@ -354,7 +365,7 @@ class _Parser:
         for key in args:
             if not isinstance(key, str):
                 raise InputError(
-                    f"argument keys are strings, got {key!r}", field=f"{where}.arguments"
+                    f"argument keys are strings, got {shown(key)}", field=f"{where}.arguments"
                 )
         if known is not None:
             check_arguments(
@@ -381,7 +392,7 @@ class _Parser:
         for key, value in raw.items():
             if key in catalog.PLUGIN_ENTRY_KEYS:
                 continue
-            path = f"{where}.{key}"
+            path = f"{where}.{shown_text(key)}"
             flag = catalog.FLAGS.get(key)
             note = None
             if flag is None and key in catalog.MISSPELT_FLAGS:
@@ -397,7 +408,7 @@ class _Parser:
                 note = flag.meaning
             elif flag is None:
                 raise InputError(
-                    f"unknown enable flag {key!r} of plugin {plugin!r}"
+                    f"unknown enable flag {shown(key)} of plugin {shown(plugin)}"
                     + catalog.did_you_mean(
                         str(key),
                         [*catalog.FLAGS, *catalog.PLUGIN_ENTRY_KEYS, *catalog.MISSPELT_FLAGS],
@@ -407,7 +418,7 @@ class _Parser:
             elif not flag.hooks:
                 note = unsupported(flag.meaning)
             if not isinstance(value, bool):
-                raise InputError(f"expected true or false, got {value!r}", field=path)
+                raise InputError(f"expected true or false, got {shown(value)}", field=path)
             if note is not None and not quiet:
                 if not flag.hooks:
                     self.skipped.append(Skipped("flag", flag.key, path))

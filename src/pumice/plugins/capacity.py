@@ -33,7 +33,7 @@ from pumice.api.quantity import format_amount
 from pumice.api.queue import QueueInfo
 from pumice.api.task import ALLOCATED_STATUSES, TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 from pumice.framework.limits import CAPABILITY, amounts, cluster_total, describe, finite_dims
 from pumice.framework.pqueue import PriorityQueue
 from pumice.framework.session import EventHandler, Session
@@ -174,13 +174,13 @@ class CapacityPlugin:
                 parent = (q.parent if q is not None else None) or ROOT
                 if parent not in self.attrs:
                     raise InputError(
-                        f"parent queue {parent!r} does not exist",
+                        f"parent queue {shown(parent)} does not exist",
                         obj=f"Queue {cur}",
                         field="spec.parent",
                     )
                 if parent in chain or parent == name:
                     raise InputError(
-                        f"queue parents form a cycle through {parent!r}",
+                        f"queue parents form a cycle through {shown(parent)}",
                         obj=f"Queue {name}",
                         field="spec.parent",
                     )

@@ -24,7 +24,7 @@ import numpy as np
 
 from pumice.api.task import TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 from pumice.framework.scoring import SeparableScore
 from pumice.framework.session import EventHandler, Session
 from pumice.framework.verdicts import timeless
@@ -69,7 +69,7 @@ class DeviceSharePlugin:
             )
         if self.policy not in ("", BINPACK, SPREAD):
             raise InputError(
-                f"expected binpack or spread, got {self.policy!r}",
+                f"expected binpack or spread, got {shown(self.policy)}",
                 obj=owner,
                 field=f"arguments.{SCHEDULE_POLICY}",
             )

@@ -63,7 +63,7 @@ from pumice.api.job import JobInfo
 from pumice.api.queue import QueueInfo
 from pumice.api.task import TaskInfo
 from pumice.conf.arguments import Arguments, go_duration
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 from pumice.framework.session import EventHandler, Session
 from pumice.plugins.extender_wire import job_json, node_json, queue_json, task_json
 
@@ -106,7 +106,7 @@ class Client:
         parts = urlsplit(url_prefix)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise InputError(
-                f"expected an http:// or https:// URL, got {url_prefix!r}",
+                f"expected an http:// or https:// URL, got {shown(url_prefix)}",
                 obj=_OWNER,
                 field=f"arguments.{URL_PREFIX}",
             )
@@ -169,7 +169,7 @@ def _field(answer: Any, key: str, kind: type | tuple[type, ...], default: Any, v
     if value is None:
         return default
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ExtenderError(f"{verb}: {key!r} is not of the expected type: {value!r}")
+        raise ExtenderError(f"{verb}: {shown(key)} is not of the expected type: {shown(value)}")
     return value
 
 
@@ -196,7 +196,7 @@ class ExtenderPlugin:
             seconds = go_duration(raw)
             if seconds is None or seconds <= 0:
                 raise InputError(
-                    f"expected a positive duration such as 100ms or 1s, got {raw!r}",
+                    f"expected a positive duration such as 100ms or 1s, got {shown(raw)}",
                     obj=_OWNER,
                     field=f"arguments.{HTTP_TIMEOUT}",
                 )
@@ -207,7 +207,7 @@ class ExtenderPlugin:
             managed = []
         if not isinstance(managed, list) or not all(isinstance(m, str) for m in managed):
             raise InputError(
-                f"expected a list of resource names, got {managed!r}",
+                f"expected a list of resource names, got {shown(managed)}",
                 obj=_OWNER,
                 field=f"arguments.{MANAGED_RESOURCES}",
             )

@@ -41,7 +41,7 @@ from typing import Any
 from pumice.api.job import JobInfo
 from pumice.api.task import ALLOCATED_STATUSES, TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 from pumice.framework.best_effort import BestEffortRoom
 from pumice.framework.decisions import PodGroupUpdate
 from pumice.framework.session import Session
@@ -185,7 +185,7 @@ class GangPlugin:
         mode = arguments.get_str(BEST_EFFORT_READY, PLACEABLE)
         if mode not in (PLACEABLE, OPTIMISTIC):
             raise InputError(
-                f"expected {PLACEABLE} or {OPTIMISTIC}, got {mode!r}",
+                f"expected {PLACEABLE} or {OPTIMISTIC}, got {shown(mode)}",
                 obj="plugin gang",
                 field=f"arguments.{BEST_EFFORT_READY}",
             )

@@ -32,7 +32,6 @@ registered ``by_placement``: with nodegroup configured, allocate takes the long 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,6 +40,7 @@ from pumice.api import parse
 from pumice.api.queue import NodeGroupAffinity, QueueInfo
 from pumice.api.task import ALLOCATED_STATUSES, TaskInfo
 from pumice.conf.arguments import Arguments
+from pumice.documents import load_json
 from pumice.errors import InputError
 from pumice.framework.scoring import SeparableScore
 from pumice.framework.session import EventHandler, Session
@@ -107,7 +107,7 @@ def parse_limits(
         return {}, ""
     path = f"metadata.annotations.{LIMITS_ANNOTATION}"
     try:
-        groups = parse.as_mapping(json.loads(raw), path)
+        groups = parse.as_mapping(load_json(raw.encode(), source=""), path)
         out = {}
         for group, resources in groups.items():
             amounts = parse.resources(resources, f"{path}.{group}")

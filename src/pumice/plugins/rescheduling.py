@@ -48,7 +48,7 @@ from pumice.api.quantity import CPU, MEMORY, PODS
 from pumice.api.task import TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
 from pumice.conf.catalog import did_you_mean
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 from pumice.framework.fit import fits, predicate_filter
 from pumice.framework.session import Session
 from pumice.plugins.cdp import parse_go_duration
@@ -123,13 +123,13 @@ def parse_settings(arguments: Arguments) -> Settings:
     if raw is not None:
         seconds = parse_go_duration(raw) if isinstance(raw, str) else None
         if seconds is None or seconds < 0:
-            raise _bad(f"expected a duration such as 5m or 1h30m, got {raw!r}", "interval")
+            raise _bad(f"expected a duration such as 5m or 1h30m, got {shown(raw)}", "interval")
         interval = seconds
     raw = arguments.raw("strategies")
     if raw is None:
         return Settings(interval)
     if not isinstance(raw, list):
-        raise _bad(f"expected a list of strategies, got {raw!r}", "strategies")
+        raise _bad(f"expected a list of strategies, got {shown(raw)}", "strategies")
     if not raw:  # Volcano keeps its default strategy for an empty list
         return Settings(interval)
     chosen: dict[str, LowNodeUtilization] = {}
@@ -137,21 +137,21 @@ def parse_settings(arguments: Arguments) -> Settings:
     for k, item in enumerate(raw):
         where = f"strategies[{k}]"
         if not isinstance(item, Mapping):
-            raise _bad(f"expected a mapping with a name, got {item!r}", where)
+            raise _bad(f"expected a mapping with a name, got {shown(item)}", where)
         for key in item:
             if key not in ("name", "params"):
                 hint = did_you_mean(str(key), ("name", "params"))
-                raise _bad(f"unknown key {key!r}{hint}", f"{where}.{key}")
+                raise _bad(f"unknown key {shown(key)}{hint}", f"{where}.{key}")
         name = item.get("name")
         if not isinstance(name, str) or not name:
-            raise _bad(f"expected a strategy name, got {name!r}", f"{where}.name")
+            raise _bad(f"expected a strategy name, got {shown(name)}", f"{where}.name")
         if name in UNIMPLEMENTED:
             ignored.append(name)
             continue
         if name != LOW_NODE_UTILIZATION:
             hint = did_you_mean(name, (LOW_NODE_UTILIZATION, *sorted(UNIMPLEMENTED)))
             raise _bad(
-                f"unknown strategy {name!r}{hint} (implemented: {LOW_NODE_UTILIZATION})",
+                f"unknown strategy {shown(name)}{hint} (implemented: {LOW_NODE_UTILIZATION})",
                 f"{where}.name",
             )
         # As in Volcano, a strategy listed twice runs once, with the last entry's params.
@@ -163,10 +163,10 @@ def _low_node_utilization(params: Any, where: str) -> LowNodeUtilization:
     if params is None:
         return LowNodeUtilization(DEFAULT_THRESHOLDS, DEFAULT_THRESHOLDS)
     if not isinstance(params, Mapping):
-        raise _bad(f"expected a mapping, got {params!r}", where)
+        raise _bad(f"expected a mapping, got {shown(params)}", where)
     for key in params:
         if key not in LNU_PARAMS:
-            raise _bad(f"unknown parameter {key!r}{did_you_mean(str(key), LNU_PARAMS)}",
+            raise _bad(f"unknown parameter {shown(key)}{did_you_mean(str(key), LNU_PARAMS)}",
                        f"{where}.{key}")  # fmt: skip
     low = _thresholds(params.get("thresholds"), f"{where}.thresholds")
     high = _thresholds(params.get("targetThresholds"), f"{where}.targetThresholds")
@@ -180,10 +180,12 @@ def _low_node_utilization(params: Any, where: str) -> LowNodeUtilization:
             )
     priority = params.get("thresholdPriority")
     if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
-        raise _bad(f"expected an integer, got {priority!r}", f"{where}.thresholdPriority")
+        raise _bad(f"expected an integer, got {shown(priority)}", f"{where}.thresholdPriority")
     cls = params.get("thresholdPriorityClassName")
     if cls is not None and (not isinstance(cls, str) or not cls):
-        raise _bad(f"expected a class name, got {cls!r}", f"{where}.thresholdPriorityClassName")
+        raise _bad(
+            f"expected a class name, got {shown(cls)}", f"{where}.thresholdPriorityClassName"
+        )
     if priority is not None and cls is not None:
         raise _bad(
             "give thresholdPriority or thresholdPriorityClassName, not both",
@@ -191,10 +193,10 @@ def _low_node_utilization(params: Any, where: str) -> LowNodeUtilization:
         )
     fit = params.get("nodeFit", True)
     if not isinstance(fit, bool):
-        raise _bad(f"expected true or false, got {fit!r}", f"{where}.nodeFit")
+        raise _bad(f"expected true or false, got {shown(fit)}", f"{where}.nodeFit")
     count = params.get("numberOfNodes", 0)
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-        raise _bad(f"expected a count >= 0, got {count!r}", f"{where}.numberOfNodes")
+        raise _bad(f"expected a count >= 0, got {shown(count)}", f"{where}.numberOfNodes")
     return LowNodeUtilization(low, high, priority, cls or DEFAULT_THRESHOLD_CLASS, fit, count)
 
 
@@ -204,16 +206,18 @@ def _thresholds(raw: Any, where: str) -> Mapping[str, float]:
     if raw is None:
         return out
     if not isinstance(raw, Mapping):
-        raise _bad(f"expected percentages per resource, got {raw!r}", where)
+        raise _bad(f"expected percentages per resource, got {shown(raw)}", where)
     for name, value in raw.items():
         if not isinstance(name, str) or not name:
-            raise _bad(f"expected a resource name, got {name!r}", f"{where}.{name}")
+            raise _bad(f"expected a resource name, got {shown(name)}", f"{where}.{name}")
         if name == "pod":
             raise _bad("unknown resource 'pod' (did you mean pods?)", f"{where}.{name}")
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise _bad(f"expected a percentage, got {value!r}", f"{where}.{name}")
+            raise _bad(f"expected a percentage, got {shown(value)}", f"{where}.{name}")
         if not 0 <= value <= 100:
-            raise _bad(f"expected a percentage from 0 to 100, got {value!r}", f"{where}.{name}")
+            raise _bad(
+                f"expected a percentage from 0 to 100, got {shown(value)}", f"{where}.{name}"
+            )
         out[name] = float(value)
     return out
 

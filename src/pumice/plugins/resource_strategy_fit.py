@@ -31,7 +31,6 @@ enabled.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +40,8 @@ import numpy as np
 from pumice.api.quantity import CPU, MEMORY
 from pumice.api.task import TaskInfo
 from pumice.conf.arguments import Arguments
-from pumice.errors import InputError
+from pumice.documents import load_json
+from pumice.errors import InputError, shown
 from pumice.framework.scoring import SeparableScore
 from pumice.framework.session import Session
 from pumice.framework.verdicts import timeless
@@ -66,7 +66,7 @@ def _mapping(value: Any, key: str) -> Mapping[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise _bad(key, f"expected a mapping, got {value!r}")
+        raise _bad(key, f"expected a mapping, got {shown(value)}")
     return value
 
 
@@ -76,7 +76,7 @@ def _int(value: Any, key: str, default: int) -> int:
     if isinstance(value, bool) or not (
         isinstance(value, int) or (isinstance(value, float) and value.is_integer())
     ):
-        raise _bad(key, f"expected an integer, got {value!r}")
+        raise _bad(key, f"expected an integer, got {shown(value)}")
     return int(value)
 
 
@@ -84,7 +84,7 @@ def _number(value: Any, key: str, default: float) -> float:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _bad(key, f"expected a number, got {value!r}")
+        raise _bad(key, f"expected a number, got {shown(value)}")
     return float(value)
 
 
@@ -92,7 +92,7 @@ def _bool(value: Any, key: str) -> bool:
     if value is None:
         return False
     if not isinstance(value, bool):
-        raise _bad(key, f"expected true or false, got {value!r}")
+        raise _bad(key, f"expected true or false, got {shown(value)}")
     return value
 
 
@@ -100,7 +100,7 @@ def _names(value: Any, key: str) -> list[str]:
     if value is None:
         return []
     if not isinstance(value, str):
-        raise _bad(key, f"expected a comma-separated string, got {value!r}")
+        raise _bad(key, f"expected a comma-separated string, got {shown(value)}")
     out = []
     for name in (n.strip() for n in value.split(",")):
         if name and name not in out:
@@ -150,7 +150,7 @@ def parse_strategies(value: Any) -> dict[str, Strategy]:
         conf = _mapping(conf, key)
         kind = conf.get("type") or LEAST
         if kind not in (LEAST, MOST):
-            raise _bad(f"{key}.type", f"expected {LEAST} or {MOST}, got {kind!r}")
+            raise _bad(f"{key}.type", f"expected {LEAST} or {MOST}, got {shown(kind)}")
         weight = _int(conf.get("weight"), f"{key}.weight", 1)
         if weight < 0:
             raise _bad(f"{key}.weight", f"must not be negative, got {weight}")
@@ -265,7 +265,7 @@ class StrategyScore(SeparableScore):
         """A pod's weight annotation, parsed once per distinct text."""
         if raw not in self._pod_weights:
             try:
-                got = json.loads(raw) if raw else None
+                got = load_json(raw.encode(), source="") if raw else None
             except ValueError:
                 got = None
             self._pod_weights[raw] = got if isinstance(got, dict) else None

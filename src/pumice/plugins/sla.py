@@ -14,7 +14,7 @@ import re
 
 from pumice.api.job import JobInfo
 from pumice.conf.arguments import Arguments
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 from pumice.framework.session import Session
 
 WAITING_TIME = "sla-waiting-time"
@@ -32,7 +32,7 @@ def parse_duration(text: str, *, field: str = WAITING_TIME) -> float:
         total += float(m.group(1)) * _UNITS[m.group(2)]
         pos = m.end()
     if pos != len(text) or not text:
-        raise InputError(f"invalid duration {text!r} (expected e.g. 3m, 1h30m)", field=field)
+        raise InputError(f"invalid duration {shown(text)} (expected e.g. 3m, 1h30m)", field=field)
     return total
 
 

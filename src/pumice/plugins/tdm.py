@@ -50,7 +50,7 @@ from pumice.api.task import (
     TaskStatus,
 )
 from pumice.conf.arguments import Arguments, go_duration
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 from pumice.framework.scoring import SeparableScore
 from pumice.framework.session import Session
 
@@ -112,13 +112,13 @@ def parse_window(text: str, *, field: str) -> Window:
     """A window ``"HH:MM-HH:MM"`` (surrounding spaces allowed), as Volcano parses it."""
     parts = text.strip().split("-")
     if len(parts) != 2:
-        raise InputError(f"expected a window such as 10:00-21:00, got {text!r}", field=field)
+        raise InputError(f"expected a window such as 10:00-21:00, got {shown(text)}", field=field)
     minutes = []
     for part in parts:
         m = _CLOCK.fullmatch(part)
         if m is None or int(m.group(1)) > 23 or int(m.group(2)) > 59:
             raise InputError(
-                f"expected a time of day HH:MM in the window, got {part!r}", field=field
+                f"expected a time of day HH:MM in the window, got {shown(part)}", field=field
             )
         minutes.append(int(m.group(1)) * 60 + int(m.group(2)))
     return Window(text.strip(), minutes[0], minutes[1])
@@ -191,7 +191,7 @@ class TdmPlugin:
             period = go_duration(raw)
             if period is None or period < 0:
                 raise InputError(
-                    f"expected a duration such as 1m or 30s, got {raw!r}",
+                    f"expected a duration such as 1m or 30s, got {shown(raw)}",
                     obj="plugin tdm",
                     field=f"arguments.{EVICT_PERIOD}",
                 )

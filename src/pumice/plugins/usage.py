@@ -43,7 +43,7 @@ from pumice.api.quantity import CPU, MEMORY, to_canonical
 from pumice.api.task import TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
 from pumice.conf.config import metrics_interval
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 from pumice.framework.scoring import SeparableScore
 from pumice.framework.session import EventHandler, Session
 
@@ -84,11 +84,13 @@ def _number(section: Mapping[str, Any], name: str, where: str, default: float) -
     if value is None:
         return default
     if isinstance(value, bool):
-        raise InputError(f"expected a number, got {value!r}", obj=_OWNER, field=where)
+        raise InputError(f"expected a number, got {shown(value)}", obj=_OWNER, field=where)
     try:
         return float(value)
     except (TypeError, ValueError):
-        raise InputError(f"expected a number, got {value!r}", obj=_OWNER, field=where) from None
+        raise InputError(
+            f"expected a number, got {shown(value)}", obj=_OWNER, field=where
+        ) from None
 
 
 def _in(value: float, low: float, high: float, where: str) -> float:

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
+from pumice.documents import read_file
+from pumice.errors import InputError
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -102,9 +103,9 @@ def load_manifests(paths: str | Path | Iterable[str | Path]) -> Iterator[Manifes
 
 def _read(file: Path) -> Iterator[Manifest]:
     try:
-        docs = list(yaml.safe_load_all(file.read_text()))
-    except (OSError, yaml.YAMLError) as err:
-        raise ApplyError(f"{file}: cannot read: {err}") from err
+        docs = read_file(file, keep_empty=True)
+    except InputError as err:
+        raise ApplyError(err.render()) from None
     for index, doc in enumerate(docs, start=1):
         if doc is None:
             continue

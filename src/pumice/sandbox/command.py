@@ -32,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from pumice.documents import read_file
 from pumice.errors import InputError
 
 EXIT_BAD_INPUT = 2
@@ -364,9 +365,9 @@ def pumice_manifests(folder: Path = DEPLOY) -> Iterator[dict[str, Any]]:
         if path.suffix not in (".yaml", ".yml", ".json") or not path.is_file():
             continue
         try:
-            docs = list(yaml.safe_load_all(path.read_text()))
-        except (OSError, yaml.YAMLError) as err:
-            _say(f"note: skipped {path}: {err}")
+            docs = read_file(path)
+        except InputError as err:
+            _say(f"note: skipped {err.render()}")
             continue
         for doc in docs:
             listed = isinstance(doc, dict) and doc.get("kind") == "List"

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pumice.api.limits import MAX_NODES
 from pumice.api.quantity import plural, render_resources
-from pumice.errors import InputError
+from pumice.errors import InputError, shown, shown_text
 from pumice.sim.devices_spec import (
     DEVICE_KINDS,
     DeviceBlock,
@@ -256,10 +257,18 @@ def load_cluster_spec(
 def _node_manifest(obj: Mapping[str, Any], file: str) -> dict[str, Any]:
     """Check a Node manifest's quantities; fill a missing allocatable from capacity."""
     meta = obj.get("metadata")
-    if not isinstance(meta, Mapping) or not meta.get("name"):
+    if not isinstance(meta, Mapping):
+        raise InputError(
+            f"expected a map, got {shown(meta)}", file=file, obj="Node", field="metadata"
+        )
+    if not meta.get("name"):
         raise InputError("missing metadata.name", file=file, obj="Node", field="metadata.name")
-    name = str(meta["name"])
-    where = f"Node {name}"
+    name = meta["name"]
+    if not isinstance(name, str):
+        raise InputError(
+            f"expected a string, got {shown(name)}", file=file, obj="Node", field="metadata.name"
+        )
+    where = f"Node {shown_text(name)}"
     status = obj.get("status") or {}
     if not isinstance(status, Mapping):
         raise InputError("expected a map", file=file, obj=where, field="status")
@@ -308,10 +317,20 @@ def _compact_nodes(
             raise InputError("expected a map", file=file, obj="cluster", field=f)
         try:
             check_keys(group, _GROUP_KEYS, field=f)
-            count = require_int(group.get("count", 1), field=f"{f}.count", minimum=1)
+            count = require_int(
+                group.get("count", 1), field=f"{f}.count", minimum=1, maximum=MAX_NODES
+            )
+            total = count + sum(p[2] for p in planned)
+            if total > MAX_NODES:
+                raise InputError(
+                    f"{total:,} nodes in all, more than the {MAX_NODES:,} a cluster may have",
+                    field=f"{f}.count",
+                )
             prefix = require_str(group.get("namePrefix", "node"), field=f"{f}.namePrefix")
             if not is_dns_subdomain(prefix):
-                raise InputError(f"invalid node name prefix {prefix!r}", field=f"{f}.namePrefix")
+                raise InputError(
+                    f"invalid node name prefix {shown(prefix)}", field=f"{f}.namePrefix"
+                )
         except InputError as exc:
             raise exc.located(file=file, obj="cluster") from None
         start = next_index.get(prefix, 0)
@@ -354,9 +373,9 @@ def _labels(value: object, field: str) -> dict[str, str]:
     out = {}
     for k, v in value.items():
         if not isinstance(k, str) or not k:
-            raise InputError(f"invalid label key {k!r}", field=field)
+            raise InputError(f"invalid label key {shown(k)}", field=field)
         if isinstance(v, bool) or not isinstance(v, str | int | float):
-            raise InputError(f"invalid label value {v!r}", field=f"{field}.{k}")
+            raise InputError(f"invalid label value {shown(v)}", field=f"{field}.{k}")
         out[k] = str(v)
     return out
 
@@ -376,7 +395,8 @@ def _taints(value: object, field: str) -> list[dict[str, str]]:
         effect = t.get("effect")
         if effect not in TAINT_EFFECTS:
             raise InputError(
-                f"expected one of {', '.join(TAINT_EFFECTS)}, got {effect!r}", field=f"{f}.effect"
+                f"expected one of {', '.join(TAINT_EFFECTS)}, got {shown(effect)}",
+                field=f"{f}.effect",
             )
         taint = {"key": key, "effect": str(effect)}
         if t.get("value") is not None:

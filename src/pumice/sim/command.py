@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 from pumice.sim.workload import Workload
 
 if TYPE_CHECKING:
@@ -528,7 +528,7 @@ def _modes(args: argparse.Namespace) -> list[str]:
     for m in modes:
         if m not in MODES:
             raise InputError(
-                f"expected one of {', '.join(MODES)}, got {m!r}", field="--network-topology"
+                f"expected one of {', '.join(MODES)}, got {shown(m)}", field="--network-topology"
             )
     if len(set(modes)) != len(modes):
         raise InputError("a mode is given twice", field="--network-topology")
@@ -703,6 +703,22 @@ def run(args: argparse.Namespace) -> int:
                 )
                 run_workloads.append(variant)
                 run_seeds.append(seed)
+    from pumice.sim.engine import check_workload
+
+    checked: set[int] = set()  # (refused before anything is written)
+    for i, run_workload in enumerate(run_workloads):
+        if id(run_workload) in checked:
+            continue
+        checked.add(id(run_workload))
+        try:
+            check_workload(run_workload, nodes)
+        except InputError as err:
+            if not grid:
+                raise
+            source = run_schedulers[i].config.source
+            raise InputError(
+                f"in the run of {names[i]} (seed {run_seeds[i]}, config {source}): {err.render()}"
+            ) from None
     out = prepare_out(args.out)  # refuses a folder that is not a report: exit 2
     if grid:
         targets = tuple(out / n / f"seed-{s}" for n, s in zip(names, run_seeds, strict=True))

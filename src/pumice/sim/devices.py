@@ -140,7 +140,7 @@ def check_device_claims(
             offered.append((name, labels, reach))
     answers: dict[tuple, str] = {}
     for job in workload.jobs:
-        for task in job.tasks:
+        for j, task in enumerate(job.tasks):
             if not task.resource_claims:
                 continue
             claims = _claim_records(job, task.resource_claims, manifests)
@@ -149,10 +149,14 @@ def check_device_claims(
                 answers[memo] = _never(claims, offered, classes)
             why = answers[memo]
             if why:
+                where = job.origin
                 raise InputError(
                     f"the claims of task {task.name}'s pods can never be allocated: {why}",
-                    obj=f"job {job.uid}",
-                    field=f"tasks.{task.name}.resourceClaims",
+                    file=where.file if where is not None else None,
+                    obj=where.obj if where is not None else f"job {job.uid}",
+                    field=f"{where.spec_field}.resourceClaims".format(task=j)
+                    if where is not None
+                    else f"tasks.{task.name}.resourceClaims",
                 )
 
 

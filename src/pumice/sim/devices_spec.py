@@ -32,7 +32,7 @@ from typing import Any
 
 from pumice.api.quantity import parse_quantity
 from pumice.api.side_objects import DRA_PARSERS
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 from pumice.sim.fields import check_keys, is_dns_label, is_dns_subdomain, require_int, require_str
 from pumice.sim.storage_spec import checked_object
 
@@ -74,7 +74,7 @@ def _typed(value: object, field: str) -> dict[str, Any]:
         return {"string": value}
     raise InputError(
         f"expected a string, an integer, a boolean or a typed value ({', '.join(_TYPED)}), "
-        f"got {value!r}",
+        f"got {shown(value)}",
         field=field,
     )
 
@@ -86,14 +86,14 @@ def _block(value: object, field: str) -> DeviceBlock:
     driver = require_str(value.get("driver"), field=f"{field}.driver")
     if not is_dns_subdomain(driver) or len(driver) > 63:
         raise InputError(
-            f"invalid driver name {driver!r} (a DNS subdomain of at most 63 characters, "
+            f"invalid driver name {shown(driver)} (a DNS subdomain of at most 63 characters, "
             "e.g. gpu.example.com)",
             field=f"{field}.driver",
         )
     count = require_int(value.get("count", 1), field=f"{field}.count", minimum=1)
     prefix = value.get("namePrefix", driver.split(".")[0])
     if not isinstance(prefix, str) or not is_dns_label(f"{prefix}-{count - 1}"):
-        raise InputError(f"invalid device name prefix {prefix!r}", field=f"{field}.namePrefix")
+        raise InputError(f"invalid device name prefix {shown(prefix)}", field=f"{field}.namePrefix")
     attrs = value.get("attributes") or {}
     if not isinstance(attrs, Mapping):
         raise InputError("expected a map of name: value", field=f"{field}.attributes")

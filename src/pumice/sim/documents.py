@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
-import orjson
-import yaml
-
+from pumice.documents import read_file
 from pumice.errors import InputError
 
 
@@ -23,38 +20,37 @@ def read_documents(path: str | os.PathLike[str]) -> list[Any]:
     """The documents of a YAML (multi-document) or JSON file; ``kind: List`` is not expanded.
 
     A JSON file holding an array yields its elements. Empty YAML documents are dropped.
-    """
-    file = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", file=file) from exc
-    if file.lower().endswith(".json"):
-        try:
-            doc = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise InputError(f"invalid JSON: {exc}", file=file) from exc
-        return list(doc) if isinstance(doc, list) else [doc]
-    try:
-        docs = list(yaml.load_all(data, Loader=yaml.CSafeLoader))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise InputError(f"invalid YAML{where}: {problem}", file=file) from exc
-    return [d for d in docs if d is not None]
+    The file is read by :func:`pumice.documents.read_file`."""
+    docs = read_file(path)
+    if str(path).lower().endswith(".json") and len(docs) == 1 and isinstance(docs[0], list):
+        return list(docs[0])
+    return docs
 
 
 def iter_objects(docs: Iterable[Any], *, file: str) -> Iterator[Mapping[str, Any]]:
-    """Objects of ``docs`` with ``kind: List`` (and ``*List``) documents expanded."""
+    """Objects of ``docs`` with ``kind: List`` (and ``*List``) documents expanded (a
+    List inside a List too). Anything that is not a mapping is an InputError naming
+    the document (and the item of its List)."""
     for i, doc in enumerate(docs):
-        if not isinstance(doc, Mapping):
-            raise InputError(f"document {i + 1} is not a map", file=file)
-        kind = doc.get("kind")
-        if isinstance(kind, str) and kind.endswith("List") and "items" in doc:
-            items = doc.get("items") or []
-            if not isinstance(items, list):
-                raise InputError("items must be a list", file=file, obj=kind, field="items")
-            yield from iter_objects(items, file=file)
-        else:
-            yield doc
+        yield from _expanded(doc, f"document {i + 1}", file)
+
+
+def _expanded(doc: Any, where: str, file: str) -> Iterator[Mapping[str, Any]]:
+    if not isinstance(doc, Mapping):
+        raise InputError(f"is {_a(doc)}, not a map", file=file, obj=where)
+    kind = doc.get("kind")
+    if not (isinstance(kind, str) and kind.endswith("List") and "items" in doc):
+        yield doc
+        return
+    items = doc.get("items") or []
+    if not isinstance(items, list):
+        raise InputError("must be a list", file=file, obj=where, field="items")
+    for j, item in enumerate(items):
+        yield from _expanded(item, f"{where} items[{j}]", file)
+
+
+def _a(value: Any) -> str:
+    """What a value is, for a message: ``a list``, ``a string``..."""
+    names = {list: "a list", str: "a string", int: "a number", float: "a number",
+             bool: "a boolean"}  # fmt: skip
+    return names.get(type(value), f"a {type(value).__name__}")

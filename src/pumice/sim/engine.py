@@ -85,7 +85,7 @@ from typing import Any
 from pumice.api import parse
 from pumice.api.node_metrics import KIND as NODE_METRICS
 from pumice.api.node_metrics import synthetic_node_metrics
-from pumice.api.quantity import render_quantity, render_resources
+from pumice.api.quantity import PODS, render_quantity, render_resources
 from pumice.cache.cache import SchedulerCache
 from pumice.cluster.memory import MemoryCluster
 from pumice.conf.config import metrics_interval
@@ -93,7 +93,7 @@ from pumice.controllers.ephemeral import EphemeralClaimController
 from pumice.controllers.job import JobController
 from pumice.controllers.manager import Manager
 from pumice.controllers.resourceclaims import ResourceClaimController
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 from pumice.plugins.gang_timeout import CARRY_KEY, GangTimeouts
 from pumice.scheduler import Scheduler
 from pumice.sim.apiserver import SimStore, sim_keygen
@@ -204,14 +204,17 @@ def check_workload(workload: Workload, nodes: Sequence[Mapping[str, Any]]) -> No
     queues = {q.name for q in workload.queues}
     fits: dict[int, bool] = {}
     for job in workload.jobs:
-        obj = f"job {job.uid}"
+        where = job.origin
+        file = where.file if where is not None else None
+        obj = where.obj if where is not None else f"job {job.uid}"
         if job.queue not in queues:
             raise InputError(
-                f"queue {job.queue!r} does not exist (queues: {', '.join(sorted(queues))})",
+                f"queue {shown(job.queue)} does not exist (queues: {', '.join(sorted(queues))})",
+                file=file,
                 obj=obj,
-                field="queue",
+                field=where.queue_field if where is not None else "queue",
             )
-        for task in job.tasks:
+        for index, task in enumerate(job.tasks):
             req = task.requests
             ok = fits.get(id(req))
             if ok is None:
@@ -222,15 +225,23 @@ def check_workload(workload: Workload, nodes: Sequence[Mapping[str, Any]]) -> No
                 raise InputError(
                     f"a pod of task {task.name} asks for {asked}: no node of the cluster "
                     f"can ever hold it",
+                    file=file,
                     obj=obj,
-                    field=f"tasks.{task.name}.requests",
+                    field=where.requests_field.format(task=index)
+                    if where is not None
+                    else f"tasks.{task.name}.requests",
                 )
-        for name in {k for t in job.tasks for k in t.requests}:
-            if job.total(name) > total.get(name, 0.0):
+        # every pod takes one of its node's pod slots, whatever else it asks for
+        for name in {PODS, *(k for t in job.tasks for k in t.requests)}:
+            asked = job.total(name) if name != PODS else sum(t.replicas for t in job.tasks)
+            if asked > total.get(name, 0.0):
+                largest = max(range(len(job.tasks)), key=lambda i: job.tasks[i].replicas)
                 raise InputError(
-                    f"the job asks for {render_quantity(name, job.total(name))} {name} in "
+                    f"the job asks for {render_quantity(name, asked)} {name} in "
                     f"all, more than the cluster's {render_quantity(name, total.get(name, 0.0))}",
+                    file=file,
                     obj=obj,
+                    field=where.replicas_field.format(task=largest) if where is not None else None,
                 )
 
 

@@ -13,8 +13,9 @@ import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from pumice.api.limits import MAX_SIM_SECONDS
 from pumice.api.quantity import to_canonical
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 
 _DURATION = re.compile(r"(?:(?:\d+(?:\.\d*)?|\.\d+)(?:ns|us|µs|ms|s|m|h|d))+")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h|d)")
@@ -40,7 +41,7 @@ def parse_seconds(value: object, *, field: str | None = None) -> float:
     non-finite values.
     """
     if isinstance(value, bool):
-        raise InputError(f"invalid duration {value!r}", field=field)
+        raise InputError(f"invalid duration {shown(value)}", field=field)
     seconds: float
     if isinstance(value, int | float):
         seconds = float(value)
@@ -51,16 +52,22 @@ def parse_seconds(value: object, *, field: str | None = None) -> float:
         except ValueError:
             if not _DURATION.fullmatch(text):
                 raise InputError(
-                    f"invalid duration {value!r}: expected seconds or e.g. 30s, 5m, 1h30m",
+                    f"invalid duration {shown(value)}: expected seconds or e.g. 30s, 5m, 1h30m",
                     field=field,
                 ) from None
             seconds = sum(
                 float(m.group(1)) * _UNIT_SECONDS[m.group(2)] for m in _DURATION_PART.finditer(text)
             )
     else:
-        raise InputError(f"invalid duration {value!r}", field=field)
+        raise InputError(f"invalid duration {shown(value)}", field=field)
     if not math.isfinite(seconds) or seconds < 0:
-        raise InputError(f"invalid duration {value!r}: must be finite and >= 0", field=field)
+        raise InputError(f"invalid duration {shown(value)}: must be finite and >= 0", field=field)
+    if seconds > MAX_SIM_SECONDS:
+        raise InputError(
+            f"{shown(value)} is more than {MAX_SIM_SECONDS // (365 * 24 * 3600)} years of "
+            "simulated time",
+            field=field,
+        )
     return seconds
 
 
@@ -80,29 +87,38 @@ def parse_resources(value: object, *, field: str) -> dict[str, float]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise InputError(f"expected a map of resource quantities, got {value!r}", field=field)
+        raise InputError(f"expected a map of resource quantities, got {shown(value)}", field=field)
     out: dict[str, float] = {}
     for name, quantity in value.items():
         if not isinstance(name, str) or not name:
-            raise InputError(f"invalid resource name {name!r}", field=field)
+            raise InputError(f"invalid resource name {shown(name)}", field=field)
         out[name] = to_canonical(name, quantity, field=f"{field}.{name}")
     return out
 
 
-def require_int(value: object, *, field: str, minimum: int) -> int:
+#: The largest count a file may write where nothing smaller bounds it: Kubernetes'
+#: counts (replicas, minAvailable, weights) are 32-bit.
+INT32_MAX = 2**31 - 1
+
+
+def require_int(value: object, *, field: str, minimum: int, maximum: int = INT32_MAX) -> int:
+    """``value`` as a whole number from ``minimum`` to ``maximum``, or an InputError
+    naming ``field``."""
     if isinstance(value, bool) or not isinstance(value, int):
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         else:
-            raise InputError(f"expected an integer, got {value!r}", field=field)
+            raise InputError(f"expected an integer, got {shown(value)}", field=field)
     if value < minimum:
-        raise InputError(f"must be >= {minimum}, got {value}", field=field)
+        raise InputError(f"must be >= {minimum}, got {shown(value)}", field=field)
+    if value > maximum:
+        raise InputError(f"must be at most {maximum:,}, got {shown(value)}", field=field)
     return value
 
 
 def require_str(value: object, *, field: str) -> str:
     if not isinstance(value, str) or not value:
-        raise InputError(f"expected a non-empty string, got {value!r}", field=field)
+        raise InputError(f"expected a non-empty string, got {shown(value)}", field=field)
     return value
 
 

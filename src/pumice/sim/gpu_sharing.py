@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pumice.api.gpus import GPU_MEMORY, GPU_NUMBER
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 from pumice.sim.workload import Workload
 
 #: The runs of the what-if: the workload as written, and with whole cards.
@@ -64,7 +64,8 @@ def with_whole_cards(workload: Workload, card: float) -> Workload:
             raise InputError(
                 f"asks a share of a GPU card in a Volcano Job manifest, whose pods "
                 f"{FIELD} whole cannot change (write it as a compact job or PodGroup)",
-                obj=f"job {job.uid}",
+                file=job.origin.file if job.origin is not None else None,
+                obj=job.origin.obj if job.origin is not None else f"job {job.uid}",
                 field=FIELD,
             )
         tasks = tuple(dataclasses.replace(t, requests=_whole(t.requests, card)) for t in job.tasks)
@@ -86,7 +87,7 @@ def parse_modes(text: str | None) -> list[str]:
     modes = [m.strip() for m in text.split(",") if m.strip()]
     for m in modes:
         if m not in MODES:
-            raise InputError(f"expected one of {', '.join(MODES)}, got {m!r}", field=FIELD)
+            raise InputError(f"expected one of {', '.join(MODES)}, got {shown(m)}", field=FIELD)
     if not modes or len(set(modes)) != len(modes):
         raise InputError("expected shared, whole or both, each once", field=FIELD)
     return modes

@@ -21,11 +21,12 @@ from typing import Any
 
 from pumice.api import gang_apis
 from pumice.api.dra import parse_resource_claim, parse_resource_claim_template
+from pumice.api.limits import MAX_JOB_PODS
 from pumice.api.parse import pod_device_claims
 from pumice.api.quantity import render_resources
 from pumice.api.topology_spec import parse_network_topology
 from pumice.api.volumes import parse_pvc
-from pumice.errors import InputError
+from pumice.errors import InputError, shown, shown_text
 from pumice.sim.documents import iter_objects, read_documents
 from pumice.sim.fields import (
     check_keys,
@@ -55,6 +56,7 @@ from pumice.sim.workload import (
     OUTCOMES,
     WORKLOAD_API,
     Dialect,
+    JobOrigin,
     JobSpec,
     Outcome,
     QueueSpec,
@@ -178,6 +180,18 @@ class _Builder:
     # ---- declarations shared by both forms
 
     def add_job(self, job: JobSpec, origin: _Origin) -> None:
+        job = dataclasses.replace(job, origin=_job_origin(job, origin))
+        where = job.origin
+        pods = sum(t.replicas for t in job.tasks)
+        if pods > MAX_JOB_PODS and where is not None:
+            index = max(range(len(job.tasks)), key=lambda i: job.tasks[i].replicas)
+            raise InputError(
+                f"{pods:,} pods in all, more than the {MAX_JOB_PODS:,} pumice simulates "
+                "for one job",
+                file=where.file,
+                obj=where.obj,
+                field=where.replicas_field.format(task=index),
+            )
         key = (job.namespace, job.uid)
         if key in self.jobs:
             first = self.job_origin[key]
@@ -218,6 +232,9 @@ class _Builder:
 
     def add(self, obj: Mapping[str, Any], file: str) -> None:
         kind = obj.get("kind")
+        if kind is not None and not isinstance(kind, str):
+            raise InputError(f"expected a string, got {shown(kind)}", file=file, field="kind")
+        api = obj.get("apiVersion")
         if kind == "Workload" and gang_apis.is_kubernetes_workload(obj):
             self.workloads.append((file, obj))
         elif kind == "Workload" or (kind is None and ("jobs" in obj or "queues" in obj)):
@@ -226,7 +243,7 @@ class _Builder:
             self.podgroups.append((file, obj))
         elif kind == "Pod":
             self.add_pod(obj, file)
-        elif kind == "Job" and str(obj.get("apiVersion", "")).startswith("batch.volcano.sh/"):
+        elif kind == "Job" and isinstance(api, str) and api.startswith("batch.volcano.sh/"):
             self.add_volcano_job(obj, file)
         elif kind == "Queue":
             self.add_queue_object(obj, file)
@@ -243,7 +260,7 @@ class _Builder:
         else:
             meta = obj.get("metadata")
             name = meta.get("name") if isinstance(meta, Mapping) else None
-            what = " ".join(str(x) for x in (kind or "an object without kind", name) if x)
+            what = " ".join(shown_text(x) for x in (kind or "an object without kind", name) if x)
             self.warn(f"{file}: skipped {what}: not part of a workload")
 
     # ---- compact form
@@ -256,10 +273,12 @@ class _Builder:
             raise exc.located(file=file, obj="Workload") from None
         api = doc.get("apiVersion")
         if api is not None and api != WORKLOAD_API:
-            raise origin.error(f"expected apiVersion {WORKLOAD_API}, got {api!r}", "apiVersion")
+            raise origin.error(
+                f"expected apiVersion {WORKLOAD_API}, got {shown(api)}", "apiVersion"
+            )
         namespace = doc.get("namespace", DEFAULT_NAMESPACE)
         if not isinstance(namespace, str) or not is_dns_label(namespace):
-            raise origin.error(f"invalid namespace {namespace!r}", "namespace")
+            raise origin.error(f"invalid namespace {shown(namespace)}", "namespace")
         pcs = doc.get("priorityClasses") or {}
         if isinstance(pcs, Mapping):
             for name, value in pcs.items():
@@ -411,7 +430,7 @@ class _Builder:
             )
             if not isinstance(task, str) or not is_dns_label(task):
                 raise InputError(
-                    f"invalid task name {task!r}",
+                    f"invalid task name {shown(task)}",
                     field=f"metadata.annotations[{ANNOTATION_TASK_SPEC}]",
                 )
             pc = _optional_str(spec.get("priorityClassName"), field="spec.priorityClassName")
@@ -526,7 +545,7 @@ class _Builder:
                 if ref[2] not in record.groups:
                     pod = pods[0]
                     raise InputError(
-                        f"Workload {namespace}/{name} has no pod group {ref[2]!r} (it has "
+                        f"Workload {namespace}/{name} has no pod group {shown(ref[2])} (it has "
                         f"{', '.join(sorted(record.groups))})",
                         file=pod.file,
                         obj=f"Pod {namespace}/{pod.name}",
@@ -578,7 +597,7 @@ class _Builder:
                 known = counts.setdefault(job.pod_group, job.min_available)
                 if known != job.min_available:
                     raise self.job_origin[key].error(
-                        f"pod group {job.pod_group!r} of Workload {namespace}/{name} has "
+                        f"pod group {shown(job.pod_group)} of Workload {namespace}/{name} has "
                         f"minAvailable {known} in another job",
                         "minAvailable",
                     )
@@ -622,7 +641,7 @@ class _Builder:
             origin = self.job_origin[key]
             if job.queue not in queue_names:
                 raise origin.error(
-                    f"queue {job.queue!r} is not declared by any file "
+                    f"queue {shown(job.queue)} is not declared by any file "
                     "(add it under queues: or as a Queue object)",
                     origin.queue_field,
                 )
@@ -632,14 +651,21 @@ class _Builder:
                 and job.priority_class not in known_priority_classes
             ):
                 raise origin.error(
-                    f"priority class {job.priority_class!r} is not declared by any file",
+                    f"priority class {shown(job.priority_class)} is not declared by any file",
                     origin.pc_field,
                 )
         for name, queue in self.queues.items():
             if queue.parent is not None and queue.parent not in queue_names:
                 raise self.queue_origin[name].error(
-                    f"parent queue {queue.parent!r} is not declared by any file", "parent"
+                    f"parent queue {shown(queue.parent)} is not declared by any file", "parent"
                 )
+        if not self.jobs:
+            first = f" (first: {self.warnings[0]})" if self.warnings else ""
+            raise InputError(
+                f"holds no jobs: {self.skipped} object(s) skipped{first}"
+                if self.skipped
+                else "holds no jobs: no PodGroup, pod, Volcano Job or compact jobs: list"
+            )
         pcs = dict(known_priority_classes)
         pcs.update(self.priority_classes)
         return Workload(
@@ -708,10 +734,34 @@ def load_workload(
                 builder.add(obj, file)
             except InputError as exc:
                 raise exc.located(file=file) from None
-    return builder.finish(known_queues, known_priority_classes or {})
+    try:
+        return builder.finish(known_queues, known_priority_classes or {})
+    except InputError as exc:  # (what is not about one object is about the files)
+        raise exc.located(file=", ".join(map(str, paths))) from None
 
 
 # --------------------------------------------------------------------------- form details
+
+
+def _job_origin(job: JobSpec, origin: _Origin) -> JobOrigin:
+    """Where ``job`` was written, with the fields of its queue, requests and replicas
+    in the form the user wrote it in."""
+    prefix = origin.field_prefix
+    if prefix:  # the compact form: the shorthand (one task of the default name) or tasks
+        shorthand = len(job.tasks) == 1 and job.tasks[0].name == DEFAULT_TASK
+        task = prefix if shorthand else f"{prefix}tasks[{{task}}]."
+        requests, replicas = f"{task}requests", f"{task}replicas"
+        spec = task.rstrip(".")
+    elif origin.obj.startswith("Job "):  # a Volcano Job
+        spec = "spec.tasks[{task}].template.spec"
+        requests = f"{spec}.containers[*].resources.requests"
+        replicas = "spec.tasks[{task}].replicas"
+    else:  # pods (of a PodGroup, a Workload, or of their own)
+        spec = "spec"
+        requests = "spec.containers[*].resources.requests"
+        replicas = "metadata.name"
+    queue = prefix + origin.queue_field
+    return JobOrigin(origin.file, origin.obj, queue, requests, replicas, spec)
 
 
 def _declared(
@@ -755,6 +805,10 @@ def _declared(
 
 def _metadata(obj: Mapping[str, Any], file: str, kind: str) -> Mapping[str, Any]:
     meta = obj.get("metadata")
+    if meta is not None and not isinstance(meta, Mapping):
+        raise InputError(
+            f"expected a map, got {shown(meta)}", file=file, obj=kind, field="metadata"
+        )
     if not isinstance(meta, Mapping) or not meta.get("name"):
         raise InputError("missing metadata.name", file=file, obj=kind, field="metadata.name")
     return meta
@@ -762,7 +816,7 @@ def _metadata(obj: Mapping[str, Any], file: str, kind: str) -> Mapping[str, Any]
 
 def _bool(value: object, *, field: str) -> bool:
     if not isinstance(value, bool):
-        raise InputError(f"expected true or false, got {value!r}", field=field)
+        raise InputError(f"expected true or false, got {shown(value)}", field=field)
     return value
 
 
@@ -780,7 +834,7 @@ def _optional_resources(d: Mapping[str, Any], key: str, field: str) -> dict[str,
 
 def _outcome(value: object, *, field: str) -> Outcome:
     if value not in OUTCOMES:
-        raise InputError(f"expected one of {', '.join(OUTCOMES)}, got {value!r}", field=field)
+        raise InputError(f"expected one of {', '.join(OUTCOMES)}, got {shown(value)}", field=field)
     return value  # type: ignore[return-value]
 
 
@@ -788,13 +842,13 @@ def _end_fraction(value: object, outcome: str, *, field: str) -> float:
     if value is None:
         return 1.0
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise InputError(f"expected a number in (0, 1], got {value!r}", field=field)
+        raise InputError(f"expected a number in (0, 1], got {shown(value)}", field=field)
     try:
         fraction = float(value)
     except ValueError:
-        raise InputError(f"expected a number in (0, 1], got {value!r}", field=field) from None
+        raise InputError(f"expected a number in (0, 1], got {shown(value)}", field=field) from None
     if not 0 < fraction <= 1:
-        raise InputError(f"expected a number in (0, 1], got {value!r}", field=field)
+        raise InputError(f"expected a number in (0, 1], got {shown(value)}", field=field)
     if outcome == "succeed" and fraction != 1:
         raise InputError("only a job that fails or is cancelled ends early", field=field)
     return fraction
@@ -806,7 +860,7 @@ def _compact_queue(q: object, f: str) -> QueueSpec:
     check_keys(q, _QUEUE_KEYS, field=f)
     name = require_str(q.get("name"), field=f"{f}.name")
     if not is_dns_label(name):
-        raise InputError(f"invalid queue name {name!r}", field=f"{f}.name")
+        raise InputError(f"invalid queue name {shown(name)}", field=f"{f}.name")
     return QueueSpec(
         name=name,
         weight=require_int(q.get("weight", 1), field=f"{f}.weight", minimum=1),
@@ -824,10 +878,10 @@ def _compact_task(t: object, f: str) -> TaskSpec:
     check_keys(t, _TASK_KEYS, field=f)
     name = t.get("name", DEFAULT_TASK)
     if not isinstance(name, str) or not is_dns_label(name):
-        raise InputError(f"invalid task name {name!r}", field=f"{f}.name")
+        raise InputError(f"invalid task name {shown(name)}", field=f"{f}.name")
     if "replicas" not in t:
         raise InputError("missing replicas", field=f"{f}.replicas")
-    replicas = require_int(t["replicas"], field=f"{f}.replicas", minimum=1)
+    replicas = require_int(t["replicas"], field=f"{f}.replicas", minimum=1, maximum=MAX_JOB_PODS)
     min_available = None
     if t.get("minAvailable") is not None:
         min_available = require_int(t["minAvailable"], field=f"{f}.minAvailable", minimum=1)
@@ -850,10 +904,10 @@ def _compact_job(j: object, f: str, namespace: str) -> JobSpec:
     check_keys(j, _JOB_KEYS, field=f)
     name = require_str(j.get("name"), field=f"{f}.name")
     if not is_dns_subdomain(name):
-        raise InputError(f"invalid job name {name!r}", field=f"{f}.name")
+        raise InputError(f"invalid job name {shown(name)}", field=f"{f}.name")
     ns = j.get("namespace", namespace)
     if not isinstance(ns, str) or not is_dns_label(ns):
-        raise InputError(f"invalid namespace {ns!r}", field=f"{f}.namespace")
+        raise InputError(f"invalid namespace {shown(ns)}", field=f"{f}.namespace")
     queue = require_str(j.get("queue", DEFAULT_QUEUE), field=f"{f}.queue")
     if "tasks" in j:
         if "replicas" in j or "requests" in j:
@@ -868,11 +922,13 @@ def _compact_job(j: object, f: str, namespace: str) -> JobSpec:
         names = [t.name for t in tasks]
         for k, n in enumerate(names):
             if n in names[:k]:
-                raise InputError(f"duplicate task name {n!r}", field=f"{f}.tasks[{k}].name")
+                raise InputError(f"duplicate task name {shown(n)}", field=f"{f}.tasks[{k}].name")
     else:
         if "replicas" not in j:
             raise InputError("missing replicas (or tasks)", field=f"{f}.replicas")
-        replicas = require_int(j["replicas"], field=f"{f}.replicas", minimum=1)
+        replicas = require_int(
+            j["replicas"], field=f"{f}.replicas", minimum=1, maximum=MAX_JOB_PODS
+        )
         tasks = (
             TaskSpec(
                 name=DEFAULT_TASK,
@@ -921,7 +977,7 @@ def _compact_dialect(
     dialect = j.get("dialect", "volcano")
     if dialect not in DIALECTS:
         raise InputError(
-            f"expected one of {', '.join(DIALECTS)}, got {dialect!r}", field=f"{f}.dialect"
+            f"expected one of {', '.join(DIALECTS)}, got {shown(dialect)}", field=f"{f}.dialect"
         )
     if dialect != "volcano":
         if j.get("networkTopology") is not None:
@@ -941,10 +997,10 @@ def _compact_dialect(
         return dialect, "", ""  # type: ignore[return-value]
     pod_group = j.get("podGroup", DEFAULT_POD_GROUP)
     if not isinstance(pod_group, str) or not is_dns_label(pod_group):
-        raise InputError(f"invalid pod group name {pod_group!r}", field=f"{f}.podGroup")
+        raise InputError(f"invalid pod group name {shown(pod_group)}", field=f"{f}.podGroup")
     replica_key = j.get("replicaKey", "")
     if not isinstance(replica_key, str) or (replica_key and not is_dns_label(replica_key)):
-        raise InputError(f"invalid replica key {replica_key!r}", field=f"{f}.replicaKey")
+        raise InputError(f"invalid replica key {shown(replica_key)}", field=f"{f}.replicaKey")
     return "workload", pod_group, replica_key
 
 
@@ -1048,7 +1104,7 @@ def _claim_volumes(spec: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
             continue
         name = require_str(v.get("name"), field=f"{f}.name")
         if not is_dns_label(name):
-            raise InputError(f"invalid volume name {name!r}", field=f"{f}.name")
+            raise InputError(f"invalid volume name {shown(name)}", field=f"{f}.name")
         out.append(copy.deepcopy(dict(v)))
     return tuple(out)
 
@@ -1063,7 +1119,7 @@ def _resource_claims(spec: Mapping[str, Any], namespace: str) -> tuple[Mapping[s
     for i, name in enumerate(names):
         if not is_dns_label(name):
             raise InputError(
-                f"invalid claim entry name {name!r}", field=f"spec.resourceClaims[{i}].name"
+                f"invalid claim entry name {shown(name)}", field=f"spec.resourceClaims[{i}].name"
             )
         if name in names[:i]:
             raise InputError(f"entry {name} is given twice", field=f"spec.resourceClaims[{i}].name")
@@ -1086,19 +1142,19 @@ def _tasks_from_pods(pods: Sequence[_Pod]) -> tuple[TaskSpec, ...]:
         elif volumes[pod.task] != pod.volumes:
             raise InputError(
                 f"pod {pod.namespace}/{pod.name} attaches other claims than the other pods "
-                f"of task {pod.task!r}; give each its own {ANNOTATION_TASK_SPEC}",
+                f"of task {shown(pod.task)}; give each its own {ANNOTATION_TASK_SPEC}",
                 field="spec.volumes",
             )
         elif devices[pod.task] != pod.resource_claims:
             raise InputError(
                 f"pod {pod.namespace}/{pod.name} needs other ResourceClaims than the other "
-                f"pods of task {pod.task!r}; give each its own {ANNOTATION_TASK_SPEC}",
+                f"pods of task {shown(pod.task)}; give each its own {ANNOTATION_TASK_SPEC}",
                 field="spec.resourceClaims",
             )
         elif shapes[pod.task] != pod.requests:
             raise InputError(
                 f"pod {pod.namespace}/{pod.name} requests {render_resources(pod.requests)} "
-                f"but other pods of task {pod.task!r} request "
+                f"but other pods of task {shown(pod.task)} request "
                 f"{render_resources(shapes[pod.task])}; give each shape its own "
                 f"{ANNOTATION_TASK_SPEC}",
                 field="spec.containers",

@@ -454,10 +454,11 @@ def plot_report(results: Sequence[SimResult], out: Path) -> dict[str, Path]:
     for ax in axes[-1]:
         ax.set_xlabel("hours", fontsize=7)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(
-        handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=8,
-        frameon=False, bbox_to_anchor=(0.5, 0.0),
-    )  # fmt: skip
+    if labels:  # (none when no queue had a job)
+        fig.legend(
+            handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=8,
+            frameon=False, bbox_to_anchor=(0.5, 0.0),
+        )  # fmt: skip
     fig.suptitle("Queue share (dominant resource) vs deserved share, over simulated hours")
     fig.tight_layout(rect=(0, 0.06 if nrow > 1 else 0.12, 1, 0.97))
     paths["queue_share"] = out / "queue_share.png"

@@ -27,7 +27,7 @@ from typing import Any
 
 from pumice.api.quantity import parse_quantity
 from pumice.api.volumes import NO_PROVISIONER, STORAGE_PARSERS, WAIT_FOR_FIRST_CONSUMER
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 from pumice.sim.fields import check_keys, is_dns_subdomain, require_int, require_str
 
 #: The kinds a cluster file may hold besides nodes and HyperNodes.
@@ -75,13 +75,13 @@ def local_volumes(value: object, field: str) -> tuple[str, int, str, list[str]]:
     check_keys(value, _LOCAL_KEYS, field=field)
     cls = require_str(value.get("storageClass"), field=f"{field}.storageClass")
     if not is_dns_subdomain(cls):
-        raise InputError(f"invalid storage class name {cls!r}", field=f"{field}.storageClass")
+        raise InputError(f"invalid storage class name {shown(cls)}", field=f"{field}.storageClass")
     count = require_int(value.get("count", 1), field=f"{field}.count", minimum=1)
     size = value.get("size")
     if size is None:
         raise InputError("missing size (e.g. 3500Gi)", field=f"{field}.size")
     if parse_quantity(size, field=f"{field}.size") <= 0:
-        raise InputError(f"expected a size above 0, got {size!r}", field=f"{field}.size")
+        raise InputError(f"expected a size above 0, got {shown(size)}", field=f"{field}.size")
     modes = value.get("accessModes", ["ReadWriteOnce"])
     if not isinstance(modes, list) or not modes:
         raise InputError("expected a non-empty list", field=f"{field}.accessModes")

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 from pumice.sim.parallel import Progress, Relay, run_parallel
 
 if TYPE_CHECKING:
@@ -77,11 +77,12 @@ def seeds(repeated: Sequence[int] | None, listed: str | None) -> list[int]:
                 a, b = (int(lo), int(hi)) if sep and lo else (int(part), int(part))
             except ValueError:
                 raise InputError(
-                    f"expected seeds like 1,2,3 or 1-5, got {part!r}", field="--seeds"
+                    f"expected seeds like 1,2,3 or 1-5, got {shown(part)}", field="--seeds"
                 ) from None
             if b < a or b - a >= MAX_SEEDS:
                 raise InputError(
-                    f"bad range {part!r} (low-high, at most {MAX_SEEDS} seeds)", field="--seeds"
+                    f"bad range {shown(part)} (low-high, at most {MAX_SEEDS} seeds)",
+                    field="--seeds",
                 )
             out.extend(range(a, b + 1))
         if not out:

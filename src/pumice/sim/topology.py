@@ -35,8 +35,9 @@ from pumice.api.hypernode import (
     build_topology,
     parse_hypernode,
 )
+from pumice.api.limits import MAX_NODES
 from pumice.api.topology_spec import HARD, SOFT, NetworkTopology
-from pumice.errors import InputError
+from pumice.errors import InputError, shown
 from pumice.sim.fields import check_keys, require_int
 from pumice.sim.objects import min_resources
 from pumice.sim.workload import JobSpec, Workload
@@ -45,6 +46,8 @@ HYPERNODE_API = "topology.volcano.sh/v1alpha1"
 #: The names of the tiers the generated tree uses; higher tiers are ``tier<N>``.
 TIER_NAMES = {1: "leaf", 2: "spine", 3: "core"}
 SHAPE_KEYS = ("nodesPerLeaf", "leavesPerSpine", "tiers")
+#: Most tiers of a generated tree (real networks have two or three).
+MAX_TIERS = 16
 #: The what-if modes of :func:`with_network_topology`.
 MODES = (HARD, SOFT, "none")
 
@@ -72,13 +75,17 @@ class TreeShape:
                 value.get("nodesPerLeaf", d.nodes_per_leaf),
                 field=f"{field}.nodesPerLeaf",
                 minimum=1,
+                maximum=MAX_NODES,
             ),
             leaves_per_spine=require_int(
                 value.get("leavesPerSpine", d.leaves_per_spine),
                 field=f"{field}.leavesPerSpine",
                 minimum=1,
+                maximum=MAX_NODES,
             ),
-            tiers=require_int(value.get("tiers", d.tiers), field=f"{field}.tiers", minimum=1),
+            tiers=require_int(
+                value.get("tiers", d.tiers), field=f"{field}.tiers", minimum=1, maximum=MAX_TIERS
+            ),
         )
 
     @classmethod
@@ -91,14 +98,14 @@ class TreeShape:
             key, eq, raw = part.partition("=")
             if not eq:
                 raise InputError(
-                    f"expected key=value, got {part!r} (keys: {', '.join(SHAPE_KEYS)})",
+                    f"expected key=value, got {shown(part)} (keys: {', '.join(SHAPE_KEYS)})",
                     field=field,
                 )
             try:
                 values[key.strip()] = int(raw)
             except ValueError:
                 raise InputError(
-                    f"expected an integer, got {raw!r}", field=f"{field} {key.strip()}"
+                    f"expected an integer, got {shown(raw)}", field=f"{field} {key.strip()}"
                 ) from None
         return cls.parse(values, field)
 
@@ -258,7 +265,7 @@ class Slowdown:
                     continue
                 tier, eq, factor = part.partition("=")
                 if not eq:
-                    raise InputError(f"expected tier=factor, got {part!r}", field=field)
+                    raise InputError(f"expected tier=factor, got {shown(part)}", field=field)
                 items.append((tier.strip(), factor.strip()))
         elif isinstance(value, Mapping):
             items = list(value.items())
@@ -269,17 +276,19 @@ class Slowdown:
             try:
                 t = int(tier)
             except (TypeError, ValueError):
-                raise InputError(f"expected a tier number, got {tier!r}", field=field) from None
+                raise InputError(
+                    f"expected a tier number, got {shown(tier)}", field=field
+                ) from None
             if t < 1:
                 raise InputError(f"tiers start at 1, got {t}", field=field)
             try:
                 f = float(factor)
             except (TypeError, ValueError):
                 raise InputError(
-                    f"expected a number, got {factor!r}", field=f"{field}.{t}"
+                    f"expected a number, got {shown(factor)}", field=f"{field}.{t}"
                 ) from None
             if not f > 0:
-                raise InputError(f"must be > 0, got {factor!r}", field=f"{field}.{t}")
+                raise InputError(f"must be > 0, got {shown(factor)}", field=f"{field}.{t}")
             if t in out:
                 raise InputError(f"tier {t} is given twice", field=field)
             out[t] = f
@@ -302,7 +311,7 @@ def with_network_topology(
     set to ``mode`` (``hard`` or ``soft`` with ``highestTierAllowed: highest_tier``) or
     removed (``none``). Smaller jobs keep what the workload gave them."""
     if mode not in MODES:
-        raise InputError(f"expected one of {', '.join(MODES)}, got {mode!r}")
+        raise InputError(f"expected one of {', '.join(MODES)}, got {shown(mode)}")
     nt = None if mode == "none" else NetworkTopology(mode, highest_tier)
     jobs = tuple(
         dataclasses.replace(j, network_topology=nt) if is_large(j, min_pods) else j

@@ -105,6 +105,20 @@ class TaskSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class JobOrigin:
+    """Where a job was written, for a message refusing it: the file, the object, the
+    field of its queue, and the field of a task's requests and replicas as the user
+    wrote them, and of its pods' spec (``{task}`` stands for the task's index)."""
+
+    file: str
+    obj: str
+    queue_field: str
+    requests_field: str
+    replicas_field: str
+    spec_field: str = "spec"
+
+
+@dataclass(frozen=True, slots=True)
 class JobSpec:
     """One gang: a PodGroup and its pods, as the simulator submits it at ``arrival``.
 
@@ -146,6 +160,8 @@ class JobSpec:
     group: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
     pod_group: str = ""
     replica_key: str = ""
+    #: Where it was written (a job read from a file); None for a generated one.
+    origin: JobOrigin | None = field(default=None, compare=False, repr=False)
 
     @property
     def uid(self) -> str:

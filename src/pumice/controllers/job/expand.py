@@ -17,16 +17,30 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pumice.api.limits import MAX_JOB_PODS
+from pumice.api.parse import as_mapping
 from pumice.controllers.job.pods import build_pod, build_podgroup
 from pumice.controllers.job.spec import parse_job
 from pumice.controllers.job.validate import problems
+from pumice.errors import InputError, shown_text
 
 JOB_API = "batch.volcano.sh/v1alpha1"
 
 
+def _map(value: Any) -> Mapping[str, Any]:
+    """``value`` if it is a mapping, else an empty one: the objects beside the Jobs are
+    only looked at here; the snapshot builder checks them and names what is wrong."""
+    return value if isinstance(value, Mapping) else {}
+
+
 def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
+    meta = _map(obj.get("metadata"))
     return str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+
+
+def _priority(obj: Mapping[str, Any]) -> int:
+    value = obj.get("value")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def expand_jobs(
@@ -44,19 +58,22 @@ def expand_jobs(
         return rest, [], []
     podgroups = {_key(o) for o in rest if o.get("kind") == "PodGroup"}
     classes = {
-        str((o.get("metadata") or {}).get("name")): int(o.get("value") or 0)
+        str(_map(o.get("metadata")).get("name")): _priority(o)
         for o in rest
         if o.get("kind") == "PriorityClass"
     }
     queues = {
-        str((o.get("metadata") or {}).get("name")): str((o.get("status") or {}).get("state") or "")
+        str(_map(o.get("metadata")).get("name")): str(_map(o.get("status")).get("state") or "")
         for o in rest
         if o.get("kind") == "Queue"
     }
     made: list[Mapping[str, Any]] = []
     notes: list[str] = []
     for obj in jobs:
-        meta = obj.get("metadata") or {}
+        try:
+            meta = as_mapping(obj.get("metadata"), "metadata")
+        except InputError as err:
+            raise err.located(obj="Job") from None
         if not meta.get("uid"):  # a Job written by hand: the uid the API server would give
             ns, name = _key(obj)
             obj = {
@@ -64,7 +81,14 @@ def expand_jobs(
                 "metadata": {**meta, "uid": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{ns}/{name}"))},
             }
         spec = parse_job(obj)
-        where = f"Job {spec.namespace}/{spec.name}"
+        where = f"Job {shown_text(spec.namespace)}/{shown_text(spec.name)}"
+        if spec.total_replicas > MAX_JOB_PODS:
+            raise InputError(
+                f"{spec.total_replicas:,} pods in all, more than the {MAX_JOB_PODS:,} pumice "
+                "expands for one Job",
+                obj=where,
+                field="spec.tasks[*].replicas",
+            )
         if (spec.namespace, spec.podgroup_name) in podgroups:
             continue
         refused = problems(spec, queues.get)
@@ -73,7 +97,7 @@ def expand_jobs(
                 f"{where} left out, as Volcano's webhook would refuse it: " + "; ".join(refused)
             )
             continue
-        created = (obj.get("metadata") or {}).get("creationTimestamp")
+        created = _map(obj.get("metadata")).get("creationTimestamp")
         pg = build_podgroup(spec, lambda name: classes.get(name, 0))
         if created:
             pg["metadata"]["creationTimestamp"] = created

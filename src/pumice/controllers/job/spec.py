@@ -26,9 +26,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pumice.api.parse import as_list, as_mapping
+from pumice.api.parse import as_list, as_mapping, parse_pod
 from pumice.api.topology_spec import HARD, NetworkTopology
-from pumice.errors import InputError
+from pumice.errors import InputError, shown, shown_text
 
 API_VERSION = "batch.volcano.sh/v1alpha1"
 KIND = "Job"
@@ -156,9 +156,9 @@ def _int(value: Any, path: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InputError(f"expected an integer, got {value!r}", field=path)
+        raise InputError(f"expected an integer, got {shown(value)}", field=path)
     if not -(2**31) <= value < 2**31:
-        raise InputError(f"{value} is out of range for a 32-bit integer", field=path)
+        raise InputError(f"{shown(value)} is out of range for a 32-bit integer", field=path)
     return value
 
 
@@ -180,7 +180,9 @@ def parse_duration(value: Any, path: str) -> float:
         total += float(m.group(1)) * _UNIT[m.group(2)]
         pos = m.end()
     if not body or pos != len(body):
-        raise InputError(f"invalid duration {text!r} (expected e.g. 90s, 5m, 1h30m)", field=path)
+        raise InputError(
+            f"invalid duration {shown(text)} (expected e.g. 90s, 5m, 1h30m)", field=path
+        )
     return sign * total
 
 
@@ -282,6 +284,18 @@ def _task_minimum(replicas: int, given: int | None, partition: PartitionPolicy |
     return replicas
 
 
+def _check_template(template: Mapping[str, Any], path: str) -> None:
+    """Refuse a pod template no pod could be made from, as the API server would, with
+    the field under ``path``: the pods are built from it later, with no Job to name."""
+    meta = as_mapping(template.get("metadata"), f"{path}.metadata")
+    as_mapping(template.get("spec"), f"{path}.spec")
+    try:
+        parse_pod({"metadata": {**meta, "name": "template"}, "spec": template.get("spec")})
+    except InputError as err:
+        field = f"{path}.{err.field}" if err.field else path
+        raise InputError(err.message, field=field) from None
+
+
 def _task(item: Any, index: int) -> TaskSpec:
     p = f"spec.tasks[{index}]"
     m = as_mapping(item, p)
@@ -289,8 +303,7 @@ def _task(item: Any, index: int) -> TaskSpec:
     given = _int(m.get("minAvailable"), f"{p}.minAvailable")
     partition = _partition(m.get("partitionPolicy"), f"{p}.partitionPolicy")
     template = as_mapping(m.get("template"), f"{p}.template")
-    as_mapping(template.get("spec"), f"{p}.template.spec")
-    as_mapping(template.get("metadata"), f"{p}.template.metadata")
+    _check_template(template, f"{p}.template")
     max_retry = _int(m.get("maxRetry"), f"{p}.maxRetry") or DEFAULT_TASK_MAX_RETRY
     return TaskSpec(
         name=_str(m.get("name"), f"{p}.name") or f"default{index}",
@@ -314,7 +327,9 @@ def parse_job(
     """The Job ``obj`` as a :class:`JobSpec` with Volcano's defaults (module docstring);
     InputError naming the Job and the field for a field of the wrong shape."""
     meta = as_mapping(obj.get("metadata"), "metadata")
-    where = f"Job {meta.get('namespace') or 'default'}/{meta.get('name', '?')}"
+    where = (
+        f"Job {shown_text(meta.get('namespace') or 'default')}/{shown_text(meta.get('name', '?'))}"
+    )
     try:
         spec = as_mapping(obj.get("spec"), "spec")
         tasks = tuple(_task(t, i) for i, t in enumerate(as_list(spec.get("tasks"), "spec.tasks")))

@@ -34,8 +34,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-import orjson
-
+from pumice.documents import load_json
 from pumice.errors import InputError
 from pumice.sim.traces import QueueMapper, SkipLog, find_file, finish, k8s_name
 from pumice.sim.workload import GPU, JobSpec, TaskSpec, Workload
@@ -76,9 +75,10 @@ def load(
         raise ValueError("gpus_per_pod must be >= 1, cpu and memory per GPU >= 0")
     path = find_file(path_or_dir, JOB_LOG_FILES)
     try:
-        data = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
-        raise InputError(f"cannot read the job log: {exc}", file=str(path)) from exc
+        text = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read the job log: {exc.strerror}", file=str(path)) from None
+    data = load_json(text, source=str(path))
     if not isinstance(data, list):
         raise InputError("expected a JSON array of jobs", file=str(path))
     skips = SkipLog()
