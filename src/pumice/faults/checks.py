@@ -5,7 +5,8 @@ Each check returns the violations it found, one line each, under its name:
 - ``gangs whole``: every PodGroup has either no pod bound or at least ``minMember``.
 - ``bound once``: no pod was bound twice (the bind proxies' records show at most one
   bind the server accepted per pod), and every bound pod sits on the node of the bind
-  that was accepted (nothing moved it, nothing bound it that no proxy saw).
+  that was accepted, or, when none was, of a bind sent whose answer never came (nothing
+  moved it, nothing bound it that no proxy saw).
 - ``nodes within capacity``: the requests of the pods bound to a node fit its
   allocatable cpu and memory.
 - ``podgroup phases``: a PodGroup with ``minMember`` pods bound is ``Running``; one with
@@ -25,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from pumice.api.quantity import to_canonical
+from pumice.api.quantity import format_amount, to_canonical
 from pumice.cluster.kube_client import RESOURCES, KubeClient
 from pumice.faults.proxy import BindRecord
 
@@ -102,19 +103,23 @@ def _gangs(groups: list[dict[str, Any]], bound: list[dict[str, Any]]) -> list[Vi
 
 def _bound_once(bound: list[dict[str, Any]], binds: Iterable[BindRecord]) -> list[Violation]:
     accepted: dict[str, list[str]] = defaultdict(list)
+    maybe: dict[str, list[str]] = defaultdict(list)  # sent, no answer: may have landed
     for b in binds:
         if b.status in (200, 201):
             accepted[b.pod].append(b.node)
+        elif b.status == 0:
+            maybe[b.pod].append(b.node)
     out = []
     for pod, nodes in sorted(accepted.items()):
         if len(nodes) > 1:
             out.append(Violation("bound once", f"{pod}: bound {len(nodes)} times ({nodes})"))
     for p in bound:
         key, node = _key(p), p["spec"]["nodeName"]
-        if key not in accepted:
-            out.append(Violation("bound once", f"{key}: on {node} with no accepted bind seen"))
-        elif node not in accepted[key]:
-            out.append(Violation("bound once", f"{key}: on {node}, bound to {accepted[key]}"))
+        if key in accepted:
+            if node not in accepted[key]:
+                out.append(Violation("bound once", f"{key}: on {node}, bound to {accepted[key]}"))
+        elif node not in maybe.get(key, ()):
+            out.append(Violation("bound once", f"{key}: on {node} with no bind seen"))
     return out
 
 
@@ -129,7 +134,12 @@ def _capacity(nodes: dict[str, dict[str, Any]], bound: list[dict[str, Any]]) -> 
         for name, v in amounts.items():
             have = to_canonical(name, alloc.get(name, "0"))
             if v > have + 1e-9:
-                out.append(Violation("nodes within capacity", f"{node}: {name} {v:g} > {have:g}"))
+                out.append(
+                    Violation(
+                        "nodes within capacity",
+                        f"{node}: {name} {format_amount(name, v)} > {format_amount(name, have)}",
+                    )
+                )
     return out
 
 
@@ -170,7 +180,8 @@ def _queues(
             got = to_canonical(dim, allocated.get(dim, "0"))
             if abs(want - got) > 1e-6 * max(1.0, want):
                 out.append(Violation("queue status",
-                                     f"{name}: allocated {dim} {got:g}, bound pods {want:g}"))  # fmt: skip
+                                     f"{name}: allocated {dim} {format_amount(dim, got)}, "
+                                     f"bound pods {format_amount(dim, want)}"))  # fmt: skip
         for phase, fld in PHASE_FIELDS.items():
             want_n, got_n = phases[name][phase], int(status.get(fld) or 0)
             if want_n != got_n:

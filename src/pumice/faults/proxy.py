@@ -68,7 +68,8 @@ class BindFault:
 
 @dataclass(slots=True)
 class BindRecord:
-    """One bind forwarded to the API server and its answer (0: none came)."""
+    """One bind forwarded to the API server and its answer (0: none came, e.g. the
+    server died with it: it may have landed)."""
 
     pod: str
     node: str
@@ -106,7 +107,7 @@ class FaultProxy:
         class Handler(_Forwarder):
             owner = proxy
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._server.socket = serving.wrap_socket(self._server.socket, server_side=True)
         self._thread: threading.Thread | None = None
@@ -203,6 +204,13 @@ class FaultProxy:
             self.binds.append(BindRecord(pod, node, status))
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """Connections broken by the faults themselves are not news."""
+
+
 def _cut(sock: socket.socket) -> None:
     with contextlib.suppress(OSError):
         sock.shutdown(socket.SHUT_RDWR)
@@ -267,6 +275,8 @@ class _Forwarder(BaseHTTPRequestHandler):
         except (OSError, http.client.HTTPException):
             self.upstream = None
             self.close_connection = True  # the client sees the connection break
+            if bind is not None:  # sent, maybe landed: nobody knows
+                proxy.record(pod, node, 0)
             return
         if bind is not None:
             data = resp.read()
