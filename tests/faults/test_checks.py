@@ -13,8 +13,12 @@ pytestmark = pytest.mark.k8s
 
 
 def _bind(bench: Bench, pod: str, node: str) -> BindRecord:
-    body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node}}  # fmt: skip
+    body = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": pod},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
     status, _ = bench.client.request(
         "POST", RESOURCES["Pod"].path("default", pod, "binding"), body=body
     )
@@ -23,8 +27,9 @@ def _bind(bench: Bench, pod: str, node: str) -> BindRecord:
 
 def _status(bench: Bench, kind: str, name: str, status: dict, ns: str = "") -> None:
     path = RESOURCES[kind].path(ns, name, "status")
-    code, body = bench.client.request("PATCH", path, body={"status": status},
-                                      content_type=MERGE_PATCH)  # fmt: skip
+    code, body = bench.client.request(
+        "PATCH", path, body={"status": status}, content_type=MERGE_PATCH
+    )
     assert code == 200, body
 
 
@@ -61,7 +66,7 @@ def test_a_bind_no_proxy_saw_and_an_overfull_node_are_found(bench):
     found = _found(bench, binds)
     assert ("bound once", "default/big-1: on node-003 with no bind seen") in found
     assert ("nodes within capacity", "node-003: cpu 6 > 4") in found
-    twice = binds + [BindRecord("default/big-0", "node-002", 201)]
+    twice = [*binds, BindRecord("default/big-0", "node-002", 201)]
     assert ("bound once", "default/big-0: bound 2 times (['node-003', 'node-002'])") in _found(
         bench, twice
     )

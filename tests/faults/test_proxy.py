@@ -21,8 +21,12 @@ def _client(bench: Bench, *faults: BindFault) -> tuple[KubeClient, object]:
 
 
 def _bind(client: KubeClient, pod: str, node: str) -> int:
-    body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node}}  # fmt: skip
+    body = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": pod},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
     return client.request("POST", RESOURCES["Pod"].path("default", pod, "binding"), body=body)[0]
 
 

@@ -31,8 +31,7 @@ from pumice.cluster.kube_client import RESOURCES, KubeClient
 from pumice.faults.proxy import BindRecord
 
 GROUP = "scheduling.k8s.io/group-name"
-CHECKS = ("gangs whole", "bound once", "nodes within capacity", "podgroup phases",
-          "queue status")  # fmt: skip
+CHECKS = ("gangs whole", "bound once", "nodes within capacity", "podgroup phases", "queue status")
 #: The queue status counts pumice writes, by PodGroup phase.
 PHASE_FIELDS = {"Pending": "pending", "Inqueue": "inqueue", "Running": "running"}
 _DIMS = ("cpu", "memory")
@@ -179,14 +178,19 @@ def _queues(
             want = held[name].get(dim, 0.0)
             got = to_canonical(dim, allocated.get(dim, "0"))
             if abs(want - got) > 1e-6 * max(1.0, want):
-                out.append(Violation("queue status",
-                                     f"{name}: allocated {dim} {format_amount(dim, got)}, "
-                                     f"bound pods {format_amount(dim, want)}"))  # fmt: skip
+                out.append(
+                    Violation(
+                        "queue status",
+                        f"{name}: allocated {dim} {format_amount(dim, got)}, "
+                        f"bound pods {format_amount(dim, want)}",
+                    )
+                )
         for phase, fld in PHASE_FIELDS.items():
             want_n, got_n = phases[name][phase], int(status.get(fld) or 0)
             if want_n != got_n:
-                out.append(Violation("queue status",
-                                     f"{name}: {fld} {got_n}, podgroups {phase} {want_n}"))  # fmt: skip
+                out.append(
+                    Violation("queue status", f"{name}: {fld} {got_n}, podgroups {phase} {want_n}")
+                )
     return out
 
 

@@ -27,12 +27,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "restarts, dropped watches, failing binds and killed or cut-off leaders strike "
         "(see docs/run.md)",
     )
-    g.add_argument("--faults-runs", type=int, default=1, metavar="N",
-                   help="runs of each scenario (1)")  # fmt: skip
-    g.add_argument("--faults-scenarios", default=None, metavar="NAMES",
-                   help="comma-separated scenarios (default: all)")  # fmt: skip
-    g.add_argument("--faults-workdir", default=None, metavar="DIR",
-                   help="keep the control plane's and schedulers' logs here")  # fmt: skip
+    g.add_argument(
+        "--faults-runs", type=int, default=1, metavar="N", help="runs of each scenario (1)"
+    )
+    g.add_argument(
+        "--faults-scenarios",
+        default=None,
+        metavar="NAMES",
+        help="comma-separated scenarios (default: all)",
+    )
+    g.add_argument(
+        "--faults-workdir",
+        default=None,
+        metavar="DIR",
+        help="keep the control plane's and schedulers' logs here",
+    )
 
 
 def scenario_names(text: str | None) -> list[str]:
@@ -43,8 +52,9 @@ def scenario_names(text: str | None) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     for n in names:
         if n not in SCENARIOS:
-            raise InputError(f"unknown {n!r} (known: {', '.join(SCENARIOS)})",
-                             field="--faults-scenarios")  # fmt: skip
+            raise InputError(
+                f"unknown {n!r} (known: {', '.join(SCENARIOS)})", field="--faults-scenarios"
+            )
     if not names:
         raise InputError("names at least one", field="--faults-scenarios")
     return names
@@ -93,9 +103,11 @@ def run_command(args: argparse.Namespace) -> int:
             for run in range(args.faults_runs):
                 for name in names:
                     r = run_scenario(bench, name)
-                    say(f"{name} run {run + 1}: {dict(r.faults)}, {len(r.violations)} "
+                    say(
+                        f"{name} run {run + 1}: {dict(r.faults)}, {len(r.violations)} "
                         f"violations, {r.bound} bound, {r.seconds:.1f}s"
-                        + (f", error {r.error}" if r.error else ""))  # fmt: skip
+                        + (f", error {r.error}" if r.error else "")
+                    )
                     results.append(r)
         finally:
             bench.close()

@@ -132,12 +132,16 @@ class FaultProxy:
         data = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "proxy", "cluster": {
-                "server": self.url, "certificate-authority": str(self.cert)}}],
+            "clusters": [
+                {
+                    "name": "proxy",
+                    "cluster": {"server": self.url, "certificate-authority": str(self.cert)},
+                }
+            ],
             "users": [{"name": "admin", "user": {"token": token}}],
             "contexts": [{"name": "proxy", "context": {"cluster": "proxy", "user": "admin"}}],
             "current-context": "proxy",
-        }  # fmt: skip
+        }
         path.write_text(yaml.safe_dump(data, sort_keys=False))
         path.chmod(0o600)
         return str(path)
@@ -223,7 +227,7 @@ class _Forwarder(BaseHTTPRequestHandler):
     owner: FaultProxy
     upstream: http.client.HTTPSConnection | None = None
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base's name)
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
     def do_GET(self) -> None:
@@ -303,9 +307,11 @@ class _Forwarder(BaseHTTPRequestHandler):
         for attempt in (0, 1):  # a kept-alive upstream connection may have gone stale
             if self.upstream is None:
                 self.upstream = http.client.HTTPSConnection(
-                    proxy.upstream_host, proxy.upstream_port, context=proxy.upstream_tls,
+                    proxy.upstream_host,
+                    proxy.upstream_port,
+                    context=proxy.upstream_tls,
                     timeout=120,
-                )  # fmt: skip
+                )
             try:
                 self.upstream.request(self.command, self.path, body=body, headers=headers)
                 return self.upstream.getresponse()
@@ -327,10 +333,16 @@ class _Forwarder(BaseHTTPRequestHandler):
 
     def answer(self, status: int, pod: str) -> None:
         reason = {409: "Conflict", 500: "InternalError"}.get(status, "Unknown")
-        data = json.dumps({
-            "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": status,
-            "reason": reason, "message": f"injected by the fault proxy: {pod}",
-        }).encode()  # fmt: skip
+        data = json.dumps(
+            {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "status": "Failure",
+                "code": status,
+                "reason": reason,
+                "message": f"injected by the fault proxy: {pod}",
+            }
+        ).encode()
         self.send_response_only(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))

@@ -26,8 +26,10 @@ def print_report(results: Sequence[RunResult], out: TextIO) -> None:
     total: Counter[str] = Counter()
     for r in results:
         total.update(r.faults)
-    out.write(f"\nruns {len(results)}, faults injected {sum(total.values())}"
-              f" ({', '.join(f'{k} {v}' for k, v in sorted(total.items())) or 'none'})\n")  # fmt: skip
+    out.write(
+        f"\nruns {len(results)}, faults injected {sum(total.values())}"
+        f" ({', '.join(f'{k} {v}' for k, v in sorted(total.items())) or 'none'})\n"
+    )
     by_check = Counter(v.check for r in results for v in r.violations)
     out.write("violations: " + ", ".join(f"{c} {by_check[c]}" for c in CHECKS) + "\n")
     errors = [r for r in results if r.error]

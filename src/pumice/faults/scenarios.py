@@ -48,13 +48,21 @@ NODES = 4
 NODE = NodeShape("fault", {"cpu": "4", "memory": "8Gi", "pods": "110"})
 #: (name, queue, pods = minMember, cpu a pod, wave)
 GANGS = (
-    ("g0", "default", 3, "1", 1), ("g1", "q1", 3, "1", 1),
-    ("g2", "default", 3, "1", 2), ("g3", "q1", 3, "1", 2),
+    ("g0", "default", 3, "1", 1),
+    ("g1", "q1", 3, "1", 1),
+    ("g2", "default", 3, "1", 2),
+    ("g3", "q1", 3, "1", 2),
     ("toobig", "q1", 5, "3", 2),
-)  # fmt: skip
+)
 FITTING = sum(n for name, _, n, _, _ in GANGS if name != "toobig")
-LEASE = ("--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s",
-         "--leader-elect-retry-period", "0.5s")  # fmt: skip
+LEASE = (
+    "--leader-elect-lease-duration",
+    "4s",
+    "--leader-elect-renew-deadline",
+    "3s",
+    "--leader-elect-retry-period",
+    "0.5s",
+)
 _WIPE = ("Pod", "PodGroup", "Node", "Queue", "Event", "Lease")
 
 
@@ -93,8 +101,11 @@ class Bench:
         c = self.client
         for kind in _WIPE:
             res = RESOURCES[kind]
-            c.request("DELETE", res.path("default") if res.namespaced else res.path(),
-                      query={"gracePeriodSeconds": 0})  # fmt: skip
+            c.request(
+                "DELETE",
+                res.path("default") if res.namespaced else res.path(),
+                query={"gracePeriodSeconds": 0},
+            )
         deadline = time.monotonic() + 30
         while any(_list(c, k) for k in ("Pod", "PodGroup", "Queue", "Node")):
             if time.monotonic() > deadline:
@@ -102,9 +113,18 @@ class Bench:
             time.sleep(0.1)
         create_nodes(c, NODES, NODE, workers=4)
         for q in ("default", "q1"):
-            _ok(c.request("POST", RESOURCES["Queue"].path(), body={
-                "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
-                "metadata": {"name": q}, "spec": {"weight": 1, "reclaimable": True}}))  # fmt: skip
+            _ok(
+                c.request(
+                    "POST",
+                    RESOURCES["Queue"].path(),
+                    body={
+                        "apiVersion": "scheduling.volcano.sh/v1beta1",
+                        "kind": "Queue",
+                        "metadata": {"name": q},
+                        "spec": {"weight": 1, "reclaimable": True},
+                    },
+                )
+            )
 
     def wave(self, wave: int) -> None:
         for name, queue, size, cpu, w in GANGS:
@@ -112,18 +132,28 @@ class Bench:
                 make_gang(self.client, name, queue, size, cpu)
 
     def proxy(self, *faults: BindFault) -> FaultProxy:
-        p = FaultProxy(self.plane.server, self.plane.ca_file, self.pki.serving_cert,
-                       self.pki.serving_key).start()  # fmt: skip
+        p = FaultProxy(
+            self.plane.server, self.plane.ca_file, self.pki.serving_cert, self.pki.serving_key
+        ).start()
         p.bind_faults = list(faults)
         self.proxies.append(p)
         return p
 
     def scheduler(self, proxy: FaultProxy, *, leader: bool = False) -> Child:
         self._n += 1
-        kubeconfig = proxy.kubeconfig(self.workdir / f"proxy-{self._n}.kubeconfig",
-                                      self.plane.admin_token)  # fmt: skip
-        argv = [sys.executable, "-m", "pumice.cli", "run", "--kubeconfig", kubeconfig,
-                "--schedule-period", "0.2s"]  # fmt: skip
+        kubeconfig = proxy.kubeconfig(
+            self.workdir / f"proxy-{self._n}.kubeconfig", self.plane.admin_token
+        )
+        argv = [
+            sys.executable,
+            "-m",
+            "pumice.cli",
+            "run",
+            "--kubeconfig",
+            kubeconfig,
+            "--schedule-period",
+            "0.2s",
+        ]
         if leader:
             argv += ["--leader-elect", *LEASE]
         child = Child(f"pumice-{self._n}", argv, self.workdir / f"pumice-{self._n}.log")
@@ -171,18 +201,44 @@ class Bench:
 
 
 def make_gang(client: KubeClient, name: str, queue: str, size: int, cpu: str) -> None:
-    _ok(client.request("POST", RESOURCES["PodGroup"].path("default"), body={
-        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"minMember": size, "queue": queue}}))  # fmt: skip
+    _ok(
+        client.request(
+            "POST",
+            RESOURCES["PodGroup"].path("default"),
+            body={
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "PodGroup",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"minMember": size, "queue": queue},
+            },
+        )
+    )
     for i in range(size):
-        _ok(client.request("POST", RESOURCES["Pod"].path("default"), body={
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": f"{name}-{i}", "namespace": "default",
-                         "annotations": {GROUP: name}},
-            "spec": {"schedulerName": "volcano", "containers": [{
-                "name": "main", "image": "busybox",
-                "resources": {"requests": {"cpu": cpu, "memory": "512Mi"}}}]}}))  # fmt: skip
+        _ok(
+            client.request(
+                "POST",
+                RESOURCES["Pod"].path("default"),
+                body={
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": f"{name}-{i}",
+                        "namespace": "default",
+                        "annotations": {GROUP: name},
+                    },
+                    "spec": {
+                        "schedulerName": "volcano",
+                        "containers": [
+                            {
+                                "name": "main",
+                                "image": "busybox",
+                                "resources": {"requests": {"cpu": cpu, "memory": "512Mi"}},
+                            }
+                        ],
+                    },
+                },
+            )
+        )
 
 
 def _list(client: KubeClient, kind: str) -> list[dict]:
@@ -326,7 +382,7 @@ SCENARIOS: dict[str, Callable[[Bench, RunResult], float]] = {
     "bind-500": bind_faults(BindFault(4, 500, before=False), BindFault(3, 500)),
     "bind-timeout": bind_faults(
         BindFault(5, 0, before=False, hold=31.0), BindFault(4, 0, hold=31.0)
-    ),  # fmt: skip
+    ),
     "scheduler-kill": scheduler_kill,
     "leader-kill": leader_kill,
     "leader-partition": leader_partition,
