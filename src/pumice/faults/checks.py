@@ -17,6 +17,8 @@ Each check returns the violations it found, one line each, under its name:
 
 The last two are statuses pumice writes some time after the binds (queue status every
 few seconds): :func:`check_cluster` is called until they hold or a deadline passes.
+``leader writes only`` is the leader-partition scenario's own check
+(:mod:`pumice.faults.scenarios`): named here so the report counts it with the others.
 """
 
 from __future__ import annotations
@@ -31,7 +33,14 @@ from pumice.cluster.kube_client import RESOURCES, KubeClient
 from pumice.faults.proxy import BindRecord
 
 GROUP = "scheduling.k8s.io/group-name"
-CHECKS = ("gangs whole", "bound once", "nodes within capacity", "podgroup phases", "queue status")
+CHECKS = (
+    "gangs whole",
+    "bound once",
+    "nodes within capacity",
+    "podgroup phases",
+    "queue status",
+    "leader writes only",
+)
 #: The queue status counts pumice writes, by PodGroup phase.
 PHASE_FIELDS = {"Pending": "pending", "Inqueue": "inqueue", "Running": "running"}
 _DIMS = ("cpu", "memory")

@@ -22,7 +22,9 @@ Scenarios (``SCENARIOS``, by name):
 - ``leader-kill``: two ``--leader-elect`` replicas; the leader is killed with SIGKILL at
   its second bind; the standby must take over and finish.
 - ``leader-partition``: two replicas; at the leader's second bind its proxy blackholes
-  it (lease renewals included) for 8 s, twice its lease, then heals.
+  it (lease renewals included) for 8 s, twice its lease, then heals. Its own check:
+  no bind the cut-off replica sent reaches the server after the heal (it is no longer
+  the leader then: the other replica holds the lease).
 """
 
 from __future__ import annotations
@@ -89,6 +91,8 @@ class Bench:
         self.pki = make_pki(workdir / "proxy-pki")
         self.proxies: list[FaultProxy] = []
         self.children: list[Child] = []
+        #: Checks of a scenario's own, run with the common ones.
+        self.after: list[Callable[[], list[Violation]]] = []
         self._n = 0
 
     def close(self) -> None:
@@ -168,6 +172,7 @@ class Bench:
             p.stop()
         self.children.clear()
         self.proxies.clear()
+        self.after.clear()
 
     # -- the end of a run -----------------------------------------------------------
 
@@ -195,6 +200,7 @@ class Bench:
         deadline = time.monotonic() + timeout
         while True:
             found = check_cluster(self.client, binds)
+            found += [v for check in self.after for v in check()]
             if not found or time.monotonic() > deadline:
                 return found
             time.sleep(0.5)
@@ -367,10 +373,35 @@ def leader_kill(b: Bench, r: RunResult) -> float:
 
 
 def leader_partition(b: Bench, r: RunResult) -> float:
-    def cut(p: FaultProxy, child: Child) -> None:
-        p.partition()
-        threading.Timer(8.0, p.heal).start()
+    """Beyond the common checks: the cut-off replica lost its lease during the cut (it
+    lasted twice the lease), so no bind of its may reach the server after the heal."""
+    healed: dict[str, float] = {}
+    cut_off: list[FaultProxy] = []
 
+    def heal(p: FaultProxy) -> None:
+        healed["at"] = time.monotonic()
+        p.heal()
+
+    def cut(p: FaultProxy, child: Child) -> None:
+        cut_off.append(p)
+        p.partition()
+        threading.Timer(8.0, heal, (p,)).start()
+
+    def deposed_binds() -> list[Violation]:
+        if not cut_off or "at" not in healed:
+            return []
+        return [
+            Violation(
+                "leader writes only",
+                f"{rec.pod}: bound to {rec.node} (HTTP "
+                f"{rec.status}) by the deposed leader {rec.at - healed['at']:.1f}s "
+                "after the partition healed",
+            )
+            for rec in cut_off[0].binds
+            if rec.at > healed["at"]
+        ]
+
+    b.after.append(deposed_binds)
     _replicas(b, r, cut)
     return 60
 
