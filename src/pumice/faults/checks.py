@@ -2,6 +2,9 @@
 
 Each check returns the violations it found, one line each, under its name:
 
+- ``fitting gangs bound`` (counted by :mod:`pumice.faults.scenarios`, which knows the
+  workload): every gang that fits the cluster ended bound, whatever struck.
+
 - ``gangs whole``: every PodGroup has either no pod bound or at least ``minMember``.
 - ``bound once``: no pod was bound twice (the bind proxies' records show at most one
   bind the server accepted per pod), and every bound pod sits on the node of the bind
@@ -34,6 +37,7 @@ from pumice.faults.proxy import BindRecord
 
 GROUP = "scheduling.k8s.io/group-name"
 CHECKS = (
+    "fitting gangs bound",
     "gangs whole",
     "bound once",
     "nodes within capacity",

@@ -433,6 +433,10 @@ def run_scenario(b: Bench, name: str) -> RunResult:
             r.faults.update(p.injected)
         r.violations = b.check()
         r.bound = b.bound()
+        if r.bound < FITTING:
+            r.violations.append(
+                Violation("fitting gangs bound", f"{r.bound} of {FITTING} fitting pods bound")
+            )
     except Exception as err:  # a run that could not run is reported, the others go on
         r.error = f"{type(err).__name__}: {err}"
     finally:
