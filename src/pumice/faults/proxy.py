@@ -158,13 +158,13 @@ class FaultProxy:
             if up is not None:
                 _cut(up)
         if count and streams:
-            self.injected["watch drop"] += 1
+            self.count("watch drop")
         return len(streams)
 
     def partition(self) -> None:
         """Blackhole this client: hold every request unanswered until :meth:`heal`."""
         self._healed.clear()
-        self.injected["partition"] += 1
+        self.count("partition")
         self.drop_watches(count=False)
 
     def heal(self) -> None:
@@ -203,6 +203,10 @@ class FaultProxy:
             else:
                 self._streams[down] = up
 
+    def count(self, kind: str) -> None:
+        with self.lock:
+            self.injected[kind] += 1
+
     def record(self, pod: str, node: str, status: int) -> None:
         with self.lock:
             self.binds.append(BindRecord(pod, node, status))
@@ -229,6 +233,11 @@ class _Forwarder(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:
         pass
+
+    def finish(self) -> None:
+        super().finish()
+        if self.upstream is not None:
+            self.upstream.close()
 
     def do_GET(self) -> None:
         self.forward()
@@ -266,7 +275,7 @@ class _Forwarder(BaseHTTPRequestHandler):
             if proxy.on_bind is not None:
                 proxy.on_bind(n)
             if fault is not None:
-                proxy.injected[fault.kind] += 1
+                proxy.count(fault.kind)
             if fault is not None and fault.before:
                 if fault.status == 0:
                     time.sleep(fault.hold)
