@@ -100,6 +100,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         from pumice.bench.e2e_command import run_command
 
         return run_command(args)
+    if "faults" in (args.scenario or ()):
+        from pumice.faults.command import run_command as run_faults
+
+        return run_faults(args)
     if args.list:
         for name, description in known():
             print(f"{name:<18} {description}")
@@ -220,7 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
         "scale-NxP, deviceshare, numa, dra (pods that attach cards, CPUs, devices), or a "
         "simulator window: sim-peak-small, sim-peak (default: all but the "
         "sim-* ones; --list lists them); e2e alone runs pumice and its peers against a "
-        "real API server (the --e2e-* options)",
+        "real API server (the --e2e-* options); faults alone runs pumice run against a real API "
+        "server under injected faults and checks the cluster (the --faults-* options)",
     )
     b.add_argument("--list", action="store_true", help="list the scenarios and exit")
     b.add_argument(
@@ -242,6 +247,9 @@ def build_parser() -> argparse.ArgumentParser:
     from pumice.bench.e2e_command import add_arguments as add_e2e
 
     add_e2e(b)
+    from pumice.faults.command import add_arguments as add_faults
+
+    add_faults(b)
     b.set_defaults(func=_cmd_bench)
 
     e = sub.add_parser(

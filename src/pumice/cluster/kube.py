@@ -450,6 +450,11 @@ class KubeCluster:
         }
         path = RESOURCES["Pod"].path(namespace, name, "binding")
         for attempt in range(WRITE_ATTEMPTS):
+            # The gate again before every attempt: a retry after the API server went
+            # unreachable (or a pre-bind's wait) may come after this replica lost its
+            # lease, and then another one may have placed the pod, or others on the node.
+            if not self.may_write():
+                return False, "not the leader"
             try:
                 status, answer = self.client.request("POST", path, body=body)
             except ApiUnavailable as err:

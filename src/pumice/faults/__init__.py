@@ -1,0 +1,1 @@
+"""Fault injection against a real API server: ``pumice bench faults`` (see docs/run.md)."""
