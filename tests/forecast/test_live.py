@@ -121,12 +121,14 @@ def test_the_endpoint_answers_202_until_a_forecast_is_done_then_the_estimates() 
 
     scheduler = Scheduler.from_file(None)
     step, why = choose_step(None, 1, 1.0)
-    bg.between_cycles(
-        lambda: lambda: run_forecast(
+
+    def work() -> Forecast:
+        return run_forecast(
             objs, scheduler, NOW, durations=None, horizon=3600.0, step=step,
             step_reason=why, period=1.0, scheduler_name="volcano",
         )  # fmt: skip
-    )
+
+    bg.between_cycles(lambda: work)
     later.run()
     clock.t = NOW + 30  # the answer counts from the request, not from the forecast
     status, _, body = endpoint.answer(PATH, "eta=1")
@@ -173,8 +175,12 @@ def _pod(name: str, group: str, phase: str = "Running") -> dict[str, Any]:
 def _finish(seconds: int) -> Callable[[dict[str, Any]], None]:
     def change(pod: dict[str, Any]) -> None:
         end = f"2026-01-01T00:{seconds // 60:02d}:{seconds % 60:02d}Z"
-        pod["status"] = {**pod["status"], "phase": "Succeeded",
-                         "containerStatuses": [{"state": {"terminated": {"finishedAt": end}}}]}  # fmt: skip
+        term = {"terminated": {"finishedAt": end}}
+        pod["status"] = {
+            **pod["status"],
+            "phase": "Succeeded",
+            "containerStatuses": [{"state": term}],
+        }
 
     return change
 

@@ -4,16 +4,18 @@ pending --eta` (a forecast run here, or the running scheduler's), the endpoint's
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import orjson
 import pytest
 from tests.run import kube_kit as k
-from tests.run.test_visibility_k8s import _free_port, _get
 
 from pumice.cli import main
 from pumice.cluster.kube_client import MERGE_PATCH, RESOURCES, KubeClient
@@ -22,6 +24,22 @@ from pumice.visibility.eta import RunForecast
 pytestmark = pytest.mark.k8s
 
 PATH = "/apis/visibility/v1/queues/default/pendingjobs"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def get(url: str) -> tuple[int, Any]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.status, orjson.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+    except OSError:
+        return 0, ""
 
 
 def _iso(wall: float) -> str:
@@ -98,8 +116,8 @@ def test_queue_pending_eta_forecasts_here_from_the_clusters_objects(
 
 @pytest.fixture
 def server(behind_a_deadline: tuple[KubeClient, str]) -> Iterator[str]:
-    client, kubeconfig = behind_a_deadline
-    port = _free_port()
+    kubeconfig = behind_a_deadline[1]
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "pumice.cli", "run", "--kubeconfig", kubeconfig,
          "--schedule-period", "200ms", "--metrics-address", f"127.0.0.1:{port}"],
@@ -107,7 +125,7 @@ def server(behind_a_deadline: tuple[KubeClient, str]) -> Iterator[str]:
     )  # fmt: skip
     try:
         url = f"http://127.0.0.1:{port}"
-        k.wait_for("the pending list", lambda: _get(url + PATH)[0] == 200, timeout=60)
+        k.wait_for("the pending list", lambda: get(url + PATH)[0] == 200, timeout=60)
         yield url
     finally:
         proc.terminate()
@@ -115,9 +133,9 @@ def server(behind_a_deadline: tuple[KubeClient, str]) -> Iterator[str]:
 
 
 def test_the_endpoint_answers_with_the_last_forecast(server: str, capsys) -> None:
-    status, body = k.wait_for(
+    _, body = k.wait_for(
         "the estimates",
-        lambda: (got := _get(server + PATH + "?eta=1"))[0] == 200 and got,
+        lambda: (got := get(server + PATH + "?eta=1"))[0] == 200 and got,
         timeout=60,
     )
     item = _waiter(body["items"])
@@ -129,7 +147,7 @@ def test_the_endpoint_answers_with_the_last_forecast(server: str, capsys) -> Non
     with capsys.disabled():  # (the figure, with -s)
         print(f"\nforecast on the endpoint: {info['cycles']} cycles in {info['seconds']} s")
     # the same list without ?eta=1 has no estimates
-    plain = _get(server + PATH)[1]
+    plain = get(server + PATH)[1]
     assert "forecast" not in plain and "eta" not in _waiter(plain["items"])
     assert main(["queue", "pending", "--server", server, "--eta", "--format", "json"]) == 0
     asked = orjson.loads(capsys.readouterr().out)
@@ -165,8 +183,10 @@ def test_the_scheduler_learns_run_times_from_the_pods_that_finish(
             })  # fmt: skip
         k.wait_for(
             "the run times learned",
-            lambda: forecast.finished is not None
-            and forecast.finished.durations.estimate("default") == 250.0,
+            lambda: (
+                forecast.finished is not None
+                and forecast.finished.durations.estimate("default") == 250.0
+            ),
         )
         got = k.wait_for(
             "a forecast",
