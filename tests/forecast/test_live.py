@@ -206,3 +206,12 @@ def test_finished_pods_teach_their_queue_each_once() -> None:
     # p75 of 600, 1200, 1800
     assert feed.durations.estimate("train") == 1500.0
     assert feed.durations.estimate("") is None
+
+
+def test_the_endpoint_benchmark_serves_estimates_and_prints_its_figures(capsys) -> None:
+    from pumice.bench.forecast_endpoint import main
+
+    assert main(["--nodes", "4", "--waiting", "6"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("4 nodes, ") and "6 waiting jobs" in out
+    assert "estimates served" in out and "auto: 4 nodes" in out

@@ -6,13 +6,6 @@ pod (gangs of 1 to 8 pods, their ends a third each from a duration annotation, a
 waiting in ``--queues`` queues; then times :func:`~pumice.forecast.forecast_starts`
 over them and prints the figures (wall seconds, cycles replayed, virtual time covered,
 estimates given). Deterministic for a ``--seed``.
-
-``--endpoint`` times the forecast as ``pumice run``'s pending-jobs endpoint serves it
-instead: the endpoint over HTTP on this machine with a
-:class:`~pumice.forecast.live.BackgroundForecast`, asked ``?eta=1`` in a loop from the
-first request (202, the forecast starts in its thread) until the estimates come (200):
-how long that took, and how long the requests answered meanwhile took (the forecast
-holds the interpreter's lock while it computes, so they wait their turn).
 """
 
 from __future__ import annotations
@@ -132,68 +125,6 @@ def learned(queues: int) -> QueueDurations:
     return runs
 
 
-def endpoint_figures(
-    objects: list[dict[str, Any]], scheduler: Scheduler, durations: QueueDurations, step: float
-) -> str:
-    """The endpoint's figures (see the module docstring), as one line."""
-    import urllib.request
-
-    from pumice.bench.runner import percentile
-    from pumice.cache.build import SourcedObject, build_snapshot
-    from pumice.forecast.live import BackgroundForecast
-    from pumice.run.http import VISIBILITY, HealthServer
-    from pumice.visibility.endpoint import PendingEndpoint
-    from pumice.visibility.eta import run_forecast
-
-    decisions = scheduler.cycle(build_snapshot([SourcedObject(o, "bench") for o in objects],
-                                               now=NOW))  # fmt: skip
-    began = time.perf_counter()
-
-    def clock() -> float:
-        return NOW + time.perf_counter() - began
-
-    bg = BackgroundForecast(max_age=3600.0, clock=clock)
-    endpoint = PendingEndpoint(lambda: decisions, bg, clock=clock)
-    server = HealthServer(("127.0.0.1", 0), paths=(VISIBILITY,), visibility=endpoint.answer)
-    server.start()
-    url = f"{server.url}{VISIBILITY}pendingjobs?eta=1&limit=100"
-
-    def ask() -> tuple[int, float]:
-        t = time.perf_counter()
-        with urllib.request.urlopen(url, timeout=120) as resp:
-            resp.read()
-            return resp.status, (time.perf_counter() - t) * 1e3
-
-    def work() -> Any:
-        return run_forecast(
-            objects, scheduler, NOW, durations=durations, horizon=7 * 86400.0, step=step,
-            step_reason="given", period=1.0, scheduler_name="volcano",
-        )  # fmt: skip
-
-    try:
-        t0 = time.perf_counter()
-        waiting: list[float] = []
-        status, ms = ask()
-        while status == 202:
-            waiting.append(ms)
-            bg.between_cycles(lambda: work)  # (what the scheduler's loop does)
-            time.sleep(0.2)
-            status, ms = ask()
-        served = time.perf_counter() - t0
-        after = [ask()[1] for _ in range(20)]
-    finally:
-        server.close()
-    last = bg.latest()[0]
-    assert last is not None
-    return (
-        f"endpoint: estimates served {served:.1f} s after the first ?eta=1 (the forecast: "
-        f"{last.seconds:.1f} s, {last.stats.cycles:,} cycles, step {step:g} s); "
-        f"{len(waiting)} requests answered 202 meanwhile, p50 {percentile(waiting, 50):.0f} ms, "
-        f"max {max(waiting):.0f} ms; then a page of 100 with estimates: p50 "
-        f"{percentile(after, 50):.1f} ms"
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m pumice.forecast.bench", description=__doc__)
     p.add_argument("--nodes", type=int, default=1000)
@@ -201,21 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--queues", type=int, default=10)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--step", type=float, default=None, help="replay step in seconds")
-    p.add_argument(
-        "--endpoint",
-        action="store_true",
-        help="time the forecast as pumice run's endpoint serves it (?eta=1)",
-    )
     args = p.parse_args(argv)
     objects = cluster(args.nodes, args.waiting, args.queues, args.seed)
     pods = sum(1 for o in objects if o["kind"] == "Pod")
     scheduler = Scheduler.from_file(None)
-    if args.endpoint:
-        print(
-            f"{args.nodes} nodes, {pods:,} pods, {args.waiting:,} waiting jobs; "
-            + endpoint_figures(objects, scheduler, learned(args.queues), args.step or 1.0)
-        )
-        return 0
     stats = ForecastStats()
     t0, c0 = time.perf_counter(), time.process_time()
     got = forecast_starts(
