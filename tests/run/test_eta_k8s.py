@@ -144,8 +144,6 @@ def test_the_endpoint_answers_with_the_last_forecast(server: str, capsys) -> Non
     info = body["forecast"]
     assert info["stepChosen"] == "auto: 1 nodes" and info["cycles"] >= 1
     assert info["ageSeconds"] >= 0 and info["computedAt"].endswith("Z")
-    with capsys.disabled():  # (the figure, with -s)
-        print(f"\nforecast on the endpoint: {info['cycles']} cycles in {info['seconds']} s")
     # the same list without ?eta=1 has no estimates
     plain = get(server + PATH)[1]
     assert "forecast" not in plain and "eta" not in _waiter(plain["items"])
