@@ -153,32 +153,37 @@ def test_the_endpoint_answers_with_the_last_forecast(server: str, capsys) -> Non
     assert "activeDeadlineSeconds" in _waiter(asked["items"])["assumption"]
 
 
-def test_the_scheduler_learns_run_times_from_the_pods_that_finish(
-    kube: tuple[KubeClient, str],
-) -> None:
+@pytest.fixture
+def learning(kube: tuple[KubeClient, str]) -> tuple[KubeClient, str, float]:
+    """A pod that says nothing of its end holds the only node, a job waits for it, and
+    three jobs of the queue finished, after 100, 200 and 300 s."""
     client, kubeconfig = kube
-    (node,) = k.nodes(client, 1, cpu="4")
-    name = node
+    (name,) = k.nodes(client, 1, cpu="4")
     now = time.time()
-    # a pod that says nothing of its end holds the node; a job waits for it
     _running_pod(client, "long", name, now, cpu="4", deadline=None)
     k.podgroup(client, "waiter", 1)
     k.pod(client, "waiter-0", group="waiter", cpu="4")
+    for i, seconds in enumerate((100, 200, 300)):
+        _running_pod(client, f"done{i}", name, now - 1000, cpu="0", deadline=None)
+        _status(client, f"done{i}-0", {
+            "phase": "Succeeded",
+            "containerStatuses": [{"name": "main", "image": "busybox", "imageID": "",
+                                   "ready": False, "restartCount": 0,
+                                   "state": {"terminated": {
+                                       "exitCode": 0,
+                                       "startedAt": _iso(now - 1000),
+                                       "finishedAt": _iso(now - 1000 + seconds)}}}],
+        })  # fmt: skip
+    return client, kubeconfig, now
+
+
+def test_the_scheduler_learns_run_times_from_the_pods_that_finish(
+    learning: tuple[KubeClient, str, float],
+) -> None:
+    _client, kubeconfig, now = learning
     with k.running(kubeconfig) as runner:
         forecast = RunForecast(max_age=3600.0)
         runner.between_cycles.append(forecast.turn)
-        # three jobs of the queue finish, after 100, 200 and 300 s
-        for i, seconds in enumerate((100, 200, 300)):
-            _running_pod(client, f"done{i}", name, now - 1000, cpu="0", deadline=None)
-            _status(client, f"done{i}-0", {
-                "phase": "Succeeded",
-                "containerStatuses": [{"name": "main", "image": "busybox", "imageID": "",
-                                       "ready": False, "restartCount": 0,
-                                       "state": {"terminated": {
-                                           "exitCode": 0,
-                                           "startedAt": _iso(now - 1000),
-                                           "finishedAt": _iso(now - 1000 + seconds)}}}],
-            })  # fmt: skip
         k.wait_for(
             "the run times learned",
             lambda: (
@@ -197,3 +202,15 @@ def test_the_scheduler_learns_run_times_from_the_pods_that_finish(
     assert now + 240 <= est.start <= now + 252
     assert "learned run time" in est.assumption
     assert "p75 of the last 3 finished jobs" in est.assumption
+
+
+def test_queue_pending_eta_here_learns_from_the_finished_pods_still_listed(
+    learning: tuple[KubeClient, str, float], capsys
+) -> None:
+    _client, kubeconfig, _now = learning
+    argv = ["queue", "pending", "--kubeconfig", kubeconfig, "--eta", "--format", "json"]
+    assert main(argv) == 0
+    item = _waiter(orjson.loads(capsys.readouterr().out)["items"])
+    # 250 s after the long pod's start, less the seconds this test took to get here
+    assert 150 < item["eta"] <= 251
+    assert "learned run time" in item["assumption"]
