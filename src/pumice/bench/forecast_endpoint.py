@@ -10,19 +10,26 @@ one cycle for the line, and serves it over HTTP on this machine with a
 its thread, as the scheduler's loop would start it) until the estimates come (200), and
 prints how long that took, what the forecast cost, how long the requests answered
 meanwhile took (the forecast holds the interpreter's lock while it computes, so they
-wait their turn) and how long a page with estimates takes once there is a forecast.
-The step is ``--step`` or, as ``pumice run`` chooses it, by the cluster's size.
+wait their turn), how long a page with estimates takes once there is a forecast, and
+what the forecast does to the scheduler's own cycles: a cycle on the same cluster
+(through the scheduler cache, as ``pumice run`` runs it) timed before, and while the
+forecast computes (between the requests). The step is ``--step`` or, as ``pumice run``
+chooses it, by the cluster's size.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
+import dataclasses
 import time
 import urllib.request
 from typing import Any
 
 from pumice.bench.runner import percentile
 from pumice.cache.build import SourcedObject, build_snapshot
+from pumice.cache.cache import SchedulerCache
+from pumice.cluster.memory import MemoryCluster
 from pumice.forecast.bench import NOW, cluster, learned
 from pumice.forecast.durations import QueueDurations
 from pumice.forecast.live import BackgroundForecast, Forecast
@@ -42,6 +49,18 @@ def endpoint_figures(
     """The endpoint's figures (see the module docstring), as one line."""
     snapshot = build_snapshot([SourcedObject(o, "bench") for o in objects], now=NOW)
     decisions = scheduler.cycle(snapshot)
+    store = MemoryCluster()
+    store.create_all(copy.deepcopy(objects))
+    cache = SchedulerCache(store)
+    fresh = dataclasses.replace(scheduler, repeat=False, living=False)
+
+    def cycle_ms() -> float:
+        snap = cache.snapshot()
+        t = time.perf_counter()
+        fresh.cycle(snap)
+        return (time.perf_counter() - t) * 1e3
+
+    alone = [cycle_ms() for _ in range(3)]
     began = time.perf_counter()
 
     def clock() -> float:
@@ -68,10 +87,12 @@ def endpoint_figures(
     try:
         t0 = time.perf_counter()
         waiting: list[float] = []
+        beside: list[float] = []
         status, ms = ask()
         while status == 202:
             waiting.append(ms)
             bg.between_cycles(lambda: work)  # (what the scheduler's loop does)
+            beside.append(cycle_ms())
             time.sleep(0.2)
             status, ms = ask()
         served = time.perf_counter() - t0
@@ -85,7 +106,9 @@ def endpoint_figures(
         f"{last.seconds:.1f} s, {last.stats.cycles:,} cycles, step {step:g} s, {why}); "
         f"{len(waiting)} requests answered 202 meanwhile, p50 {percentile(waiting, 50):.0f} ms, "
         f"max {max(waiting):.0f} ms; then a page of 100 with estimates: p50 "
-        f"{percentile(after, 50):.1f} ms"
+        f"{percentile(after, 50):.1f} ms; a scheduling cycle: p50 {percentile(alone, 50):.0f} ms "
+        f"alone, {percentile(beside, 50):.0f} ms while the forecast computes "
+        f"({len(beside)} cycles)"
     )
 
 
