@@ -164,9 +164,10 @@ class PendingEndpoint:
                 out.append(item)
                 continue
             eta, assumption = estimate_fields(est, now)
-            item = dict(item, assumption=assumption)
+            item = dict(item)
             if eta is not None:
                 item["eta"] = eta
+            item["assumption"] = assumption
             out.append(item)
         doc["items"] = out
         info: dict[str, Any] = {} if forecast is None else forecast_info(forecast, now)
