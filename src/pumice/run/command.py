@@ -94,6 +94,9 @@ def add_parser(sub: Any) -> None:
                    help="evict through the Eviction API (PodDisruptionBudget-checked) "
                    "instead of deleting the pod")  # fmt: skip
     r.add_argument("--bind-workers", type=int, default=16, help="binds in flight at once (16)")
+    from pumice.visibility.eta_flags import add_run_flags
+
+    add_run_flags(r)
     from pumice.controllers.command import add_controllers_flag
 
     add_controllers_flag(r, optional=True)
@@ -177,9 +180,13 @@ def run_command(args: argparse.Namespace) -> int:
     metrics = SchedulerMetrics()
     health = Health(period)
     from pumice.visibility.endpoint import PendingEndpoint
+    from pumice.visibility.eta import run_forecast_of
 
+    forecast = run_forecast_of(args)
     runners: list[Runner] = []  # (the runner is made once the servers listen)
-    pending = PendingEndpoint(lambda: runners[0].last_decisions if runners else None)
+    pending = PendingEndpoint(
+        lambda: runners[0].last_decisions if runners else None, forecast.background
+    )
     try:
         servers = serve(
             metrics_at, health_at, metrics=metrics, health=health, visibility=pending.answer
@@ -201,6 +208,7 @@ def run_command(args: argparse.Namespace) -> int:
         elector=elector, metrics=metrics, health=servers,
     )  # fmt: skip
     runners.append(runner)
+    runner.between_cycles.append(forecast.turn)
     metrics.follow_binds_in_flight(runner.cluster.binds_in_flight)
     runner.install_signals()
     log.info("pumice run: scheduler names %s, period %.3gs, identity %s",

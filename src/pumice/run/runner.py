@@ -145,6 +145,9 @@ class Runner:
         self._controllers_thread: threading.Thread | None = None
         #: Called after each cycle with (decisions, applied): tests and the benchmark.
         self.on_cycle: Callable[[Any, Any], None] | None = None
+        #: Called with the runner at the end of each loop turn, between cycles (the
+        #: cache is still): the start forecast's copy and its learned run times.
+        self.between_cycles: list[Callable[[Any], None]] = []
         #: The Prometheus source of nodes' load, while the configuration names one.
         self.node_load: PrometheusSource | None = None
         #: The node names the source asks about (read on its thread).
@@ -262,6 +265,8 @@ class Runner:
                 self.reporter.queues(cache)  # (throttled; a quiet cluster still converges)
             if self.metrics is not None:
                 self._counters()
+            for hook in self.between_cycles:
+                hook(self)
             next_at += period
             delay = next_at - time.monotonic()
             if delay < 0:  # a long cycle: start the next period now, do not catch up

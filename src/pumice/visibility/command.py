@@ -7,6 +7,11 @@ for its last cycle's list (``GET URL/apis/visibility/v1/...``, see
 it lists the cluster's objects and runs one scheduling cycle on them here, with the
 configuration given (the code ``pumice cycle`` runs; nothing is written to the
 cluster), and says so.
+
+``--eta`` adds an estimated start to each job, with the assumption it rests on: the
+server's last forecast (``?eta=1``; the command waits up to ``--eta-wait`` seconds while
+the server computes one), or here a forecast of the same objects the cycle read
+(:func:`pumice.forecast.forecast_starts`).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import orjson
 
 from pumice.errors import InputError
 from pumice.visibility.endpoint import ALL, PREFIX
+from pumice.visibility.eta_flags import add_step_horizon, check
 from pumice.visibility.line import (
     FROM_LOCAL_CYCLE,
     FROM_SCHEDULER,
@@ -77,25 +83,48 @@ def add_pending_parser(qsub: Any) -> None:
         help="the schedulerName whose pods a cycle run here schedules (default: volcano)",
     )
     p.add_argument("--limit", type=int, default=None, help="show at most this many jobs")
+    p.add_argument(
+        "--eta",
+        action="store_true",
+        help="also estimate when each job starts, with the assumption it rests on: the "
+        "running scheduler's last forecast, or a forecast run here (the scheduler replayed "
+        "forward, running pods ending at their duration annotation, activeDeadlineSeconds "
+        "or their queue's learned run time; no new arrivals)",
+    )
+    add_step_horizon(p, "with --eta, run here: ")
+    p.add_argument(
+        "--eta-wait", type=float, default=60.0, metavar="S",
+        help="with --eta and --server: wait up to S seconds while the scheduler computes "
+        "its forecast (default 60)",
+    )  # fmt: skip
     p.set_defaults(func=pending_command)
 
 
 def pending_command(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 0:
         raise InputError("must be 0 or more", field="--limit")
+    check(args)
+    if args.eta_wait < 0:
+        raise InputError(f"must be 0 or more, got {args.eta_wait:g}", field="--eta-wait")
     page: PendingList | None = None
+    eta = (args.eta_step, args.eta_horizon) if args.eta else None
     try:
         if args.server:
             try:
-                page = ask_server(args.server, args.queue, args.limit)
+                page = ask_server(
+                    args.server, args.queue, args.limit, eta=args.eta, wait=args.eta_wait
+                )
             except Unreachable as err:
                 print(f"pumice: note: {err}; running a cycle here instead", file=sys.stderr)
         if page is None:
+            forecast: dict[str, Any] = {}
             page = select(
                 local_cycle(args.kubeconfig, args.context, args.config, args.scheduler_name,
-                            args.queue),
+                            args.queue, eta=eta, forecast=forecast),
                 args.queue, limit=args.limit, source=FROM_LOCAL_CYCLE,
             )  # fmt: skip
+            if eta is not None:
+                page.forecast = forecast
     except Unreachable as err:
         print(f"pumice: error: {err}", file=sys.stderr)
         return EXIT_UNAVAILABLE
@@ -106,25 +135,41 @@ def pending_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def ask_server(url: str, queue: str | None, limit: int | None) -> PendingList:
+def ask_server(
+    url: str, queue: str | None, limit: int | None, *, eta: bool = False, wait: float = 0.0
+) -> PendingList:
     """The scheduler's last list, from its visibility endpoint (Unreachable when it
-    does not answer as one)."""
+    does not answer as one). With ``eta``, its start estimates, waiting up to ``wait``
+    seconds while it computes its first forecast (202)."""
     base = url if "://" in url else f"http://{url}"
     path = ALL if queue is None else f"queues/{urllib.parse.quote(queue, safe='')}/{ALL}"
-    query = "" if limit is None else f"?limit={limit}"
+    params = ([] if limit is None else [f"limit={limit}"]) + (["eta=1"] if eta else [])
+    query = f"?{'&'.join(params)}" if params else ""
     full = f"{base.rstrip('/')}{PREFIX}{path}{query}"
-    try:
-        with urllib.request.urlopen(full, timeout=10) as resp:
-            body = orjson.loads(resp.read())
-    except urllib.error.HTTPError as err:
-        raise Unreachable(f"{full} answered {err.code}: {err.read().decode().strip()}") from None
-    except (OSError, ValueError) as err:
-        raise Unreachable(f"cannot reach the scheduler at {base}: {err}") from None
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            with urllib.request.urlopen(full, timeout=10) as resp:
+                status, body = resp.status, orjson.loads(resp.read())
+        except urllib.error.HTTPError as err:
+            detail = err.read().decode().strip()
+            raise Unreachable(f"{full} answered {err.code}: {detail}") from None
+        except (OSError, ValueError) as err:
+            raise Unreachable(f"cannot reach the scheduler at {base}: {err}") from None
+        if status != 202 or time.monotonic() >= deadline:
+            break
+        time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+    if eta and status == 202:
+        print(
+            f"pumice: note: the scheduler is still computing its first forecast after "
+            f"{wait:g}s; no start estimates yet",
+            file=sys.stderr,
+        )
     try:
         jobs = [_job(item) for item in body["items"]]
         return PendingList(
             jobs, body.get("queue"), FROM_SCHEDULER, int(body["total"]), int(body["offset"]),
-            {str(k): int(v) for k, v in body["stages"].items()},
+            {str(k): int(v) for k, v in body["stages"].items()}, body.get("forecast"),
         )  # fmt: skip
     except (KeyError, TypeError, ValueError, AttributeError):
         raise Unreachable(f"{full} did not answer with a list of pending jobs") from None
@@ -140,7 +185,7 @@ def _job(item: dict[str, Any]) -> PendingJob:
         position_in_cluster=int(item["positionInCluster"]),
         stage=item["stage"],
         reason=item["reason"],
-        eta=item.get("eta"),
+        eta=None if item.get("eta") is None else float(item["eta"]),
         assumption=item.get("assumption"),
     )
 
@@ -151,9 +196,15 @@ def local_cycle(
     config: str | None,
     scheduler_name: str,
     queue: str | None = None,
+    *,
+    eta: tuple[float | None, float] | None = None,
+    forecast: dict[str, Any] | None = None,
 ) -> list[PendingJob]:
     """One cycle on the cluster's objects, run here: its pending jobs (InputError for a
-    queue the cluster does not have; Unreachable when the cluster cannot be listed)."""
+    queue the cluster does not have; Unreachable when the cluster cannot be listed).
+    With ``eta`` (step or None for the automatic one, horizon), each job's start
+    estimate from a forecast of the same objects; ``forecast`` is then filled with
+    what the forecast was (:func:`pumice.visibility.eta.forecast_info`)."""
     from pumice.cache.build import SourcedObject, build_snapshot
     from pumice.cluster.kube import KubeCluster
     from pumice.cluster.kube_client import KubeClient
@@ -175,10 +226,29 @@ def local_cycle(
         objects = [SourcedObject(o, "cluster") for kind in KINDS for o in cluster.list(kind)]
     finally:
         cluster.close()
-    snapshot = build_snapshot(objects, scheduler_name=scheduler_name, now=time.time())
+    now = time.time()
+    snapshot = build_snapshot(objects, scheduler_name=scheduler_name, now=now)
     if queue is not None and queue not in snapshot.queues:
         raise InputError("no such queue", obj=f"Queue {queue}")
-    return pending_jobs(scheduler.cycle(snapshot))
+    jobs = pending_jobs(scheduler.cycle(snapshot))
+    if eta is not None:
+        from pumice.forecast.durations import QueueDurations
+        from pumice.visibility.eta import choose_step, fill, forecast_info, run_forecast
+
+        step, reason = choose_step(eta[0], len(snapshot.nodes.names), 1.0)
+        raw = [o.obj for o in objects]
+        queue_of = {uid: job.queue for uid, job in snapshot.jobs.items()}
+        learned = QueueDurations.from_pods(
+            (o for o in raw if o.get("kind") == "Pod"), queue_of
+        )  # (the finished pods still in the cluster: what their queues' jobs take)
+        done = run_forecast(
+            raw, scheduler, now, durations=learned, horizon=eta[1],
+            step=step, step_reason=reason, period=1.0, scheduler_name=scheduler_name,
+        )  # fmt: skip
+        fill(jobs, done.estimates, now)
+        if forecast is not None:
+            forecast.update(forecast_info(done, now))
+    return jobs
 
 
 __all__ = ["add_pending_parser", "ask_server", "local_cycle", "pending_command"]

@@ -8,20 +8,30 @@ visibility API.
 that repeats the last one's decisions shares its line, and the records are built again
 only when a cycle has run. The last few answers are kept until then, so a dashboard
 polling the same page costs a look-up.
+
+``?eta=1`` adds start estimates (``eta``, ``assumption`` per job, and a ``forecast``
+object saying when they were computed and on what step): the last forecast the
+server's :class:`~pumice.forecast.live.BackgroundForecast` finished. The request never
+computes one: it asks for a new one when the last is older than the forecaster's
+``max_age``, and answers 202 with ``forecast.computing`` while there is none yet.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 import orjson
 
 from pumice.framework.decisions import Decisions, Waiting
 from pumice.visibility.line import PendingJob, PendingList, pending_jobs
+
+if TYPE_CHECKING:  # (the forecast imports the scheduler: only when a server has one)
+    from pumice.forecast.live import BackgroundForecast
 
 PREFIX = "/apis/visibility/v1/"
 ALL = "pendingjobs"
@@ -61,8 +71,15 @@ class PendingEndpoint:
     """Answers the visibility paths from the decisions ``last()`` returns (None before
     the first cycle: 503). Safe from any thread."""
 
-    def __init__(self, last: Callable[[], Decisions | None]) -> None:
+    def __init__(
+        self,
+        last: Callable[[], Decisions | None],
+        forecast: BackgroundForecast | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._last = last
+        self._forecast = forecast
+        self._clock = clock
         self._lock = threading.Lock()
         self._waiting: list[Waiting] | None = None
         self._line: _Line | None = None
@@ -96,12 +113,16 @@ class PendingEndpoint:
         else:
             return 404, _TEXT, b"not found\n"
         try:
-            offset, limit = _page(query)
+            offset, limit, eta = _page(query)
         except ValueError as err:
             return 400, _TEXT, f"{err}\n".encode()
+        if eta and self._forecast is None:
+            return 400, _TEXT, b"eta: this server computes no start forecasts\n"
         line = self.line()
         if line is None:
             return 503, _TEXT, b"no scheduling cycle has run yet\n"
+        if eta:
+            return self._with_eta(line, queue, offset, limit)
         key = (queue, offset, limit)
         with self._lock:
             body = line.answers.get(key)
@@ -119,9 +140,45 @@ class PendingEndpoint:
                 line.answers[key] = body
         return 200, _JSON, body
 
+    def _with_eta(self, line: _Line, queue: str | None, offset: int, limit: int | None) -> Answer:
+        """The page with the last forecast's estimates (built for each request: the
+        ``eta`` counts from now)."""
+        from pumice.visibility.eta import estimate_fields, forecast_info
 
-def _page(query: str) -> tuple[int, int | None]:
-    """``offset`` and ``limit`` from a query string (ValueError naming the bad one)."""
+        assert self._forecast is not None
+        forecast, computing = self._forecast.latest()
+        now = self._clock()
+        with self._lock:
+            jobs, items = line.of(queue)
+            end = None if limit is None else offset + limit
+            page = PendingList([], queue, total=len(jobs), offset=offset)
+            for j in jobs:
+                page.stages[j.stage] = page.stages.get(j.stage, 0) + 1
+            doc = page.to_json()
+            chosen = list(zip(jobs[offset:end], items[offset:end], strict=True))
+        out = []
+        estimates = {} if forecast is None else forecast.estimates
+        for job, item in chosen:
+            est = estimates.get(f"{job.namespace}/{job.name}")
+            if est is None:
+                out.append(item)
+                continue
+            eta, assumption = estimate_fields(est, now)
+            item = dict(item)
+            if eta is not None:
+                item["eta"] = eta
+            item["assumption"] = assumption
+            out.append(item)
+        doc["items"] = out
+        info: dict[str, Any] = {} if forecast is None else forecast_info(forecast, now)
+        info["computing"] = computing
+        doc["forecast"] = info
+        return (200 if forecast is not None else 202), _JSON, orjson.dumps(doc)
+
+
+def _page(query: str) -> tuple[int, int | None, bool]:
+    """``offset``, ``limit`` and ``eta`` from a query string (ValueError naming the bad
+    one)."""
     args = parse_qs(query)
     got: dict[str, int | None] = {"offset": 0, "limit": None}
     for name in got:
@@ -132,7 +189,10 @@ def _page(query: str) -> tuple[int, int | None]:
         if not text.isdigit():
             raise ValueError(f"{name}: expected a whole number, got {text!r}")
         got[name] = int(text)
-    return int(got["offset"] or 0), got["limit"]
+    eta = (args.get("eta") or ["0"])[-1].lower()
+    if eta not in ("0", "1", "true", "false", ""):
+        raise ValueError(f"eta: expected 1 or 0, got {eta!r}")
+    return int(got["offset"] or 0), got["limit"], eta in ("1", "true")
 
 
 __all__ = ["ALL", "KEPT_ANSWERS", "PREFIX", "PendingEndpoint"]

@@ -68,6 +68,9 @@ class PendingList:
     offset: int = 0
     #: By stage: how many of ``total`` each stage stopped.
     stages: dict[str, int] = field(default_factory=dict)
+    #: With start estimates: when and how the forecast was computed (see
+    #: :func:`pumice.visibility.eta.forecast_info`), None without.
+    forecast: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -81,6 +84,8 @@ class PendingList:
         }
         if self.queue is not None:
             out["queue"] = self.queue
+        if self.forecast is not None:
+            out["forecast"] = self.forecast
         return out
 
 
