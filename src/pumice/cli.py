@@ -147,8 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
         "cycle",
         help="run one scheduling cycle on a snapshot and print the decisions",
         description="Replay one scheduling cycle on a snapshot of cluster state (e.g. "
-        "`kubectl get nodes,pods,podgroups,queues,priorityclasses -A -o yaml`) and print "
-        "binds, evictions, pipelined pods, podgroup phases and why each waiting job waits.",
+        "`kubectl get nodes,pods,podgroups.scheduling.volcano.sh,queues,priorityclasses "
+        "-A -o yaml`) and print binds, evictions, pipelined pods, podgroup phases and "
+        "why each waiting job waits.",
     )
     c.add_argument("snapshot", nargs="+", help="YAML/JSON files or directories")
     c.add_argument("--config", help="Volcano scheduler configuration (default: Volcano's)")
