@@ -233,7 +233,16 @@ def test_the_crd_upgrade_of_deploy_readme_keeps_objects_and_rolls_back(
     stored = _ok(_kubectl(control_plane, "get", "crd", "queues.scheduling.volcano.sh",
                           "-o", "jsonpath={.status.storedVersions}"))  # fmt: skip
     assert stored == ['["v1beta1"]']
-    _ok(_kubectl(control_plane, "apply", "--server-side", "-f", str(newer)))  # again: no error
+    version = [
+        "get",
+        "crd",
+        "queues.scheduling.volcano.sh",
+        "-o",
+        "jsonpath={.metadata.resourceVersion}",
+    ]
+    before = _ok(_kubectl(control_plane, *version))
+    _ok(_kubectl(control_plane, "apply", "--server-side", "-f", str(newer)))  # again
+    assert _ok(_kubectl(control_plane, *version)) == before  # changed nothing
 
     _ok(_kubectl(control_plane, "apply", "--server-side", "-f", str(DEPLOY)))  # roll back
     assert "RUNNING" not in _columns(control_plane, queues)
