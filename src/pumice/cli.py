@@ -175,11 +175,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "scenario",
         nargs="*",
-        help="basic, large, gang, constraints, memory, scale (all scale-NxP), one "
-        "scale-NxP, deviceshare, numa, dra (pods that attach cards, CPUs, devices), or a "
-        "simulator window: sim-peak-small, sim-peak (default: all but the "
-        "sim-* ones; --list lists them); e2e alone runs pumice and its peers against a "
-        "real API server (the --e2e-* options)",
+        help="scenario names; --list lists them all with what each builds (default: "
+        "basic, large, gang, constraints, memory, scale; the others, such as topology, "
+        "volumes, deviceshare, quiet or the simulator windows sim-peak-small, sim-peak, "
+        "sim-backlog, run by name); e2e alone runs pumice and its peers against a real "
+        "API server (the --e2e-* options)",
     )
     b.add_argument("--list", action="store_true", help="list the scenarios and exit")
     b.add_argument(
