@@ -179,25 +179,34 @@ def _newer_deploy(folder: Path) -> Path:
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
-def test_one_kubectl_apply_installs_deploy_on_a_fresh_cluster(control_plane: ControlPlane) -> None:
-    """As the install instructions say: one `kubectl apply -f deploy/`, nothing waited for
-    in between, succeeds and makes every object of deploy/; applying again changes
-    nothing and succeeds too."""
-    first = _ok(_kubectl(control_plane, "apply", "-f", str(DEPLOY)))
+@pytest.mark.parametrize("how", [["apply"], ["apply", "--server-side"]], ids=["client", "server"])
+def test_one_kubectl_apply_installs_deploy_on_a_fresh_cluster(
+    control_plane: ControlPlane, how: list[str]
+) -> None:
+    """As the install instructions say: one `kubectl apply -f deploy/` (or with
+    `--server-side`), nothing waited for in between, succeeds and makes every object of
+    deploy/; applying again succeeds too and changes nothing."""
+    first = _ok(_kubectl(control_plane, *how, "-f", str(DEPLOY)))
     wanted = [m.body for m in load_manifests(DEPLOY)]
-    assert len(first) == len(wanted) and all(line.endswith(" created") for line in first)
+    assert len(first) == len(wanted)
+    names = []  # kind.group/name, as kubectl get takes them
     for body in wanted:
-        where = ["-n", body["metadata"]["namespace"]] if "namespace" in body["metadata"] else []
         group, _, _ = body["apiVersion"].rpartition("/")  # "" for the core group
-        kind = f"{body['kind'].lower()}.{group}".rstrip(".")
-        _ok(_kubectl(control_plane, "get", *where, kind, body["metadata"]["name"]))
+        names.append(f"{body['kind'].lower()}.{group}".rstrip(".") + "/" + body["metadata"]["name"])
+    versions = ["get", "-n", "pumice-system", *names, "-o", "jsonpath={..resourceVersion}"]
     crds = [f"crd/{b['metadata']['name']}" for b in wanted if b["kind"].endswith("Definition")]
     _ok(_kubectl(control_plane, "wait", "--for=condition=Established", "--timeout=60s", *crds))
+    made = _ok(_kubectl(control_plane, *versions))[0].split()
+    assert len(made) == len(wanted)  # every object is there
     # deploy/ holds no Queue: `pumice run` makes the default one (tests/run)
     assert _ok(_kubectl(control_plane, "get", "queues.scheduling.volcano.sh", "-o", "name")) == []
 
-    again = _ok(_kubectl(control_plane, "apply", "-f", str(DEPLOY)))
-    assert len(again) == len(wanted) and all(line.endswith(" unchanged") for line in again)
+    again = _ok(_kubectl(control_plane, *how, "-f", str(DEPLOY)))
+    assert len(again) == len(wanted)
+    if how == ["apply"]:
+        assert all(line.endswith(" created") for line in first)
+        assert all(line.endswith(" unchanged") for line in again)
+    assert _ok(_kubectl(control_plane, *versions))[0].split() == made  # nothing written
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
