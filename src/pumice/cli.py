@@ -170,8 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
         "cycle",
         help="run one scheduling cycle on a snapshot and print the decisions",
         description="Replay one scheduling cycle on a snapshot of cluster state (e.g. "
-        "`kubectl get nodes,pods,podgroups,queues,priorityclasses -A -o yaml`) and print "
-        "binds, evictions, pipelined pods, podgroup phases and why each waiting job waits.",
+        "`kubectl get nodes,pods,podgroups.scheduling.volcano.sh,queues,priorityclasses "
+        "-A -o yaml`) and print binds, evictions, pipelined pods, podgroup phases and "
+        "why each waiting job waits.",
     )
     c.add_argument("snapshot", nargs="+", help="YAML/JSON files or directories")
     c.add_argument("--config", help="Volcano scheduler configuration (default: Volcano's)")
@@ -220,12 +221,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "scenario",
         nargs="*",
-        help="basic, large, gang, constraints, memory, scale (all scale-NxP), one "
-        "scale-NxP, deviceshare, numa, dra (pods that attach cards, CPUs, devices), or a "
-        "simulator window: sim-peak-small, sim-peak (default: all but the "
-        "sim-* ones; --list lists them); e2e alone runs pumice and its peers against a "
-        "real API server (the --e2e-* options); faults alone runs pumice run against a real API "
-        "server under injected faults and checks the cluster (the --faults-* options)",
+        help="scenario names; --list lists them all with what each builds (default: "
+        "basic, large, gang, constraints, memory, scale; the others, such as topology, "
+        "volumes, deviceshare, quiet or the simulator windows sim-peak-small, sim-peak, "
+        "sim-backlog, run by name); e2e alone runs pumice and its peers against a real "
+        "API server (the --e2e-* options); faults alone runs pumice run against a real "
+        "API server under injected faults and checks the cluster (the --faults-* options)",
     )
     b.add_argument("--list", action="store_true", help="list the scenarios and exit")
     b.add_argument(

@@ -1,7 +1,8 @@
 """`pumice sandbox`: refusals before anything starts (no binaries, bad counts), the
 manifests it takes from deploy/, and a real start: the lines it prints, a kubeconfig
 that works, Ready nodes, a pod bound there that runs, the shared-GPU example scheduled
-by pumice run, and a clean stop on SIGTERM."""
+by pumice run, the Volcano Job example run by pumice run --controllers, and a clean stop
+on SIGTERM."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ from tests.run import kube_kit as k
 
 from pumice.cli import main
 from pumice.cluster.kube_client import RESOURCES, KubeClient
+from pumice.controllers.registry import ALL
 from pumice.run.default_queue import default_queue_body
+from pumice.run.runner import RunOptions
 from pumice.sandbox import apply
 from pumice.sandbox.command import CONFIGS, DEFAULT_QUEUE, EXAMPLES, pumice_manifests
 
@@ -162,6 +165,18 @@ def test_a_sandbox_starts_runs_a_pod_and_stops_on_sigterm(k8s_binaries, tmp_path
             if n.startswith("infer-")
         )
         assert cards == ["0", "0", "0", "0", "1", "1"]
+        # the Volcano Job example, as docs/controllers.md runs it: pumice run --controllers
+        apply(str(kubeconfig), EXAMPLES / "job.yaml")
+        with k.running(str(kubeconfig), options=RunOptions(period=0.2, controllers=ALL)):
+            k.wait_for(
+                "the Job Running",
+                lambda: (k.get(client, "Job", "default/train") or {})
+                .get("status", {}).get("state", {}).get("phase") == "Running",
+                timeout=60,
+            )  # fmt: skip
+        assert sorted(n for n in k.bound(client) if n.startswith("train-")) == [
+            "train-master-0", "train-worker-0", "train-worker-1",
+        ]  # fmt: skip
         client.close()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
