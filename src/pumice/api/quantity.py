@@ -116,7 +116,7 @@ def to_canonical(name: str, value: object, *, field: str | None = None) -> float
     scaled = q if in_bytes else q * 1000  # bytes, or millis
     if scaled > EXACT_LIMIT:
         raise InputError(
-            f"quantity {_shown(value)} is too large: {too_large(name)}", field=field
+            f"quantity {_shown(value)} is too large ({too_large(name)})", field=field
         )
     if name == CPU or in_bytes:
         return float(math.ceil(scaled))
@@ -131,14 +131,14 @@ def largest(name: str) -> float:
 
 
 def too_large(name: str) -> str:
-    """Why an amount of ``name`` is refused, for the end of an error message."""
+    """The limit on amounts of ``name``, for an error message that refuses one."""
     if name == CPU:
         shown = f"{EXACT_LIMIT}m"
     elif is_bytes(name):
         shown = format_amount(name, EXACT_LIMIT)
     else:
         shown = str(Decimal(EXACT_LIMIT) / 1000)
-    return f"pumice computes {name} exactly up to {shown}"
+    return f"at most {shown}"
 
 
 def check_total(amounts: Mapping[str, float], *, what: str, field: str) -> None:
@@ -151,7 +151,7 @@ def check_total(amounts: Mapping[str, float], *, what: str, field: str) -> None:
     for name, amount in amounts.items():
         if amount > largest(name):
             shown = format_amount(name, amount)
-            raise InputError(f"{what} {name} {shown} in total: {too_large(name)}", field=field)
+            raise InputError(f"{what} {name} {shown} in total ({too_large(name)})", field=field)
 
 
 def is_bytes(name: str) -> bool:
