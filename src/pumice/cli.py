@@ -233,6 +233,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_job_parser(sub)
     add_queue_parser(sub)
+    from pumice.fuzz.command import add_parser as add_fuzz
+
+    add_fuzz(sub)
     return p
 
 
