@@ -115,9 +115,7 @@ def to_canonical(name: str, value: object, *, field: str | None = None) -> float
     in_bytes = is_bytes(name)
     scaled = q if in_bytes else q * 1000  # bytes, or millis
     if scaled > EXACT_LIMIT:
-        raise InputError(
-            f"quantity {_shown(value)} is too large ({too_large(name)})", field=field
-        )
+        raise InputError(f"quantity {_shown(value)} is too large ({too_large(name)})", field=field)
     if name == CPU or in_bytes:
         return float(math.ceil(scaled))
     return math.ceil(scaled) / 1000

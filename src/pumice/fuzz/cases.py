@@ -122,14 +122,27 @@ def build(case: Case) -> Case:
 
 def warm_cases(corpus: Corpus) -> list[Case]:
     """One unmutated case per target, run once before the fuzzing starts."""
-    snap, config = corpus.snapshots[0]
+    snap, _config = corpus.snapshots[0]
     cluster, workload, _origin = corpus.simulations[0]
     sim = ("simulate", "--cluster", "cluster.yaml", "workload.yaml", "--out", "report")
     cases = [
-        Case(0, -1, CYCLE, "warm", {"snapshot.yaml": snap.read_bytes()}, (), ("cycle", "snapshot.yaml")),
+        Case(
+            0,
+            -1,
+            CYCLE,
+            "warm",
+            {"snapshot.yaml": snap.read_bytes()},
+            (),
+            ("cycle", "snapshot.yaml"),
+        ),
         Case(0, -1, EXPLAIN, "warm", {}, (), ("explain-config", "--format", "json")),
         Case(
-            0, -1, SIMULATE, "warm", {"cluster.yaml": cluster, "workload.yaml": workload}, (),
+            0,
+            -1,
+            SIMULATE,
+            "warm",
+            {"cluster.yaml": cluster, "workload.yaml": workload},
+            (),
             (*sim, "--no-progress"),
         ),
     ]

@@ -37,7 +37,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     f.add_argument("--cases", type=int, default=1000, help="cases to run (default 1000)")
     f.add_argument("--seed", type=int, default=1, help="seed of the run (default 1)")
-    f.add_argument("--out", default="pumice-fuzz", help="findings directory (default ./pumice-fuzz)")
+    f.add_argument(
+        "--out", default="pumice-fuzz", help="findings directory (default ./pumice-fuzz)"
+    )
     f.add_argument(
         "--case",
         type=int,
@@ -117,7 +119,7 @@ def _minimize(case: Case, finding: Finding, base: Path, timeout: float, memory: 
         fewer = tuple(x for x in plan if x is not m)
         try:
             candidate = case.with_plan(fewer)
-        except Exception:  # noqa: BLE001 - a plan that no longer applies is not smaller
+        except Exception:  # (a plan that no longer applies is not smaller)
             continue
         again = judge(candidate, run_one(candidate, base, timeout, memory), timeout)
         if again is not None and again.key == finding.key:

@@ -149,7 +149,7 @@ def _capacity(
 ) -> list[str]:
     touched = {n for n in binds.values() if n in nodes}
     used: dict[str, Amounts] = {n: {} for n in touched}
-    for key, pod in pods.items():
+    for pod in pods.values():
         node = _map(pod.get("spec")).get("nodeName")
         if node in used and _map(pod.get("status")).get("phase") not in ENDED:
             _add(used[node], pod_request(pod))

@@ -74,30 +74,16 @@ def _quietly(case: Case, where: Path) -> None:
     for name, data in case.files.items():
         (where / name).write_bytes(data)
     here = os.getcwd()
-    saved = os.dup(1), os.dup(2)
-    null = os.open(os.devnull, os.O_WRONLY)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    streams = sys.stdout, sys.stderr
     try:
         os.chdir(where)
-        os.dup2(null, 1)
-        os.dup2(null, 2)
-        with contextlib.suppress(Exception, SystemExit):
-            main(list(case.args))
-        sys.stdout.flush()
-        sys.stderr.flush()
+        with open(os.devnull, "w", encoding="utf-8") as null:
+            sys.stdout = sys.stderr = null
+            with contextlib.suppress(Exception, SystemExit):
+                main(list(case.args))
     finally:
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        for fd in (*saved, null):
-            os.close(fd)
+        sys.stdout, sys.stderr = streams
         os.chdir(here)
-
-    with contextlib.suppress(ImportError):
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot  # noqa: F401
 
 
 def start(case: Case, base: Path, timeout: float, memory: int) -> Running:
@@ -123,6 +109,9 @@ def _child(case: Case, workdir: Path, timeout: float, memory: int) -> int:
     err = os.open("stderr", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(out, 1)
     os.dup2(err, 2)
+    # (the streams a caller may have put in place, pytest's capture, are not fd 1 and 2)
+    sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     signal.setitimer(signal.ITIMER_REAL, timeout)
     soft = memory + _mapped()
@@ -133,7 +122,7 @@ def _child(case: Case, workdir: Path, timeout: float, memory: int) -> int:
         code = main(list(case.args))
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:  # noqa: BLE001 - what a user would see as a traceback
+    except BaseException:  # (what a user would see as a traceback)
         traceback.print_exc()
         code = EXIT_TRACEBACK
     sys.stdout.flush()
@@ -158,7 +147,7 @@ def _check(case: Case) -> None:
         config = load_config("config.yaml" if "config.yaml" in case.files else None)
         ready = any(p.name == "gang" and p.enabled("job_ready") for p in config.instances())
         found = check([*rest, *made], decisions, ready)
-    except Exception as exc:  # noqa: BLE001 - a checker that cannot read is a finding too
+    except Exception as exc:  # (a checker that cannot read is a finding too)
         found = [f"checker: {type(exc).__name__}: {str(exc)[:200]}"]
     Path(INVARIANTS).write_text("".join(f"{v}\n" for v in found))
 
