@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -58,14 +59,20 @@ def run(args: argparse.Namespace) -> int:
     if args.cases < 0 or args.jobs < 1 or args.timeout <= 0 or args.memory < 64:
         raise InputError("--cases >= 0, --jobs >= 1, --timeout > 0 and --memory >= 64 please")
     corpus = load_corpus()
-    preload(warm_cases(corpus))
     out = Path(args.out)
     tally = Tally(args.seed)
     indices = list(args.case) if args.case else list(range(args.cases))
     base = Path(tempfile.mkdtemp(prefix="pumice-fuzz-"))
     began = time.monotonic()
+    running: dict[int, Running] = {}
     try:
-        _loop(args, corpus, indices, base, out, tally)
+        preload(warm_cases(corpus))
+        _loop(args, corpus, indices, base, out, tally, running)
+    except KeyboardInterrupt:  # (the tally so far is still worth printing)
+        tally.interrupted = True
+        for pid in running:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
     finally:
         tally.seconds = time.monotonic() - began
         shutil.rmtree(base, ignore_errors=True)
@@ -73,9 +80,11 @@ def run(args: argparse.Namespace) -> int:
     return 1 if tally.findings else 0
 
 
-def _loop(args, corpus, indices: list[int], base: Path, out: Path, tally: Tally) -> None:
+def _loop(
+    args, corpus, indices: list[int], base: Path, out: Path, tally: Tally, running: dict
+) -> None:
+    """Run the cases, ``args.jobs`` at once; ``running`` holds the children alive."""
     memory = args.memory * MIB
-    running: dict[int, Running] = {}
     todo = iter(indices)
     left = True
     while left or running:

@@ -32,6 +32,7 @@ class Tally:
     cases: dict[str, int] = field(default_factory=dict)
     findings: dict[str, Seen] = field(default_factory=dict)
     seconds: float = 0.0
+    interrupted: bool = False
 
     def ran(self, case: Case) -> None:
         self.cases[case.target] = self.cases.get(case.target, 0) + 1
@@ -54,6 +55,7 @@ class Tally:
             "seed": self.seed,
             "cases": self.cases,
             "seconds": round(self.seconds, 1),
+            "interrupted": self.interrupted,
             "findings": [
                 {
                     "class": key,
@@ -97,6 +99,7 @@ def print_report(tally: Tally, out: Path) -> None:
     print(
         f"pumice fuzz: seed {tally.seed}: {tally.total:,} cases ({per}) in "
         f"{tally.seconds:.0f} s ({rate:.1f} cases/s)"
+        + (", interrupted" if tally.interrupted else "")
     )
     if not tally.findings:
         print("no findings")

@@ -112,6 +112,7 @@ def _child(case: Case, workdir: Path, timeout: float, memory: int) -> int:
     # (the streams a caller may have put in place, pytest's capture, are not fd 1 and 2)
     sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # (the parent stops the run)
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     signal.setitimer(signal.ITIMER_REAL, timeout)
     soft = memory + _mapped()
