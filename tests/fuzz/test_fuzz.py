@@ -12,7 +12,7 @@ import pytest
 from pumice.cli import main
 from pumice.fuzz.cases import CYCLE, Case, build, make_case
 from pumice.fuzz.corpus import load_corpus
-from pumice.fuzz.invariants import check
+from pumice.fuzz.invariants import check, gangs_whole
 from pumice.fuzz.runner import Outcome
 from pumice.fuzz.verdict import judge
 
@@ -175,3 +175,13 @@ def test_a_short_fuzz_run_finds_nothing(tmp_path: Path, capsys) -> None:
     code = main(["fuzz", "--cases", "120", "--seed", "1", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 0, out
+
+
+def test_whole_gangs_are_promised_unless_volcano_arithmetic_is_asked() -> None:
+    from pumice.conf.config import load_config, parse_config
+
+    assert gangs_whole(load_config(None))
+    tiers = [{"plugins": [{"name": "gang", "arguments": {"gang.bestEffortReady": "optimistic"}}]}]
+    assert not gangs_whole(parse_config({"actions": "allocate", "tiers": tiers}))
+    off = [{"plugins": [{"name": "gang", "enableJobReady": False}]}]
+    assert not gangs_whole(parse_config({"actions": "allocate", "tiers": off}))

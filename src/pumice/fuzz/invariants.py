@@ -9,8 +9,10 @@ Kubernetes does. The checks:
   bound there that has not ended, plus the new binds) within its allocatable;
 - **double bind**: no pod is bound that was already bound, nor both bound and
   pipelined, bound and evicted, or bound to a node the snapshot does not hold;
-- **gang**: while the gang plugin's job-ready check is on, a PodGroup that receives
-  binds ends with at least ``minMember`` pods bound, running or done;
+- **gang**: while the gang plugin's job-ready check is on (and not told to count best-
+  effort tasks as Volcano does, ``gang.bestEffortReady: optimistic``, which leaves a
+  gang half placed by design), a PodGroup that receives binds ends with at least
+  ``minMember`` pods bound, running or done;
 - **eviction**: only pods bound to a node (or running) are evicted.
 """
 
@@ -24,9 +26,22 @@ from typing import Any
 from pumice.api.gpus import DEVICE_RESOURCES
 from pumice.api.parse import GROUP_ANNOTATION, is_scheduling_resource
 from pumice.api.quantity import CPU, PODS, is_bytes, parse_quantity
+from pumice.conf.config import SchedulerConfig
+from pumice.plugins.gang import BEST_EFFORT_READY
 
 Amounts = dict[str, int]
 ENDED = ("Succeeded", "Failed")
+
+
+def gangs_whole(config: SchedulerConfig) -> bool:
+    """Whether ``config`` promises whole gangs: the gang plugin's job-ready check is on,
+    and best-effort tasks count only where they can be placed (the default)."""
+    return any(
+        p.name == "gang"
+        and p.enabled("job_ready")
+        and p.arguments.raw(BEST_EFFORT_READY) != "optimistic"
+        for p in config.instances()
+    )
 
 
 def exact(name: str, value: Any) -> int:

@@ -140,14 +140,13 @@ def _check(case: Case) -> None:
     from pumice.cache.load import load_objects
     from pumice.conf.config import load_config
     from pumice.controllers.job.expand import expand_jobs
-    from pumice.fuzz.invariants import check
+    from pumice.fuzz.invariants import check, gangs_whole
 
     try:
         decisions = orjson.loads(Path("stdout").read_bytes())
         rest, made, _notes = expand_jobs(o.obj for o in load_objects(["snapshot.yaml"]))
         config = load_config("config.yaml" if "config.yaml" in case.files else None)
-        ready = any(p.name == "gang" and p.enabled("job_ready") for p in config.instances())
-        found = check([*rest, *made], decisions, ready)
+        found = check([*rest, *made], decisions, gangs_whole(config))
     except Exception as exc:  # (a checker that cannot read is a finding too)
         found = [f"checker: {type(exc).__name__}: {str(exc)[:200]}"]
     Path(INVARIANTS).write_text("".join(f"{v}\n" for v in found))
@@ -180,9 +179,15 @@ def finish(run: Running, status: int) -> Outcome:
 
 
 def _read(path: Path, limit: int = 1 << 20) -> bytes:
+    """The file, or its first and last ``limit`` bytes when it is longer (a traceback's
+    last line is what names the error)."""
     try:
         with path.open("rb") as f:
-            return f.read(limit)
+            head = f.read(2 * limit)
+            if len(head) < 2 * limit:
+                return head
+            f.seek(-limit, os.SEEK_END)
+            return head[:limit] + b"\n...\n" + f.read()
     except OSError:
         return b""
 
