@@ -286,6 +286,9 @@ def build_parser() -> argparse.ArgumentParser:
     from pumice.visibility.command import add_pending_parser
 
     add_pending_parser(add_queue_parser(sub))
+    from pumice.fuzz.command import add_parser as add_fuzz
+
+    add_fuzz(sub)
     return p
 
 

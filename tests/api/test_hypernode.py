@@ -295,3 +295,14 @@ def test_odd_tiers_and_a_node_under_two_switches_are_notes():
     rows, leaf = topo.rows(["n1"])
     assert list(leaf) == ["s0"]  # the first by name
     assert rows["s1"].tolist() == rows["s0"].tolist() == [0]
+
+
+def test_a_tier_beyond_a_thousand_is_refused_not_walked() -> None:
+    """A tier of 2**63 once kept a cycle busy for ever, walking the tiers one by one."""
+    from pumice.api.hypernode import parse_hypernode
+
+    member = {"type": "Node", "selector": {"exactMatch": {"name": "n1"}}}
+    assert parse_hypernode(hypernode("s", 1000, member)).tier == 1000
+    with pytest.raises(InputError) as err:
+        parse_hypernode(hypernode("s", 2**63, member))
+    assert "spec.tier" in str(err.value) and "at most 1000" in str(err.value)

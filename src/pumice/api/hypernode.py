@@ -29,6 +29,10 @@ import numpy as np
 from pumice.api.pdb import LabelSelector, parse_label_selector
 from pumice.errors import InputError, shown
 
+#: The highest tier accepted: real networks have a handful, and some of the arithmetic
+#: walks the tiers one by one.
+MAX_TIER = 1000
+
 #: The virtual root: every node of the cluster, one tier above the highest real tier.
 CLUSTER = "<cluster>"
 
@@ -117,6 +121,8 @@ def parse_hypernode(obj: Mapping[str, Any]) -> HyperNodeRecord:
         raise InputError(f"expected an integer, got {shown(tier)}", field="spec.tier")
     if tier < 0:
         raise InputError("must not be negative", field="spec.tier")
+    if tier > MAX_TIER:
+        raise InputError(f"must be at most {MAX_TIER}, got {tier}", field="spec.tier")
     tier_name = spec.get("tierName") or ""
     if not isinstance(tier_name, str):
         raise InputError("expected a string", field="spec.tierName")

@@ -17,7 +17,7 @@ from typing import Any
 from pumice.api.gpus import DEVICE_RESOURCES, NODE_ANNOTATIONS, NODE_CAPACITY, DeviceAsk, device_ask
 from pumice.api.node import NodeSpec
 from pumice.api.pdb import parse_label_selector
-from pumice.api.quantity import PODS, to_canonical
+from pumice.api.quantity import PODS, check_total, to_canonical
 from pumice.api.queue import NodeGroupAffinity
 from pumice.api.spread import SpreadConstraint, parse_spread
 from pumice.api.task import (
@@ -666,6 +666,7 @@ def parse_pod(obj: Mapping[str, Any]) -> PodRecord:
     peak = dict(init_peak)
     _add(peak, overhead)
     _max(init_resreq, peak)
+    check_total(init_resreq, what="the pod's containers request", field="spec.containers")
     for r in (resreq, init_resreq):
         r[PODS] = 1.0
     devices = _device_ask(spec) if not DEVICE_RESOURCES.isdisjoint(init_resreq) else None

@@ -3,8 +3,19 @@
 Quantities are parsed exactly (``decimal.Decimal``) and returned as floats in pumice's
 canonical units: CPU in millicores, every other resource in its base unit (bytes for
 memory and storage, a count for ``pods`` and extended resources such as
-``nvidia.com/gpu``). Floats are exact for integers below 2**53, far beyond any real
-cluster's bytes, so comparisons stay exact in practice.
+``nvidia.com/gpu``).
+
+**Exact fit checks.** Floats hold every integer up to 2**53 exactly. pumice refuses any
+single amount above :data:`EXACT_LIMIT` (2**52 bytes or millis: 4 PiB of memory, about
+4.5 million million cores), and any pod whose containers and overhead add up to more
+(:func:`check_total`). Then a node's ``used + request`` of amounts that fit under its
+allocatable (at most 2**52) never passes 2**53: every sum a fit check compares is
+computed exactly, so no placement can leave a node over its allocatable. A node that is
+already over (pods bound by someone else) stays over in float arithmetic too: the first
+partial sum to pass the allocatable is exact, and adding non-negative amounts to it
+never rounds below it. Fractions of extended resources (half a GPU) are kept to the
+milli in binary floats and are not exact: a share that fits to the last milli may be
+refused, which errs on the safe side.
 """
 
 from __future__ import annotations
@@ -77,10 +88,11 @@ def parse_quantity(value: object, *, field: str | None = None) -> Decimal:
     return number
 
 
-#: The largest canonical amount accepted: Kubernetes keeps a quantity's value (and its
-#: millis, for cpu and extended resources) in an int64; anything larger is a typo, and
-#: would overflow float sums into infinity.
-MAX_AMOUNT = float(2**63 - 1)
+#: The largest amount accepted, in bytes (memory, storage, hugepages) or millis (cpu and
+#: every other resource): half of 2**53, so that the sum of two admissible amounts is
+#: still an exact float (see the module's docstring). 4 PiB of memory on one node, or
+#: 4.5 million million cores, is far beyond any real machine; anything larger is a typo.
+EXACT_LIMIT = 2**52
 
 
 def to_canonical(name: str, value: object, *, field: str | None = None) -> float:
@@ -90,15 +102,46 @@ def to_canonical(name: str, value: object, *, field: str | None = None) -> float
     cpu and memory amounts are whole numbers: sums of them are then exact in float64
     whatever the order of addition, and running totals equal fresh sums. Other
     resources keep milli precision (half a GPU stays 0.5). An amount beyond
-    :data:`MAX_AMOUNT` (``cpu: 1e30``, ``memory: 1e400``) is an :class:`InputError`."""
+    :data:`EXACT_LIMIT` (``memory: 4Ei``, ``cpu: 1e30``) is an :class:`InputError`."""
     q = parse_quantity(value, field=field)
     in_bytes = is_bytes(name)
     scaled = q if in_bytes else q * 1000  # bytes, or millis
-    if scaled > MAX_AMOUNT:
-        raise InputError(f"quantity {shown(value)} is too large", field=field)
+    if scaled > EXACT_LIMIT:
+        raise InputError(f"quantity {shown(value)} is too large ({too_large(name)})", field=field)
     if name == CPU or in_bytes:
         return float(math.ceil(scaled))
     return math.ceil(scaled) / 1000
+
+
+def largest(name: str) -> float:
+    """The largest canonical amount of resource ``name`` pumice accepts."""
+    if name == CPU or is_bytes(name):
+        return float(EXACT_LIMIT)
+    return EXACT_LIMIT / 1000
+
+
+def too_large(name: str) -> str:
+    """The limit on amounts of ``name``, for an error message that refuses one."""
+    if name == CPU:
+        shown = f"{EXACT_LIMIT}m"
+    elif is_bytes(name):
+        shown = format_amount(name, EXACT_LIMIT)
+    else:
+        shown = str(Decimal(EXACT_LIMIT) / 1000)
+    return f"at most {shown}"
+
+
+def check_total(amounts: Mapping[str, float], *, what: str, field: str) -> None:
+    """Refuse a sum of admissible amounts (a pod's containers, init containers and
+    overhead) that passes :func:`largest`, as :func:`to_canonical` refuses one amount.
+
+    The float sum is trusted here: while the exact sum is at most 2**52 it is computed
+    exactly, and the first partial sum to pass 2**52 is itself exact (two terms of at
+    most 2**52), so the float total passes the limit exactly when the true one does."""
+    for name, amount in amounts.items():
+        if amount > largest(name):
+            shown = format_amount(name, amount)
+            raise InputError(f"{what} {name} {shown} in total ({too_large(name)})", field=field)
 
 
 def is_bytes(name: str) -> bool:
