@@ -225,7 +225,7 @@ def _positioned(base: Any) -> Any:
     def construct(loader: yaml.constructor.SafeConstructor, node: yaml.Node) -> Any:
         try:
             return base(loader, node)
-        except (ValueError, OverflowError) as exc:
+        except (ValueError, OverflowError, KeyError) as exc:  # KeyError: `!!bool maybe`
             raise yaml.constructor.ConstructorError(
                 None,
                 None,
