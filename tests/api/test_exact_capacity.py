@@ -194,3 +194,25 @@ def test_no_node_ends_over_its_allocatable_in_exact_arithmetic(objects: list[dic
         return
     assert code == 0, err
     assert [v for v in check(objects, decisions, gang_ready=True) if v.startswith("capacity")] == []
+
+
+def test_quota_style_memory_in_min_resources_is_counted_in_bytes() -> None:
+    """``requests.memory: 12Ti`` in a PodGroup's minResources (as tools and the
+    simulator's generator write it) is 12 TiB, well under the limit; it was once scaled
+    as millis and refused, which stopped the built-in demo."""
+    group = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "big", "namespace": "default"},
+        "spec": {
+            "minMember": 1,
+            "queue": "default",
+            "minResources": {"requests.memory": "12Ti", "limits.memory": "12Ti"},
+        },
+    }
+    pod = _pod("p", "1", "1Gi")
+    pod["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": "big"}
+    code, decisions, err = _cycle([_node("n1", "4", "16Ti"), group, pod])
+    assert code == 0, err
+    assert decisions is not None
+    assert list(decisions["binds"]) == ["default/p"]

@@ -9,6 +9,7 @@ from decimal import Decimal
 from tests.controllers.test_job_world import World, job_yaml
 from tests.kit import priority_class
 
+from pumice.api.parse import parse_podgroup
 from pumice.controllers.job.pods import min_resources, quota_usage, render
 from pumice.controllers.job.spec import parse_job
 
@@ -199,3 +200,21 @@ def test_jobs_alike_but_for_requests_or_priority_each_get_their_own_min_resource
         ps_first: ("2500m", "1"),
         workers_first: ("4", "2"),
     }
+
+
+def test_a_podgroup_of_terabytes_is_read_by_the_scheduler():
+    """A gang of 32 pods of 384Gi gets minResources ``requests.memory: 12289Gi``. The
+    scheduler reads that quota-style key in bytes, like ``memory`` (read in millis, it
+    was refused as too large, which stopped the built-in demo at its first such gang)."""
+    text = PS_WORKER.replace("queue: research", "queue: default")
+    text = text.replace("memory: 4Gi", "memory: 384Gi").replace("replicas: 4", "replicas: 32")
+    text = text.replace("minAvailable: 3", "minAvailable: 33")
+    text = text.replace("minAvailable: 2", "minAvailable: 32")
+    w = World(nodes=1)
+    key = w.submit(job_yaml(text))
+    pg = w.podgroup(key)
+    assert pg["spec"]["minResources"]["requests.memory"] == "12289Gi"
+    record = parse_podgroup(pg)
+    assert record.min_quota["requests.memory"] == 12289 * 2**30
+    w.schedule()  # the cycle reads it too, and leaves the gang waiting for room
+    assert w.podgroup(key)["status"]["phase"] == "Pending"

@@ -217,14 +217,17 @@ def resources(value: Any, path: str) -> dict[str, float]:
         if type(q) is str:  # (the usual: a quantity string, parsed once per name)
             got = amounts.get((name, q))
             if got is None:
-                got = (to_canonical(name, q, field=f"{path}.{name}"), is_scheduling_resource(name))
+                got = (
+                    to_canonical(quota_base(name), q, field=f"{path}.{name}"),
+                    is_scheduling_resource(name),
+                )
                 if len(amounts) >= _AMOUNTS_KEPT:
                     amounts.clear()
                 amounts[(name, q)] = got
             if got[1]:
                 out[name] = got[0]
             continue
-        amount = to_canonical(name, q, field=f"{path}.{name}")
+        amount = to_canonical(quota_base(name), q, field=f"{path}.{name}")
         if is_scheduling_resource(name):
             out[name] = amount
     return out
