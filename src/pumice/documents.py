@@ -28,7 +28,7 @@ import gc
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import orjson
@@ -148,8 +148,9 @@ def _check_shape(data: bytes, source: str) -> None:
             kind = type(event)
             if kind is yaml.ScalarEvent:
                 open_counts[-1] += 1
-                if event.anchor is not None:
-                    sizes[event.anchor] = 1
+                anchor = cast(yaml.NodeEvent, event).anchor  # (its class, checked above)
+                if anchor is not None:
+                    sizes[anchor] = 1
             elif kind in _STARTS:
                 depth += 1
                 if depth > MAX_DEPTH:
@@ -157,7 +158,7 @@ def _check_shape(data: bytes, source: str) -> None:
                         f"nested more than {MAX_DEPTH} deep{_at(event.start_mark)}", file=source
                     )
                 open_counts.append(1)
-                open_anchors.append(event.anchor)
+                open_anchors.append(cast(yaml.NodeEvent, event).anchor)  # (a start event)
             elif kind in _ENDS:
                 depth -= 1
                 count = open_counts.pop()
@@ -166,14 +167,15 @@ def _check_shape(data: bytes, source: str) -> None:
                 if anchor is not None:
                     sizes[anchor] = count
             elif kind is yaml.AliasEvent:
-                anchor = event.anchor
-                if anchor in open_anchors:
+                # (its class, checked above; an alias always names an anchor)
+                alias = cast(str, cast(yaml.AliasEvent, event).anchor)
+                if alias in open_anchors:
                     raise InputError(
-                        f"alias *{_anchor_text(anchor)} is inside the node it names"
+                        f"alias *{_anchor_text(alias)} is inside the node it names"
                         f"{_at(event.start_mark)} (a value that contains itself)",
                         file=source,
                     )
-                count = sizes.get(anchor, 1)
+                count = sizes.get(alias, 1)
                 aliased += count
                 open_counts[-1] += count
                 if aliased > MAX_ALIASED:

@@ -77,7 +77,7 @@ def hopeless_turn(
     if need is None or need <= 0 or need > len(todo):
         return False
     if len(groups) > 1:
-        return _mixed_turn(ssn, fast, queue, job, facts)
+        return _mixed_turn(ssn, fast, queue, job, facts, need)
     shape = groups[0][0]
     # Every task has the same shape, hence the same answers from allocatable (the
     # queue's share runs out after ``takes`` of them) and the same slots: the try places
@@ -108,7 +108,7 @@ def hopeless_turn(
 
 
 def _mixed_turn(
-    ssn: Session, fast: FastPath, queue: QueueInfo, job: JobInfo, facts: _Facts
+    ssn: Session, fast: FastPath, queue: QueueInfo, job: JobInfo, facts: _Facts, need: int
 ) -> bool:
     """:func:`hopeless_turn` for pending tasks of several shapes (a parameter server
     and its GPU workers): a bound, not a count.
@@ -124,7 +124,7 @@ def _mixed_turn(
     taken (or, failing that, the last task the queue's share refuses). The try itself
     might have placed fewer, or been stopped elsewhere first, where the shapes compete
     for a node or for the queue's share; the decisions are the same."""
-    groups, shape_of, need, order = facts
+    groups, shape_of, _, order = facts  # (``need``: the facts', known by now)
     room: dict[Hashable, int] = {}
     allowed: dict[Hashable, int] = {}
     views: dict[Hashable, SlotView] = {}

@@ -562,11 +562,11 @@ def _config(
     for result_name, spec in chosen:
         for c in classes[spec.device_class].config:
             out.append({"source": "FromClass", "requests": [result_name], **c})
-    for c in claim.spec.config:
+    for own in claim.spec.config:
         entry: dict[str, Any] = {"source": "FromClaim"}
-        if c.requests:
-            entry["requests"] = list(c.requests)
-        entry.update(c.configuration)
+        if own.requests:
+            entry["requests"] = list(own.requests)
+        entry.update(own.configuration)
         out.append(entry)
     return tuple(out)
 

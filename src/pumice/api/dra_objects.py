@@ -638,7 +638,7 @@ def _request(value: Any, path: str, api_version: str) -> DeviceRequest:
         if flat:
             raise InputError("cannot be set with firstAvailable", field=f"{path}.{flat[0]}")
         fp = f"{path}.firstAvailable"
-        subs = []
+        subs: list[RequestSpec] = []
         for i, s in enumerate(as_list(first, fp)):
             sp = f"{fp}[{i}]"
             s = as_mapping(s, sp)

@@ -27,7 +27,7 @@ This module only reads and writes those formats; the choice of cards is
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 # -- GPU share ------------------------------------------------------------------------
@@ -150,8 +150,8 @@ def _vgpu_ask(limits: Mapping[str, float], requests: Mapping[str, float]) -> Vgp
 
 
 def device_ask(
-    containers: list[tuple[Mapping[str, float], Mapping[str, float]]],
-    inits: list[Mapping[str, float]],
+    containers: Sequence[tuple[Mapping[str, float], Mapping[str, float]]],
+    inits: Sequence[Mapping[str, float]],
 ) -> DeviceAsk | None:
     """The pod's shared-GPU request from its containers' (limits, requests) and its
     init containers' limits; None when it asks none."""

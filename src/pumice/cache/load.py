@@ -17,7 +17,7 @@ _EXTENSIONS = (".yaml", ".yml", ".json")
 
 def _files(path: str) -> list[str]:
     if os.path.isdir(path):
-        out = []
+        out: list[str] = []
         for root, _dirs, files in sorted(os.walk(path)):
             out.extend(os.path.join(root, f) for f in sorted(files) if f.endswith(_EXTENSIONS))
         if not out:

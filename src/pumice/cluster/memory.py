@@ -266,14 +266,14 @@ class MemoryCluster:
         meta = pod["metadata"]
         user = {"resource": "pods", "name": meta["name"], "uid": meta.get("uid", "")}
         for key, allocation in writes.claims.items():
-            claim = claims[key]
-            status = claim.setdefault("status", {})
+            resource_claim = claims[key]
+            status = resource_claim.setdefault("status", {})
             if allocation:  # (empty: allocated before, the pod only joins its users)
                 status["allocation"] = copy_tree(dict(allocation))
             users = status.setdefault("reservedFor", [])
             if user not in users:
                 users.append(user)
-            self._emit(MODIFIED, "ResourceClaim", key, claim)
+            self._emit(MODIFIED, "ResourceClaim", key, resource_claim)
         return True
 
     def evict(self, pod_key: str, reason: str = "") -> bool:

@@ -85,10 +85,10 @@ def overlays(pod_key: str, node: str, writes: BindWrites, truth: Truth) -> dict[
 
         out[("Pod", pod_key)] = pod
     for claim, pv_name in writes.volumes.items():
-        pvc = truth("PersistentVolumeClaim", claim)
-        if pvc is None:
+        pvc_obj = truth("PersistentVolumeClaim", claim)
+        if pvc_obj is None:
             continue
-        ref = _claim_ref(pvc)
+        ref = _claim_ref(pvc_obj)
 
         def pv(obj: dict[str, Any], ref: dict[str, Any] = ref) -> dict[str, Any] | None:
             if (obj.get("spec") or {}).get("claimRef"):
@@ -137,7 +137,7 @@ class PreBinder:
         """Write, then wait; ``(done, why not)``."""
         name = pod_key.partition("/")[2]
         if writes.annotations:
-            body = {"metadata": {"annotations": dict(writes.annotations)}}
+            body: dict[str, Any] = {"metadata": {"annotations": dict(writes.annotations)}}
             err = self._patch("Pod", pod_key, body)
             if err:
                 return False, f"annotations of the pod: {err}"

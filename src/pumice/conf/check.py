@@ -88,9 +88,10 @@ def check_arguments(
         path = f"{where}.arguments.{key}"
         if implemented and match_key(key, declared or ()) is not None:
             continue
-        if match_key(key, volcano) is not None:
+        meaning = entry.key_meaning(key) if entry is not None else None
+        if meaning is not None:  # a key of Volcano's
             if implemented:
-                notes.add(f"argument {key} of {owner}", path, unsupported(entry.key_meaning(key)))
+                notes.add(f"argument {key} of {owner}", path, unsupported(meaning))
             continue
         candidates = (*(declared or ()), *volcano)
         raise InputError(

@@ -354,7 +354,7 @@ class _Parser:
         known = self.known
         implemented = known is None or name in known.plugins
         entry = catalog.PLUGINS.get(name)
-        if not implemented and entry is None:
+        if known is not None and not implemented and entry is None:
             raise unknown_name("plugin", name, {*known.plugins, *catalog.PLUGINS}, f"{where}.name")
         flags, keys = self._flags(raw, name, where, quiet=not implemented)
         args = raw.get("arguments")
@@ -377,7 +377,7 @@ class _Parser:
                 entry=entry,
                 notes=self.notes,
             )
-        if not implemented:
+        if not implemented and entry is not None:  # (entry None: refused above)
             self.skip("plugin", name, where, entry.meaning)
             return None
         return PluginOption(name, flags, Arguments(args, f"plugin {name}"), where, keys)
@@ -469,7 +469,7 @@ class _Parser:
             implemented = known is None or name in known.actions
             entry = catalog.ACTIONS.get(name)
             other = catalog.OTHER_CONFIGURATIONS.get(name)
-            if not implemented and entry is None and other is None:
+            if known is not None and not implemented and entry is None and other is None:
                 raise unknown_name(
                     "action",
                     name,
@@ -490,7 +490,8 @@ class _Parser:
                 self.skip("configuration", name, where, other.meaning)
                 continue
             if not implemented:
-                if name not in listed:  # listed: the action's own warning says it all
+                # listed: the action's own warning says it all (entry None: refused above)
+                if name not in listed and entry is not None:
                     self.skip("configuration", name, where, entry.meaning)
                 continue
             if name not in listed:

@@ -45,6 +45,7 @@ timeout passes, for the loop that runs the manager.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import threading
 import time
@@ -384,7 +385,7 @@ class KubeStore:
             return None
         raise WriteError(what, status, status_message(body))
 
-    def create_all(self, objs: Sequence[dict[str, Any]]) -> list[Mapping[str, Any] | None]:
+    def create_all(self, objs: Sequence[dict[str, Any]]) -> builtins.list[Mapping[str, Any] | None]:
         """:meth:`create` for each of ``objs``, up to :data:`CREATE_WORKERS` requests in
         flight at once (a Job's thousand pods are a thousand round trips; Volcano's
         controller sends them in parallel too). Answers in the order of ``objs``; the

@@ -37,8 +37,11 @@ class Controller(Protocol):
     """One controller (see the module docstring)."""
 
     name: str
-    #: The kinds whose events the controller needs.
-    kinds: tuple[str, ...]
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The kinds whose events the controller needs."""
+        ...
 
     def keys_for(self, event: WatchEvent) -> Iterable[str]:
         """The keys of the objects this controller reconciles that ``event`` concerns."""

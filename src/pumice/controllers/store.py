@@ -35,6 +35,7 @@ in pumice (:func:`pumice.cluster.protocol.object_key`).
 
 from __future__ import annotations
 
+import builtins
 import itertools
 import math
 from collections.abc import Mapping, Sequence
@@ -124,13 +125,13 @@ class Store(Protocol):
 
     def get(self, kind: str, key: str) -> Mapping[str, Any] | None: ...
 
-    def list(self, kind: str) -> list[Mapping[str, Any]]: ...
+    def list(self, kind: str) -> Sequence[Mapping[str, Any]]: ...
 
     def watch(self, kinds: Sequence[str]) -> Watch: ...
 
     def create(self, obj: dict[str, Any]) -> Mapping[str, Any] | None: ...
 
-    def create_all(self, objs: Sequence[dict[str, Any]]) -> list[Mapping[str, Any] | None]:
+    def create_all(self, objs: Sequence[dict[str, Any]]) -> builtins.list[Mapping[str, Any] | None]:
         """``create`` of each object, answers in order; a store may send them at once (a
         Job's pods), so none may depend on another's answer."""
         ...
@@ -216,7 +217,7 @@ class MemoryStore:
     def get(self, kind: str, key: str) -> Mapping[str, Any] | None:
         return self.cluster.get(kind, key)
 
-    def list(self, kind: str) -> list[Mapping[str, Any]]:
+    def list(self, kind: str) -> Sequence[Mapping[str, Any]]:
         return self.cluster.list(kind)
 
     def watch(self, kinds: Sequence[str]) -> Watch:
@@ -238,7 +239,7 @@ class MemoryStore:
         self.cluster.create(obj)
         return obj
 
-    def create_all(self, objs: Sequence[dict[str, Any]]) -> list[Mapping[str, Any] | None]:
+    def create_all(self, objs: Sequence[dict[str, Any]]) -> builtins.list[Mapping[str, Any] | None]:
         return [self.create(o) for o in objs]  # (in order: uids stay deterministic)
 
     def patch(

@@ -205,12 +205,12 @@ class BestEffortRoom:
         if room is not None and room.version == job.best_effort_version and room.proof:
             # A job that yields its turn once ready asks again after the other jobs'
             # turns: the placement found last time, less what those took, may still do.
-            at, placed, by_role = room.proof
+            at, placed, placed_by_role = room.proof
             lost = len(self.nodes.changes) - at
             if (
                 room.pods_only
                 and placed - lost >= need
-                and all(by_role.get(r, 0) - lost >= n for r, n in roles.items())
+                and all(placed_by_role.get(r, 0) - lost >= n for r, n in roles.items())
             ):
                 return True
         room = self._room(job)
@@ -293,9 +293,9 @@ class BestEffortRoom:
 
     def _rebuild(self, room: _JobRoom) -> None:
         idle = self.nodes.idle
-        rows = []
+        rows: list[np.ndarray] = []
         for g in room.groups:
-            best = None
+            best: np.ndarray | None = None
             for p in g.parts:
                 if room.slots is None or not room.static:
                     p.blocked, p.reasons = predicate_filter(self.ssn, p.first)
@@ -303,6 +303,7 @@ class BestEffortRoom:
                 if p.blocked is not None:
                     s[p.blocked] = 0.0
                 best = s if best is None else np.maximum(best, s)
+            assert best is not None  # (a group has at least one part)
             rows.append(best)
         if len(rows) == 1:  # (the rule: one lump)
             cap = rows[0]
@@ -480,13 +481,14 @@ def _max_flow(cap: list[dict[int, int]], s: int, t: int) -> int:
             u = parent[v]
             bottleneck = min(bottleneck, cap[u][v])
             v = u
+        flow = int(bottleneck)  # (one of the capacities: t was reached, t is not s)
         v = t
         while v != s:
             u = parent[v]
-            cap[u][v] -= bottleneck
-            cap[v][u] = cap[v].get(u, 0) + bottleneck
+            cap[u][v] -= flow
+            cap[v][u] = cap[v].get(u, 0) + flow
             v = u
-        total += int(bottleneck)
+        total += flow
 
 
 def _task_cmp(ssn: Session):

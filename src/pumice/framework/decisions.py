@@ -143,6 +143,8 @@ class Decisions:
             claims.update((k, v) for k, v in pre.claims.items() if v)
             if pre.annotations:
                 annotations[pod] = dict(sorted(pre.annotations.items()))
-        found = {"volumes": volumes, "provision": provision, "claims": claims,
-                 "annotations": annotations}  # fmt: skip
+        found: dict[str, dict[str, Any]] = {
+            "volumes": volumes, "provision": provision, "claims": claims,
+            "annotations": annotations,
+        }  # fmt: skip
         return {k: dict(sorted(v.items())) for k, v in found.items() if v}

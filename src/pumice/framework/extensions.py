@@ -50,7 +50,7 @@ from typing import Any, NamedTuple
 
 from pumice.conf.arguments import Arguments
 from pumice.errors import InputError
-from pumice.framework.plugin import Registry
+from pumice.framework.plugin import Named, Registry
 
 #: Entry point group of each kind.
 GROUPS = {"plugin": "pumice.plugins", "action": "pumice.actions"}
@@ -97,9 +97,9 @@ class ExtensionRegistry(Registry):
         self.plugins_dir = plugins_dir
         self._origins: dict[str, Origin] = {}
 
-    def add(self, cls: type, origin: Origin) -> None:
+    def add(self, cls: type[Named], origin: Origin) -> None:
         """Register ``cls``; a name already taken is an InputError naming both sources."""
-        name = cls.name  # type: ignore[attr-defined]
+        name = cls.name
         taken = self._origins.get(name)
         if taken is not None:
             other = (

@@ -42,6 +42,7 @@ from collections.abc import Callable, Hashable
 
 import numpy as np
 
+from pumice.api.job import FitError
 from pumice.api.quantity import PODS
 from pumice.api.spread import hard, hard_key
 from pumice.api.task import TaskInfo
@@ -97,6 +98,8 @@ class _Shape:
         # Where this state comes from, for the next session (see ``FastPath._adopt``):
         # the cache's change log and its length when the session's table was copied,
         # the session's own log (``seen`` counts into it) and the configuration.
+        self.log: list[int] | None
+        self.pos: int
         self.log, self.pos = nodes.origin if nodes.origin is not None else (None, 0)
         self.changes = nodes.changes
         self.owner: object = fast.ssn.config
@@ -133,7 +136,7 @@ class FastPath:
         self.shapes: dict[Hashable, _Shape] = {}
         #: Why a task shape found no node, by (shape, host ports, node table version):
         #: see ``place`` in :mod:`pumice.actions.allocate`.
-        self.no_fit: dict[Hashable, object] = {}
+        self.no_fit: dict[Hashable, FitError] = {}
         #: Some predicate answers task by task, whatever the shape (facet ``per_task``:
         #: an extender's HTTP predicate): no answer is shared between tasks of a shape.
         self.per_task = any(ssn.hooks.facets("predicate", "per_task"))
@@ -407,9 +410,12 @@ class FastPath:
                 for k, (fn, c) in enumerate(zip(scorers, ctx, strict=True)):
                     v = fn.one(task, i, c)
                     t = v if k == 0 else t + v
-            shape.total[i] = t  # type: ignore[index]
-            shape.m_now[i] = t if now_ok else -np.inf  # type: ignore[index]
-            shape.m_future[i] = t if fut_ok else -np.inf  # type: ignore[index]
+            # (set with ctx, by _score_all)
+            assert shape.total is not None
+            assert shape.m_now is not None and shape.m_future is not None
+            shape.total[i] = t
+            shape.m_now[i] = t if now_ok else -np.inf
+            shape.m_future[i] = t if fut_ok else -np.inf
 
     def _refresh_many(self, task: TaskInfo, shape: _Shape, rows: np.ndarray) -> None:
         nodes = self.nodes
@@ -427,6 +433,7 @@ class FastPath:
             for fn, c in zip(self.separable, shape.ctx, strict=True):
                 s = fn.rows(task, rows, c)
                 part = s if part is None else part + s
+            assert part is not None  # (ctx is set by _score_all, only with scorers)
             shape.total[rows] = part
             assert shape.m_now is not None and shape.m_future is not None
             shape.m_now[rows] = np.where(shape.ok_now[rows], part, -np.inf)

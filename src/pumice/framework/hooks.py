@@ -150,8 +150,8 @@ class HookTable:
         self._flat.pop(hook, None)
         for key in [k for k in self._flat_facets if k[0] == hook]:
             del self._flat_facets[key]
-        for key in [k for k in self._derived if k[0] == hook]:
-            del self._derived[key]
+        for derived in [k for k in self._derived if k[0] == hook]:
+            del self._derived[derived]
 
     def drop(self, plugin: str, hooks: Iterable[str] | None = None) -> None:
         """Forget every function ``plugin`` registered (or those for ``hooks``), with

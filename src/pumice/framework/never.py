@@ -227,7 +227,7 @@ def _never_fits(job: JobInfo, limits: Limits) -> str:
         # very task index: one task per shape answers for all (a backlog of gangs is
         # explained every cycle). Best-effort tasks, left out there, ask for nothing.
         groups, shape_of = shapes
-        never = {shape: why for shape, _n, first in groups if (why := task(queue, first))}
+        never = {shape: no for shape, _n, first in groups if (no := task(queue, first))}
         if never:
             for t in pending.values():
                 why = never.get(shape_of.get(t.uid))

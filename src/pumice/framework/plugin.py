@@ -18,12 +18,23 @@ custom plugin) has its arguments passed through unchecked.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from pumice.conf.arguments import Arguments
 
 if TYPE_CHECKING:
     from pumice.framework.session import Session
+
+
+class Named(Protocol):
+    """What a registry needs of a class: its name, and to be built from arguments."""
+
+    name: str
+
+    def __init__(self, arguments: Arguments) -> None: ...
+
+
+N = TypeVar("N", bound=type[Named])
 
 
 class Plugin(Protocol):
@@ -40,6 +51,13 @@ class Plugin(Protocol):
     # Optional: ``on_cycle_open(session)``, which makes the plugin living (see above).
 
 
+class LivingPlugin(Plugin, Protocol):
+    """A plugin that keeps its registrations from cycle to cycle (see above)."""
+
+    def on_cycle_open(self, session: Session) -> None:
+        """Refresh the per-cycle state its hook functions read."""
+
+
 class Action(Protocol):
     name: ClassVar[str]
 
@@ -52,13 +70,13 @@ class Action(Protocol):
 class Registry:
     """Named classes (plugins or actions); a duplicate name is an error."""
 
-    def __init__(self, kind: str, classes: Iterable[type] = ()) -> None:
+    def __init__(self, kind: str, classes: Iterable[type[Named]] = ()) -> None:
         self.kind = kind
-        self._classes: dict[str, type] = {}
+        self._classes: dict[str, type[Named]] = {}
         for cls in classes:
             self.register(cls)
 
-    def register(self, cls: type) -> type:
+    def register(self, cls: N) -> N:
         name = cls.name
         if name in self._classes:
             raise ValueError(f"{self.kind} {name!r} is registered twice")
@@ -68,11 +86,12 @@ class Registry:
     def names(self) -> set[str]:
         return set(self._classes)
 
-    def cls(self, name: str) -> type:
+    def cls(self, name: str) -> type[Named]:
         """The class registered as ``name`` (KeyError if none is)."""
         return self._classes[name]
 
-    def create(self, name: str, arguments: Arguments):
+    def create(self, name: str, arguments: Arguments) -> Any:
+        """A new instance of ``name``'s class (a plugin or an action, by the registry)."""
         return self._classes[name](arguments)
 
     def argument_keys(self, name: str) -> tuple[str, ...] | None:

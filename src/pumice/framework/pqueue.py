@@ -103,19 +103,20 @@ def order_key(
     """A sort key equivalent to walking the order functions and then ``fallback``, when
     every function offers one (``keys``: each function's ``key`` facet, where ``fn(a,
     b)`` is the sign of ``key(a) - key(b)``); otherwise None."""
-    if any(k is None for k in keys):
+    offered = [k for k in keys if k is not None]
+    if len(offered) < len(keys):
         return None
     # Keys are computed at every push: spelled out for the usual few functions.
-    if len(keys) == 1:
-        k0 = keys[0]
+    if len(offered) == 1:
+        k0 = offered[0]
         return lambda x: (k0(x), *fallback(x))
-    if len(keys) == 2:
-        k0, k1 = keys
+    if len(offered) == 2:
+        k0, k1 = offered
         return lambda x: (k0(x), k1(x), *fallback(x))
-    if len(keys) == 3:
-        k0, k1, k2 = keys
+    if len(offered) == 3:
+        k0, k1, k2 = offered
         return lambda x: (k0(x), k1(x), k2(x), *fallback(x))
-    return lambda x: (*[k(x) for k in keys], *fallback(x))
+    return lambda x: (*[k(x) for k in offered], *fallback(x))
 
 
 def ordered(

@@ -11,7 +11,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
 from pumice.api.job import JobInfo
 from pumice.api.numa import NUMATOPOLOGY
@@ -21,7 +21,7 @@ from pumice.api.task import TaskInfo, default_task_order
 from pumice.conf.config import SchedulerConfig
 from pumice.framework.decisions import Decisions
 from pumice.framework.hooks import HookTable
-from pumice.framework.plugin import Plugin, Registry
+from pumice.framework.plugin import LivingPlugin, Plugin, Registry
 
 if TYPE_CHECKING:
     from pumice.framework.fastpath import FastPath
@@ -302,7 +302,7 @@ def open_session(
     return ssn
 
 
-def living(plugin: object) -> bool:
+def living(plugin: object) -> TypeGuard[LivingPlugin]:
     """Does ``plugin`` keep its registrations from cycle to cycle? It does when it
     declares ``on_cycle_open(session)``: its hook functions read the cycle's state when
     they are called (from the session, or from what ``on_cycle_open`` refreshes), never

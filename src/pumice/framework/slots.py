@@ -26,7 +26,7 @@ trying the placements.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -62,7 +62,7 @@ class SlotView:
         task: TaskInfo,
         blocked: np.ndarray | None,
         reasons: list[tuple[str, np.ndarray]],
-        names: list[str],
+        names: Sequence[str],
     ) -> None:
         req = task.init_resreq
         self.dims: list[int] = np.flatnonzero(req).tolist()

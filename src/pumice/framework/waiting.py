@@ -45,8 +45,8 @@ def line_up(ssn: Session) -> None:
         if uid in seen or uid not in pending:
             continue
         seen.add(uid)
-        job = jobs[uid]
-        line.append(Waiting(uid, job.queue, job.priority, stages.get(uid, "")))
+        turn = jobs[uid]
+        line.append(Waiting(uid, turn.queue, turn.priority, stages.get(uid, "")))
     if len(seen) == len(pending):
         ssn.decisions.waiting = line
         return

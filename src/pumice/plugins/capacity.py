@@ -25,12 +25,14 @@ and job_enqueued, reclaimable, preemptive, victim_queue_order (hierarchy).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
 from pumice.api.job import JobInfo
 from pumice.api.quantity import format_amount
 from pumice.api.queue import QueueInfo
+from pumice.api.resources import ResourceSpace
 from pumice.api.task import ALLOCATED_STATUSES, TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
 from pumice.errors import InputError, shown
@@ -98,7 +100,7 @@ class CapacityPlugin:
         #: ``ancestorReclaimLevel``: how many levels of ancestors reclaim also checks
         #: (hierarchy only; 0, the default, looks at the leaf queues alone).
         self.ancestor_level = max(arguments.get_int("ancestorReclaimLevel", 0), 0)
-        self._space = None  # the session's ResourceSpace, for messages
+        self._space: ResourceSpace | None = None  # the session's, for messages
         self._queues: dict[str, QueueInfo] = {}  # the session's queues, for messages
 
     # -- building the queue attributes --------------------------------------------------
@@ -224,7 +226,8 @@ class CapacityPlugin:
             total_guarantee += child.guarantee
             over = np.isfinite(child.capability) & (child.capability > attr.capability)
             if over.any():
-                names = self._space.names
+                # (on_cycle_open sets the space before it builds the tree)
+                names = cast(ResourceSpace, self._space).names
                 detail = ", ".join(
                     f"{names[d]} {format_amount(names[d], float(child.capability[d]))} > "
                     f"{format_amount(names[d], float(attr.capability[d]))}"

@@ -62,8 +62,8 @@ class CdpPlugin:
                 )
                 if not protected:
                     victims.append(t)
-                elif t.scheduled_at + cooldown < self._turns:
-                    self._turns = t.scheduled_at + cooldown  # (cooldown is set)
+                elif cooldown is not None and t.scheduled_at + cooldown < self._turns:
+                    self._turns = t.scheduled_at + cooldown  # (protected: cooldown is set)
             return victims
 
         ssn.on("preemptable", self.name, cooled)

@@ -8,6 +8,8 @@ session through event handlers, so the order is always current.
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from pumice.api.job import JobInfo
@@ -92,7 +94,7 @@ class DrfPlugin:
         self.arguments = arguments
         self.allocated: _Allocations = _Allocations({})
         self.share: _Shares = _Shares(self.allocated, np.zeros(0), np.zeros(0, dtype=bool), [])
-        self.total_allocated: np.ndarray | None = None
+        self.total_allocated: np.ndarray = np.zeros(0)
         #: The cycle's cluster total and shared dimensions, and the dimensions a share
         #: is taken over as (dim, total) floats.
         self._total = np.zeros(0)
@@ -153,10 +155,11 @@ class DrfPlugin:
             remaining: dict[str, np.ndarray] = {}
             out = []
             for t in candidates:
-                talloc = self.allocated.lookup(t.job)
-                if talloc is None:
+                job = t.job
+                talloc = self.allocated.lookup(job)
+                if job is None or talloc is None:
                     continue
-                left = remaining.setdefault(t.job, talloc.copy())
+                left = remaining.setdefault(job, talloc.copy())
                 left -= t.resreq
                 tshare = share_of(left, total, mask)
                 if pshare < tshare or abs(pshare - tshare) <= SHARE_DELTA:
@@ -204,13 +207,14 @@ class DrfPlugin:
         """Order queues by the tree and let a task reclaim from queues that would still
         come after its own."""
 
+        # Both ask the cycle's tree, which on_cycle_open builds before they can run.
         def queue_order(a: QueueInfo, b: QueueInfo) -> int:
             paths = self._paths
-            r = self._hdrf.compare(paths[a.name][0], paths[b.name][0])
+            r = cast(HierarchicalDrf, self._hdrf).compare(paths[a.name][0], paths[b.name][0])
             return (r > 0) - (r < 0)
 
         def reclaimable(reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
-            hdrf, paths = self._hdrf, self._paths
+            hdrf, paths = cast(HierarchicalDrf, self._hdrf), self._paths
             rjob = ssn.jobs.get(reclaimer.job or "")
             if rjob is None:
                 return []

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -84,47 +85,56 @@ class HierarchicalDrf:
     def place(self, job: str, request: Vector, hierarchy: str, weights: str) -> None:
         """Add the path of ``hierarchy`` (creating missing levels) and the job's leaf."""
         paths, ws = hierarchy.split("/"), weights.split("/")
-        node = self.root
+        # Only levels are walked, never a leaf: a job's uid holds a "/" (``ns/name``),
+        # a segment of a path never does.
+        level = cast(dict[str, HNode], self.root.children)
         for i in range(1, len(paths)):
-            child = node.children.get(paths[i])
+            child = level.get(paths[i])
             if child is None:
                 try:
                     w = float(ws[i]) if i < len(ws) else 1.0
                 except ValueError:
                     w = 1.0
                 child = HNode(paths[i], max(w, 1.0))
-                node.children[paths[i]] = child
-            node = child
-        node.children[job] = HNode(job, 1.0, None, request)
+                level[paths[i]] = child
+            level = cast(dict[str, HNode], child.children)
+        level[job] = HNode(job, 1.0, None, request)
 
     def update(self, alloc_of: Callable[[str], Vector], total_allocated: Vector) -> None:
         """Recompute allocations, shares and saturation bottom up."""
         demanding = self.mask & (self.total >= 0.1) & (total_allocated < self.total)
         self._update(self.root, alloc_of, demanding)
 
-    def _update(self, node: HNode, alloc_of, demanding: np.ndarray) -> None:
+    def _update(
+        self, node: HNode, alloc_of: Callable[[str], Vector], demanding: np.ndarray
+    ) -> Vector:
+        """Update ``node``'s subtree; returns the node's new allocation."""
         if node.children is None:
-            node.allocated = alloc_of(node.name)
-            node.share = self.share_of(node.allocated)
-            node.saturated = self._saturated(node.allocated, node.request, demanding)
-            return
+            allocated = node.allocated = alloc_of(node.name)
+            node.share = self.share_of(allocated)
+            request = cast(Vector, node.request)  # a leaf is a job, placed with its request
+            node.saturated = self._saturated(allocated, request, demanding)
+            return allocated
         mdr = 1.0
+        updated: list[tuple[HNode, Vector]] = []
         for child in node.children.values():
-            self._update(child, alloc_of, demanding)
+            child_alloc = self._update(child, alloc_of, demanding)
+            updated.append((child, child_alloc))
             if child.share != 0 and not child.saturated:
-                mdr = min(mdr, self.share_of(child.allocated))
+                mdr = min(mdr, self.share_of(child_alloc))
         alloc = np.zeros_like(self.total)
         saturated = True
-        for child in node.children.values():
+        for child, child_alloc in updated:
             if not child.saturated:
                 saturated = False
             if child.share != 0:
                 alloc = alloc + (
-                    child.allocated if child.saturated else child.allocated * (mdr / child.share)
+                    child_alloc if child.saturated else child_alloc * (mdr / child.share)
                 )
         node.allocated = alloc
         node.share = self.share_of(alloc)
         node.saturated = saturated
+        return alloc
 
     def _saturated(self, allocated: Vector, request: Vector, demanding: np.ndarray) -> bool:
         for d in np.flatnonzero(self.mask & (allocated >= 0.1)):
@@ -137,7 +147,8 @@ class HierarchicalDrf:
     def compare(self, lpath: str, rpath: str) -> float:
         """Volcano's ``compareQueues``: negative when the left queue goes first."""
         lp, rp = lpath.split("/"), rpath.split("/")
-        ln = rn = self.root
+        ln: HNode | None = self.root
+        rn: HNode | None = self.root
         depth = min(len(lp), len(rp))
         for i in range(depth):
             if ln is None or rn is None:

@@ -19,6 +19,7 @@ lacks (NUMA, DRA, sub-jobs) are null or empty.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -51,7 +52,9 @@ def _time(t: float) -> str | None:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def resource(names: list[str], vector: np.ndarray | None, *, task_num: int = 0) -> dict[str, Any]:
+def resource(
+    names: Sequence[str], vector: np.ndarray | None, *, task_num: int = 0
+) -> dict[str, Any]:
     """A Volcano ``Resource``: milli-CPU, memory bytes, scalars in thousandths."""
     out: dict[str, Any] = {"MilliCPU": 0.0, "Memory": 0.0, "ScalarResources": None}
     scalars: dict[str, float] = {}
@@ -69,7 +72,7 @@ def resource(names: list[str], vector: np.ndarray | None, *, task_num: int = 0) 
     return out
 
 
-def pod_object(task: TaskInfo, names: list[str]) -> dict[str, Any]:
+def pod_object(task: TaskInfo, names: Sequence[str]) -> dict[str, Any]:
     """The task's pod, rebuilt from the model (see the module docstring)."""
     requests = {
         name: _quantity(name, amount)
@@ -103,7 +106,7 @@ def pod_object(task: TaskInfo, names: list[str]) -> dict[str, Any]:
     }
 
 
-def task_json(task: TaskInfo, names: list[str]) -> dict[str, Any]:
+def task_json(task: TaskInfo, names: Sequence[str]) -> dict[str, Any]:
     """A Volcano ``TaskInfo``."""
     return {
         "UID": task.uid,
@@ -183,7 +186,7 @@ def node_json(nodes: NodeTable, i: int, with_tasks: bool = True) -> dict[str, An
     }
 
 
-def job_json(job: JobInfo, names: list[str]) -> dict[str, Any]:
+def job_json(job: JobInfo, names: Sequence[str]) -> dict[str, Any]:
     """A Volcano ``JobInfo``."""
     by_status: dict[str, dict[str, Any]] = {}
     tasks = {}
@@ -255,7 +258,7 @@ def _job_revocable_zone(job: JobInfo) -> str:
     return revocable_zone(job.annotations)
 
 
-def queue_json(queue: QueueInfo, names: list[str]) -> dict[str, Any]:
+def queue_json(queue: QueueInfo, names: Sequence[str]) -> dict[str, Any]:
     """A Volcano ``QueueInfo``."""
     spec: dict[str, Any] = {"weight": queue.weight, "reclaimable": queue.reclaimable}
     if queue.has_capability:

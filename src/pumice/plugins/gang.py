@@ -197,8 +197,9 @@ class GangPlugin:
         #: job_ready under this mode, with its facets (see :func:`_placeable_ready`).
         self._ready: Callable[[JobInfo], bool] = _ready
         self._ready_facets: Facets = {"short": _ready_short}
-        #: The cycle's best-effort room (``placeable``), made at each cycle's open.
-        self._room: BestEffortRoom | None = None
+        #: The cycle's best-effort room, made at each cycle's open under ``placeable``
+        #: (the only mode whose functions read it).
+        self._room: BestEffortRoom
         #: Are job_valid, job_ready and job_pipelined registered, and are they the
         #: last cycle's own (sub-groups, back-offs)?
         self._registered = False

@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -61,6 +61,7 @@ from pumice.api.gpus import (
     VGPU_TO_ALLOCATE,
     CardFilter,
     CardUse,
+    DeviceAsk,
     VgpuAsk,
     VgpuCard,
     decode_vgpu_ids,
@@ -85,6 +86,12 @@ BINPACK, SPREAD = "binpack", "spread"
 DETAILED = 3
 #: Cards named in one node's refusal.
 CARDS_NAMED = 8
+
+
+def _ask(task: TaskInfo) -> DeviceAsk:
+    """The devices ``task`` asks for. A kind's ``_signature`` and ``_fit`` are only asked
+    about the tasks its ``wants`` took, which ask for devices."""
+    return cast(DeviceAsk, task.devices)
 
 
 @dataclass(slots=True)
@@ -363,12 +370,12 @@ class ShareCards(Cards):
         return use
 
     def _signature(self, task: TaskInfo) -> Any:
-        ask = task.devices
+        ask = _ask(task)
         return ask.gpu_number if self.by_number else ask.gpu_memory
 
     def _fit(self, task: TaskInfo, row: int) -> Fit:
         cards, use = self.cards_of(row), self.use_of(row)
-        ask = task.devices
+        ask = _ask(task)
         if self.by_number:
             want = ask.gpu_number
             idle = sorted(c for c in cards if use.pods[c] == 0)
@@ -475,7 +482,7 @@ class VgpuCards(Cards):
         notes = task.annotations
         apart = notes.get(VGPU_GROUP_POLICY) == SPREAD
         gang = group_of(task.namespace, notes) if apart else ""
-        return task.devices.vgpu, CardFilter.of(notes), gang
+        return _ask(task).vgpu, CardFilter.of(notes), gang
 
     def _order(self, use: list[_CardUse]) -> list[int]:
         n = len(use)

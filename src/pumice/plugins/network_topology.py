@@ -83,8 +83,9 @@ class NetworkTopologyPlugin:
         self.normal_pods = arguments.get_bool("hypernode.binpack.normal-pod.enable", True)
         fading = arguments.get_float("hypernode.binpack.normal-pod.fading", 0.8)
         self.fading = 0.8 if fading < 0 else fading
-        #: The cycle's sums per HyperNode (see :meth:`on_cycle_open`).
-        self._state: _State | None = None
+        #: The cycle's sums per HyperNode (see :meth:`on_cycle_open`, which sets them
+        #: before any function registered at open can run).
+        self._state: _State
         most = arguments.get_int("hypernode.gradient.evict.max-hypernodes", 8)
         self.evict_max = 8 if most <= 0 else most
 

@@ -19,6 +19,7 @@ Argument keys are Volcano's: ``leastrequested.weight`` (1), ``mostrequested.weig
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numpy as np
 
@@ -344,7 +345,7 @@ class NodeOrderScore:
         got = self._floats.get(key)
         if got is not None and got[0] is req and got[1] is init and got[2] is nz:
             return got[3]
-        tnz = nz.tolist()
+        tnz = cast(np.ndarray, nz).tolist()  # (a session's tasks have them: see cache.model)
         bal = self._bal_dims(task)
         out = (tnz[0], tnz[1], bal, [float(req[d]) for d in bal])
         self._floats[key] = (req, init, nz, out)

@@ -147,7 +147,9 @@ class NumaAwarePlugin:
             if task.status not in (TaskStatus.ALLOCATED, TaskStatus.PIPELINED):
                 return  # (an eviction undone: the pod kept its CPUs all along)
             row = ssn.nodes.index.get(task.node)
-            node = self._nodes.get(row) if row is not None else None
+            if row is None:
+                return
+            node = self._nodes.get(row)
             if node is None or node.free is None:
                 return
             verdict = self._verdict(row, node, task)

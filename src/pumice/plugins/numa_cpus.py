@@ -75,7 +75,9 @@ def merge_hints(
     if policy not in ALIGNING:
         return None, False, True
     default = mask_of(numa_ids)
-    lists = [[(None, True)] if h is None else (h or [(None, False)]) for h in providers]
+    lists: list[list[Hint]] = [
+        [(None, True)] if h is None else (h or [(None, False)]) for h in providers
+    ]
     if policy == SINGLE_NUMA_NODE:
         lists = [[(m, p) for m, p in hs if p and (m is None or m.bit_count() == 1)] for hs in lists]
     best, preferred = default, False

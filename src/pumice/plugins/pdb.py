@@ -18,7 +18,7 @@ that decisions match).
 
 from __future__ import annotations
 
-from pumice.api.pdb import PdbRecord, disruptions_allowed
+from pumice.api.pdb import LabelSelector, PdbRecord, disruptions_allowed
 from pumice.api.task import TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
 from pumice.framework.session import Session
@@ -35,7 +35,8 @@ class PdbPlugin:
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments
-        self.allowed: list[tuple[PdbRecord, int]] = []
+        #: The cycle's budgets that select pods: (budget, its selector, disruptions allowed).
+        self.allowed: list[tuple[PdbRecord, LabelSelector, int]] = []
         #: The pods already releasing when the cycle opened (evictions of earlier
         #: cycles, which the budgets counted).
         self._releasing_at_open: set[str] = set()
@@ -43,17 +44,21 @@ class PdbPlugin:
     def on_cycle_open(self, ssn: Session) -> None:
         """The cycle's budgets: each budget's disruptions allowed, from the pods that
         match it as the cycle opens."""
-        pdbs = [p for p in ssn.snapshot.pdbs if p.selector is not None and not p.selector.empty()]
+        pdbs = [
+            (p, p.selector)
+            for p in ssn.snapshot.pdbs
+            if p.selector is not None and not p.selector.empty()
+        ]
         pods = [t for tasks in ssn.nodes.tasks for t in tasks.values()]
         for job in ssn.jobs.values():
             pods.extend(job.with_status(TaskStatus.PENDING))
         self.allowed = []
-        for pdb in pdbs:
+        for pdb, selector in pdbs:
             matching = [
-                t for t in pods if t.namespace == pdb.namespace and pdb.selector.matches(t.labels)
+                t for t in pods if t.namespace == pdb.namespace and selector.matches(t.labels)
             ]
             healthy = sum(1 for t in matching if t.status in _HEALTHY)
-            self.allowed.append((pdb, disruptions_allowed(pdb, len(matching), healthy)))
+            self.allowed.append((pdb, selector, disruptions_allowed(pdb, len(matching), healthy)))
 
         self._releasing_at_open = {
             t.uid for tasks in ssn.nodes.tasks for t in tasks.values()
@@ -74,20 +79,20 @@ class PdbPlugin:
             ]
 
         def guard(_actor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
-            left = [n for _, n in self.allowed]
+            left = [n for _, _s, n in self.allowed]
             # Unlike Volcano, which reads the budget afresh for every preemptor task,
             # evictions already decided in this cycle spend the budget.
             for t in evicted_this_cycle():
-                for k, (pdb, _n) in enumerate(self.allowed):
-                    if pdb.namespace == t.namespace and pdb.selector.matches(t.labels):
+                for k, (pdb, selector, _n) in enumerate(self.allowed):
+                    if pdb.namespace == t.namespace and selector.matches(t.labels):
                         left[k] -= 1
             victims = []
             for t in candidates:
                 if not t.labels:
                     continue  # Volcano's quirk: unlabelled pods are never victims
                 violated = False
-                for k, (pdb, _n) in enumerate(self.allowed):
-                    if pdb.namespace != t.namespace or not pdb.selector.matches(t.labels):
+                for k, (pdb, selector, _n) in enumerate(self.allowed):
+                    if pdb.namespace != t.namespace or not selector.matches(t.labels):
                         continue
                     if t.name in pdb.disrupted_pods:
                         continue
@@ -103,4 +108,4 @@ class PdbPlugin:
         ssn.on("gang_evictable", self.name, on_kind(None, guard))
 
     def explain(self) -> list[str]:
-        return [f"{p.namespace}/{p.name}: {n} disruption(s) allowed" for p, n in self.allowed]
+        return [f"{p.namespace}/{p.name}: {n} disruption(s) allowed" for p, _s, n in self.allowed]

@@ -166,9 +166,11 @@ class PredicatesPlugin:
         self._static_for: object = None
         #: What the predicate was last registered saying (``by_placement``), if it was.
         self._registered: bool | None = None
-        self._nodes: NodeTable | None = None
+        #: The cycle's nodes and spread counts, set by :meth:`on_cycle_open` before the
+        #: functions it registers can run.
+        self._nodes: NodeTable
         self._holders = False
-        self._spread: SpreadCounts | None = None
+        self._spread: SpreadCounts
 
     def on_session_open(self, ssn: Session) -> None:
         """The volume checks follow allocations (their tentative PV choices); the
@@ -235,7 +237,7 @@ class PredicatesPlugin:
             if not task.host_ports and not dynamic and not constraints and not task.attaches:
                 return cached
             reasons = list(cached[1]) + dynamic
-            if task.claims:
+            if task.claims and self.volumes is not None:
                 reasons += self.volumes.reasons(task)
             if task.device_claims and self.devices is not None:
                 reasons += self.devices.reasons(task)

@@ -26,7 +26,7 @@ permitted outright, as in Volcano (whose permit also ends the vote of the tier).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from pumice.api.job import JobInfo
 from pumice.api.parse import quota_base
@@ -63,7 +63,7 @@ class ResourceQuotaPlugin:
         self._quotas: dict[str, list[ResourceQuotaRecord]] = {}
         #: What the jobs admitted this cycle count, by (quota key, resource).
         self._admitted: dict[tuple[str, str], float] = {}
-        self._space_names: list[str] = []
+        self._space_names: Sequence[str] = []
 
     def on_session_open(self, ssn: Session) -> None:
         ssn.on("job_enqueueable", self.name, self._enqueueable, pure=self._enqueueable)

@@ -92,7 +92,7 @@ class Window:
 
     def next_edge(self, now: float) -> float:
         """The first time after ``now`` at which :meth:`is_open` may change."""
-        edges = []
+        edges: list[float] = []
         for b, e in self.spans(now):
             edges.extend((b, e + 1.0))
         later = [t for t in edges if t > now]

@@ -102,14 +102,15 @@ class LeaderElector:
         for label, value in (("namespace", namespace), ("name", name), ("identity", identity)):
             if not value:
                 raise ValueError(f"leader election: the lease {label} must not be empty")
-        for label, value in (
+        for label, seconds in (
             ("lease_duration", lease_duration),
             ("renew_deadline", renew_deadline),
             ("retry_period", retry_period),
         ):
-            if not (math.isfinite(value) and value > 0):
+            if not (math.isfinite(seconds) and seconds > 0):
                 raise ValueError(
-                    f"leader election: {label} must be a positive number of seconds, got {value!r}"
+                    f"leader election: {label} must be a positive number of seconds, "
+                    f"got {seconds!r}"
                 )
         if not lease_duration > renew_deadline:
             raise ValueError(

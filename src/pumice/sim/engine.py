@@ -80,7 +80,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pumice.api import parse
 from pumice.api.node_metrics import KIND as NODE_METRICS
@@ -233,16 +233,22 @@ def check_workload(workload: Workload, nodes: Sequence[Mapping[str, Any]]) -> No
                 )
         # every pod takes one of its node's pod slots, whatever else it asks for
         for name in {PODS, *(k for t in job.tasks for k in t.requests)}:
-            asked = job.total(name) if name != PODS else sum(t.replicas for t in job.tasks)
-            if asked > total.get(name, 0.0):
+            amount = job.total(name) if name != PODS else sum(t.replicas for t in job.tasks)
+            if amount > total.get(name, 0.0):
                 largest = max(range(len(job.tasks)), key=lambda i: job.tasks[i].replicas)
                 raise InputError(
-                    f"the job asks for {render_quantity(name, asked)} {name} in "
+                    f"the job asks for {render_quantity(name, amount)} {name} in "
                     f"all, more than the cluster's {render_quantity(name, total.get(name, 0.0))}",
                     file=file,
                     obj=obj,
                     field=where.replicas_field.format(task=largest) if where is not None else None,
                 )
+
+
+def _copies(objs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Deep copies of ``objs`` for the store to create (and then write into): the
+    objects a simulation is given are dicts, read from documents or built."""
+    return cast(list[dict[str, Any]], copy.deepcopy(list(objs)))
 
 
 class Simulation:
@@ -283,13 +289,13 @@ class Simulation:
         self.metrics = Metrics(
             total, workload.queues, spans=self.spans, slowdown=options.topology_slowdown
         )
-        self.store.create_all(copy.deepcopy(list(nodes)))
+        self.store.create_all(_copies(nodes))
         if hypernodes:
-            self.store.create_all(copy.deepcopy(list(hypernodes)))
+            self.store.create_all(_copies(hypernodes))
         if storage:
-            self.store.create_all(copy.deepcopy(list(storage)))
+            self.store.create_all(_copies(storage))
         if devices:
-            self.store.create_all(copy.deepcopy(list(devices)))
+            self.store.create_all(_copies(devices))
         self.store.create_all(priority_class_objects(workload.priority_classes))
         self.store.create_all(queue_objects(workload.queues))
         self.api: SimStore | None = None
@@ -524,7 +530,11 @@ class Simulation:
             if store.get(NODE_METRICS, name) is None:
                 store.create(obj)
             else:
-                store.modify(NODE_METRICS, name, lambda old, new=obj: old.update(new))
+
+                def refresh(old: dict[str, Any], new: dict[str, Any] = obj) -> None:
+                    old.update(new)
+
+                store.modify(NODE_METRICS, name, refresh)
         self._changed()
         if self.clock.busy(_HOUSEKEEPING):
             self.clock.after(period, SAMPLE, ("metrics", None))

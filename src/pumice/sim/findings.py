@@ -257,7 +257,7 @@ def long_waits(m: Metrics, n: int = 5) -> Finding | None:
     if not waits:
         return None
     waits.sort(key=lambda x: (-x[0], x[1].uid))
-    rows = []
+    rows: list[dict[str, Any]] = []
     for w, rec in waits[:n]:
         rows.append(
             {
@@ -457,9 +457,9 @@ def _share_remedy(
     # whole cores and the largest binary unit, as people write them
     if rec.cpu > 0 and rec.cpu % 1000 == 0:
         guarantee["cpu"] = f"{rec.cpu / 1000:g}"
-    for suffix, unit in (("Pi", 2.0**50), ("Ti", 2.0**40)):
-        if rec.memory >= unit and rec.memory % unit == 0:
-            guarantee["memory"] = f"{rec.memory / unit:g}{suffix}"
+    for suffix, unit_bytes in (("Pi", 2.0**50), ("Ti", 2.0**40)):
+        if rec.memory >= unit_bytes and rec.memory % unit_bytes == 0:
+            guarantee["memory"] = f"{rec.memory / unit_bytes:g}{suffix}"
             break
     numbers["guarantee"] = guarantee
     figure = ", ".join(f"{r}: {x}" for r, x in guarantee.items())
@@ -690,8 +690,8 @@ def _idle_remedy(
         if stuck:
             # the queues of the gangs refused for a tenth of the stretch or more (the
             # others were refused a while, then placed)
-            span = sum(v.dt(k) for k in range(a, b))
-            lasting = [u for u in by_share if share_for[u] >= MIN_STRETCH * span]
+            stretch = sum(v.dt(k) for k in range(a, b))
+            lasting = [u for u in by_share if share_for[u] >= MIN_STRETCH * stretch]
             queues = list(dict.fromkeys(m.jobs[u].queue for u in lasting or by_share[:1]))
             remedy = _refused_gangs_remedy(factor, queues)
         elif need > factor:

@@ -419,11 +419,13 @@ class JobController:
             spec = self._parse(key, job)
         except InputError as err:
             where = f"{err.field}: " if err.field else ""
-            return self._refuse(job, key, self.default_queue, [f"{where}{err.message}"])
+            self._refuse(job, key, self.default_queue, [f"{where}{err.message}"])
+            return None
         if not phase or (phase == st.PENDING and state.get("reason") == INVALID):
             found = problems(spec, queue_state_from(self.store.get))
             if found:
-                return self._refuse(job, key, spec.queue, found)
+                self._refuse(job, key, spec.queue, found)
+                return None
             self._refused.pop(key, None)
         return self._drive(job, key, spec, phase)
 
