@@ -18,11 +18,14 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check src tests
 	$(VENV)/bin/ruff format --check src tests
+	$(VENV)/bin/mypy
 	$(VENV)/bin/python -m pytest -n 2
 
+# mypy reads its settings and the files to check from pyproject.toml ([tool.mypy]).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests
 	$(VENV)/bin/ruff format --check src tests
+	$(VENV)/bin/mypy
 
 # Benchmarks of the scheduling core (see docs/performance.md); BENCH=... picks scenarios.
 BENCH ?=

@@ -20,7 +20,7 @@ import functools
 from pumice.actions.allocate import conclude_held, release, whole
 from pumice.actions.place import place
 from pumice.api.job import JobInfo
-from pumice.api.task import TaskStatus
+from pumice.api.task import TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
 from pumice.framework.orders import job_key
 from pumice.framework.session import Session
@@ -40,7 +40,7 @@ class BackfillAction:
         def cmp_jobs(a: JobInfo, b: JobInfo) -> int:
             return -1 if ssn.job_less(a, b) else (1 if ssn.job_less(b, a) else 0)
 
-        def cmp_tasks(a, b) -> int:
+        def cmp_tasks(a: TaskInfo, b: TaskInfo) -> int:
             return -1 if ssn.task_less(a, b) else (1 if ssn.task_less(b, a) else 0)
 
         # Only jobs with pending best-effort tasks have work; a job's list cannot change

@@ -164,7 +164,9 @@ def _vote(chain: list[_PureTier], job: JobInfo) -> str | None:
     return None
 
 
-def _in_order(ssn: Session, jobs: list[JobInfo], key) -> Iterator[JobInfo]:
+def _in_order(
+    ssn: Session, jobs: list[JobInfo], key: Callable[[JobInfo], tuple] | None
+) -> Iterator[JobInfo]:
     """``jobs`` in job order: sorted by the plugins' keys when they all offer one (the
     same order, with the same fallback), else popped from a heap as Volcano does."""
     if key is not None:

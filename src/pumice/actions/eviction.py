@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
 from functools import cmp_to_key
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -225,7 +225,9 @@ def room_with_all(
     return rows[fits(task.init_resreq, room)].tolist()
 
 
-def victim_queue(ssn: Session, victims: Iterable[TaskInfo], preemptor: TaskInfo):
+def victim_queue(
+    ssn: Session, victims: Iterable[TaskInfo], preemptor: TaskInfo
+) -> PriorityQueue[TaskInfo]:
     """Volcano's ``BuildVictimsPriorityQueue``: the victim to evict first pops first."""
     return PriorityQueue(lambda a, b: ssn.victim_less(a, b, preemptor), victims)
 
@@ -277,7 +279,7 @@ class VictimKeys:
     __slots__ = ("_orders", "_outer", "_session", "_tasks", "_version")
 
     def __init__(self) -> None:
-        self._session: int | None = None
+        self._session: str | None = None
         self._version = -1
         #: (job key, queue key, task key with pod indices, without), or None when the
         #: orders do not all offer keys or a plugin orders victim queues.
@@ -312,9 +314,10 @@ class VictimKeys:
         outer_of, inner_of, indexed = self._outer, self._tasks, tkey is by_index
 
         def key(t: TaskInfo) -> tuple:
-            outer = outer_of.get(t.job)  # type: ignore[arg-type]
+            uid = cast(str, t.job)  # (every task's job is in the session: checked above)
+            outer = outer_of.get(uid)
             if outer is None:
-                job = jobs[t.job]  # type: ignore[index]
+                job = jobs[uid]
                 outer = outer_of[job.uid] = (qkey(queues[job.queue]), jkey(job))
             inner = inner_of.get((indexed, t.uid))
             if inner is None:
@@ -486,7 +489,7 @@ class Misses:
         hook: str,
         actor: TaskInfo,
         candidates: list[TaskInfo],
-        deciders,
+        deciders: list[str],
         alone: list[str] | None = None,
     ) -> None:
         """The ``hook`` functions allowed none of ``candidates`` on one node; ``deciders``
@@ -558,7 +561,7 @@ class Unheard(Misses):
         hook: str,
         actor: TaskInfo,
         candidates: list[TaskInfo],
-        deciders,
+        deciders: list[str],
         alone: list[str] | None = None,
     ) -> None:
         pass

@@ -145,17 +145,19 @@ def job_bundles(
         if enforce_roles and t.role in minimums:
             role_ok = role_surplus.get(t.role, 0) > 0
         group_ok = True
-        sj = subjob_of.get(t.uid) if job.sub_groups else None
+        held = subjob_of.get(t.uid) if job.sub_groups else None
         if job.sub_groups:
-            group_ok = sj is not None and (sj.uid in broken or group_surplus.get(sj.policy, 0) > 0)
+            group_ok = held is not None and (
+                held.uid in broken or group_surplus.get(held.policy, 0) > 0
+            )
         if surplus > 0 and role_ok and group_ok:
             safe.append(t)
             surplus -= 1
             if enforce_roles and t.role in minimums:
                 role_surplus[t.role] -= 1
-            if sj is not None and sj.uid not in broken:
-                broken.add(sj.uid)
-                group_surplus[sj.policy] = group_surplus.get(sj.policy, 0) - 1
+            if held is not None and held.uid not in broken:
+                broken.add(held.uid)
+                group_surplus[held.policy] = group_surplus.get(held.policy, 0) - 1
         else:
             whole.append(t)
     out = []

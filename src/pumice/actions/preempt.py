@@ -59,6 +59,7 @@ from collections.abc import Callable
 
 from pumice.actions import eviction as ev
 from pumice.api.job import JobInfo
+from pumice.api.queue import QueueInfo
 from pumice.api.task import TaskInfo
 from pumice.conf.arguments import Arguments
 from pumice.framework.pqueue import PriorityQueue
@@ -68,6 +69,8 @@ from pumice.framework.verdicts import timeless
 
 ACTION = "preempt"
 MAX_INT32 = 2**31 - 1
+#: A node where a preemptor could go: (row, victims in order, the plugins that decided).
+_Candidate = tuple[int, list[TaskInfo], list[str]]
 
 
 class PreemptAction:
@@ -275,7 +278,9 @@ class PreemptAction:
             misses.node(_why_no_room(cands[i]))
 
     @staticmethod
-    def _why_not(ssn: Session, queue, preemptor: TaskInfo, i: int, stmt: Statement) -> str:
+    def _why_not(
+        ssn: Session, queue: QueueInfo, preemptor: TaskInfo, i: int, stmt: Statement
+    ) -> str:
         """Why node ``i`` still does not take ``preemptor`` with every victim evicted."""
         if not ssn.allocatable(queue, preemptor):
             return (
@@ -373,7 +378,7 @@ class PreemptAction:
     ) -> bool:
         want = self._num_candidates(len(nodes))
         queue = ssn.queues[job.queue]
-        found: list[tuple[int, list[TaskInfo], str]] = []
+        found: list[_Candidate] = []
         for i in nodes:
             candidates = ev.in_victim_order(
                 ssn, (t for t in ssn.nodes.tasks[i].values() if keep(t)), preemptor, self._keys
@@ -431,7 +436,7 @@ class PreemptAction:
         ssn: Session,
         stmt: Statement,
         preemptor: TaskInfo,
-        queue,
+        queue: QueueInfo,
         i: int,
         asked: tuple[list[TaskInfo], list[TaskInfo], list[str]],
         misses: ev.Misses,
@@ -491,14 +496,16 @@ class PreemptAction:
         return chosen
 
 
-def _least_damage(found: list, broken_gangs=None):
+def _least_damage(
+    found: list[_Candidate], broken_gangs: Callable[[list[TaskInfo]], int] | None = None
+) -> _Candidate:
     """Volcano's ``pickOneNodeForPreemption`` over (node, victims, deciders) candidates:
     the lowest priority of the first victim, then the lowest sum of priorities, the
     fewest victims, the latest start. With ``broken_gangs`` (pumice,
     ``evictBrokenGangsWhole``) the candidate that takes the fewest gangs below their
     minimum comes first."""
 
-    def keys(c):
+    def keys(c: _Candidate) -> tuple[int, int, int, int, float]:
         _i, victims, _why = c
         highest = victims[0].priority
         total = sum(v.priority + MAX_INT32 + 1 for v in victims)

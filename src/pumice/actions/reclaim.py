@@ -323,7 +323,7 @@ def _reclaimable(ssn: Session, i: int) -> list[tuple[TaskInfo, str]]:
     return out
 
 
-def _covers(task: TaskInfo, available) -> bool:
+def _covers(task: TaskInfo, available: np.ndarray) -> bool:
     """``available`` (the node's future idle resources plus what the victims so far
     free) holds the task's request."""
     return fits_one(task.init_resreq, available)

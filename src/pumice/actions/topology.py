@@ -19,6 +19,7 @@ When no HyperNode holds it, the job says which were tried and why each fell shor
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -82,7 +83,12 @@ def _subjob_less(ssn: Session, a: SubJob, b: SubJob, required: set[str]) -> bool
     return a.uid < b.uid
 
 
-def worksheet(ssn: Session, topo: SessionTopology, job: JobInfo, ordered_tasks) -> Worksheet:
+def worksheet(
+    ssn: Session,
+    topo: SessionTopology,
+    job: JobInfo,
+    ordered_tasks: Callable[[list[TaskInfo]], list[TaskInfo]],
+) -> Worksheet:
     """The sub-jobs of ``job`` not yet ready, with their pending tasks (best-effort
     ones left to backfill) in task order; ``ordered_tasks(tasks)`` sorts a list."""
     subjobs = topo.subjobs(job)
@@ -95,14 +101,11 @@ def worksheet(ssn: Session, topo: SessionTopology, job: JobInfo, ordered_tasks) 
             waiting.append(sj)
     mins = {p.name: p.min_groups for p in job.sub_groups}
     required: set[str] = set()
-    order = sorted(
-        waiting,
-        key=functools.cmp_to_key(
-            lambda a, b: (
-                -1 if _subjob_less(ssn, a, b, set()) else int(_subjob_less(ssn, b, a, set()))
-            )
-        ),
-    )
+
+    def compare(a: SubJob, b: SubJob) -> int:
+        return -1 if _subjob_less(ssn, a, b, set()) else int(_subjob_less(ssn, b, a, set()))
+
+    order = sorted(waiting, key=functools.cmp_to_key(compare))
     for sj in order:
         if sj.policy and ready.get(sj.policy, 0) < mins.get(sj.policy, 0):
             required.add(sj.uid)
@@ -378,6 +381,7 @@ def _allocate_subjob(
     request = _need_request(ssn, sj, tasks)
     for gradient in _gradients(ssn, sj.limit, sj.allocated, request, within):
         parts = _parts(ssn, sj, gradient)
+        got: tuple[str, Placed | Statement, list[TaskInfo], float] | None
         if parts is None:
             got = _every_candidate(ssn, queue, job, sj, tasks, gradient, topo, trace)
         else:

@@ -70,7 +70,6 @@ from pumice.api.dra_objects import (
     DeviceRequest,
     DeviceResult,
     MatchAttribute,
-    PodClaimRef,
     RequestSpec,
     ResourceClaim,
     ResourceClaimTemplate,
@@ -90,6 +89,7 @@ from pumice.api.dra_objects import (
     render_node_selector,
     slice_available_on,
 )
+from pumice.api.parse import PodClaimRef
 from pumice.api.quantity import plural
 from pumice.api.task import Requirement, SelectorTerm
 

@@ -866,11 +866,11 @@ def podgroup_status(obj: Mapping[str, Any]) -> tuple[str, list[dict], tuple[int,
         dict(as_mapping(c, f"status.conditions[{i}]"))
         for i, c in enumerate(as_list(status.get("conditions"), "status.conditions"))
     ]
-    counts = tuple(
+    running, succeeded, failed = (
         as_int(status.get(k), f"status.{k}", 0, minimum=0)
         for k in ("running", "succeeded", "failed")
     )
-    return phase, conditions, counts  # type: ignore[return-value]
+    return phase, conditions, (running, succeeded, failed)
 
 
 def parse_podgroup(obj: Mapping[str, Any], default_queue: str = DEFAULT_QUEUE) -> PodGroupRecord:

@@ -47,7 +47,7 @@ def _flatten(doc: object, where: str, path: str) -> Iterator[SourcedObject]:
                 raise InputError("expected a list", file=path, obj=at, field="items")
             pending.extend((x, f"{at} items[{i}]") for i, x in reversed(list(enumerate(items))))
             continue
-        yield SourcedObject(item, path)  # type: ignore[arg-type]
+        yield SourcedObject(item, path)
 
 
 def load_objects(paths: Sequence[str]) -> list[SourcedObject]:

@@ -18,7 +18,7 @@ so that PodGroups of one name in one namespace but of different groups do not co
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import Any
 
 from pumice.api.parse import copy_tree
@@ -50,7 +50,9 @@ class MemoryWatch:
 
     def __init__(self, store: MemoryCluster, kinds: Iterable[str]) -> None:
         self._store = store
-        self.kinds = frozenset(kinds)
+        #: The kinds whose events it gets: only ``in`` is asked of it (a store that
+        #: watches every kind, those first created later too, puts its own here).
+        self.kinds: Container[str] = frozenset(kinds)
         self._events: list[WatchEvent] = []
 
     def push(self, event: WatchEvent) -> None:

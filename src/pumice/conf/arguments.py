@@ -8,7 +8,7 @@ silently ignored weight is the kind of mistake nobody finds.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pumice.errors import InputError, shown
@@ -59,7 +59,7 @@ class Arguments:
     def __contains__(self, key: str) -> bool:
         return key in self._values
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._values)
 
     def raw(self, key: str, default: Any = None) -> Any:

@@ -169,7 +169,7 @@ class MemoryStore:
         #: The last instant stamped and its RFC 3339 text.
         self._stamped: tuple[float, str] = (math.nan, "")
         self._all = cluster.watch(())
-        self._all.kinds = _EveryKind()  # type: ignore[assignment]
+        self._all.kinds = _EveryKind()
         for kind, objs in cluster.objects.items():
             for key, obj in objs.items():
                 self._created[(kind, key)] = next(self._seq)

@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 import numpy as np
 
@@ -491,7 +491,7 @@ def _max_flow(cap: list[dict[int, int]], s: int, t: int) -> int:
         total += flow
 
 
-def _task_cmp(ssn: Session):
+def _task_cmp(ssn: Session) -> Callable[[TaskInfo, TaskInfo], int]:
     def cmp(a: TaskInfo, b: TaskInfo) -> int:
         return -1 if ssn.task_less(a, b) else (1 if ssn.task_less(b, a) else 0)
 

@@ -118,7 +118,7 @@ class ExtensionRegistry(Registry):
         """Where ``name`` came from (:data:`BUILTIN` for pumice's own); None if unknown."""
         return self._origins.get(name)
 
-    def create(self, name: str, arguments: Arguments):
+    def create(self, name: str, arguments: Arguments) -> Any:
         origin = self._origins.get(name)
         if origin is None or origin is BUILTIN:
             return super().create(name, arguments)

@@ -10,6 +10,9 @@ from pumice.api.quantity import PODS
 from pumice.api.task import TaskInfo
 from pumice.framework.session import Session
 
+#: Why nodes refuse a task: (reason, mask of the nodes it refuses), predicate by predicate.
+Reasons = list[tuple[str, np.ndarray]]
+
 
 def fits(req: np.ndarray, avail: np.ndarray) -> np.ndarray:
     """Nodes (rows of ``avail``) where every requested dimension of ``req`` fits."""
@@ -29,10 +32,10 @@ def fits_one(req: np.ndarray, avail: np.ndarray) -> bool:
     return True
 
 
-def predicate_filter(ssn: Session, task: TaskInfo):
+def predicate_filter(ssn: Session, task: TaskInfo) -> tuple[np.ndarray | None, Reasons]:
     """The nodes the predicate hooks refuse for ``task`` and why: (blocked, reasons)."""
-    blocked = None
-    reasons: list = []
+    blocked: np.ndarray | None = None
+    reasons: Reasons = []
     for fn in ssn.hooks.flat("predicate"):
         b, r = fn(task)
         if b is not None:
@@ -59,7 +62,11 @@ def no_nodes(nodes: NodeTable) -> FitError:
 
 
 def explain_no_fit(
-    ssn: Session, task: TaskInfo, reasons, avail: np.ndarray, rows: np.ndarray | None = None
+    ssn: Session,
+    task: TaskInfo,
+    reasons: Reasons,
+    avail: np.ndarray,
+    rows: np.ndarray | None = None,
 ) -> FitError:
     """Each node counted under the first predicate that refused it, or else under every
     resource it is short of (in ``avail``, per requested dimension); the nodes left out

@@ -9,6 +9,7 @@ files on every machine with the same checkout.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,7 +60,7 @@ class Corpus:
     simulations: tuple[tuple[bytes, bytes, str], ...]
 
 
-def _sorted(paths) -> list[Path]:
+def _sorted(paths: Iterable[Path]) -> list[Path]:
     return sorted(paths, key=lambda p: str(p))
 
 

@@ -135,20 +135,20 @@ def check(
     evictions: list[str] = list(decisions.get("evictions") or [])
     out: list[str] = []
     for pod, node in binds.items():
-        obj = pods.get(pod)
-        if obj is None:
+        snap = pods.get(pod)
+        if snap is None:
             out.append(f"double bind: {pod} is bound but is not in the snapshot")
-        elif _map(obj.get("spec")).get("nodeName"):
+        elif _map(snap.get("spec")).get("nodeName"):
             out.append(f"double bind: {pod} is bound to {node} but already was")
         if node not in nodes:
             out.append(f"double bind: {pod} is bound to {node}, which is not a node")
         if pod in pipelined or pod in evictions:
             out.append(f"double bind: {pod} is bound and also pipelined or evicted")
     for pod in evictions:
-        obj = pods.get(pod)
-        if obj is None or not (
-            _map(obj.get("spec")).get("nodeName")
-            or _map(obj.get("status")).get("phase") == "Running"
+        snap = pods.get(pod)
+        if snap is None or not (
+            _map(snap.get("spec")).get("nodeName")
+            or _map(snap.get("status")).get("phase") == "Running"
         ):
             out.append(f"eviction: {pod} is evicted but is neither bound nor running")
     out += _capacity(nodes, pods, binds)

@@ -123,7 +123,11 @@ def _slots(docs: list[Any]) -> list[tuple[Slot, tuple[Any, ...]]]:
     return out
 
 
-def _pick(rng: random.Random, docs: list[Any], want=None) -> tuple[Slot, tuple[Any, ...]] | None:
+def _pick(
+    rng: random.Random,
+    docs: list[Any],
+    want: Callable[[tuple[Slot, tuple[Any, ...]]], bool] | None = None,
+) -> tuple[Slot, tuple[Any, ...]] | None:
     slots = [s for s in _slots(docs) if want is None or want(s)]
     return rng.choice(slots) if slots else None
 
@@ -132,7 +136,13 @@ def _where(path: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in path[-4:])
 
 
-def _set(rng: random.Random, docs: list[Any], values: tuple[Any, ...], what: str, want=None) -> str:
+def _set(
+    rng: random.Random,
+    docs: list[Any],
+    values: tuple[Any, ...],
+    what: str,
+    want: Callable[[tuple[Slot, tuple[Any, ...]]], bool] | None = None,
+) -> str:
     got = _pick(rng, docs, want)
     if got is None:
         return f"{what}: nothing to change"

@@ -530,7 +530,7 @@ class CapacityPlugin:
                 return name, int(over[0])
         return None
 
-    def refusal_limit(self, queue: str, space) -> str | None:
+    def refusal_limit(self, queue: str, space: ResourceSpace) -> str | None:
         """What ``allocatable`` held the queue's tasks to: its real capability, named
         by source (``its capability (cpu 8)``, ``the cluster's total (cpu 16)``), and in
         a tree the ancestors that have reached theirs."""

@@ -207,14 +207,14 @@ class GangTimeouts:
                 reason = ssn.invalid[uid][1]
                 if clock is not None and reason == backoff_reason(clock):
                     condition(ssn, uid, "Unschedulable", BACKING_OFF, reason)
-                elif clock is not None:
-                    del clocks[uid]  # type: ignore[union-attr]  # too few pods: not tried
+                elif clock is not None and clocks is not None:  # (a clock is one of clocks)
+                    del clocks[uid]  # too few pods: not tried
                 continue
             if job.is_pending():
                 continue  # not admitted: nothing tries it yet
             if ready(job):
-                if clock is not None:
-                    del clocks[uid]  # type: ignore[union-attr]
+                if clock is not None and clocks is not None:  # (a clock is one of clocks)
+                    del clocks[uid]
                 continue
             if clock is None or clock.until is not None:
                 # The first try, or the first after a backoff: the clock starts.

@@ -25,7 +25,7 @@ import numpy as np
 
 from pumice.api.node import NodeTable
 from pumice.api.spread import SpreadCounts
-from pumice.api.task import TaskInfo
+from pumice.api.task import Placement, TaskInfo, Toleration
 from pumice.conf.arguments import Arguments
 from pumice.framework.session import Session
 from pumice.framework.verdicts import timeless
@@ -251,14 +251,14 @@ class NodeOrderScore:
         self._bal_base = [d for d in bal if space.names[d] in ("cpu", "memory")]
         self._bal_scalar = [d for d in bal if d not in self._bal_base]
         self._bal_all = bal
-        self._affinity: dict = {}
-        self._counts: dict = {}
+        self._affinity: dict[Placement, np.ndarray] = {}
+        self._counts: dict[tuple[Toleration, ...], tuple[np.ndarray, bool]] = {}
         self._floats: dict = {}
         keys = ("leastrequested", "mostrequested", "balancedresource", "nodeaffinity")
         self._wts = tuple(weights[f"{k}.weight"] for k in (*keys, "tainttoleration"))
         self._spread = SpreadScore(ssn.nodes) if weights["podtopologyspread.weight"] else None
 
-    def _pref(self, placement) -> np.ndarray:
+    def _pref(self, placement: Placement) -> np.ndarray:
         pref = self._affinity.get(placement)
         if pref is None:
             nodes = self.nodes
@@ -268,7 +268,7 @@ class NodeOrderScore:
             self._affinity[placement] = pref
         return pref
 
-    def _intolerable(self, tolerations) -> tuple[np.ndarray, bool]:
+    def _intolerable(self, tolerations: tuple[Toleration, ...]) -> tuple[np.ndarray, bool]:
         c = self._counts.get(tolerations)
         if c is None:
             counts = self.nodes.labels.intolerable_count(tolerations)

@@ -24,7 +24,7 @@ may try the node: :data:`RESOLVABLE`), an affinity refusal is *UnschedulableAndU
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Container, Iterator
 
 import numpy as np
 
@@ -46,7 +46,7 @@ def _domains(nodes: NodeTable, key: str) -> tuple[np.ndarray, np.ndarray]:
     return nodes.labels.column(key)
 
 
-def _pods(nodes: NodeTable, gone: Container[str]):
+def _pods(nodes: NodeTable, gone: Container[str]) -> Iterator[tuple[int, TaskInfo]]:
     if not gone:  # (the common case: no key to make per pod)
         for i, tasks in enumerate(nodes.tasks):
             for t in tasks.values():

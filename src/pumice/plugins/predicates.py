@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from pumice.api.node import NodeTable
+from pumice.api.selectors import NodeIndex
 from pumice.api.spread import SpreadConstraint, SpreadCounts, hard
 from pumice.api.task import Placement, TaskInfo, Toleration
 from pumice.conf.arguments import Arguments
@@ -46,7 +47,7 @@ def _tolerates_unschedulable(tolerations: tuple[Toleration, ...]) -> bool:
     return any(t.tolerates(taint) for t in tolerations)
 
 
-def placement_filter(index, placement: Placement) -> Reasons:
+def placement_filter(index: NodeIndex, placement: Placement) -> Reasons:
     """The static refusals for ``placement`` over all nodes of ``index``."""
     reasons: Reasons = []
     if index.not_ready.any():

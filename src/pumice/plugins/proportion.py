@@ -19,6 +19,7 @@ import numpy as np
 
 from pumice.api.job import JobInfo
 from pumice.api.queue import QueueInfo
+from pumice.api.resources import ResourceSpace
 from pumice.api.task import TaskInfo
 from pumice.conf.arguments import Arguments
 from pumice.framework.limits import (
@@ -566,7 +567,15 @@ class ProportionPlugin:
         return got
 
     @staticmethod
-    def _fill(total, weights, deserved, request, cap, guarantee, weight) -> np.ndarray:
+    def _fill(
+        total: np.ndarray,
+        weights: list[int],
+        deserved: np.ndarray,
+        request: np.ndarray,
+        cap: np.ndarray,
+        guarantee: np.ndarray,
+        weight: np.ndarray,
+    ) -> np.ndarray:
         """The rounds, in plain floats: a dozen queues by four resources is too small
         for numpy's calls to pay. Every step is the vector form's, element by element
         (sums over queues add rows in name order), so the floats are the same."""
@@ -640,7 +649,7 @@ class ProportionPlugin:
         over = np.flatnonzero(self._mask & (request > q.capability))
         return (queue, int(over[0])) if over.size else None
 
-    def refusal_limit(self, queue: str, space) -> str | None:
+    def refusal_limit(self, queue: str, space: ResourceSpace) -> str | None:
         """What ``allocatable`` held the queue's tasks to, named by source: ``its
         deserved share (cpu 4)``, ``its capability (cpu 8)``."""
         attr, q = self.attrs.get(queue), self._queues.get(queue)
@@ -651,7 +660,7 @@ class ProportionPlugin:
             return "its deserved share (nothing)"
         return describe(space, attr.deserved, self._deserved_sources(q, attr), dims)
 
-    def explain_overused(self, q: QueueInfo, space) -> str:
+    def explain_overused(self, q: QueueInfo, space: ResourceSpace) -> str:
         attr = self.attrs.get(q.name)
         if attr is None:
             return f"queue {q.name} is overused"

@@ -47,11 +47,11 @@ import numpy as np
 from pumice.api.quantity import CPU, MEMORY, PODS
 from pumice.api.task import TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
+from pumice.conf.arguments import go_duration as parse_go_duration
 from pumice.conf.catalog import did_you_mean
 from pumice.errors import InputError, shown
 from pumice.framework.fit import fits, predicate_filter
 from pumice.framework.session import Session
-from pumice.plugins.cdp import parse_go_duration
 from pumice.plugins.conformance import CRITICAL_CLASSES, SYSTEM_NAMESPACE
 
 PLUGIN = "rescheduling"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -17,7 +18,7 @@ import orjson
 from pumice.cluster.protocol import KINDS, Cluster
 
 
-def write_dump(cluster: Cluster, directory: str, *, clock=time.time) -> Path:
+def write_dump(cluster: Cluster, directory: str, *, clock: Callable[[], float] = time.time) -> Path:
     """Write ``pumice-dump-<UTC time>.json`` into ``directory`` (made if missing),
     atomically (a reader never sees half a file); returns its path."""
     items = [obj for kind in KINDS for obj in cluster.list(kind)]

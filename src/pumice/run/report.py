@@ -29,6 +29,7 @@ from typing import Any
 
 from pumice.api.job import JobInfo
 from pumice.api.parse import group_of
+from pumice.api.quantity import render_resources
 from pumice.api.task import TaskStatus
 from pumice.cache.cache import ApplyResult, SchedulerCache
 from pumice.cluster.kube import KubeCluster
@@ -36,7 +37,6 @@ from pumice.cluster.kube_client import rfc3339
 from pumice.errors import InputError
 from pumice.framework.decisions import Decisions
 from pumice.run.events import EventRecorder
-from pumice.sim.objects import render_resources
 
 log = logging.getLogger("pumice.report")
 

@@ -59,11 +59,12 @@ horizon ask for ``load`` times the cluster's GPUs over it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from pumice.sim.workload import GPU, JobSpec, QueueSpec, TaskSpec, Workload, sort_jobs
+from pumice.sim.workload import GPU, JobSpec, Outcome, QueueSpec, TaskSpec, Workload, sort_jobs
 
 GiB = float(2**30)
 DAY = 86400.0
@@ -147,7 +148,9 @@ def queue_names(n: int) -> list[str]:
     return names
 
 
-def _choice(rng: np.random.Generator, values, weights, size: int) -> np.ndarray:
+def _choice(
+    rng: np.random.Generator, values: Sequence[float], weights: Sequence[float], size: int
+) -> np.ndarray:
     p = np.asarray(weights, dtype=float)
     return np.asarray(values)[rng.choice(len(p), size=size, p=p / p.sum())]
 
@@ -199,7 +202,7 @@ def _inverse_cdf(p: np.ndarray, u: np.ndarray) -> np.ndarray:
     return np.searchsorted(cdf, u, side="right")
 
 
-def _diurnal_times(rng: np.random.Generator, n: int, horizon: float, c: Calibration):
+def _diurnal_times(rng: np.random.Generator, n: int, horizon: float, c: Calibration) -> np.ndarray:
     """``n`` arrival times on ``[0, horizon)`` of a Poisson process with a daily cycle
     (given ``n`` events, they are independent draws from the normalized rate)."""
     points = int(min(1_000_000, max(1024, horizon / 60.0)))
@@ -340,7 +343,9 @@ def generate(
     )
 
 
-def _queues(names: list[str], capacity_gpus: int, gpus_per_node: int, max_gang: int):
+def _queues(
+    names: list[str], capacity_gpus: int, gpus_per_node: int, max_gang: int
+) -> tuple[QueueSpec, ...]:
     """Zipf-weighted queues; the last quarter capped at half the cluster's GPUs (never
     below the largest gang, so every job can run in its queue)."""
     n = len(names)
@@ -356,26 +361,26 @@ def _queues(names: list[str], capacity_gpus: int, gpus_per_node: int, max_gang: 
     )
 
 
-_OUTCOMES = ("succeed", "fail", "cancel")
+_OUTCOMES: tuple[Outcome, ...] = ("succeed", "fail", "cancel")
 
 
 def _build_jobs(
     *,
-    arrival,
-    duration,
-    outcome,
-    end_fraction,
-    sub_of_job,
-    queue,
-    pc,
-    pods,
-    gpus_per_pod,
-    cpu_per_gpu,
-    mem_per_gpu,
-    ps_replicas,
-    ps_cpu,
-    ps_mem,
-    elastic,
+    arrival: np.ndarray,
+    duration: np.ndarray,
+    outcome: np.ndarray,
+    end_fraction: np.ndarray,
+    sub_of_job: np.ndarray,
+    queue: list[str],
+    pc: list[str],
+    pods: np.ndarray,
+    gpus_per_pod: np.ndarray,
+    cpu_per_gpu: np.ndarray,
+    mem_per_gpu: np.ndarray,
+    ps_replicas: np.ndarray,
+    ps_cpu: np.ndarray,
+    ps_mem: np.ndarray,
+    elastic: np.ndarray,
 ) -> tuple[JobSpec, ...]:
     """Turn the per-job arrays into JobSpecs, numbered in arrival order.
 
@@ -439,7 +444,7 @@ def _build_jobs(
                 tasks=tuple(tasks),
                 min_available=min_available,
                 priority_class=pc[s],
-                outcome=_OUTCOMES[outcome_l[j]],  # type: ignore[arg-type]
+                outcome=_OUTCOMES[outcome_l[j]],
                 end_fraction=end_l[j],
             )
         )

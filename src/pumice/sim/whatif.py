@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import csv
 import html
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +116,8 @@ def comparison_rows(results: Sequence[SimResult]) -> list[tuple[str, list[Any]]]
     """(metric, [value per configuration]) rows, in the order the page shows them."""
     rows: list[tuple[str, list[Any]]] = []
 
-    def add(label: str, fn) -> None:
+    # (``fn`` takes a run's summary; the lambdas' other parameters hold loop values)
+    def add(label: str, fn: Callable[..., Any]) -> None:
         rows.append((label, [fn(r.summary) for r in results]))
 
     for key in ("wait", "completion"):

@@ -41,7 +41,7 @@ from pumice.sim.traces import (
     read_rows,
     require_float,
 )
-from pumice.sim.workload import GPU, JobSpec, TaskSpec, Workload
+from pumice.sim.workload import GPU, JobSpec, Outcome, TaskSpec, Workload
 
 JOB_TABLE = "pai_job_table.csv"
 TASK_TABLE = "pai_task_table.csv"
@@ -58,7 +58,7 @@ TASK_COLUMNS = (
     "plan_gpu",
     "gpu_type",
 )
-OUTCOMES = {"Terminated": "succeed", "Failed": "fail"}
+OUTCOMES: dict[str, Outcome] = {"Terminated": "succeed", "Failed": "fail"}
 UNFINISHED = ("Running", "Waiting")
 GiB = 2**30
 
@@ -68,7 +68,7 @@ class _Job:
     name: str
     raw_name: str
     user: str
-    outcome: str
+    outcome: Outcome
     start: float
     end: float
     where: str
@@ -128,7 +128,7 @@ def load(path_or_dir: str, *, limit: int | None = None, max_queues: int = 16) ->
                 duration=j.end - run_start,
                 tasks=tuple(j.tasks),
                 min_available=replicas,
-                outcome=j.outcome,  # type: ignore[arg-type]
+                outcome=j.outcome,
             )
         )
     return finish(out, mapper.queues(), skips)

@@ -40,7 +40,7 @@ from pumice.sim.traces import (
     read_rows,
     require_float,
 )
-from pumice.sim.workload import GPU, JobSpec, QueueSpec, TaskSpec, Workload
+from pumice.sim.workload import GPU, JobSpec, Outcome, QueueSpec, TaskSpec, Workload
 
 POD_FILES = ("openb_pod_list_default.csv", "openb_pod_list.csv")
 NODE_FILES = ("openb_node_list_gpu_node.csv", "openb_node_list_all_node.csv")
@@ -60,7 +60,12 @@ POD_COLUMNS = (
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 QOS_CLASSES = {"LS": ("ls", 1000), "Burstable": ("burstable", 100), "BE": ("be", 10)}
 CLASS_VALUES = dict(QOS_CLASSES.values())
-PHASES = {"Failed": "fail", "Succeeded": "succeed", "Running": "succeed", "Pending": "succeed"}
+PHASES: dict[str, Outcome] = {
+    "Failed": "fail",
+    "Succeeded": "succeed",
+    "Running": "succeed",
+    "Pending": "succeed",
+}
 MiB = 2**20
 
 
@@ -149,7 +154,7 @@ def _pod(row: dict[str, str], queue: str, namespace: str) -> tuple[float, str, J
         tasks=(TaskSpec("task", 1, requests),),
         min_available=1,
         priority_class=pc,
-        outcome=PHASES[phase],  # type: ignore[arg-type]
+        outcome=PHASES[phase],
     )
     return created, raw, job, pc
 

@@ -37,10 +37,10 @@ from typing import Any
 from pumice.documents import load_json
 from pumice.errors import InputError
 from pumice.sim.traces import QueueMapper, SkipLog, find_file, finish, k8s_name
-from pumice.sim.workload import GPU, JobSpec, TaskSpec, Workload
+from pumice.sim.workload import GPU, JobSpec, Outcome, TaskSpec, Workload
 
 JOB_LOG_FILES = ("cluster_job_log", "cluster_job_log.json")
-OUTCOMES = {"Pass": "succeed", "Killed": "cancel", "Failed": "fail"}
+OUTCOMES: dict[str, Outcome] = {"Pass": "succeed", "Killed": "cancel", "Failed": "fail"}
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 GiB = 2**30
 _EPOCH = datetime(1970, 1, 1)
@@ -82,7 +82,7 @@ def load(
     if not isinstance(data, list):
         raise InputError("expected a JSON array of jobs", file=str(path))
     skips = SkipLog()
-    parsed: list[tuple[float, str, str, str, float, int, str]] = []
+    parsed: list[tuple[float, str, str, Outcome, float, int, str]] = []
     seen: set[str] = set()
     for i, entry in enumerate(data):
         jobid = entry.get("jobid") if isinstance(entry, Mapping) else None
@@ -114,13 +114,13 @@ def load(
                 duration=duration,
                 tasks=tasks,
                 min_available=sum(t.replicas for t in tasks),
-                outcome=outcome,  # type: ignore[arg-type]
+                outcome=outcome,
             )
         )
     return finish(jobs, mapper.queues(), skips)
 
 
-def _job(entry: Any) -> tuple[float, str, str, str, float, int]:
+def _job(entry: Any) -> tuple[float, str, str, Outcome, float, int]:
     """(submitted, name, vc, outcome, duration, gpus) of one job, or ValueError."""
     if not isinstance(entry, Mapping):
         raise ValueError("not a JSON object")
