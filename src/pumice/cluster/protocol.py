@@ -140,13 +140,23 @@ class BindWrites(Protocol):
     ``claimRef`` is set to it), ``provision`` (claim key -> the node named in its
     ``volume.kubernetes.io/selected-node``), ``claims`` (ResourceClaim key -> its
     ``status.allocation``), ``annotations`` (merged into the pod's), and ``timeout``:
-    how long the bind may wait for the volumes to be bound."""
+    how long the bind may wait for the volumes to be bound. (Read only here: what
+    writes them may hold them in dicts.)"""
 
-    volumes: Mapping[str, str]
-    provision: Mapping[str, str]
-    claims: Mapping[str, Mapping[str, Any]]
-    annotations: Mapping[str, str]
-    timeout: float
+    @property
+    def volumes(self) -> Mapping[str, str]: ...
+
+    @property
+    def provision(self) -> Mapping[str, str]: ...
+
+    @property
+    def claims(self) -> Mapping[str, Mapping[str, Any]]: ...
+
+    @property
+    def annotations(self) -> Mapping[str, str]: ...
+
+    @property
+    def timeout(self) -> float: ...
 
 
 class Watch(Protocol):

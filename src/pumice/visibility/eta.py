@@ -84,7 +84,7 @@ def forecast_info(forecast: Forecast, now: float) -> dict[str, Any]:
 
 
 def run_forecast(
-    objects: list[Mapping[str, Any]],
+    objects: Iterable[Mapping[str, Any]],
     config: Any,
     now: float,
     *,
