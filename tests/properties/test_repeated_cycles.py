@@ -32,7 +32,7 @@ from pumice.cache.cache import SchedulerCache
 from pumice.cluster.memory import MemoryCluster
 from pumice.conf.config import parse_config
 from pumice.framework.decisions import Decisions
-from pumice.framework.extensions import load_registries
+from pumice.extensions import load_registries
 from pumice.run.metrics import CycleRecord
 from pumice.scheduler import Scheduler
 
