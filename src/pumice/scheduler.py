@@ -22,8 +22,8 @@ from pumice.api.snapshot import Snapshot
 from pumice.conf.check import Known
 from pumice.conf.config import SchedulerConfig, load_config, parse_config
 from pumice.errors import InputError, shown
-from pumice.framework.decisions import Decisions
 from pumice.extensions import load_registries
+from pumice.framework.decisions import Decisions
 from pumice.framework.plugin import Registry
 from pumice.framework.session import (
     CycleObserver,
