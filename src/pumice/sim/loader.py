@@ -27,12 +27,12 @@ from pumice.sim.workload import Workload
 from pumice.sim.workload_assembly import assemble_workload
 from pumice.sim.workload_declarations import Declarations
 
-# --------------------------------------------------------------------------- input paths
-
 _EXTENSIONS = (".yaml", ".yml", ".json")
 
 
 def _expand(paths: Sequence[str]) -> Iterator[Path]:
+    """The files ``paths`` name: a file as it is; a directory's YAML and JSON files,
+    searched recursively, in sorted order; a path that does not exist is refused."""
     for p in paths:
         path = Path(p)
         if path.is_dir():
