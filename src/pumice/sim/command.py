@@ -611,7 +611,8 @@ def run(args: argparse.Namespace) -> int:
     from pumice.scheduler import Scheduler
     from pumice.sim import gpu_sharing
     from pumice.sim.engine import SimOptions, node_allocatable
-    from pumice.sim.report import prepare_out, summary_rows
+    from pumice.sim.report_folder import prepare_out
+    from pumice.sim.summary_text import summary_rows
     from pumice.sim.whatif import config_names, has_topology, topology_rows, write_comparison
 
     if args.period <= 0:
@@ -802,7 +803,7 @@ def run(args: argparse.Namespace) -> int:
             )
         print(f"report: {page}")
     else:
-        from pumice.sim.report import UTILIZATION_NOTE, minutes, utilization_rows
+        from pumice.sim.summary_text import UTILIZATION_NOTE, minutes, utilization_rows
 
         run_all: dict[str, Any] = {"workers": workers}
         if address is not None:
