@@ -14,6 +14,7 @@ synthetic package and prove that it does report what it should.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,15 +34,26 @@ class Import:
     names: tuple[str, ...]
 
 
-def module_names(root: Path, package: str) -> dict[str, Path]:
+@dataclass(frozen=True, slots=True)
+class Module:
+    """One parsed source file: ``where`` is its path as messages show it."""
+
+    where: Path
+    is_package: bool
+    tree: ast.Module
+
+
+def parse(root: Path, package: str) -> dict[str, Module]:
     """Every module of ``package`` under ``root`` by dotted name; a package's ``__init__.py``
     is the package's own name."""
-    modules: dict[str, Path] = {}
+    modules: dict[str, Module] = {}
     for path in sorted((root / package).rglob("*.py")):
         parts = list(path.relative_to(root).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
-        modules[".".join(parts)] = path
+        tree = ast.parse(path.read_text(), filename=str(path))
+        where = path.relative_to(root.parent)
+        modules[".".join(parts)] = Module(where, path.name == "__init__.py", tree)
     return modules
 
 
@@ -80,27 +92,23 @@ def _base(module: str, is_package: bool, node: ast.ImportFrom) -> str:
     return ".".join(parts)
 
 
-def imports(root: Path, package: str) -> list[Import]:
+def imports(modules: dict[str, Module], package: str) -> list[Import]:
     """Every runtime import from one module of ``package`` to another (or to itself).
 
     ``import p.x.y`` depends on ``p.x.y``; ``from p.x import y`` on ``p.x.y`` when that is a
     module, else on ``p.x``. A package's ``__init__`` is a dependency only when an import
     names the package itself.
     """
-    modules = module_names(root, package)
     found: list[Import] = []
-    for module, path in modules.items():
-        tree = ast.parse(path.read_text(), filename=str(path))
-        rel = path.relative_to(root.parent)
-        is_package = path.name == "__init__.py"
-        for node in _runtime_imports(tree):
-            where = f"{rel}:{node.lineno}"
+    for module, parsed in modules.items():
+        for node in _runtime_imports(parsed.tree):
+            where = f"{parsed.where}:{node.lineno}"
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.name in modules:
                         found.append(Import(module, alias.name, where, ()))
                 continue
-            base = _base(module, is_package, node)
+            base = _base(module, parsed.is_package, node)
             if base != package and not base.startswith(package + "."):
                 continue
             plain: list[str] = []
@@ -215,27 +223,23 @@ def _dotted(node: ast.expr) -> str | None:
     return None
 
 
-def private_attributes(root: Path, package: str) -> list[str]:
-    """Every ``module._name`` read through an imported module of ``package`` (the same
-    reach into another module as importing the name)."""
-    modules = module_names(root, package)
+def private_attributes(modules: dict[str, Module]) -> list[str]:
+    """Every ``module._name`` read through an imported module (the same reach into
+    another module as importing the name)."""
     bad: list[str] = []
-    for module, path in modules.items():
-        tree = ast.parse(path.read_text(), filename=str(path))
-        rel = path.relative_to(root.parent)
-        is_package = path.name == "__init__.py"
+    for module, parsed in modules.items():
         bound: dict[str, str] = {}  # local name -> the module it stands for
-        for node in _runtime_imports(tree):
+        for node in _runtime_imports(parsed.tree):
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.asname and alias.name in modules:
                         bound[alias.asname] = alias.name
                 continue
-            base = _base(module, is_package, node)
+            base = _base(module, parsed.is_package, node)
             for alias in node.names:
                 if f"{base}.{alias.name}" in modules:
                     bound[alias.asname or alias.name] = f"{base}.{alias.name}"
-        for node in ast.walk(tree):
+        for node in ast.walk(parsed.tree):
             if not isinstance(node, ast.Attribute) or not node.attr.startswith("_"):
                 continue
             if node.attr.startswith("__"):
@@ -247,19 +251,35 @@ def private_attributes(root: Path, package: str) -> list[str]:
             target = bound.get(first, first)
             target = f"{target}.{rest}" if rest else target
             if target in modules and target != module:
-                bad.append(f"{rel}:{node.lineno}: {module} reads {node.attr} of {target}")
+                bad.append(f"{parsed.where}:{node.lineno}: {module} reads {node.attr} of {target}")
     return sorted(bad)
 
 
+@functools.cache
+def pumice() -> dict[str, Module]:
+    """pumice's own modules, parsed once for all the tests."""
+    return parse(SRC, PACKAGE)
+
+
 def test_no_import_circles() -> None:
-    found = imports(SRC, PACKAGE)
+    found = imports(pumice(), PACKAGE)
     assert found, "no pumice imports found: the check is not looking at the source"
     circles = cycles(found)
     assert not circles, "import circles in pumice:\n" + "\n".join(circles)
 
 
+def test_nothing_imports_the_command_line() -> None:
+    """``pumice.cli`` is the top: it wires every command, so a module importing it would
+    depend on all of them (what a mode needs from the command line is passed in)."""
+    users = [
+        f"{i.where}: {i.source}" for i in imports(pumice(), PACKAGE) if i.target == "pumice.cli"
+    ]
+    assert not users, "pumice.cli imported by:\n" + "\n".join(users)
+
+
 def test_no_private_names_across_modules() -> None:
-    bad = private_imports(imports(SRC, PACKAGE)) + private_attributes(SRC, PACKAGE)
+    modules = pumice()
+    bad = private_imports(imports(modules, PACKAGE)) + private_attributes(modules)
     assert not bad, "private names taken from another module:\n" + "\n".join(bad)
 
 
@@ -278,7 +298,8 @@ def test_the_check_reports_a_circle_and_a_private_import(tmp_path: Path) -> None
     (pkg / "d.py").write_text("import pkg.c\n")
     (pkg / "sub" / "e.py").write_text("from ..d import x\n")
     (pkg / "f.py").write_text("from pkg import b\nimport pkg.c as c\nb._helper, c.__name__\n")
-    found = imports(tmp_path, "pkg")
+    modules = parse(tmp_path, "pkg")
+    found = imports(modules, "pkg")
     circles = cycles(found)
     # a <-> b (b's import is lazy but counts); c -> sub.e -> d -> c (relative import resolved)
     assert len(circles) == 2, circles
@@ -288,8 +309,8 @@ def test_the_check_reports_a_circle_and_a_private_import(tmp_path: Path) -> None
     assert "pkg/sub/e.py:1" in ring
     # a type-only import is not an edge: dropping d -> c breaks the second circle
     (pkg / "d.py").write_text("")
-    assert len(cycles(imports(tmp_path, "pkg"))) == 1
+    assert len(cycles(imports(parse(tmp_path, "pkg"), "pkg"))) == 1
     bad = private_imports(found)
     assert len(bad) == 1 and bad[0].endswith("pkg/a.py:1: pkg.a imports _helper from pkg.b"), bad
-    read = private_attributes(tmp_path, "pkg")
+    read = private_attributes(modules)
     assert len(read) == 1 and read[0].endswith("pkg/f.py:3: pkg.f reads _helper of pkg.b"), read
