@@ -23,6 +23,7 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests
 	$(VENV)/bin/ruff format --check src tests
+	$(VENV)/bin/python -m pytest -q -n 0 tests/test_import_graph.py
 
 # Benchmarks of the scheduling core (see docs/performance.md); BENCH=... picks scenarios.
 BENCH ?=

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pumice import __version__
+from pumice.cli_args import add_plugins_dir
 from pumice.errors import InputError, one_line, shown
 
 if TYPE_CHECKING:
@@ -147,17 +148,6 @@ def _cmd_explain_config(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_plugins_dir(parser: argparse.ArgumentParser) -> None:
-    """``--plugins-dir DIR``, which every mode takes (the value goes to
-    :meth:`Scheduler.from_file <pumice.scheduler.Scheduler.from_file>`)."""
-    parser.add_argument(
-        "--plugins-dir",
-        metavar="DIR",
-        help="also load the plugins and actions listed by the *.py modules in DIR "
-        "(see docs/plugins.md)",
-    )
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="pumice",
@@ -288,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_pending_parser(add_queue_parser(sub))
     from pumice.fuzz.command import add_parser as add_fuzz
 
-    add_fuzz(sub)
+    add_fuzz(sub, main)
     return p
 
 

@@ -26,7 +26,7 @@ import time
 import urllib.request
 from typing import Any
 
-from pumice.bench.runner import percentile
+from pumice.bench.measure import percentile
 from pumice.cache.build import SourcedObject, build_snapshot
 from pumice.cache.cache import SchedulerCache
 from pumice.cluster.memory import MemoryCluster
