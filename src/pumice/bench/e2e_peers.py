@@ -27,6 +27,7 @@ from pathlib import Path
 
 from pumice.documents import read_file
 from pumice.errors import InputError
+from pumice.sandbox.apply import DEPLOY
 
 #: kube-scheduler's configuration: only the client's rate is raised.
 KUBE_SCHEDULER_CONFIG = """\
@@ -42,7 +43,6 @@ leaderElection:
 
 QPS = "5000"
 #: The source tree this module is in (its ``deploy/`` holds pumice's CRDs).
-REPO = Path(__file__).resolve().parents[3]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +88,7 @@ def crd_files(peer: Peer, k8s_dir: Path) -> list[Path]:
     CRDs) when this is a source tree that has them, else Volcano's (the same API)."""
     volcano = sorted((k8s_dir / "volcano-1.7" / "crds").glob("*.yaml"))
     if peer.crds == "pumice":
-        return [p for p in sorted((REPO / "deploy").glob("*.y*ml")) if _only_crds(p)] or volcano
+        return [p for p in sorted(DEPLOY.glob("*.y*ml")) if _only_crds(p)] or volcano
     return volcano if peer.crds == "volcano" else []
 
 
