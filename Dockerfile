@@ -9,6 +9,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY src ./src
+# (src/pumice/deploy links to deploy/: the CRDs ship inside the package)
+COPY deploy ./deploy
 RUN pip install . && rm -rf /src
 
 WORKDIR /

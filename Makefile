@@ -26,6 +26,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests
 	$(VENV)/bin/ruff format --check src tests
 	$(VENV)/bin/mypy
+	$(VENV)/bin/python -m pytest -q -n 0 tests/test_import_graph.py
 
 # Benchmarks of the scheduling core (see docs/performance.md); BENCH=... picks scenarios.
 BENCH ?=

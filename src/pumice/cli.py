@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pumice import __version__
+from pumice.cli_args import add_plugins_dir
 from pumice.errors import InputError, one_line, shown
 
 if TYPE_CHECKING:
@@ -54,6 +55,10 @@ def _cmd_cycle(args: argparse.Namespace) -> int:
         print(one_line(f"pumice: note: {note}"), file=sys.stderr)
     for note in decisions.notes:
         print(one_line(f"pumice: note: {note}"), file=sys.stderr)
+    if args.format != "table":  # (the table lists them itself)
+        for name, why in decisions.skipped.items():
+            note = f"{name} skipped, as pumice run skips it: {why}"
+            print(one_line(f"pumice: note: {note}"), file=sys.stderr)
     if args.format == "table":
         print_table(decisions)
         if eta is not None:
@@ -145,17 +150,6 @@ def _cmd_explain_config(args: argparse.Namespace) -> int:
     else:
         print_text(exp)
     return 0
-
-
-def add_plugins_dir(parser: argparse.ArgumentParser) -> None:
-    """``--plugins-dir DIR``, which every mode takes (the value goes to
-    :meth:`Scheduler.from_file <pumice.scheduler.Scheduler.from_file>`)."""
-    parser.add_argument(
-        "--plugins-dir",
-        metavar="DIR",
-        help="also load the plugins and actions listed by the *.py modules in DIR "
-        "(see docs/plugins.md)",
-    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -288,7 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_pending_parser(add_queue_parser(sub))
     from pumice.fuzz.command import add_parser as add_fuzz
 
-    add_fuzz(sub)
+    add_fuzz(sub, main)
     return p
 
 

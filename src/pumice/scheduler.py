@@ -22,8 +22,8 @@ from pumice.api.snapshot import Snapshot
 from pumice.conf.check import Known
 from pumice.conf.config import SchedulerConfig, load_config, parse_config
 from pumice.errors import InputError, shown
+from pumice.extensions import load_registries
 from pumice.framework.decisions import Decisions
-from pumice.framework.extensions import load_registries
 from pumice.framework.plugin import Registry
 from pumice.framework.session import (
     CycleObserver,
@@ -98,7 +98,7 @@ class Scheduler:
         default when None), checked against pumice's plugins and actions, those that
         installed packages register (entry points ``pumice.plugins``,
         ``pumice.actions``) and those the modules of ``plugins_dir`` list (see
-        :func:`pumice.framework.extensions.load_registries`). InputError if the
+        :func:`pumice.extensions.load_registries`). InputError if the
         configuration or an extension is bad; nothing has run then. What pumice does
         not implement of Volcano's is skipped, and said in ``config.warnings``."""
         plugins, actions = load_registries(plugins_dir)
@@ -118,7 +118,7 @@ class Scheduler:
         against these registries.
 
         Without registries, pumice's own plugins and actions only (no extensions: use
-        :meth:`from_file` or :func:`~pumice.framework.extensions.load_registries`)."""
+        :meth:`from_file` or :func:`~pumice.extensions.load_registries`)."""
         plugins = plugins or default_plugins()
         actions = actions or default_actions()
         if not config.checked and config.document is not None:

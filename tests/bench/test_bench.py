@@ -8,8 +8,9 @@ from collections import Counter
 import pytest
 
 from pumice.bench import scenarios
-from pumice.bench.runner import Result, check_decisions, run_scenario
+from pumice.bench.runner import Result, run_scenario
 from pumice.bench.scenarios import SCENARIOS, Scenario, resolve
+from pumice.bench.validity import check_decisions
 from pumice.cli import main
 from pumice.framework.decisions import Decisions
 from pumice.scheduler import Scheduler

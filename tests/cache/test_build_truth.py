@@ -4,11 +4,14 @@ skipped (as `pumice run` skips it) rather than failing the replay."""
 
 from __future__ import annotations
 
+import orjson
 import pytest
+import yaml
 from tests.kit import node, pod, podgroup, queue
 
 from pumice.cache.build import SourcedObject, build_snapshot
 from pumice.cache.cache import SchedulerCache
+from pumice.cli import main
 from pumice.cluster.memory import MemoryCluster
 from pumice.errors import InputError
 from pumice.scheduler import Scheduler
@@ -44,9 +47,25 @@ def test_an_invalid_object_from_a_cluster_is_skipped_and_said() -> None:
     assert "spec.minMember" in snap.skipped["PodGroup default/neg"]
     assert "is invalid" in snap.blocked["default/neg"]
     assert "does not exist" not in snap.blocked["default/neg"]
-    assert any("PodGroup default/neg skipped" in n for n in snap.notes)
     decisions = Scheduler.from_file(None).cycle(snap)
     assert "PodGroup default/neg" in decisions.to_json()["skipped"]
+
+
+@pytest.mark.parametrize("fmt", ["json", "table"])
+def test_pumice_cycle_says_a_skipped_object_once(fmt: str, tmp_path, capsys) -> None:
+    """With JSON output the skipped object is a note on stderr (and a ``skipped`` key);
+    the table lists it in its own section instead of repeating it as a note."""
+    bad = _served(podgroup("neg", min_member=-1))
+    path = tmp_path / "snap.yaml"
+    path.write_text(yaml.safe_dump_all([queue(), node("n1"), bad, pod("neg-0", group="neg")]))
+    assert main(["cycle", str(path), "--format", fmt]) == 0
+    out, err = capsys.readouterr()
+    if fmt == "json":
+        assert "PodGroup default/neg" in orjson.loads(out)["skipped"]
+        assert err.count("PodGroup default/neg skipped, as pumice run skips it") == 1
+    else:
+        assert "Skipped: objects pumice cannot read (1)" in out
+        assert "PodGroup default/neg" not in err
 
 
 def test_a_queue_loop_from_a_cluster_leaves_the_queues_out() -> None:

@@ -17,7 +17,7 @@ from pumice.cluster.kube_client import MERGE_PATCH, RESOURCES, KubeClient, Resou
 from pumice.controllers import cli
 
 if TYPE_CHECKING:
-    from pumice.controllers.command import ControllerLoop
+    from pumice.controllers.loop import ControllerLoop
 
 pytestmark = pytest.mark.k8s
 
@@ -403,8 +403,8 @@ def test_a_cluster_without_the_job_crd_is_exit_1_saying_so(api, capsys, monkeypa
 @pytest.fixture
 def controllers(api: tuple[KubeClient, str]) -> Iterator[ControllerLoop]:
     """pumice's Job and Queue controllers on a thread, on the `api` cluster."""
-    from pumice.controllers.command import ControllerLoop
     from pumice.controllers.kube_store import KubeStore
+    from pumice.controllers.loop import ControllerLoop
 
     _, kubeconfig = api
     loop = ControllerLoop(KubeStore(KubeClient.from_config(kubeconfig)), ("job", "queue"), idle=0.1)

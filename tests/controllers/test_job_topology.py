@@ -18,8 +18,8 @@ from tests.run import kube_kit as k
 from pumice.api.parse import parse_podgroup
 from pumice.api.topology_spec import sub_group_of
 from pumice.cluster.kube_client import MERGE_PATCH, RESOURCES, KubeClient
-from pumice.controllers.command import ControllerLoop
 from pumice.controllers.kube_store import KubeStore
+from pumice.controllers.loop import ControllerLoop
 from pumice.sandbox import ControlPlane
 
 PARTITION = "volcano.sh/partition-id"

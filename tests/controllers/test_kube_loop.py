@@ -14,8 +14,8 @@ from tests.run import kube_kit as k
 from pumice.cluster.kube_client import MERGE_PATCH, RESOURCES, KubeClient
 from pumice.cluster.protocol import DELETED, WatchEvent
 from pumice.controllers import registry
-from pumice.controllers.command import ControllerLoop
 from pumice.controllers.kube_store import KubeStore
+from pumice.controllers.loop import ControllerLoop
 from pumice.run.runner import RunOptions
 from pumice.sandbox import ControlPlane
 

@@ -15,8 +15,8 @@ from tests.run import kube_kit as k
 
 from pumice.cluster.kube_client import KubeClient
 from pumice.controllers import registry
-from pumice.controllers.command import ControllerLoop
 from pumice.controllers.kube_store import KubeStore
+from pumice.controllers.loop import ControllerLoop
 from pumice.run.runner import RunOptions
 from pumice.sandbox import ControlPlane, service_account
 from pumice.sandbox.apply import apply

@@ -215,3 +215,48 @@ def test_the_endpoint_benchmark_serves_estimates_and_prints_its_figures(capsys) 
     out = capsys.readouterr().out
     assert out.startswith("4 nodes, ") and "6 waiting jobs" in out
     assert "estimates served" in out and "auto: 4 nodes" in out
+
+
+def test_the_forecast_runs_in_a_child_process_and_its_result_comes_back() -> None:
+    """The scheduler's process does not compute the forecast (it would hold the
+    interpreter's lock against the cycles): a child does, and its result, estimates
+    and all, is what the endpoint then serves."""
+    import os
+
+    clock, later = Clock(0.0), Later()
+    bg = BackgroundForecast(max_age=60.0, clock=clock, spawn=later)
+
+    def where() -> Forecast:
+        return Forecast({}, 5.0, 1.0, f"pid {os.getpid()}", 3600.0, seconds=0.25)
+
+    bg.latest()
+    bg.between_cycles(lambda: where)
+    later.run()
+    got = bg.latest()[0]
+    assert got is not None and got.error is None
+    assert got.step_reason.startswith("pid ") and got.step_reason != f"pid {os.getpid()}"
+    assert (got.computed_at, got.seconds) == (5.0, 0.25)
+
+
+def test_a_forecast_process_that_dies_is_said_and_the_scheduler_goes_on() -> None:
+    """A child killed mid-forecast (out of memory, say) leaves an error naming how it
+    ended; the next request asks for a new forecast once the error is older than
+    max_age."""
+    import os
+    import signal
+
+    clock, later = Clock(0.0), Later()
+    bg = BackgroundForecast(max_age=60.0, clock=clock, spawn=later)
+
+    def killed() -> Forecast:
+        os.kill(os.getpid(), signal.SIGKILL)
+        raise AssertionError("unreachable")
+
+    bg.latest()
+    bg.between_cycles(lambda: killed)
+    later.run()
+    got, computing = bg.latest()
+    assert got is not None and not got.estimates and not computing
+    assert got.error == "the forecast's process ended without a result (killed by signal 9)"
+    clock.t = 61.0
+    assert bg.latest()[1] is True

@@ -31,8 +31,8 @@ from pumice.actions import enqueue
 from pumice.cache.cache import SchedulerCache
 from pumice.cluster.memory import MemoryCluster
 from pumice.conf.config import parse_config
+from pumice.extensions import load_registries
 from pumice.framework.decisions import Decisions
-from pumice.framework.extensions import load_registries
 from pumice.run.metrics import CycleRecord
 from pumice.scheduler import Scheduler
 

@@ -4,12 +4,18 @@ a runner on a thread."""
 from __future__ import annotations
 
 import contextlib
+import socket
+import subprocess
+import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import yaml
 
 from pumice.cluster.kube_client import MERGE_PATCH, RESOURCES, KubeClient
@@ -199,3 +205,39 @@ def running(
         runner.stop.set()
         thread.join(20)
         assert not thread.is_alive(), "the runner did not stop"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def get_json(url: str) -> tuple[int, Any]:
+    """(status, the decoded JSON body) of a GET; an error's body as text; (0, "") when
+    nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.status, orjson.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+    except OSError:
+        return 0, ""
+
+
+@contextlib.contextmanager
+def pumice_run(kubeconfig: str, *args: str) -> Iterator[str]:
+    """``pumice run`` in a child process on ``kubeconfig`` (a 200 ms period, ``args``
+    added), its metrics address's URL; terminated on the way out."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pumice.cli", "run", "--kubeconfig", kubeconfig,
+         "--schedule-period", "200ms", "--metrics-address", f"127.0.0.1:{port}", *args],
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(20)

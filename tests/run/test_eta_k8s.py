@@ -4,12 +4,7 @@ pending --eta` (a forecast run here, or the running scheduler's), the endpoint's
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,22 +19,6 @@ from pumice.visibility.eta import RunForecast
 pytestmark = pytest.mark.k8s
 
 PATH = "/apis/visibility/v1/queues/default/pendingjobs"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def get(url: str) -> tuple[int, Any]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            return resp.status, orjson.loads(resp.read())
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode()
-    except OSError:
-        return 0, ""
 
 
 def _iso(wall: float) -> str:
@@ -117,25 +96,15 @@ def test_queue_pending_eta_forecasts_here_from_the_clusters_objects(
 @pytest.fixture
 def server(behind_a_deadline: tuple[KubeClient, str]) -> Iterator[str]:
     kubeconfig = behind_a_deadline[1]
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pumice.cli", "run", "--kubeconfig", kubeconfig,
-         "--schedule-period", "200ms", "--metrics-address", f"127.0.0.1:{port}"],
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        url = f"http://127.0.0.1:{port}"
-        k.wait_for("the pending list", lambda: get(url + PATH)[0] == 200, timeout=60)
+    with k.pumice_run(kubeconfig) as url:
+        k.wait_for("the pending list", lambda: k.get_json(url + PATH)[0] == 200, timeout=60)
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(20)
 
 
 def test_the_endpoint_answers_with_the_last_forecast(server: str, capsys) -> None:
     _, body = k.wait_for(
         "the estimates",
-        lambda: (got := get(server + PATH + "?eta=1"))[0] == 200 and got,
+        lambda: (got := k.get_json(server + PATH + "?eta=1"))[0] == 200 and got,
         timeout=60,
     )
     item = _waiter(body["items"])
@@ -145,7 +114,7 @@ def test_the_endpoint_answers_with_the_last_forecast(server: str, capsys) -> Non
     assert info["stepChosen"] == "auto: 1 nodes" and info["cycles"] >= 1
     assert info["ageSeconds"] >= 0 and info["computedAt"].endswith("Z")
     # the same list without ?eta=1 has no estimates
-    plain = get(server + PATH)[1]
+    plain = k.get_json(server + PATH)[1]
     assert "forecast" not in plain and "eta" not in _waiter(plain["items"])
     assert main(["queue", "pending", "--server", server, "--eta", "--format", "json"]) == 0
     asked = orjson.loads(capsys.readouterr().out)

@@ -4,11 +4,6 @@ cycle on the cluster's objects."""
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 
 import orjson
@@ -21,22 +16,6 @@ from pumice.cluster.kube_client import RESOURCES, KubeClient
 pytestmark = pytest.mark.k8s
 
 PATH = "/apis/visibility/v1/queues/default/pendingjobs"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _get(url: str) -> tuple[int, dict | str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            return resp.status, orjson.loads(resp.read())
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode()
-    except OSError:
-        return 0, ""
 
 
 @pytest.fixture
@@ -61,24 +40,15 @@ def backlog(kube: tuple[KubeClient, str]) -> tuple[KubeClient, str]:
 def server(backlog: tuple[KubeClient, str]) -> Iterator[str]:
     """`pumice run` scheduling the backlog, its /metrics address's URL."""
     client, kubeconfig = backlog
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pumice.cli", "run", "--kubeconfig", kubeconfig,
-         "--schedule-period", "200ms", "--metrics-address", f"127.0.0.1:{port}"],
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
+    with k.pumice_run(kubeconfig) as url:
         k.wait_for("the gang bound", lambda: len(k.bound(client)) == 2, timeout=60)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(20)
+        yield url
 
 
 def test_the_endpoint_lists_the_queue_in_the_order_the_scheduler_tries_it(server: str) -> None:
     status, body = k.wait_for(
         "the pending list",
-        lambda: (got := _get(server + PATH))[0] == 200 and len(got[1]["items"]) == 2 and got,
+        lambda: (got := k.get_json(server + PATH))[0] == 200 and len(got[1]["items"]) == 2 and got,
     )
     assert body["source"] == "scheduler" and body["queue"] == "default"
     assert body["total"] == 2 and body["stages"] == {"allocate": 2}
@@ -90,19 +60,19 @@ def test_the_endpoint_lists_the_queue_in_the_order_the_scheduler_tries_it(server
     assert items[0]["priority"] == 1000
     assert "can never fit" in items[0]["reason"] and "cpu 5" in items[0]["reason"]
     # a page, every queue, and what is not there
-    status, page = _get(server + PATH + "?limit=1&offset=1")
+    status, page = k.get_json(server + PATH + "?limit=1&offset=1")
     assert status == 200 and [i["name"] for i in page["items"]] == ["low"]
     assert page["total"] == 2 and page["offset"] == 1
-    status, every = _get(server + "/apis/visibility/v1/pendingjobs")
+    status, every = k.get_json(server + "/apis/visibility/v1/pendingjobs")
     assert status == 200 and [i["name"] for i in every["items"]] == ["high", "low"]
     assert "queue" not in every
-    assert _get(server + "/apis/visibility/v1/queues/nobody/pendingjobs")[1]["total"] == 0
-    assert _get(server + PATH + "?limit=many")[0] == 400
-    assert _get(server + "/apis/visibility/v1/elsewhere")[0] == 404
+    assert k.get_json(server + "/apis/visibility/v1/queues/nobody/pendingjobs")[1]["total"] == 0
+    assert k.get_json(server + PATH + "?limit=many")[0] == 400
+    assert k.get_json(server + "/apis/visibility/v1/elsewhere")[0] == 404
 
 
 def test_queue_pending_asks_the_scheduler(server: str, capsys) -> None:
-    k.wait_for("the pending list", lambda: len(_get(server + PATH)[1]["items"]) == 2)
+    k.wait_for("the pending list", lambda: len(k.get_json(server + PATH)[1]["items"]) == 2)
     assert main(["queue", "pending", "default", "--server", server, "--format", "json"]) == 0
     body = orjson.loads(capsys.readouterr().out)
     assert body["source"] == "scheduler"
@@ -130,7 +100,7 @@ def test_without_a_server_one_cycle_runs_here_and_says_so(
     assert main([*argv, "default"]) == 0
     assert "computed here by one scheduling cycle" in capsys.readouterr().out
     # a server that does not answer: said, then the same here
-    dead = f"http://127.0.0.1:{_free_port()}"
+    dead = f"http://127.0.0.1:{k.free_port()}"
     assert main([*argv, "default", "--server", dead, "--format", "json"]) == 0
     out, err = capsys.readouterr()
     assert "cannot reach the scheduler" in err

@@ -14,7 +14,8 @@ from pumice.scheduler import Scheduler
 from pumice.sim.cluster_spec import node_object
 from pumice.sim.engine import SimOptions, Simulation
 from pumice.sim.loader import load_workload
-from pumice.sim.report import job_rows, summary_rows
+from pumice.sim.report_metrics import job_rows
+from pumice.sim.summary_text import summary_rows
 
 GiB = float(2**30)
 DATA = Path(__file__).resolve().parents[1] / "data" / "jobs"

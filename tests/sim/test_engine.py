@@ -12,7 +12,7 @@ from pumice.framework.slots import SlotMemory
 from pumice.scheduler import Scheduler
 from pumice.sim.cluster_spec import node_object
 from pumice.sim.engine import SimOptions, Simulation, simulate
-from pumice.sim.report import metrics_document
+from pumice.sim.report_metrics import metrics_document
 from pumice.sim.synthetic import generate
 from pumice.sim.workload import GPU, JobSpec, QueueSpec, TaskSpec, Workload
 

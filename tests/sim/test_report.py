@@ -9,7 +9,9 @@ import pytest
 from pumice.scheduler import Scheduler
 from pumice.sim.cluster_spec import node_object
 from pumice.sim.engine import simulate
-from pumice.sim.report import PLOTS, summary_rows, write_report
+from pumice.sim.report import write_report
+from pumice.sim.report_plots import PLOTS
+from pumice.sim.summary_text import summary_rows
 from pumice.sim.synthetic import generate
 from pumice.sim.whatif import config_names, write_comparison
 from pumice.sim.workload import GPU

@@ -4,7 +4,7 @@ and refuses to write into a folder of someone else's."""
 from __future__ import annotations
 
 from pumice.cli import main
-from pumice.sim.report import MARKER, is_report, prepare_out
+from pumice.sim.report_folder import MARKER, is_report, prepare_out
 
 SMALL = ["--jobs", "25", "--nodes", "4", "--no-progress"]
 CONF = 'actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n'

@@ -6,7 +6,8 @@ import pytest
 
 from pumice.sim.engine import SimResult
 from pumice.sim.metrics import Metrics
-from pumice.sim.report import HOUR, active_hours, plot_report
+from pumice.sim.report_plots import active_hours, plot_report
+from pumice.sim.summary_text import HOUR
 from pumice.sim.workload import GPU, QueueSpec, Workload
 
 

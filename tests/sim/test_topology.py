@@ -17,7 +17,7 @@ from pumice.sim.cluster_spec import default_cluster, load_cluster_spec, node_obj
 from pumice.sim.engine import SimOptions, simulate
 from pumice.sim.loader import load_workload
 from pumice.sim.objects import job_objects, to_compact, volcano_job
-from pumice.sim.report import job_rows
+from pumice.sim.report_metrics import job_rows
 from pumice.sim.topology import Slowdown, TreeShape, hypernode_objects
 from pumice.sim.workload import GPU, JobSpec, QueueSpec, TaskSpec, Workload
 

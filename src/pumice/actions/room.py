@@ -44,7 +44,7 @@ from pumice.api.queue import QueueInfo
 from pumice.api.task import TaskInfo
 from pumice.api.verdicts import TASK_SHAPES
 from pumice.framework.fastpath import FastPath, for_session, shape_key
-from pumice.framework.limits import GENERIC_LIMIT
+from pumice.framework.limits import GENERIC_LIMIT, QueueRefusal
 from pumice.framework.session import Session
 from pumice.framework.slots import SlotView
 
@@ -196,14 +196,16 @@ def _walk(
     return job.verdicts.keep(_WALK, stamp, (through, refused, unplaced))
 
 
-def queue_refusal(queue: QueueInfo, task: TaskInfo, nodes: NodeTable | None = None) -> str:
+def queue_refusal(queue: QueueInfo, task: TaskInfo, nodes: NodeTable | None = None) -> QueueRefusal:
     """The note a job gets when ``allocatable`` refuses one of its tasks (naming the
     nodes the session leaves out, which count in no share)."""
     if not queue.is_open():
-        return f"queue {queue.name} cannot take task {task.name} now: the queue is not open"
+        return QueueRefusal(
+            f"queue {queue.name} cannot take task {task.name} now: the queue is not open"
+        )
     text = f"queue {queue.name} cannot take task {task.name} now: it would exceed {GENERIC_LIMIT}"
     left = nodes.left_out_summary() if nodes is not None else ""
-    return f"{text} (the cluster's total leaves out {left})" if left else text
+    return QueueRefusal(f"{text} (the cluster's total leaves out {left})" if left else text)
 
 
 def _queue_takes(ssn: Session, queue: QueueInfo, task: TaskInfo, limit: int) -> int | None:

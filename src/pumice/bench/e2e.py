@@ -40,120 +40,21 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from pumice.bench import e2e_load as load
 from pumice.bench import e2e_peers as peers
 from pumice.bench.e2e_churn import NodeChurn
-from pumice.bench.e2e_machine import MachineMark, difference, request_counts, wait_quiet
-from pumice.bench.e2e_proc import CpuMark, peak_rss_mb
-from pumice.bench.e2e_watch import BindWatch, percentile
+from pumice.bench.e2e_figures import Marks, fill_figures, server_pids
+from pumice.bench.e2e_machine import wait_quiet
+from pumice.bench.e2e_model import DEFAULT_K8S, WORKLOADS, E2EOptions, E2EResult
+from pumice.bench.e2e_proc import peak_rss_mb
+from pumice.bench.e2e_watch import BindWatch
 from pumice.cluster.kube_client import KubeClient
-from pumice.documents import read_file
-from pumice.errors import InputError
 from pumice.sandbox.apply import apply
 from pumice.sandbox.binaries import find_binary
 from pumice.sandbox.controlplane import ControlPlane
-
-WORKLOADS = ("basic", "gangs", "vcjob")
-#: Where the shared binaries and Volcano's files are looked for when not given.
-DEFAULT_K8S = Path(os.environ.get("PUMICE_K8S_DIR", "/work/shared/k8s"))
-REPO = Path(__file__).resolve().parents[3]
-
-
-@dataclass(frozen=True, slots=True)
-class E2EOptions:
-    nodes: int = 1000
-    pods: int = 5000
-    gangs: int = 20
-    gang_size: int = 500
-    schedulers: tuple[str, ...] = ("pumice", "kube-scheduler", "volcano")
-    workloads: tuple[str, ...] = ("basic", "gangs")
-    job_pods: int = 1000  # replicas of the vcjob workload's one task
-    job_min_available: int | None = None  # the Job's minAvailable; None: all its pods
-    inline_controllers: bool = False  # pumice's controllers inside `pumice run --controllers`
-    churn: bool = False
-    churn_period: float = 10.0
-    clients: int = 16
-    runs: int = 1
-    timeout: float | None = None  # per run, from the first create; None: by size
-    startup_timeout: float = 120.0
-    quiet: float | None = None  # wait before each run until others use fewer cores
-    workdir: Path | None = None  # logs and control planes kept here; None: a temp dir
-    k8s_dir: Path = DEFAULT_K8S
-    log: Callable[[str], None] | None = None  # told each line of progress
-
-    def volcano_dir(self) -> Path:
-        return self.k8s_dir / "volcano-1.7"
-
-    def pod_count(self, workload: str) -> int:
-        if workload == "vcjob":
-            return self.job_pods
-        return self.pods if workload == "basic" else self.gangs * self.gang_size
-
-    def run_timeout(self, workload: str) -> float:
-        if self.timeout is not None:
-            return self.timeout
-        return 60.0 + self.pod_count(workload) / 10.0
-
-
-@dataclass(slots=True)
-class E2EResult:
-    """One scheduler on one workload (see the module docstring for each figure)."""
-
-    workload: str
-    scheduler: str
-    run: int
-    nodes: int
-    pods: int
-    gangs: int = 0
-    gang_size: int = 0
-    churn: bool = False
-    bound: int = 0
-    pods_per_s: float | None = None
-    all_bound_s: float | None = None
-    create_s: float | None = None
-    tail_s: float | None = None
-    created_per_s: float | None = None
-    latency_p50_s: float | None = None
-    latency_p99_s: float | None = None
-    startup_s: float | None = None
-    scheduler_cpu_s: float | None = None
-    apiserver_cpu_s: float | None = None
-    etcd_cpu_s: float | None = None
-    driver_cpu_s: float | None = None
-    machine_cpu_s: float | None = None  # the whole machine, busy, over the timed interval
-    others_cpu_s: float | None = None  # of that, processes not part of the run
-    load_avg: float | None = None  # 1-minute load average, the higher of start and end
-    api_requests: dict[str, int] = field(default_factory=dict)  # during the timed interval
-    scheduler_rss_mb: float | None = None
-    apiserver_rss_mb: float | None = None
-    gang_check: dict[str, Any] | None = None
-    churn_writes: dict[str, int] | None = None
-    create_retries: int = 0
-    # vcjob: the Job's minAvailable, what ran the controllers, and the milestones
-    # (seconds from the Job's create; see pumice.bench.e2e_vcjob)
-    job_min_available: int = 0
-    controllers: str = ""
-    podgroup_created_s: float | None = None
-    podgroup_inqueue_s: float | None = None
-    first_pod_created_s: float | None = None
-    last_pod_created_s: float | None = None
-    first_bind_s: float | None = None
-    last_bind_s: float | None = None
-    controller_pods_per_s: float | None = None
-    bind_pods_per_s: float | None = None
-    controller_cpu_s: float | None = None
-    controller_rss_mb: float | None = None
-    problems: list[str] = field(default_factory=list)
-    logs: str = ""
-
-    @property
-    def valid(self) -> bool:
-        return not self.problems
-
 
 # -- the control plane ------------------------------------------------------------------
 
@@ -167,48 +68,6 @@ def control_plane(workdir: Path) -> Iterator[ControlPlane]:
         yield plane
     finally:
         plane.stop()
-
-
-def server_pids(plane: ControlPlane) -> dict[str, int]:
-    """Process ids of the plane's ``kube-apiserver`` and ``etcd``, found in ``/proc`` by
-    the ports they serve (the pids themselves are the plane's private business)."""
-    wanted = {
-        "kube-apiserver": f"--secure-port={plane.port}".encode(),
-        "etcd": f"http://127.0.0.1:{plane.etcd_port}".encode(),
-    }
-    found: dict[str, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if not argv or argv[0].endswith(b"setpriv"):
-            continue  # (setpriv execs its command: this is a moment before that)
-        for name, mark in wanted.items():
-            if Path(argv[0].decode(errors="replace")).name == name and mark in argv:
-                found[name] = int(entry.name)
-    return found
-
-
-def crd_files(peer: peers.Peer, k8s_dir: Path) -> list[Path]:
-    """The CRD files for ``peer``: pumice's own (the files of ``deploy/`` holding only
-    CRDs) when this is a source tree that has them, else Volcano's (the same API)."""
-    volcano = sorted((k8s_dir / "volcano-1.7" / "crds").glob("*.yaml"))
-    if peer.crds == "pumice":
-        return [p for p in sorted((REPO / "deploy").glob("*.y*ml")) if _only_crds(p)] or volcano
-    return volcano if peer.crds == "volcano" else []
-
-
-def _only_crds(path: Path) -> bool:
-    try:
-        docs = read_file(path)
-    except InputError:
-        return False
-    return bool(docs) and all(
-        isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition" for d in docs
-    )
 
 
 # -- one run ----------------------------------------------------------------------------
@@ -276,7 +135,7 @@ def _run_on(plane: ControlPlane, client: KubeClient, kubeconfig: Path, peer: pee
 
         e2e_vcjob.run_on(plane, client, kubeconfig, peer, options, result, workdir, say)
         return
-    crds = crd_files(peer, options.k8s_dir)
+    crds = peers.crd_files(peer, options.k8s_dir)
     if crds:
         apply(kubeconfig, crds)
         load.ensure_queue(client)
@@ -316,14 +175,14 @@ def _run_on(plane: ControlPlane, client: KubeClient, kubeconfig: Path, peer: pee
         watch.start()
         servers = server_pids(plane)
         pids = {"scheduler": proc.pid, "driver": os.getpid(), **servers}
-        before = _Marks.take(plane, pids)
+        before = Marks.take(plane, pids)
         made = load.create_all(client, objects, options.clients)
         say(f"{made.created} objects created in {made.finished - made.started:.1f}s")
         done = watch.wait(
             len(pods), options.run_timeout(workload) - (time.monotonic() - made.started)
         )
-        after = _Marks.take(plane, pids)
-        _figures(result, made, len(pods), watch, before, after)
+        after = Marks.take(plane, pids)
+        fill_figures(result, made, len(pods), watch, before, after)
         if not done:
             result.problems.append(f"{result.bound} of {len(pods)} pods bound by the timeout")
         if proc.poll() is not None:
@@ -351,52 +210,6 @@ def _run_on(plane: ControlPlane, client: KubeClient, kubeconfig: Path, peer: pee
         if watch is not None:
             watch.stop()
         peers.stop(proc)
-
-
-@dataclass(frozen=True, slots=True)
-class _Marks:
-    """CPU of the processes timed, of the machine, and the API server's request
-    counters, at one moment (CPU first: it is the one that must be taken at once)."""
-
-    cpu: CpuMark
-    machine: MachineMark
-    requests: dict[str, float]
-
-    @classmethod
-    def take(cls, plane: ControlPlane, pids: dict[str, int]) -> _Marks:
-        cpu, machine = CpuMark.take(pids), MachineMark.take()
-        requests = request_counts(plane.server, str(plane.ca_file), plane.admin_token)
-        return cls(cpu, machine, requests)
-
-
-def _figures(
-    result: E2EResult,
-    made: load.Created,
-    pods: int,
-    watch: BindWatch,
-    before: _Marks,
-    after: _Marks,
-) -> None:
-    result.bound = len(watch.bound)
-    last = watch.last_bind()
-    result.create_s = made.finished - made.started
-    result.created_per_s = pods / result.create_s if result.create_s > 0 else None
-    if last is not None and result.bound:
-        result.all_bound_s = last - made.started
-        result.pods_per_s = result.bound / result.all_bound_s
-        result.tail_s = last - made.finished
-    lat = watch.latencies()
-    result.latency_p50_s = percentile(lat, 0.5)
-    result.latency_p99_s = percentile(lat, 0.99)
-    cpu = after.cpu.since(before.cpu)
-    result.scheduler_cpu_s = cpu.get("scheduler")
-    result.apiserver_cpu_s = cpu.get("kube-apiserver")
-    result.etcd_cpu_s = cpu.get("etcd")
-    result.driver_cpu_s = cpu.get("driver")
-    result.machine_cpu_s = after.machine.busy_s - before.machine.busy_s
-    result.others_cpu_s = max(0.0, result.machine_cpu_s - sum(v or 0.0 for v in cpu.values()))
-    result.load_avg = max(before.machine.load1, after.machine.load1)
-    result.api_requests = difference(after.requests, before.requests)
 
 
 # -- the whole benchmark ----------------------------------------------------------------
@@ -452,4 +265,13 @@ def summary(r: E2EResult) -> str:
     return text + ("" if r.valid else "; " + "; ".join(r.problems))
 
 
-__all__ = ["WORKLOADS", "E2EOptions", "E2EResult", "run_e2e", "run_one", "runs", "summary"]
+__all__ = [
+    "DEFAULT_K8S",
+    "WORKLOADS",
+    "E2EOptions",
+    "E2EResult",
+    "run_e2e",
+    "run_one",
+    "runs",
+    "summary",
+]

@@ -129,7 +129,7 @@ def _names(text: str, known: tuple[str, ...], flag: str) -> tuple[str, ...]:
 
 
 def options_from(args: argparse.Namespace):  # -> E2EOptions
-    from pumice.bench.e2e import DEFAULT_K8S, WORKLOADS, E2EOptions
+    from pumice.bench.e2e_model import DEFAULT_K8S, WORKLOADS, E2EOptions
     from pumice.bench.e2e_peers import PEERS
 
     for flag in ("e2e_nodes", "e2e_pods", "e2e_gangs", "e2e_gang_size", "e2e_runs",

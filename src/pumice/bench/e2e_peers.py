@@ -25,6 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pumice.documents import read_file
+from pumice.errors import InputError
+from pumice.sandbox.apply import DEPLOY
+
 #: kube-scheduler's configuration: only the client's rate is raised.
 KUBE_SCHEDULER_CONFIG = """\
 apiVersion: kubescheduler.config.k8s.io/v1
@@ -38,6 +42,7 @@ leaderElection:
 """
 
 QPS = "5000"
+#: The source tree this module is in (its ``deploy/`` holds pumice's CRDs).
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +81,25 @@ PEERS: dict[str, Peer] = {
         ),
     )
 }
+
+
+def crd_files(peer: Peer, k8s_dir: Path) -> list[Path]:
+    """The CRD files for ``peer``: pumice's own (the files of ``deploy/`` holding only
+    CRDs) when this is a source tree that has them, else Volcano's (the same API)."""
+    volcano = sorted((k8s_dir / "volcano-1.7" / "crds").glob("*.yaml"))
+    if peer.crds == "pumice":
+        return [p for p in sorted(DEPLOY.glob("*.y*ml")) if _only_crds(p)] or volcano
+    return volcano if peer.crds == "volcano" else []
+
+
+def _only_crds(path: Path) -> bool:
+    try:
+        docs = read_file(path)
+    except InputError:
+        return False
+    return bool(docs) and all(
+        isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition" for d in docs
+    )
 
 
 def free_port() -> int:
@@ -138,4 +162,4 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> int | None:
     return proc.returncode
 
 
-__all__ = ["PEERS", "Peer", "command", "free_port", "start", "stop"]
+__all__ = ["PEERS", "Peer", "command", "crd_files", "free_port", "start", "stop"]

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 import orjson
 
-from pumice.bench.e2e import E2EResult
+from pumice.bench.e2e_model import E2EResult
 
 #: Numeric figures averaged over runs.
 MEASURED = tuple(

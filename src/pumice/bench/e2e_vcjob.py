@@ -204,12 +204,12 @@ def run_on(plane: Any, client: KubeClient, kubeconfig: Path, peer: peers.Peer, o
            result: Any, workdir: Path, say: Callable[[str], None]) -> None:  # fmt: skip
     """The vcjob workload on a fresh control plane (``options``: E2EOptions,
     ``result``: the E2EResult to fill)."""
-    from pumice.bench import e2e
+    from pumice.bench.e2e_figures import Marks, fill_figures, server_pids
     from pumice.bench.e2e_proc import peak_rss_mb
     from pumice.sandbox.binaries import find_binary
     from pumice.sandbox.nodes import create_nodes
 
-    apply_crds(kubeconfig, e2e.crd_files(peer, options.k8s_dir))
+    apply_crds(kubeconfig, peers.crd_files(peer, options.k8s_dir))
     load.ensure_queue(client)
     started = time.monotonic()
     nodes = create_nodes(client, options.nodes, workers=options.clients)
@@ -245,9 +245,9 @@ def run_on(plane: Any, client: KubeClient, kubeconfig: Path, peer: peers.Peer, o
         watch.start()
         pgs = PodGroupWatch(client, JOB)
         pgs.start()
-        servers = e2e.server_pids(plane)
+        servers = server_pids(plane)
         pids = {name: p.pid for name, p in procs.items()} | {"driver": os.getpid(), **servers}
-        before = e2e._Marks.take(plane, pids)
+        before = Marks.take(plane, pids)
         made = load.Created(started=time.monotonic())
         status, body = client.request(
             "POST", RESOURCES["Job"].path(load.NAMESPACE),
@@ -263,8 +263,8 @@ def run_on(plane: Any, client: KubeClient, kubeconfig: Path, peer: peers.Peer, o
         group = podgroup_name(body)
         watch.groups[group] = GroupWatch(minimum)
         done = watch.wait(pods, options.run_timeout(WORKLOAD) - (time.monotonic() - made.started))
-        after = e2e._Marks.take(plane, pids)
-        e2e._figures(result, made, pods, watch, before, after)
+        after = Marks.take(plane, pids)
+        fill_figures(result, made, pods, watch, before, after)
         marks = Milestones.of(made.started, pgs, watch)
         for name, value in asdict(marks).items():
             setattr(result, name, value)

@@ -226,11 +226,4 @@ class BindWatch:
             return check
 
 
-def percentile(values: list[float], q: float) -> float | None:
-    """The nearest-rank ``q`` quantile (0..1) of sorted ``values``; None when empty."""
-    if not values:
-        return None
-    return values[min(len(values) - 1, max(0, round(q * len(values)) - 1))]
-
-
-__all__ = ["BindWatch", "GangCheck", "GroupWatch", "percentile"]
+__all__ = ["BindWatch", "GangCheck", "GroupWatch"]

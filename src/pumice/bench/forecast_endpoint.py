@@ -7,10 +7,9 @@ server compute one per request. This builds the cluster of
 one cycle for the line, and serves it over HTTP on this machine with a
 :class:`~pumice.forecast.live.BackgroundForecast`, as ``pumice run`` does. It asks
 ``?eta=1`` (a page of 100) in a loop from the first request (202: the forecast starts in
-its thread, as the scheduler's loop would start it) until the estimates come (200), and
-prints how long that took, what the forecast cost, how long the requests answered
-meanwhile took (the forecast holds the interpreter's lock while it computes, so they
-wait their turn), how long a page with estimates takes once there is a forecast, and
+its child process, as the scheduler's loop would start it) until the estimates come
+(200), and prints how long that took, what the forecast cost, how long the requests
+answered meanwhile took (they share the machine's cores with the forecast), how long a page with estimates takes once there is a forecast, and
 what the forecast does to the scheduler's own cycles: a cycle on the same cluster
 (through the scheduler cache, as ``pumice run`` runs it) timed before, and while the
 forecast computes (between the requests). The step is ``--step`` or, as ``pumice run``
@@ -26,7 +25,7 @@ import time
 import urllib.request
 from typing import Any
 
-from pumice.bench.runner import percentile
+from pumice.bench.measure import percentile
 from pumice.cache.build import SourcedObject, build_snapshot
 from pumice.cache.cache import SchedulerCache
 from pumice.cluster.memory import MemoryCluster

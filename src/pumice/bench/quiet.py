@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pumice.bench.runner import peak_rss_mib, percentile
-from pumice.bench.scenarios import node, pod, queue
+from pumice.bench.measure import peak_rss_mib, percentile
+from pumice.bench.objects import node, pod, queue
 
 if TYPE_CHECKING:
     from pumice.scheduler import Scheduler

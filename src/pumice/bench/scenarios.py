@@ -19,87 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pumice.bench.objects import Obj, node, pod, podgroup, queue
 from pumice.conf.config import DEFAULT_CONFIG
 
-Obj = dict[str, Any]
-
 T0 = "2026-01-01T00:00:00Z"
-
-
-def node(
-    name: str,
-    cpu: str,
-    memory: str,
-    pods: int = 110,
-    labels: dict[str, str] | None = None,
-    taints: list[dict[str, str]] | None = None,
-) -> Obj:
-    spec: Obj = {}
-    if taints:
-        spec["taints"] = taints
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": labels or {}},
-        "spec": spec,
-        "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": str(pods)}},
-    }
-
-
-def pod(
-    name: str,
-    cpu: str,
-    memory: str,
-    *,
-    namespace: str = "bench",
-    group: str | None = None,
-    node_name: str | None = None,
-    created: int = 0,
-    extra_spec: Obj | None = None,
-) -> Obj:
-    """A pod of one container; running on ``node_name`` when given, else pending."""
-    meta: Obj = {
-        "name": name,
-        "namespace": namespace,
-        "uid": f"{namespace}-{name}",
-        "creationTimestamp": created,
-    }
-    if group:
-        meta["annotations"] = {"scheduling.k8s.io/group-name": group}
-    spec: Obj = {
-        "schedulerName": "volcano",
-        "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
-    }
-    if node_name:
-        spec["nodeName"] = node_name
-    if extra_spec:
-        spec.update(extra_spec)
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": meta,
-        "spec": spec,
-        "status": {"phase": "Running" if node_name else "Pending"},
-    }
-
-
-def podgroup(name: str, min_member: int, *, namespace: str = "bench", created: int = 0) -> Obj:
-    return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": namespace, "creationTimestamp": created},
-        "spec": {"minMember": min_member, "queue": "default"},
-        "status": {"phase": "Inqueue"},
-    }
-
-
-def queue(name: str = "default", weight: int = 1) -> Obj:
-    return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "Queue",
-        "metadata": {"name": name},
-        "spec": {"weight": weight, "reclaimable": True},
-    }
 
 
 def _node_name(i: int) -> str:

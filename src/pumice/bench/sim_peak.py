@@ -21,7 +21,7 @@ The contract:
 - validity: no gang atomicity violation in the window (the simulator's own check after
   every cycle's binds, :meth:`Metrics.check_gang`), and no node over capacity at the
   window's start and end, read independently of the scheduler from the objects in the
-  simulated cluster's store (:func:`pumice.bench.runner.check_decisions`).
+  simulated cluster's store (:func:`pumice.bench.validity.check_decisions`).
 
 The wrapper around the scheduler (:class:`_WindowScheduler`) adds a comparison of the
 simulated time to every cycle, and to the cycles of the window two clock reads, a hash
@@ -39,8 +39,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from pumice.bench.runner import check_decisions, peak_rss_mib, percentile
+from pumice.bench.measure import peak_rss_mib, percentile
 from pumice.bench.scenarios import HOUR, SimScenario
+from pumice.bench.validity import check_decisions
 from pumice.framework.decisions import Decisions
 
 if TYPE_CHECKING:
@@ -286,8 +287,8 @@ def capacity_problems(sim: Simulation) -> list[str]:
 
 def build(scenario: SimScenario, scheduler: Scheduler) -> Simulation:
     """The simulation ``pumice simulate --jobs J --nodes N --load L --seed S`` runs."""
-    from pumice.sim.command import cluster_from_args, workload_from_args
     from pumice.sim.engine import SimOptions, Simulation
+    from pumice.sim.inputs import cluster_from_args, workload_from_args
 
     args = argparse.Namespace(
         cluster=None,

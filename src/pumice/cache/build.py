@@ -367,7 +367,6 @@ def build_snapshot(
     if topology is not None:
         notes.extend(topology.notes)
     notes.extend(_odd_objects(pods_r, pgs_r, model))
-    notes.extend(f"{name} skipped, as pumice run skips it: {why}" for name, why in invalid.items())
 
     for uid in list(jobs):
         job = jobs[uid]

@@ -16,11 +16,11 @@ import tempfile
 from pathlib import Path
 
 from pumice.errors import InputError
+from pumice.sandbox.apply import DEPLOY
 
 #: Where kube-apiserver is looked for (``bin/``) when ``PUMICE_K8S_BIN`` is not set.
 DEFAULT_K8S = Path(os.environ.get("PUMICE_K8S_DIR", "/work/shared/k8s"))
 #: The source tree this module runs from (its deploy/ holds pumice's CRDs).
-REPO = Path(__file__).resolve().parents[3]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -65,7 +65,7 @@ def scenario_names(text: str | None) -> list[str]:
 
 def crd_files() -> list[Path]:
     """pumice's PodGroup and Queue CRDs (a source tree's deploy/), else Volcano's."""
-    ours = [REPO / "deploy" / f"01-crd-{n}.yaml" for n in ("podgroups", "queues")]
+    ours = [DEPLOY / f"01-crd-{n}.yaml" for n in ("podgroups", "queues")]
     if all(p.is_file() for p in ours):
         return ours
     return sorted((DEFAULT_K8S / "volcano-1.7" / "crds").glob("*.yaml"))

@@ -1,5 +1,5 @@
-"""A forecast for a running scheduler: at most one at a time, in a background thread,
-its result kept with its age.
+"""A forecast for a running scheduler: at most one at a time, in a child process watched
+by a background thread, its result kept with its age.
 
 A forecast costs seconds of CPU on a large cluster (see :mod:`pumice.forecast.bench`),
 so a server never computes one in the thread that answers a request.
@@ -14,14 +14,27 @@ so a server never computes one in the thread that answers a request.
   copy costs nothing on the turns nobody asks;
 - a daemon thread runs the forecast on that copy and keeps the result.
 
+**In a child process.** A forecast is pure Python: run in a thread it would hold the
+interpreter's lock for most of its seconds, and the scheduler's own cycles (and the
+requests the server answers) would wait their turn, on a large cluster about doubling a
+cycle's time. So the thread forks a child that computes the forecast on the copy (the
+child sees the parent's memory as it was at the fork, copy-on-write, so nothing is
+serialized on the way in) and sends the result back pickled through a pipe, while the
+thread waits on the pipe without the lock. The child only computes and exits with
+``os._exit``: it never runs the parent's threads, handlers or exit hooks. Where
+``os.fork`` does not exist, or with ``isolate=False``, the forecast runs in the thread.
+
 The clock and the thread factory are parameters so that tests can drive them.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import pickle
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,10 +79,14 @@ class BackgroundForecast:
         max_age: float = DEFAULT_MAX_AGE,
         clock: Callable[[], float] = time.time,
         spawn: Callable[[Callable[[], None]], Any] | None = None,
+        isolate: bool = True,
     ) -> None:
         self.max_age = max_age
         self.clock = clock
         self._spawn = spawn or _daemon
+        self._execute: Callable[[Callable[[], Forecast]], Forecast] = (
+            in_child if isolate and hasattr(os, "fork") else _here
+        )
         self._lock = threading.Lock()
         self._last: Forecast | None = None
         self._wanted = False
@@ -112,13 +129,68 @@ class BackgroundForecast:
 
     def _run(self, work: Callable[[], Forecast]) -> None:
         try:
-            got = work()
-        except Exception as err:  # a bug in a forecast must not stop the next one
+            got = self._execute(work)
+        except ChildFailed as err:  # a bug in a forecast must not stop the next one
+            log.error("forecast failed: %s\n%s", err.error, err.trace)
+            got = Forecast({}, self.clock(), 0.0, "", 0.0, error=err.error)
+        except Exception as err:
             log.exception("forecast failed")
             got = Forecast({}, self.clock(), 0.0, "", 0.0, error=f"{type(err).__name__}: {err}")
         with self._lock:
             self._last = got
             self._running = False
+
+
+class ChildFailed(Exception):
+    """The forecast failed in its child process: ``error`` as ``Type: message``, and the
+    child's traceback."""
+
+    def __init__(self, error: str, trace: str = "") -> None:
+        super().__init__(error)
+        self.error = error
+        self.trace = trace
+
+
+def in_child(work: Callable[[], Forecast]) -> Forecast:
+    """``work()`` computed in a forked child and handed back through a pipe (see the
+    module docstring). Raises :class:`ChildFailed` when ``work`` raises there, or when
+    the child ends without a result (killed, out of memory)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: compute, send, leave without running anything else
+        code = 0
+        try:
+            os.close(read_end)
+            try:
+                result: tuple[str, Any] = ("ok", work())
+            except BaseException as err:  # (everything is reported to the parent)
+                result = ("failed", (f"{type(err).__name__}: {err}", traceback.format_exc()))
+            with os.fdopen(write_end, "wb") as out:
+                out.write(pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL))
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as got:
+        data = got.read()  # (blocks without the interpreter's lock)
+    _, status = os.waitpid(pid, 0)
+    if not data:
+        raise ChildFailed(f"the forecast's process ended without a result ({_ended(status)})")
+    kind, value = pickle.loads(data)
+    if kind != "ok":
+        raise ChildFailed(*value)
+    return value
+
+
+def _ended(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    return f"exit code {os.waitstatus_to_exitcode(status)}"
+
+
+def _here(work: Callable[[], Forecast]) -> Forecast:
+    return work()
 
 
 def _daemon(target: Callable[[], None]) -> threading.Thread:
@@ -127,4 +199,4 @@ def _daemon(target: Callable[[], None]) -> threading.Thread:
     return t
 
 
-__all__ = ["DEFAULT_MAX_AGE", "BackgroundForecast", "Forecast", "Take"]
+__all__ = ["DEFAULT_MAX_AGE", "BackgroundForecast", "ChildFailed", "Forecast", "Take", "in_child"]

@@ -25,6 +25,15 @@ DESERVED = "its deserved share"
 GENERIC_LIMIT = "the queue's deserved share"
 
 
+class QueueRefusal(str):
+    """A job's note that says its queue, not a node, refused one of its tasks (see
+    :func:`pumice.actions.room.queue_refusal`): the explanation puts the job at the
+    ``queue`` stage by this type, whatever the words. Resetting the note (to ``""``)
+    drops the mark with it."""
+
+    __slots__ = ()
+
+
 def cluster_total(guarantees: bool) -> str:
     """The limit pumice derives for a queue without a capability."""
     if guarantees:

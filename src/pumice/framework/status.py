@@ -7,7 +7,7 @@ from pumice.api.quantity import plural
 from pumice.api.queue import QueueInfo
 from pumice.api.task import READY_STATUSES, TaskStatus
 from pumice.framework.decisions import PodGroupUpdate
-from pumice.framework.limits import GENERIC_LIMIT
+from pumice.framework.limits import GENERIC_LIMIT, QueueRefusal
 from pumice.framework.never import Limits, never_fits
 from pumice.framework.session import Session
 
@@ -221,7 +221,7 @@ def _stage_reason(
         name = job.tasks[uid].name if uid in job.tasks else uid
         detail = f"task {name}: {err.render()}"
     elif job.note:
-        if job.note.startswith(f"queue {queue.name} cannot take task "):  # (a queue refusal)
+        if isinstance(job.note, QueueRefusal):
             stage = QUEUE
         detail = _named_refusal(ssn, queue, job.note, named)
     elif job.queue in ssn.overused_queues:

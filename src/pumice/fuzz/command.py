@@ -4,6 +4,7 @@ print the tally. Exit status 0 without findings, 1 with some, 2 on bad arguments
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import signal
@@ -16,13 +17,15 @@ from pumice.errors import InputError
 from pumice.fuzz.cases import Case, make_case, warm_cases
 from pumice.fuzz.corpus import load_corpus
 from pumice.fuzz.report import Tally, print_report, save
-from pumice.fuzz.runner import Running, finish, preload, run_one, start
+from pumice.fuzz.runner import Program, Running, finish, preload, run_one, start
 from pumice.fuzz.verdict import Finding, judge
 
 MIB = 1 << 20
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction, program: Program) -> None:
+    """``pumice fuzz``, running its cases through ``program`` (pumice's command line,
+    passed in by :mod:`pumice.cli`, which this module does not import)."""
     f = sub.add_parser(
         "fuzz",
         help="feed pumice mutated snapshots, configurations and workloads; report crashes",
@@ -52,10 +55,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--timeout", type=float, default=30.0, help="seconds per case (default 30)")
     f.add_argument("--memory", type=int, default=2048, help="MiB per case (default 2048)")
     f.add_argument("--no-minimize", action="store_true", help="save findings as found")
-    f.set_defaults(func=run)
+    f.set_defaults(func=functools.partial(run, program=program))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, program: Program) -> int:
     if args.cases < 0 or args.jobs < 1 or args.timeout <= 0 or args.memory < 64:
         raise InputError("--cases >= 0, --jobs >= 1, --timeout > 0 and --memory >= 64 please")
     corpus = load_corpus()
@@ -66,8 +69,8 @@ def run(args: argparse.Namespace) -> int:
     began = time.monotonic()
     running: dict[int, Running] = {}
     try:
-        preload(warm_cases(corpus))
-        _loop(args, corpus, indices, base, out, tally, running)
+        preload(warm_cases(corpus), program)
+        _loop(args, corpus, indices, base, out, tally, running, program)
     except KeyboardInterrupt:  # (the tally so far is still worth printing)
         tally.interrupted = True
         for pid in running:
@@ -81,7 +84,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _loop(
-    args, corpus, indices: list[int], base: Path, out: Path, tally: Tally, running: dict
+    args,
+    corpus,
+    indices: list[int],
+    base: Path,
+    out: Path,
+    tally: Tally,
+    running: dict,
+    program: Program,
 ) -> None:
     """Run the cases, ``args.jobs`` at once; ``running`` holds the children alive."""
     memory = args.memory * MIB
@@ -93,7 +103,7 @@ def _loop(
             if index is None:
                 left = False
                 break
-            r = start(make_case(corpus, args.seed, index), base, args.timeout, memory)
+            r = start(make_case(corpus, args.seed, index), base, args.timeout, memory, program)
             running[r.pid] = r
         if not running:
             break
@@ -109,7 +119,7 @@ def _loop(
         if finding is not None and tally.found(r.case, finding):
             seen = tally.findings[finding.key]
             if not args.no_minimize:
-                seen.case = _minimize(r.case, finding, base, args.timeout, memory)
+                seen.case = _minimize(r.case, finding, base, args.timeout, memory, program)
             save(out, seen)
         if tally.total % 1000 == 0:
             print(
@@ -118,7 +128,9 @@ def _loop(
             )
 
 
-def _minimize(case: Case, finding: Finding, base: Path, timeout: float, memory: int) -> Case:
+def _minimize(
+    case: Case, finding: Finding, base: Path, timeout: float, memory: int, program: Program
+) -> Case:
     """The case with every mutation that the finding does not need dropped."""
     plan = case.plan
     best = case
@@ -130,7 +142,7 @@ def _minimize(case: Case, finding: Finding, base: Path, timeout: float, memory: 
             candidate = case.with_plan(fewer)
         except Exception:  # (a plan that no longer applies is not smaller)
             continue
-        again = judge(candidate, run_one(candidate, base, timeout, memory), timeout)
+        again = judge(candidate, run_one(candidate, base, timeout, memory, program), timeout)
         if again is not None and again.key == finding.key:
             plan, best = fewer, candidate
     return best

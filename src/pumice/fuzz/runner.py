@@ -1,11 +1,13 @@
 """One fuzz case in a forked child, under a time and a memory limit.
 
 The parent imports pumice once and forks a child per case: the child writes the case's
-files into a fresh directory, runs ``pumice.cli.main`` on them with its standard output
-and error sent to files, and (for a cycle that printed decisions) checks the invariants
-there too, so that nothing a case does can crash or hang the fuzzer itself. A child
-that overruns its time is killed by its own alarm (SIGALRM), one that takes more memory
-than allowed gets a ``MemoryError`` or dies; either way the parent reads how it ended.
+files into a fresh directory, runs the program on them (pumice's command line,
+``pumice.cli.main``, which the caller passes in: the fuzzer sits below the command line
+it drives) with its standard output and error sent to files, and (for a cycle that
+printed decisions) checks the invariants there too, so that nothing a case does can
+crash or hang the fuzzer itself. A child that overruns its time is killed by its own
+alarm (SIGALRM), one that takes more memory than allowed gets a ``MemoryError`` or dies;
+either way the parent reads how it ended.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import signal
 import sys
 import tempfile
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +29,9 @@ from pumice.fuzz.cases import CYCLE, Case
 #: Exit status of a child whose command raised (as Python's own for an uncaught error).
 EXIT_TRACEBACK = 1
 INVARIANTS = "invariants.txt"
+
+#: What a case runs: a command line's arguments in, its exit status out.
+Program = Callable[[list[str]], int]
 
 
 @dataclass(slots=True)
@@ -47,7 +53,7 @@ class Running:
     workdir: Path
 
 
-def preload(warm: list[Case]) -> None:
+def preload(warm: list[Case], program: Program) -> None:
     """Import what the commands import and run each of ``warm`` once, in the parent,
     so that each child is a fork of a warm interpreter (modules imported on first use,
     caches filled) and a case costs only its own work."""
@@ -59,18 +65,14 @@ def preload(warm: list[Case]) -> None:
     import pumice.output
     import pumice.scheduler
     import pumice.sim.command  # noqa: F401
-    from pumice.cli import build_parser
 
-    build_parser()  # (it imports every mode's module)
     with tempfile.TemporaryDirectory(prefix="pumice-fuzz-warm-") as d:
-        for case in warm:
-            _quietly(case, Path(d))
+        for case in warm:  # (the first builds the program's parser: every mode's module)
+            _quietly(case, Path(d), program)
 
 
-def _quietly(case: Case, where: Path) -> None:
+def _quietly(case: Case, where: Path, program: Program) -> None:
     """Run ``case`` in this process with its output discarded."""
-    from pumice.cli import main
-
     for name, data in case.files.items():
         (where / name).write_bytes(data)
     here = os.getcwd()
@@ -80,13 +82,13 @@ def _quietly(case: Case, where: Path) -> None:
         with open(os.devnull, "w", encoding="utf-8") as null:
             sys.stdout = sys.stderr = null
             with contextlib.suppress(Exception, SystemExit):
-                main(list(case.args))
+                program(list(case.args))
     finally:
         sys.stdout, sys.stderr = streams
         os.chdir(here)
 
 
-def start(case: Case, base: Path, timeout: float, memory: int) -> Running:
+def start(case: Case, base: Path, timeout: float, memory: int, program: Program) -> Running:
     """Fork a child running ``case`` in a new directory under ``base``."""
     workdir = Path(tempfile.mkdtemp(prefix=f"case-{case.index}-", dir=base))
     for name, data in case.files.items():
@@ -97,13 +99,13 @@ def start(case: Case, base: Path, timeout: float, memory: int) -> Running:
     if pid == 0:  # pragma: no cover - the child; its outcome is what the parent reads
         code = EXIT_TRACEBACK
         try:
-            code = _child(case, workdir, timeout, memory)
+            code = _child(case, workdir, timeout, memory, program)
         finally:
             os._exit(code)
     return Running(pid, case, workdir)
 
 
-def _child(case: Case, workdir: Path, timeout: float, memory: int) -> int:
+def _child(case: Case, workdir: Path, timeout: float, memory: int, program: Program) -> int:
     os.chdir(workdir)
     out = os.open("stdout", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     err = os.open("stderr", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -117,10 +119,8 @@ def _child(case: Case, workdir: Path, timeout: float, memory: int) -> int:
     signal.setitimer(signal.ITIMER_REAL, timeout)
     soft = memory + _mapped()
     resource.setrlimit(resource.RLIMIT_AS, (soft, soft))
-    from pumice.cli import main
-
     try:
-        code = main(list(case.args))
+        code = program(list(case.args))
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:  # (what a user would see as a traceback)
@@ -192,8 +192,8 @@ def _read(path: Path, limit: int = 1 << 20) -> bytes:
         return b""
 
 
-def run_one(case: Case, base: Path, timeout: float, memory: int) -> Outcome:
+def run_one(case: Case, base: Path, timeout: float, memory: int, program: Program) -> Outcome:
     """Run ``case`` and wait for it."""
-    running = start(case, base, timeout, memory)
+    running = start(case, base, timeout, memory, program)
     _pid, status = os.waitpid(running.pid, 0)
     return finish(running, status)

@@ -1,7 +1,8 @@
 """``pumice run``: arguments, and the wiring of client, elector, servers and runner.
 
 Kept apart from :mod:`pumice.cli` (which only registers the subcommand), like
-``simulate``'s command module. Everything that can be refused is checked before the
+``simulate``'s command module; the flags it shares with ``pumice controllers`` come
+from :mod:`pumice.cli_args`. Everything that can be refused is checked before the
 first request: durations, addresses, the config and its plugins (exit code 2 with the
 reason, nothing started).
 """
@@ -12,30 +13,16 @@ import argparse
 import logging
 from typing import Any
 
+from pumice.cli_args import (
+    add_controllers_flag,
+    add_plugins_dir,
+    address,
+    duration,
+    lease_namespace,
+)
 from pumice.errors import InputError
 
 log = logging.getLogger("pumice.run")
-
-
-def duration(text: str, flag: str) -> float:
-    """A Go-style duration as the Kubernetes schedulers take (``1s``, ``500ms``,
-    ``1m30s``) or plain seconds; it must be positive."""
-    from pumice.sim.fields import parse_seconds
-
-    seconds = parse_seconds(text, field=flag)
-    if seconds <= 0:
-        raise InputError(f"{text!r} is not a positive duration (e.g. 1s, 500ms, 2m)", field=flag)
-    return seconds
-
-
-def address(text: str, flag: str) -> tuple[str, int]:
-    """``HOST:PORT``, ``:PORT`` (all interfaces) or ``[IPv6]:PORT``; port 0 picks one."""
-    from pumice.run.http import parse_address
-
-    try:
-        return parse_address(text)
-    except ValueError as err:
-        raise InputError(str(err), field=flag) from None
 
 
 def add_parser(sub: Any) -> None:
@@ -53,8 +40,6 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--context", help="kubeconfig context to use")
     r.add_argument("--config", help="Volcano scheduler configuration file, re-read on change "
                    "(default: Volcano's default configuration)")  # fmt: skip
-    from pumice.cli import add_plugins_dir
-
     add_plugins_dir(r)
     r.add_argument(
         "--scheduler-name",
@@ -97,22 +82,10 @@ def add_parser(sub: Any) -> None:
     from pumice.visibility.eta_flags import add_run_flags
 
     add_run_flags(r)
-    from pumice.controllers.command import add_controllers_flag
-
     add_controllers_flag(r, optional=True)
     r.add_argument("--log-format", choices=("text", "json"), default="text")
     r.add_argument("-v", "--verbosity", type=int, default=0, help="log verbosity (0-5)")
     r.set_defaults(func=run_command)
-
-
-def lease_namespace(given: str | None) -> str:
-    if given:
-        return given
-    try:
-        with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace") as f:
-            return f.read().strip() or "default"
-    except OSError:
-        return "default"
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -219,4 +192,4 @@ def run_command(args: argparse.Namespace) -> int:
         servers.close()
 
 
-__all__ = ["add_parser", "duration", "run_command"]
+__all__ = ["add_parser", "run_command"]

@@ -24,7 +24,7 @@ which are not (the pods of a dialect not served wait for their group), and says 
 again when that changes.
 
 With ``controllers`` (``pumice run --controllers``), Volcano's controllers run on a
-thread beside the loop (:class:`~pumice.controllers.command.ControllerLoop`), over their
+thread beside the loop (:class:`~pumice.controllers.loop.ControllerLoop`), over their
 own informers on the same client, reconciling and writing only while this process
 leads.
 
@@ -92,7 +92,7 @@ class RunOptions:
     #: How long a stop waits for binds in flight before abandoning them.
     drain_seconds: float = DRAIN_SECONDS
     #: Controllers to run on a thread beside the scheduler, under its lease
-    #: (:mod:`pumice.controllers.command`); none by default.
+    #: (:mod:`pumice.controllers.loop`); none by default.
     controllers: Sequence[str] = ()
 
 
@@ -422,8 +422,8 @@ class Runner:
     def _start_controllers(self) -> None:
         """The controllers on a thread, over a store of their own (their own informers)
         on the same client, writing only while the scheduler leads."""
-        from pumice.controllers.command import ControllerLoop
         from pumice.controllers.kube_store import KubeStore
+        from pumice.controllers.loop import ControllerLoop
         from pumice.controllers.registry import Settings
 
         store = KubeStore(self.client, may_write=self.may_write)

@@ -32,6 +32,12 @@ if TYPE_CHECKING:
     from kubernetes.client import ApiClient
     from kubernetes.dynamic import DynamicClient
 
+#: pumice's own manifests: ``deploy/`` of a source checkout, shipped inside the package
+#: as ``pumice/deploy`` (a link to it in the checkout), so an installed pumice has its
+#: CRDs too.
+DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
+
+
 SUFFIXES = (".yaml", ".yml", ".json")
 FIELD_MANAGER = "pumice"
 _CRD_GROUP = "apiextensions.k8s.io"

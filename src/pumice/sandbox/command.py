@@ -34,12 +34,11 @@ import yaml
 
 from pumice.documents import read_file
 from pumice.errors import InputError
+from pumice.sandbox.apply import DEPLOY
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
 DEFAULT_DIR = "pumice-sandbox"
-#: pumice's manifests in a source checkout; the sandbox applies their CRDs and Queues.
-DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "sandbox"
 CONFIGS = EXAMPLES.parent / "configs"
 _KINDS = ("CustomResourceDefinition", "Queue")  # applied from deploy/, in this order

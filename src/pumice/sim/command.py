@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pumice.cli_args import add_plugins_dir
 from pumice.errors import InputError, shown
+from pumice.sim.inputs import cluster_from_args, workload_from_args
 from pumice.sim.workload import Workload
 
 if TYPE_CHECKING:
@@ -29,7 +31,6 @@ if TYPE_CHECKING:
 
 TRACE_FORMATS = ("alibaba2020", "alibaba2023", "philly")
 TOPOLOGY_PLUGIN = "network-topology-aware"
-GPU = "nvidia.com/gpu"
 
 
 def add_parser(sub: Any) -> None:
@@ -64,8 +65,6 @@ def add_parser(sub: Any) -> None:
         help="Volcano scheduler configuration; repeat for a what-if comparison "
         "(default: Volcano's default configuration)",
     )
-    from pumice.cli import add_plugins_dir
-
     add_plugins_dir(s)
     s.add_argument(
         "--seed",
@@ -244,96 +243,6 @@ def add_parser(sub: Any) -> None:
     )
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.set_defaults(func=run)
-
-
-def cluster_from_args(args: argparse.Namespace) -> ClusterSpec:
-    from pumice.sim.cluster_spec import (
-        ClusterSpec,
-        default_cluster,
-        load_cluster_spec,
-        node_object,
-    )
-
-    if args.nodes is not None:
-        if args.nodes < 1:
-            raise InputError("must be >= 1", field="--nodes")
-        if args.cluster:
-            raise InputError("give --cluster or --nodes, not both")
-        width = max(4, len(str(args.nodes - 1)))
-        spec = ClusterSpec(
-            [
-                node_object(
-                    f"gpu-{i:0{width}d}",
-                    {"cpu": 96000.0, "memory": 768.0 * 2**30, GPU: 8.0},
-                    labels={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
-                )
-                for i in range(args.nodes)
-            ]
-        )
-    elif args.cluster and args.trace_format == "alibaba2023" and args.cluster.endswith(".csv"):
-        from pumice.sim.traces import alibaba2023
-
-        spec = ClusterSpec(alibaba2023.load_nodes(args.cluster))
-    elif args.cluster:
-        notes: list[str] = []
-        spec = load_cluster_spec(args.cluster, notes)
-        for note in notes:
-            print(f"pumice: note: {note}", file=sys.stderr)
-    else:
-        spec = ClusterSpec(default_cluster())
-    if args.topology is not None:
-        from pumice.sim.topology import TreeShape, hypernode_objects
-
-        if spec.hypernodes:
-            raise InputError(
-                f"{args.cluster} has its own HyperNodes; --topology would replace them",
-                field="--topology",
-            )
-        shape = TreeShape.from_text(args.topology)
-        spec.hypernodes = hypernode_objects([n["metadata"]["name"] for n in spec.nodes], shape)
-    return spec
-
-
-def _gpus(nodes: list[dict[str, Any]]) -> int:
-    from pumice.sim.engine import node_allocatable
-
-    return int(sum(a.get(GPU, 0.0) for a in node_allocatable(nodes)))
-
-
-def workload_from_args(args: argparse.Namespace, nodes: list[dict[str, Any]]):
-    from pumice.sim import synthetic
-    from pumice.sim.loader import load_workload
-
-    if args.trace_format:
-        if not args.workload:
-            raise InputError(f"--trace-format {args.trace_format} needs a trace file or directory")
-        if len(args.workload) > 1:
-            raise InputError("one trace at a time (a file or a directory)")
-        import importlib
-
-        mod = importlib.import_module(f"pumice.sim.traces.{args.trace_format}")
-        return mod.load(args.workload[0], limit=args.limit)
-    if args.workload:
-        if args.jobs is not None:
-            raise InputError("give WORKLOAD files or --jobs, not both")
-        return load_workload(args.workload)
-    if args.jobs is not None:
-        if args.jobs < 0:
-            raise InputError("must be >= 0", field="--jobs")
-        gpus = max(_gpus(nodes), 8)
-        if args.load <= 0:
-            raise InputError("must be > 0", field="--load")
-        return synthetic.generate(
-            args.jobs,
-            seed=args.seed,
-            capacity_gpus=gpus,
-            n_queues=12 if args.jobs < 20000 else 20,
-            max_gang=max(1, min(32, gpus // 8)),  # no gang wider than the cluster
-            load=args.load,
-        )
-    if args.nodes is None and not args.cluster:
-        return synthetic.default_workload(args.seed)
-    return synthetic.generate(3000, seed=args.seed, capacity_gpus=max(_gpus(nodes), 8))
 
 
 class _Bars:
@@ -611,7 +520,8 @@ def run(args: argparse.Namespace) -> int:
     from pumice.scheduler import Scheduler
     from pumice.sim import gpu_sharing
     from pumice.sim.engine import SimOptions, node_allocatable
-    from pumice.sim.report import prepare_out, summary_rows
+    from pumice.sim.report_folder import prepare_out
+    from pumice.sim.summary_text import summary_rows
     from pumice.sim.whatif import config_names, has_topology, topology_rows, write_comparison
 
     if args.period <= 0:
@@ -802,7 +712,7 @@ def run(args: argparse.Namespace) -> int:
             )
         print(f"report: {page}")
     else:
-        from pumice.sim.report import UTILIZATION_NOTE, minutes, utilization_rows
+        from pumice.sim.summary_text import UTILIZATION_NOTE, minutes, utilization_rows
 
         run_all: dict[str, Any] = {"workers": workers}
         if address is not None:

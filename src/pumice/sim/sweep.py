@@ -286,7 +286,7 @@ def aggregate(
 
 
 def _shown(metric: str, v: float | None) -> str:
-    from pumice.sim.report import minutes
+    from pumice.sim.summary_text import minutes
 
     if v is None:
         return "–"
@@ -374,7 +374,7 @@ def _write_page(
     out: Path,
     jobs: dict[int, int],
 ) -> Path:
-    from pumice.sim.report import PAGE_CSS, html_table
+    from pumice.sim.report_html import PAGE_CSS, html_table
 
     def text(metric: str, c: Spread | None) -> str:
         if c is None or c.mean is None:

@@ -28,18 +28,15 @@ import orjson
 from pumice.sim.engine import SimResult
 from pumice.sim.findings import findings
 from pumice.sim.gpu_sharing import what_sharing_bought
-from pumice.sim.report import (
+from pumice.sim.report_folder import mark_report
+from pumice.sim.report_html import PAGE_CSS, html_img, html_table
+from pumice.sim.report_metrics import gang_view
+from pumice.sim.report_plots import plot_report, plot_topology
+from pumice.sim.summary_text import (
     HOUR,
-    PAGE_CSS,
     UTILIZATION_NOTE,
     duration,
-    gang_view,
-    html_img,
-    html_table,
-    mark_report,
     minutes,
-    plot_report,
-    plot_topology,
     tier_label,
     utilization_rows,
 )

@@ -48,9 +48,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from pumice.actions import default_registry as default_actions
 from pumice.conf.arguments import Arguments
 from pumice.errors import InputError
 from pumice.framework.plugin import Named, Registry
+from pumice.plugins import default_registry as default_plugins
 
 #: Entry point group of each kind.
 GROUPS = {"plugin": "pumice.plugins", "action": "pumice.actions"}
@@ -153,9 +155,6 @@ def load_registries(plugins_dir: str | os.PathLike[str] | None = None) -> Regist
     reuse them); each call returns new registries. Constructors run later, in
     :meth:`Scheduler.create <pumice.scheduler.Scheduler.create>`, for the configured
     plugins only."""
-    from pumice.actions import default_registry as default_actions
-    from pumice.plugins import default_registry as default_plugins
-
     directory = None if plugins_dir is None else _directory(plugins_dir)
     dir_key = None if directory is None else str(directory)
     registries: dict[str, ExtensionRegistry] = {}

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from pumice.cli import main
-from pumice.framework.extensions import load_registries
+from pumice.extensions import load_registries
 from pumice.scheduler import Scheduler
 
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[1]
 EXAMPLES = ROOT / "src/pumice/examples/plugins"
 DATA = ROOT / "tests/data/plugins"
 SNAPSHOT = DATA / "snapshot.yaml"
