@@ -210,7 +210,7 @@ def _compact_dialect(
         for key in ("podGroup", "replicaKey"):
             if key in j:
                 raise InputError("only a job of dialect workload has one", field=f"{f}.{key}")
-        return dialect, "", ""  # type: ignore[return-value]
+        return dialect, "", ""
     pod_group = j.get("podGroup", DEFAULT_POD_GROUP)
     if not isinstance(pod_group, str) or not is_dns_label(pod_group):
         raise InputError(f"invalid pod group name {shown(pod_group)}", field=f"{f}.podGroup")

@@ -17,6 +17,7 @@ from pumice.errors import InputError
 
 if TYPE_CHECKING:
     from pumice.sim.cluster_spec import ClusterSpec
+    from pumice.sim.workload import Workload
 
 GPU = "nvidia.com/gpu"
 
@@ -75,7 +76,7 @@ def _gpus(nodes: list[dict[str, Any]]) -> int:
     return int(sum(a.get(GPU, 0.0) for a in node_allocatable(nodes)))
 
 
-def workload_from_args(args: argparse.Namespace, nodes: list[dict[str, Any]]):
+def workload_from_args(args: argparse.Namespace, nodes: list[dict[str, Any]]) -> Workload:
     from pumice.sim import synthetic
     from pumice.sim.loader import load_workload
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,10 +21,14 @@ from pumice.sim.engine import SimResult
 from pumice.sim.report_metrics import gang_view
 from pumice.sim.summary_text import HOUR, tier_label
 
+if TYPE_CHECKING:  # (matplotlib itself is imported on first plot: it is slow to load)
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
 PLOTS = ("utilization", "queue_share", "wait_cdf", "completion_cdf", "pending")
 
 
-def _pyplot():
+def _pyplot() -> ModuleType:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -31,12 +37,12 @@ def _pyplot():
     return plt
 
 
-def _save(fig, path: Path) -> None:
+def _save(fig: Figure, path: Path) -> None:
     fig.savefig(path, dpi=100, bbox_inches="tight", metadata={"Software": None})
     _pyplot().close(fig)
 
 
-def _cdf(ax, values: Sequence[float], label: str) -> None:
+def _cdf(ax: Axes, values: Sequence[float], label: str) -> None:
     if not values:
         return
     v = np.sort(np.asarray(values, dtype=np.float64)) / 60.0
@@ -44,7 +50,7 @@ def _cdf(ax, values: Sequence[float], label: str) -> None:
     ax.step(v, y, where="post", label=label)
 
 
-def _minutes_axis(ax, values: Sequence[float]) -> None:
+def _minutes_axis(ax: Axes, values: Sequence[float]) -> None:
     pos = [x for x in values if x > 0]
     if pos and max(pos) / max(min(pos), 1e-9) > 100:
         ax.set_xscale("symlog", linthresh=1.0)
@@ -77,12 +83,12 @@ def active_hours(results: Sequence[SimResult]) -> tuple[float, float] | None:
     return max(lo - pad, 0.0) / HOUR, (hi + pad) / HOUR
 
 
-def _time_axis(ax, span: tuple[float, float] | None) -> None:
+def _time_axis(ax: Axes, span: tuple[float, float] | None) -> None:
     if span is not None:
         ax.set_xlim(*span)
 
 
-def _legend_below(ax, n: int, offset: float = -0.22) -> None:
+def _legend_below(ax: Axes, n: int, offset: float = -0.22) -> None:
     """A legend under the axes, outside the data."""
     ax.legend(
         loc="upper center", bbox_to_anchor=(0.5, offset), ncol=min(max(n, 1), 4), fontsize=8,

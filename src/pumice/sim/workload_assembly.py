@@ -122,12 +122,12 @@ def _build_manifest_jobs(decl: Declarations) -> None:
     _build_workload_jobs(decl, groups)
     for (namespace, ref), pods in sorted(groups.items()):
         pod = pods[0]
-        dialect, group = ref[0], ref[1]
+        via, group = ref[0], ref[1]
         raise InputError(
-            f"{JOIN[dialect]} names {GANG_OBJECT[dialect]} {group}, which no file declares",
+            f"{JOIN[via]} names {GANG_OBJECT[via]} {group}, which no file declares",
             file=pod.file,
             obj=f"Pod {namespace}/{pod.name}",
-            field=JOIN_FIELD[dialect],
+            field=JOIN_FIELD[via],
         )
     for pod in singles:
         where = f"Pod {pod.namespace}/{pod.name}"

@@ -182,9 +182,9 @@ class Declarations:
                 name, obj.get("value", 0), Origin(file, f"PriorityClass {name}"), "value"
             )
         else:
-            meta = obj.get("metadata")
-            name = meta.get("name") if isinstance(meta, Mapping) else None
-            what = " ".join(shown_text(x) for x in (kind or "an object without kind", name) if x)
+            raw_meta = obj.get("metadata")
+            named = raw_meta.get("name") if isinstance(raw_meta, Mapping) else None
+            what = " ".join(shown_text(x) for x in (kind or "an object without kind", named) if x)
             self.warn(f"{file}: skipped {what}: not part of a workload")
 
     # ---- compact form
