@@ -13,6 +13,7 @@ from pumice.errors import InputError, one_line, shown
 
 if TYPE_CHECKING:
     from pumice.conf.config import SchedulerConfig
+    from pumice.scheduler import Scheduler
 
 EXIT_BAD_INPUT = 2
 
@@ -85,7 +86,7 @@ def _with_jobs_expanded(objects: list) -> tuple[list, list[str]]:
     return kept + [SourcedObject(m, jobs[0].source) for m in made], notes
 
 
-def _scheduler_from_text(text: str):
+def _scheduler_from_text(text: str) -> Scheduler:
     """A scheduler for a configuration given as YAML text (a benchmark's own)."""
     from pumice.conf.config import parse_config
     from pumice.documents import load_one_yaml

@@ -40,15 +40,17 @@ def _on_node(pods: Pods, decisions: Decisions) -> Iterable[tuple[str, parse.PodR
         if p.node_name and p.phase in ("Running", "Pending"):
             yield key, p, p.node_name, False
     for key, node_name in decisions.binds.items():
-        p = pods.get(key)
-        if p is not None and not p.node_name:
-            yield key, p, node_name, True
+        got = pods.get(key)
+        if got is not None and not got.node_name:
+            yield key, got, node_name, True
 
 
 def card_problems(nodes: Mapping[str, NodeSpec], pods: Pods, decisions: Decisions) -> list[str]:
     """Cards over their memory, and pods asking card memory bound without a card."""
     cards = {
-        n: c for n, spec in nodes.items() if (c := share_cards(spec.capacity, spec.annotations))
+        n: on_node
+        for n, spec in nodes.items()
+        if (on_node := share_cards(spec.capacity, spec.annotations))
     }
     if not cards:
         return []
@@ -86,11 +88,11 @@ def numa_problems(
         cpu = rec.resource("cpu")
         if rec.cpu_policy != "static" or rec.topology_policy != "single-numa-node" or cpu is None:
             continue
-        counts = {info.numa: 0 for _, info in rec.cpus}
+        per_numa = {info.numa: 0 for _, info in rec.cpus}
         for c, info in rec.cpus:
             if c in cpu.allocatable:
-                counts[info.numa] += 1
-        free[rec.name] = counts
+                per_numa[info.numa] += 1
+        free[rec.name] = per_numa
     problems: list[str] = []
     for key, node_name in decisions.binds.items():
         p = pods.get(key)

@@ -10,8 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pumice.errors import InputError
+
+if TYPE_CHECKING:
+    from pumice.bench.e2e_model import E2EOptions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -128,7 +132,7 @@ def _names(text: str, known: tuple[str, ...], flag: str) -> tuple[str, ...]:
     return names
 
 
-def options_from(args: argparse.Namespace):  # -> E2EOptions
+def options_from(args: argparse.Namespace) -> E2EOptions:
     from pumice.bench.e2e_model import DEFAULT_K8S, WORKLOADS, E2EOptions
     from pumice.bench.e2e_peers import PEERS
 

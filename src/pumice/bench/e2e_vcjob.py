@@ -288,9 +288,9 @@ def run_on(plane: Any, client: KubeClient, kubeconfig: Path, peer: peers.Peer, o
             result.controller_rss_mb = peak_rss_mb(procs["controllers"].pid)
         if "kube-apiserver" in servers:
             result.apiserver_rss_mb = peak_rss_mb(servers["kube-apiserver"])
-        for w in (watch, pgs):
-            if w.error:
-                result.problems.append(w.error)
+        for seen in (watch, pgs):
+            if seen.error:
+                result.problems.append(seen.error)
     finally:
         for w in (watch, pgs):
             if w is not None:

@@ -1,20 +1,20 @@
 """What a start forecast costs as ``pumice run``'s pending-jobs endpoint serves it:
 ``python -m pumice.bench.forecast_endpoint``.
 
-Why: ``?eta=1`` must not make a request wait seconds for a forecast, nor make the
-server compute one per request. This builds the cluster of
-:mod:`pumice.forecast.bench` (``--nodes`` full 8-GPU nodes, ``--waiting`` gangs), runs
-one cycle for the line, and serves it over HTTP on this machine with a
+Why: ``?eta=1`` must not make a request wait seconds for a forecast, nor make the server
+compute one per request. This builds the cluster of :mod:`pumice.forecast.bench`
+(``--nodes`` full 8-GPU nodes, ``--waiting`` gangs), runs one cycle for the line, and
+serves it over HTTP on this machine with a
 :class:`~pumice.forecast.live.BackgroundForecast`, as ``pumice run`` does. It asks
 ``?eta=1`` (a page of 100) in a loop from the first request (202: the forecast starts in
 its child process, as the scheduler's loop would start it) until the estimates come
 (200), and prints how long that took, what the forecast cost, how long the requests
-answered meanwhile took (they share the machine's cores with the forecast), how long a page with estimates takes once there is a forecast, and
-what the forecast does to the scheduler's own cycles: a cycle on the same cluster
-(through the scheduler cache, as ``pumice run`` runs it) timed before, and while the
-forecast computes (between the requests). The step is ``--step`` or, as ``pumice run``
-chooses it, by the cluster's size.
-"""
+answered meanwhile took (they share the machine's cores with the forecast), how long a
+page with estimates takes once there is a forecast, and what the forecast does to the
+scheduler's own cycles: a cycle on the same cluster (through the scheduler cache, as
+``pumice run`` runs it) timed before, and while the forecast computes (between the
+requests). The step is ``--step`` or, as ``pumice run`` chooses it, by the cluster's
+size."""
 
 from __future__ import annotations
 

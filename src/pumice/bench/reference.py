@@ -23,6 +23,8 @@ from pumice.api.node import NodeTable
 from pumice.api.spread import SpreadConstraint
 from pumice.api.task import Placement, SelectorTerm, Taint, TaskInfo, TaskStatus, Toleration
 from pumice.framework.session import Session
+from pumice.plugins.binpack import BinpackPlugin
+from pumice.plugins.nodeorder import NodeOrderPlugin
 
 MAX = 100.0
 HARD = ("NoSchedule", "NoExecute")
@@ -131,7 +133,7 @@ def spread_allowed(nodes: NodeTable, task: TaskInfo) -> list[bool]:
     p = task.placement
     labels = [nodes.specs[i].labels for i in range(n)]
 
-    def matching(i: int, c) -> int:
+    def matching(i: int, c: SpreadConstraint) -> int:
         return _spread_matching(nodes, i, c, task.namespace)
 
     # PreFilter: TpPairToMatchNum over the nodes passing node affinity with every key.
@@ -233,6 +235,7 @@ def nodeorder_scores(
         total = 0.0
         if w["leastrequested.weight"] or w["mostrequested.weight"]:
             nz = nodes.nonzero[i].tolist()
+            assert task.nonzero is not None  # (every parsed task has its nonzero requests)
             req = [nz[0] + float(task.nonzero[0]), nz[1] + float(task.nonzero[1])]
             cap = [alloc[cpu], alloc[mem]]
             if w["leastrequested.weight"]:
@@ -284,7 +287,7 @@ def _spread_scores(nodes: NodeTable, task: TaskInfo, soft: list, cand: list[int]
         for k, c in enumerate(soft)
     ]  # fmt: skip
 
-    def matching(i: int, c) -> int:
+    def matching(i: int, c: SpreadConstraint) -> int:
         return _spread_matching(nodes, i, c, task.namespace)
 
     p = task.placement
@@ -328,7 +331,9 @@ def _spread_scores(nodes: NodeTable, task: TaskInfo, soft: list, cand: list[int]
     return out
 
 
-def binpack_scores(ssn: Session, plugin, task: TaskInfo, cand: list[int]) -> list[float]:
+def binpack_scores(
+    ssn: Session, plugin: BinpackPlugin, task: TaskInfo, cand: list[int]
+) -> list[float]:
     space, nodes = ssn.space, ssn.nodes
     weight = {d: 0.0 for d in range(space.size)}
     for name, wt in plugin.resource_weights.items():
@@ -387,10 +392,12 @@ def choose(ssn: Session, task: TaskInfo) -> tuple[int, bool] | None:
     total: list[float] | None = None
     for tier in ssn.hooks.chain("node_order"):
         for name, _fn in tier:
-            if name == "nodeorder":
-                s = nodeorder_scores(ssn, plugins[name].weights, task, cand)
+            plugin = plugins[name]
+            if isinstance(plugin, NodeOrderPlugin):
+                s = nodeorder_scores(ssn, plugin.weights, task, cand)
             else:
-                s = binpack_scores(ssn, plugins[name], task, cand)
+                assert isinstance(plugin, BinpackPlugin)  # (the reference knows only these)
+                s = binpack_scores(ssn, plugin, task, cand)
             total = s if total is None else [a + b for a, b in zip(total, s, strict=True)]
     if total is None:
         return cand[0], bool(now)

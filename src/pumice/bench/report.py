@@ -12,7 +12,7 @@ from dataclasses import asdict
 
 import orjson
 
-from pumice.bench.runner import Result
+from pumice.bench.runner import AnyResult, Result
 from pumice.bench.sim_peak import PeakResult
 
 COLUMNS = (
@@ -130,7 +130,7 @@ def _table(columns: Sequence[tuple[str, str]], table: list[list[str]]) -> None:
         print(line.rstrip())
 
 
-def print_results(results: Sequence[Result | PeakResult]) -> None:
+def print_results(results: Sequence[AnyResult]) -> None:
     from pumice.bench.quiet import QUIET_COLUMNS, QuietResult, quiet_rows
     from pumice.bench.visibility import VISIBILITY_COLUMNS, VisibilityResult, visibility_rows
 
@@ -156,11 +156,11 @@ def print_results(results: Sequence[Result | PeakResult]) -> None:
         if snapshots or windows or quiet:
             print()
         _table(VISIBILITY_COLUMNS, visibility_rows(seen))
-    for r in results:
-        for p in r.problems[:10]:
-            print(f"{r.name}: INVALID: {p}")
+    for any_result in results:
+        for p in any_result.problems[:10]:
+            print(f"{any_result.name}: INVALID: {p}")
 
 
-def write_json(results: Sequence[Result | PeakResult], path: str) -> None:
+def write_json(results: Sequence[AnyResult], path: str) -> None:
     with open(path, "wb") as fh:
         fh.write(orjson.dumps([asdict(r) for r in results], option=orjson.OPT_INDENT_2))

@@ -19,7 +19,7 @@ import gc
 import multiprocessing
 import time
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Union
 
 from pumice.bench.measure import peak_rss_mib, percentile
 from pumice.bench.scenarios import AnyScenario, Scenario, SimScenario
@@ -29,7 +29,14 @@ from pumice.framework.decisions import Decisions
 from pumice.scheduler import Scheduler
 
 if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+
+    from pumice.bench.quiet import QuietResult
     from pumice.bench.sim_peak import PeakResult
+    from pumice.bench.visibility import VisibilityResult
+
+#: What one scenario of any kind gives.
+AnyResult = Union["Result", "PeakResult", "QuietResult", "VisibilityResult"]
 
 
 @dataclass(slots=True)
@@ -100,7 +107,7 @@ def run_scenario(
 
 def run_one(
     scenario: AnyScenario, scheduler: Scheduler, repeats: int = 3, check: bool = True
-) -> Result | PeakResult:
+) -> AnyResult:
     """Run a scenario of either kind in this process: a snapshot scenario for
     ``repeats`` cycles (:func:`run_scenario`), a simulator scenario once (its window
     holds many cycles; :func:`pumice.bench.sim_peak.run_peak`)."""
@@ -111,15 +118,17 @@ def run_one(
     from pumice.bench.quiet import QuietScenario, run_quiet
 
     if isinstance(scenario, QuietScenario):
-        return run_quiet(scenario, scheduler, check)  # type: ignore[return-value]
+        return run_quiet(scenario, scheduler, check)
     from pumice.bench.visibility import VisibilityScenario, run_visibility
 
     if isinstance(scenario, VisibilityScenario):
-        return run_visibility(scenario, scheduler, check)  # type: ignore[return-value]
+        return run_visibility(scenario, scheduler, check)
     return run_scenario(scenario, scheduler, repeats, check)
 
 
-def _child(conn, scenario: AnyScenario, scheduler: Scheduler, repeats: int, check: bool) -> None:
+def _child(
+    conn: Connection, scenario: AnyScenario, scheduler: Scheduler, repeats: int, check: bool
+) -> None:
     try:
         result = run_one(scenario, scheduler, repeats, check)
         conn.send(("ok", type(result).__name__, asdict(result)))
@@ -131,7 +140,7 @@ def _child(conn, scenario: AnyScenario, scheduler: Scheduler, repeats: int, chec
 
 def run_isolated(
     scenario: AnyScenario, scheduler: Scheduler, repeats: int = 3, check: bool = True
-) -> Result | PeakResult:
+) -> AnyResult:
     """:func:`run_one` in a forked child, so its peak memory is its own."""
     try:
         ctx = multiprocessing.get_context("fork")
@@ -158,9 +167,9 @@ def run_isolated(
     if kind == "QuietResult":
         from pumice.bench.quiet import QuietResult
 
-        return QuietResult(**payload)  # type: ignore[return-value]
+        return QuietResult(**payload)
     if kind == "VisibilityResult":
         from pumice.bench.visibility import VisibilityResult
 
-        return VisibilityResult(**payload)  # type: ignore[return-value]
+        return VisibilityResult(**payload)
     return Result(**payload)

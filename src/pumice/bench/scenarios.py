@@ -15,6 +15,7 @@ cycle by cycle.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -135,12 +136,12 @@ def topology(
         n = node(name, "64", "512Gi", 110)
         n["status"]["allocatable"]["nvidia.com/gpu"] = "8"
         objs.append(n)
-    leaves = []
+    leaves: list[str] = []
     for k in range(0, n_nodes, per_leaf):
         leaf = f"leaf-{len(leaves):03d}"
         leaves.append(leaf)
         objs.append(hypernode(leaf, 1, "Node", names[k : k + per_leaf]))
-    spines = []
+    spines: list[str] = []
     for k in range(0, len(leaves), leaves_per_spine):
         spine = f"spine-{len(spines):02d}"
         spines.append(spine)
@@ -527,7 +528,7 @@ def _scale_cases() -> list[Scenario]:
                 Scenario(
                     f"scale-{n}x{p}",
                     f"{n} nodes (4 CPU, 32Gi), {p} pending single pods of 100m / 500Mi",
-                    lambda n=n, p=p: uniform(n, p),
+                    functools.partial(uniform, n, p),
                     n,
                     p,
                 )

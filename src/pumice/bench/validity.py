@@ -10,7 +10,7 @@ benchmark that runs cycles (snapshot scenarios, simulator windows) checks with i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pumice.api import parse
@@ -55,8 +55,8 @@ def check_decisions(objects: Iterable[Mapping[str, Any]], decisions: Decisions) 
             p = parse.parse_pod(obj)
             pods[f"{p.namespace}/{p.name}"] = p
         elif kind == "PodGroup":
-            g = parse.parse_podgroup(obj)
-            min_member[f"{g.namespace}/{g.name}"] = g.min_member
+            group = parse.parse_podgroup(obj)
+            min_member[f"{group.namespace}/{group.name}"] = group.min_member
     problems: list[str] = []
     used: dict[str, dict[str, float]] = {n: {} for n in alloc}
     ready: dict[str, int] = {}
@@ -74,18 +74,18 @@ def check_decisions(objects: Iterable[Mapping[str, Any]], decisions: Decisions) 
                 g = f"{p.namespace}/{p.group}"
                 ready[g] = ready.get(g, 0) + 1
     for key, node_name in decisions.binds.items():
-        p = pods.get(key)
-        if p is None:
+        got = pods.get(key)
+        if got is None:
             problems.append(f"bound pod {key} does not exist")
             continue
-        if p.node_name:
-            problems.append(f"pod {key} was already on node {p.node_name}")
+        if got.node_name:
+            problems.append(f"pod {key} was already on node {got.node_name}")
         if node_name not in alloc:
             problems.append(f"pod {key} bound to unknown node {node_name}")
             continue
-        take(node_name, p.resreq)
-        if p.group:
-            g = f"{p.namespace}/{p.group}"
+        take(node_name, got.resreq)
+        if got.group:
+            g = f"{got.namespace}/{got.group}"
             bound[g] = bound.get(g, 0) + 1
     for node_name, u in sorted(used.items()):
         cap = alloc.get(node_name)
@@ -101,15 +101,15 @@ def check_decisions(objects: Iterable[Mapping[str, Any]], decisions: Decisions) 
             problems.append(f"podgroup {g} bound {n} pods, {have} placed < minMember {need}")
     given: dict[str, str] = {}
     for pod_key, pre in sorted(decisions.prebind.items()):
-        node_name = decisions.binds.get(pod_key)
+        bound_to = decisions.binds.get(pod_key)
         for claim, pv in sorted(pre.volumes.items()):
             other = given.setdefault(pv, claim)
             if other != claim:
                 problems.append(f"PV {pv} given to claims {other} and {claim}")
             hosts = pv_hosts.get(pv)
-            host = hostnames.get(node_name or "")
-            if node_name is not None and hosts is not None and host not in hosts:
-                problems.append(f"pod {pod_key} on {node_name}, its claim's PV {pv} elsewhere")
+            host = hostnames.get(bound_to or "")
+            if bound_to is not None and hosts is not None and host not in hosts:
+                problems.append(f"pod {pod_key} on {bound_to}, its claim's PV {pv} elsewhere")
     problems += card_problems(specs, pods, decisions)
     problems += numa_problems(attached["Numatopology"], pods, decisions)
     problems += device_problems(
@@ -124,7 +124,7 @@ def _hostnames(pv: Mapping[str, Any]) -> set[str] | None:
     required = ((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}
     out: set[str] = set()
     for term in required.get("nodeSelectorTerms") or ():
-        exprs = term.get("matchExpressions") or ()
+        exprs: Sequence[Mapping[str, Any]] = term.get("matchExpressions") or ()
         if term.get("matchFields") or len(exprs) != 1:
             return None
         e = exprs[0]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pumice.errors import InputError
 from pumice.fuzz.cases import Case, make_case, warm_cases
-from pumice.fuzz.corpus import load_corpus
+from pumice.fuzz.corpus import Corpus, load_corpus
 from pumice.fuzz.report import Tally, print_report, save
 from pumice.fuzz.runner import Program, Running, finish, preload, run_one, start
 from pumice.fuzz.verdict import Finding, judge
@@ -84,8 +84,8 @@ def run(args: argparse.Namespace, program: Program) -> int:
 
 
 def _loop(
-    args,
-    corpus,
+    args: argparse.Namespace,
+    corpus: Corpus,
     indices: list[int],
     base: Path,
     out: Path,

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from pumice.scheduler import Scheduler
     from pumice.sim.cluster_spec import ClusterSpec
     from pumice.sim.engine import Progress, SimOptions, SimResult
+    from pumice.sim.topology import Slowdown
 
 TRACE_FORMATS = ("alibaba2020", "alibaba2023", "philly")
 TOPOLOGY_PLUGIN = "network-topology-aware"
@@ -448,7 +449,7 @@ def _modes(args: argparse.Namespace) -> list[str]:
     return modes
 
 
-def _slowdown(args: argparse.Namespace, cluster: ClusterSpec):
+def _slowdown(args: argparse.Namespace, cluster: ClusterSpec) -> Slowdown:
     from pumice.sim.topology import Slowdown
 
     slowdown = Slowdown.parse(args.topology_slowdown, "--topology-slowdown")
@@ -596,7 +597,12 @@ def run(args: argparse.Namespace) -> int:
         if modes:
             raise InputError("give --gpu-sharing or --network-topology, not both")
         allocs = node_allocatable(nodes)
-        by_seed = {s: gpu_sharing.variants(sharing, workloads[s], allocs) for s in seeds}
+        by_seed = {
+            s: list[tuple[str | None, Workload]](
+                gpu_sharing.variants(sharing, workloads[s], allocs)
+            )
+            for s in seeds
+        }
     for ci, label in enumerate(config_labels):
         for k in range(len(by_seed[seeds[0]])):
             for si, seed in enumerate(seeds):
