@@ -20,12 +20,8 @@ undoes that before anything else happens. The result decides as the snapshot
 (``tests/cache/test_cache.py`` checks it); a change of nodes, queues or priority
 classes rebuilds the base from the parsed records (rare: they are set-up objects).
 
-The HyperNode tree (``Snapshot.topology``) is built from the HyperNode records and the
-nodes' names and labels, and kept from snapshot to snapshot: it is built again only
-when a HyperNode changes or a node is added, removed or relabelled (a status write of
-a HyperNode, or a node's heartbeat, keeps it). A tree that would lie (a cycle of
-members, a HyperNode with two parents) raises, or with ``on_bad`` is reported there
-and repaired (see :func:`pumice.api.hypernode.build_topology`).
+The HyperNode tree (``Snapshot.topology``) is kept from snapshot to snapshot and built
+again only when HyperNodes or nodes change (:mod:`pumice.cache.tree`).
 
 :meth:`SchedulerCache.apply` carries out a cycle's decisions through the
 :class:`~pumice.cluster.protocol.Cluster` protocol (:mod:`pumice.cache.apply`):
@@ -43,7 +39,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from pumice.api import gang_apis, parse
-from pumice.api.hypernode import NodeFacts, Topology, build_topology
+from pumice.api.hypernode import Topology
 from pumice.api.job import JobInfo
 from pumice.api.ledger import Ledger
 from pumice.api.node import NodeTable
@@ -66,6 +62,7 @@ from pumice.cache.records import (
     BadObject,
     Records,
 )
+from pumice.cache.tree import HyperNodeTree
 from pumice.cluster.protocol import DELETED, Cluster, WatchEvent, object_key
 from pumice.errors import InputError
 from pumice.framework.decisions import Decisions
@@ -74,8 +71,6 @@ from pumice.framework.slots import SlotMemory
 #: The node table's change log is started afresh beyond this length (views kept on it
 #: by :class:`~pumice.framework.slots.SlotMemory` are then rebuilt once).
 MAX_NODE_LOG = 1_000_000
-
-HYPERNODE_API_VERSION = "topology.volcano.sh/v1alpha1"
 
 
 class SchedulerCache:
@@ -120,8 +115,6 @@ class SchedulerCache:
         #: until they are fixed or deleted: ``Snapshot.skipped``, and the explanation of
         #: the pods of a skipped PodGroup.
         self.invalid: dict[str, str] = {}
-        #: HyperNodes the tree was repaired around (not their parse): said per build.
-        self._bad_tree: set[str] = set()
         #: Node specs changed in place since the label columns were last rebuilt.
         self._relabel = False
         self.watch = cluster.watch(CACHE_KINDS)
@@ -131,10 +124,8 @@ class SchedulerCache:
         self.pgs_r, self.pods_r, self.pdbs_r = records.pgs_r, records.pods_r, records.pdbs_r
         self.hypernodes_r, self.workloads_r = records.hypernodes_r, records.workloads_r
         self.side_r = records.side_r
-        #: The HyperNode tree handed to every snapshot (None: no HyperNodes), built
-        #: again only when ``_topology_stale`` (see the module docstring).
-        self.topology: Topology | None = None
-        self._topology_stale = True
+        #: The HyperNode tree handed to every snapshot (see :mod:`pumice.cache.tree`).
+        self.tree = HyperNodeTree(records, self._bad if on_bad is not None else None, self.invalid)
         #: Base model, kept up to date by events (see the module docstring).
         self.base = BaseModel(records, ("", *names), default_queue)
         self._applier = DecisionApplier(cluster, records, self.base, self._admit, clock)
@@ -168,9 +159,14 @@ class SchedulerCache:
                 except InputError as err:
                     self._bad(kind, key, obj, err)
         self._rebuild()
-        self._build_topology()
+        self.tree.build()
 
     # -- the base model's parts, as callers know them -----------------------------------
+
+    @property
+    def topology(self) -> Topology | None:
+        """The HyperNode tree every snapshot is handed (None: no HyperNodes)."""
+        return self.tree.topology
 
     @property
     def latest(self) -> float:
@@ -261,8 +257,8 @@ class SchedulerCache:
             nodes = self.base.nodes
             nodes.labels = NodeIndex(nodes.specs)
             nodes.changes = []  # (fit masks kept per shape depend on labels)
-        if self._topology_stale:
-            self._build_topology()
+        if self.tree.stale:
+            self.tree.build()
         return len(events)
 
     def _bad(self, kind: str, key: str, obj: Mapping[str, Any], err: InputError) -> None:
@@ -304,7 +300,8 @@ class SchedulerCache:
             else:
                 self.records.record(kind, key, ev.obj)
         elif kind == "HyperNode":
-            self._handle_hypernode(ev)
+            if not self.tree.take(ev):
+                self.changes -= 1  # (not held, or the same spec)
         elif kind in SIDE_PARSERS:  # read at snapshot time: no model to update
             table = self.side_r[kind]
             if ev.type == DELETED:
@@ -323,7 +320,7 @@ class SchedulerCache:
             self._handle_node_update(key, ev.obj)
         else:  # nodes, queues, priority classes: set-up objects, rebuild the base
             if kind == "Node":
-                self._topology_stale = True  # (a node came or went: members change)
+                self.tree.stale = True  # (a node came or went: members change)
             if ev.type == DELETED:
                 {"Node": self.nodes_r, "Queue": self.queues_r, "PriorityClass": self.pcs_r}[
                     kind
@@ -349,7 +346,7 @@ class SchedulerCache:
             self.changes -= 1  # (nothing a decision reads moved)
             return
         if spec.labels != old.labels:
-            self._topology_stale = True  # (labelMatch members may gain or lose it)
+            self.tree.stale = True  # (labelMatch members may gain or lose it)
         nodes = self.base.nodes
         i = nodes.index.get(key)
         if i is None or not set(spec.allocatable) <= set(self.base.space.index):
@@ -360,47 +357,6 @@ class SchedulerCache:
             old.labels, old.taints, old.unschedulable, old.ready
         ):  # fmt: skip
             self._relabel = True
-
-    def _handle_hypernode(self, ev: WatchEvent) -> None:
-        """A HyperNode's change: the tree is built again at the end of the sync, unless
-        only its status moved (Volcano's controller writes ``status.nodeCount``)."""
-        if ev.type == DELETED:
-            if self.hypernodes_r.pop(ev.key, None) is None:
-                self.changes -= 1
-                return
-        else:
-            old = self.hypernodes_r.get(ev.key)
-            if self.records.record("HyperNode", ev.key, ev.obj) == old:
-                self.changes -= 1  # (the same spec)
-                return
-        self._topology_stale = True
-
-    def _build_topology(self) -> None:
-        """The HyperNode tree over the nodes as they are now; with ``on_bad``, a
-        HyperNode that would make it lie is reported there and repaired around."""
-        self._topology_stale = False
-        if not self.hypernodes_r:  # (most clusters: no need to look at the nodes)
-            self.topology = None
-            return
-        records = [self.hypernodes_r[k] for k in sorted(self.hypernodes_r)]
-        facts = [NodeFacts(name, spec.labels) for name, spec in sorted(self.nodes_r.items())]
-        on_bad = self._bad_hypernode if self.on_bad is not None else None
-        for name in self._bad_tree:
-            self.invalid.pop(f"HyperNode {name}", None)  # (said again below if still)
-        self._bad_tree = set()
-        try:
-            self.topology = build_topology(records, facts, on_bad=on_bad)
-        except InputError:
-            self._topology_stale = True  # (raised again by the next sync until fixed)
-            raise
-
-    def _bad_hypernode(self, what: str, message: str) -> None:
-        """build_topology's report (``what`` is "HyperNode <name>") as a bad object."""
-        assert self.on_bad is not None
-        name = what.removeprefix("HyperNode ")
-        obj = {"apiVersion": HYPERNODE_API_VERSION, "kind": "HyperNode", "metadata": {"name": name}}
-        self._bad_tree.add(name)
-        self._bad("HyperNode", name, obj, InputError(message, obj=what))
 
     def _handle_pod(self, ev: WatchEvent) -> None:
         key = ev.key
@@ -496,6 +452,7 @@ class SchedulerCache:
             self._lent_jobs = [(jobs[uid], jobs[uid].version, jobs[uid].phase) for uid in active]
 
         queues = dict(base.queues)  # (read-only specs: see ModelBuilder.queue)
+        topology = self.tree.topology
         snap = self._lent = Snapshot(
             now=self.clock() if self.clock is not None else self.records.latest,
             space=base.space,
@@ -513,8 +470,8 @@ class SchedulerCache:
             verdicts=self.verdicts,
             stamp=self.changes,
             lend=lend,
-            topology=self.topology,
-            notes=list(self.topology.notes) if self.topology is not None else [],
+            topology=topology,
+            notes=list(topology.notes) if topology is not None else [],
             skipped=dict(self.invalid),
             objects=self.side_r,
         )
