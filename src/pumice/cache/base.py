@@ -239,6 +239,7 @@ class BaseModel:
             self.unsettled.add(uid)
 
     def forget(self, uid: str) -> None:
+        """Job ``uid`` is gone from the model: out of the ledger and the active sets."""
         self.ledger.remove(uid)
         self.dirty.discard(uid)
         self.unsettled.discard(uid)
@@ -248,6 +249,9 @@ class BaseModel:
     # -- pods ---------------------------------------------------------------------------
 
     def add_pod(self, key: str, p: parse.PodRecord) -> None:
+        """A new pod: a task of its job (or of the implicit job of a bare pod, or of no
+        job: another scheduler's pod), waiting in ``orphans`` while its group is
+        missing, and accounted on its node."""
         ours = p.scheduler_name in self.ours
         status = status_of_pod(p.phase, p.node_name, p.terminating)
         job_uid: str | None = None
@@ -329,6 +333,8 @@ class BaseModel:
             self.nodes.add_task(i, task)
 
     def remove_pod(self, key: str) -> None:
+        """Pod ``key`` is gone: off its node and out of its job (a bare pod's job, or a
+        Workload's pod group, goes with its last pod)."""
         task = self.tasks.pop(key, None) or self.others.pop(key, None)
         if task is None:
             return

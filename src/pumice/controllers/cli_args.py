@@ -29,10 +29,12 @@ from pumice.errors import InputError
 
 
 def namespace_of(args: argparse.Namespace) -> str:
+    """The namespace the command names (``-n``), else the kubeconfig context's."""
     return args.namespace or default_namespace(args.kubeconfig, args.context)
 
 
 def name_of(args: argparse.Namespace, what: str) -> str:
+    """The object's name, given as an argument or with ``-N/--name`` (both: the same)."""
     given = [n for n in (args.name, args.name_flag) if n]
     if not given:
         raise InputError(f"which {what}? give its name (as an argument or with -N/--name)")
@@ -68,6 +70,7 @@ def guarded(command: Callable[[argparse.Namespace], int]) -> Callable[..., int]:
 
 
 def add_common_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags every command takes: credentials, context, ``--format``."""
     p.add_argument(
         "-k", "--kubeconfig", help="kubeconfig file (default: in-cluster, then ~/.kube/config)"
     )
@@ -76,6 +79,7 @@ def add_common_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_name_arguments(p: argparse.ArgumentParser, what: str, namespaced: bool) -> None:
+    """The object's name, as an argument or vcctl's ``-N/--name``."""
     p.add_argument("name", nargs="?", help=f"the {what}'s name")
     p.add_argument("-N", "--name", dest="name_flag", metavar="NAME", help=f"the {what}'s name")
     if namespaced:
@@ -83,6 +87,7 @@ def add_name_arguments(p: argparse.ArgumentParser, what: str, namespaced: bool) 
 
 
 def add_namespace_argument(p: argparse.ArgumentParser) -> None:
+    """``-n/--namespace``."""
     p.add_argument(
         "-n",
         "--namespace",

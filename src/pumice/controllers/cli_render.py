@@ -39,14 +39,17 @@ PHASE_STYLE = {
 
 
 def meta_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """An object's metadata (empty when it has none)."""
     return obj.get("metadata") or {}
 
 
 def as_int(value: Any) -> int:
+    """An integer field, 0 when absent or not an integer."""
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def epoch(stamp: Any) -> float | None:
+    """An API timestamp in unix seconds (None: absent or unreadable)."""
     if not stamp:
         return None
     try:
@@ -79,25 +82,30 @@ def human_age(seconds: float) -> str:
 
 
 def age_since(stamp: Any, now: float) -> str:
+    """How long before ``now`` the API timestamp ``stamp`` is, as kubectl writes it."""
     at = epoch(stamp)
     return "-" if at is None else human_age(now - at)
 
 
 def console() -> Console:
+    """The console tables are printed on."""
     # Piped output gets a wide page rather than rich's 80 columns (as pumice cycle's).
     return Console(width=None if sys.stdout.isatty() else 200, highlight=False)
 
 
 def print_json(data: Any) -> None:
+    """What ``--format json`` prints: ``data`` indented, on stdout."""
     sys.stdout.buffer.write(orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
     sys.stdout.flush()
 
 
 def phase_text(phase: str) -> Text:
+    """A phase in its colour (``-`` when empty)."""
     return Text(phase or "-", style=PHASE_STYLE.get(phase, ""))
 
 
 def table(*columns: str, title: str | None = None, numeric: Iterable[str] = ()) -> Table:
+    """A table in the commands' style; ``numeric`` columns are right-aligned."""
     t = Table(
         box=box.SIMPLE_HEAD, title=title, title_justify="left", pad_edge=False, show_edge=False
     )
