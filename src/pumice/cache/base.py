@@ -430,11 +430,11 @@ class BaseModel:
             if job.version != version:
                 rebuild.add(job.uid)
         for uid in sorted(rebuild):
-            job = jobs.get(uid)
-            if job is not None:
-                job.fit_errors, job.note, job.tentative = {}, "", 0
-                job.tentative_at_most = False
-                self.reindex(job)
+            moved = jobs.get(uid)
+            if moved is not None:
+                moved.fit_errors, moved.note, moved.tentative = {}, "", 0
+                moved.tentative_at_most = False
+                self.reindex(moved)
         pods_r = self.records.pods_r
         for key in sorted(touched_pods):  # pods of no job a statement moved
             task, rec = self.others.get(key), pods_r.get(key)

@@ -322,9 +322,10 @@ class SchedulerCache:
             if kind == "Node":
                 self.tree.stale = True  # (a node came or went: members change)
             if ev.type == DELETED:
-                {"Node": self.nodes_r, "Queue": self.queues_r, "PriorityClass": self.pcs_r}[
-                    kind
-                ].pop(key, None)
+                tables: dict[str, dict[str, Any]] = {
+                    "Node": self.nodes_r, "Queue": self.queues_r, "PriorityClass": self.pcs_r
+                }  # fmt: skip
+                tables[kind].pop(key, None)
             else:
                 table = self.queues_r if kind == "Queue" else self.pcs_r
                 old = table.get(key) if kind != "Node" else None

@@ -39,7 +39,8 @@ from pumice.errors import InputError
 #: cache is asked to skip bad objects instead of failing (``pumice run``).
 BadObject = Callable[[str, str, Mapping[str, Any], InputError], None]
 
-PARSERS = {
+#: How each kind is parsed: (object) -> record.
+PARSERS: dict[str, Callable[..., Any]] = {
     "Node": parse.parse_node,
     "Pod": parse.parse_pod,
     "PodGroup": gang_apis.parse_any_podgroup,  # (every dialect: see gang_apis)
@@ -96,7 +97,7 @@ class Records:
     """
 
     def __init__(self, default_queue: str = parse.DEFAULT_QUEUE) -> None:
-        self.parsers = dict(PARSERS)
+        self.parsers: dict[str, Callable[..., Any]] = dict(PARSERS)
         if default_queue != parse.DEFAULT_QUEUE:
             for kind in PODGROUP_KINDS:
                 self.parsers[kind] = functools.partial(PARSERS[kind], default_queue=default_queue)
