@@ -275,9 +275,10 @@ def build_parser() -> argparse.ArgumentParser:
     from pumice.controllers.command import add_parser as add_controllers
 
     add_controllers(sub)
-    from pumice.controllers.cli import add_job_parser, add_queue_parser
+    from pumice.controllers.job_cli import add_job_parser
 
     add_job_parser(sub)
+    from pumice.controllers.queue_cli import add_queue_parser
     from pumice.visibility.command import add_pending_parser
 
     add_pending_parser(add_queue_parser(sub))

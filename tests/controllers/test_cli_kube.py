@@ -14,14 +14,15 @@ from tests.run.conftest import kube, shared_plane  # noqa: F401  (the API server
 
 from pumice.cli import main
 from pumice.cluster.kube_client import MERGE_PATCH, RESOURCES, KubeClient, Resource
-from pumice.controllers import cli
+from pumice.controllers import job_cli
+from pumice.controllers.cli_api import COMMAND
 
 if TYPE_CHECKING:
     from pumice.controllers.loop import ControllerLoop
 
 pytestmark = pytest.mark.k8s
 
-JOB, COMMAND, NAMESPACE = cli.JOB, cli.COMMAND, RESOURCES["Namespace"]
+JOB, NAMESPACE = job_cli.JOB, RESOURCES["Namespace"]
 
 
 def _served(client: KubeClient) -> bool:
@@ -389,7 +390,7 @@ def test_a_cluster_without_the_job_crd_is_exit_1_saying_so(api, capsys, monkeypa
     """A resource type the API server does not serve (here: a group no CRD defines)."""
     _, kubeconfig = api
     missing = Resource("Job", "/apis/batch.example.invalid/v1alpha1", "jobs", True)
-    monkeypatch.setattr(cli, "JOB", missing)
+    monkeypatch.setattr(job_cli, "JOB", missing)
     for argv in (("job", "list"), ("job", "view", "x"), ("job", "suspend", "x")):
         code, out, err = run(capsys, *argv, "-k", kubeconfig)
         assert code == 1, argv

@@ -11,7 +11,11 @@ import pytest
 import yaml
 
 from pumice.cli import main
-from pumice.controllers.cli import default_namespace, human_age, job_view, print_job, queue_rows
+from pumice.controllers.cli_api import default_namespace
+from pumice.controllers.cli_render import human_age
+from pumice.controllers.job_cli import print_job
+from pumice.controllers.job_view import job_view
+from pumice.controllers.queue_cli import queue_rows
 
 
 def kubeconfig(path: Path, server: str, namespaces: dict[str, str | None]) -> str:

@@ -33,7 +33,7 @@ from pumice.cluster.memory import MemoryCluster
 from pumice.conf.config import parse_config
 from pumice.extensions import load_registries
 from pumice.framework.decisions import Decisions
-from pumice.run.metrics import CycleRecord
+from pumice.run.cycle_record import CycleRecord
 from pumice.scheduler import Scheduler
 
 CLOCKED = conf(

@@ -33,7 +33,8 @@ from urllib.parse import urlsplit
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from pumice.run.metrics import SchedulerMetrics, render
+from pumice.run.exposition import render
+from pumice.run.metrics import SchedulerMetrics
 
 log = logging.getLogger("pumice.run.http")
 

@@ -31,7 +31,8 @@ from pumice.api.job import JobInfo
 from pumice.api.parse import group_of
 from pumice.api.quantity import render_resources
 from pumice.api.task import TaskStatus
-from pumice.cache.cache import ApplyResult, SchedulerCache
+from pumice.cache.apply import ApplyResult
+from pumice.cache.cache import SchedulerCache
 from pumice.cluster.kube import KubeCluster
 from pumice.cluster.kube_client import rfc3339
 from pumice.errors import InputError

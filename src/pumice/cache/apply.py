@@ -1,0 +1,197 @@
+"""Carrying out a cycle's decisions through the cluster: evictions, binds, gang status.
+
+:class:`DecisionApplier` writes what a cycle decided through the
+:class:`~pumice.cluster.protocol.Cluster` protocol, in that order: evictions, then
+binds, then each PodGroup's status. Nothing here knows whether the cluster is
+simulated, and nothing here changes the cache's model: the writes come back to it as
+watch events, like every change. The one exception is admission of another dialect's
+gang, whose status pumice does not write: the model keeps it (the ``admit`` callback).
+
+A Volcano PodGroup's status is written when the cycle's differs from what the cache
+last saw; another dialect's in its own vocabulary (:mod:`pumice.cluster.gang_status`),
+when it differs from what the object says.
+
+Contract: :meth:`DecisionApplier.apply` never raises for a stale decision (the pod went
+away in between): the cluster refuses it and it is reported as refused.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pumice.api import parse
+from pumice.cache.base import BaseModel
+from pumice.cache.records import Records
+from pumice.cluster.gang_status import (
+    GangFacts,
+    coscheduling_status,
+    workload_podgroup_status,
+)
+from pumice.cluster.protocol import Cluster
+from pumice.framework.decisions import Decisions
+
+
+@dataclass(slots=True)
+class ApplyResult:
+    """What :meth:`SchedulerCache.apply` did: binds and evictions the cluster took, and
+    the ones it refused (stale decisions: the pod went away in between)."""
+
+    bound: list[tuple[str, str]] = field(default_factory=list)
+    evicted: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    #: Podgroups whose phase the cycle changed (e.g. Pending -> Inqueue).
+    phases: list[str] = field(default_factory=list)
+
+    def changed(self) -> bool:
+        """True when the cluster now differs in something a cycle reads."""
+        return bool(self.bound or self.evicted or self.phases)
+
+
+class DecisionApplier:
+    """Writes decisions to ``cluster``, reading the cache's ``records`` and ``base``.
+
+    ``admit(uid, phase)`` keeps the admission of another dialect's gang in the model
+    and says whether its phase changed; ``clock`` gives the time status writes carry
+    (None: now)."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        records: Records,
+        base: BaseModel,
+        admit: Callable[[str, str], bool],
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.records = records
+        self.base = base
+        self.admit = admit
+        self.clock = clock
+        #: The cache's ``changes`` when the last apply wrote nothing to the cluster
+        #: (else None).
+        self.quiet: int | None = None
+
+    def apply(self, decisions: Decisions, changes: int) -> ApplyResult:
+        """Carry out ``decisions`` on the cluster state stamped ``changes``.
+
+        Decisions that repeat the last cycle's on the same cluster state
+        (``Decisions.repeat_of`` is this state's stamp) after an apply that wrote
+        nothing would write nothing again: they are not walked."""
+        if decisions.repeat_of is not None and decisions.repeat_of == self.quiet == changes:
+            return ApplyResult()
+        self.quiet = None
+        cluster = self.cluster
+        out = ApplyResult()
+        wrote = bool(decisions.evictions or decisions.binds)
+        reasons = {a.get("task"): str(a.get("reason", "")) for a in decisions.audit if "task" in a}
+        for pod in decisions.evictions:
+            if cluster.evict(pod, reasons.get(pod, "")):
+                out.evicted.append(pod)
+            else:
+                out.refused.append(pod)
+        prebind = decisions.prebind
+        for pod, node in decisions.binds.items():
+            if cluster.bind(pod, node, prebind.get(pod)):
+                out.bound.append((pod, node))
+            else:
+                out.refused.append(pod)
+        bound_now: dict[str, int] = {}
+        tasks = self.base.tasks
+        for pod, _ in out.bound:
+            task = tasks.get(pod)
+            if task is not None and task.job is not None:
+                bound_now[task.job] = bound_now.get(task.job, 0) + 1
+        pgs_r = self.records.pgs_r
+        for uid, upd in decisions.podgroups.items():
+            rec = pgs_r.get(uid)
+            if rec is None or rec.api != "volcano":
+                wrote = wrote or rec is not None  # (its status carries the time)
+                if upd.phase and self.admit(uid, upd.phase):
+                    out.phases.append(uid)
+                if rec is not None:
+                    self._write_gang_status(rec, upd, bound_now.get(uid, 0))
+                continue
+            if not upd.phase:
+                continue
+            if rec.phase != upd.phase:
+                out.phases.append(uid)
+            elif rec.counts == (upd.running, upd.succeeded, upd.failed) and same_conditions(
+                rec.conditions, upd.conditions
+            ):
+                continue  # what the cluster already says (as far as the cache has seen)
+            wrote = True
+            cluster.update_podgroup_status(
+                uid,
+                upd.phase,
+                upd.conditions,
+                running=upd.running,
+                succeeded=upd.succeeded,
+                failed=upd.failed,
+            )
+        if not wrote and not out.phases:
+            self.quiet = changes
+        return out
+
+    def _write_gang_status(self, rec: parse.PodGroupRecord, upd: Any, bound_now: int) -> None:
+        """Write the status of another dialect's PodGroup, in its vocabulary, when it
+        differs from what the object says (``bound_now``: this cycle's binds of its
+        pods, not seen on the watch yet)."""
+        uid = rec.uid
+        job, where = self.base.jobs.get(uid), self.records.pg_objects.get(uid)
+        if job is None or where is None:
+            return
+        unschedulable = next(
+            (str(c.get("message") or "") for c in upd.conditions
+             if c.get("type") == "Unschedulable" and c.get("status") == "True"),
+            "",
+        )  # fmt: skip
+        facts = GangFacts(
+            min_member=job.min_available,
+            pods=len(job.tasks),
+            scheduled=bound_now + sum(1 for t in job.tasks.values() if t.node is not None),
+            running=upd.running,
+            succeeded=upd.succeeded,
+            failed=upd.failed,
+            unschedulable="" if bound_now else unschedulable,
+        )
+        seen = self.records.gang_seen.get(uid) or {}
+        now = _rfc3339(self.clock() if self.clock is not None else None)
+        kind = where[0]
+        if kind == "CoschedulingPodGroup":
+            status: dict[str, Any] | None = coscheduling_status(facts, seen, now)
+        else:
+            status = workload_podgroup_status(facts, seen, now)
+        if status is None or all(seen.get(k) == v for k, v in status.items()):
+            return  # (what the object already says)
+        self.cluster.update_gang_status(kind, where[1], status)
+
+
+def same_conditions(seen: list[dict[str, Any]], new: list[dict[str, Any]]) -> bool:
+    """``condition_key(seen) == condition_key(new)`` without building either key: every
+    cycle compares the status of each job it looked at with what the cluster says, and
+    most say the same again."""
+    n = len(new)
+    if len(seen) != n:
+        return False
+    for i in range(n):  # (indexing, not zip: the hot path of a cycle's apply)
+        a, b = seen[i], new[i]
+        if a.get("message") != b.get("message"):
+            return False
+        if a.get("type") != b.get("type"):
+            return False
+        if a.get("reason") != b.get("reason"):
+            return False
+        if a.get("status") != b.get("status"):
+            return False
+    return True
+
+
+def _rfc3339(wall: float | None) -> str:
+    """A time as the API writes one (UTC, whole seconds; None: now)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(wall))
+
+
+__all__ = ["ApplyResult", "DecisionApplier", "same_conditions"]
