@@ -41,6 +41,10 @@ from pumice.api.topology_spec import (
 from pumice.errors import InputError, shown, shown_text
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+#: How long a pod runs once started (seconds, or a duration such as ``2h``): the
+#: simulator's and the sandbox's kubelets end the pod after it, and a start forecast
+#: counts on it.
+DURATION_ANNOTATION = "pumice.sim/duration"
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
 TASK_SPEC_ANNOTATION_ALT = "volcano.sh/task-name"

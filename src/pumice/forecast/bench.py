@@ -15,8 +15,8 @@ import random
 import time
 from typing import Any
 
+from pumice.api.parse import DURATION_ANNOTATION
 from pumice.forecast.durations import QueueDurations
-from pumice.forecast.ends import DURATION_ANNOTATION
 from pumice.forecast.replay import ForecastStats, forecast_starts
 from pumice.scheduler import Scheduler
 

@@ -23,12 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pumice.api.parse import pod_scheduled_at, timestamp
+from pumice.api.parse import DURATION_ANNOTATION, pod_scheduled_at, timestamp
 from pumice.forecast.durations import QueueDurations
-from pumice.sim.workload import ANNOTATION_DURATION
-
-#: The annotation giving a pod's expected run time in seconds (the simulator's).
-DURATION_ANNOTATION = ANNOTATION_DURATION
 
 #: The sources of an end time, as the assumptions name them.
 ANNOTATION, DEADLINE, LEARNED, UNKNOWN = "annotation", "deadline", "learned", "unknown"
@@ -97,7 +93,6 @@ def pod_end(
 __all__ = [
     "ANNOTATION",
     "DEADLINE",
-    "DURATION_ANNOTATION",
     "LEARNED",
     "UNKNOWN",
     "PodEnd",

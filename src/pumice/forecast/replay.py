@@ -37,7 +37,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from pumice.api.job import INQUEUE, PENDING, JobInfo
-from pumice.api.parse import GROUP_ANNOTATION, timestamp
+from pumice.api.parse import DURATION_ANNOTATION, GROUP_ANNOTATION, timestamp
 from pumice.api.quantity import render_quantity, to_canonical
 from pumice.api.task import TaskStatus
 from pumice.cache.cache import SchedulerCache
@@ -52,7 +52,6 @@ from pumice.forecast.durations import QueueDurations
 from pumice.forecast.ends import (
     ANNOTATION,
     DEADLINE,
-    DURATION_ANNOTATION,
     LEARNED,
     pod_end,
     pod_start,

@@ -31,8 +31,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pumice.api.parse import DURATION_ANNOTATION
 from pumice.forecast.durations import QueueDurations, quantile
-from pumice.forecast.ends import DURATION_ANNOTATION
 from pumice.forecast.replay import ForecastStats, cluster_objects, forecast_starts
 
 if TYPE_CHECKING:

@@ -30,13 +30,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pumice.api.parse import job_uid
+from pumice.api.parse import DURATION_ANNOTATION, job_uid
 from pumice.api.topology_spec import NetworkTopology
 
 GPU = "nvidia.com/gpu"
 
 ANNOTATION_ARRIVAL = "pumice.sim/arrival"
-ANNOTATION_DURATION = "pumice.sim/duration"
+ANNOTATION_DURATION = DURATION_ANNOTATION  # (a pod says how long it runs)
 ANNOTATION_OUTCOME = "pumice.sim/outcome"
 ANNOTATION_END_FRACTION = "pumice.sim/end-fraction"
 ANNOTATION_GROUP_NAME = "scheduling.k8s.io/group-name"
