@@ -101,3 +101,18 @@ def test_priority_orders_jobs_of_one_queue() -> None:
     jobs = pending_jobs(run(objects, config))
     assert [j.name for j in jobs] == ["j1", "j3", "j0", "j2"]
     assert [j.position_in_queue for j in jobs] == [1, 2, 3, 4]
+
+
+def test_a_job_of_a_queue_that_does_not_exist_is_listed_under_that_queue() -> None:
+    """Its owner asks for the queue it named (``pumice queue pending research``) and
+    finds it there, last, with why: the queue does not exist."""
+    objects = [
+        node("n1", cpu="4"),
+        queue(),
+        podgroup("lost", queue="research"),
+        pod("lost-0", group="lost", cpu="1"),
+    ]
+    (job,) = pending_jobs(run(objects))
+    assert (job.name, job.queue, job.stage) == ("lost", "research", "not-schedulable")
+    assert "queue 'research' does not exist" in job.reason
+    assert job.position_in_queue == 1

@@ -42,6 +42,9 @@ class Snapshot:
     #: timestamp by default, so a snapshot replays the same way whenever it is run.
     now: float = 0.0
     blocked: dict[str, str] = field(default_factory=dict)
+    #: The queue each job of ``blocked`` names, where it names one (a Queue that does
+    #: not exist, or that pumice leaves out): the line of waiting jobs lists it there.
+    blocked_queues: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     #: Objects left out because pumice cannot read them (``Kind namespace/name`` ->
     #: what is wrong), as a running scheduler skips them.

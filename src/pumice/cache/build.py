@@ -368,6 +368,7 @@ def build_snapshot(
         notes.extend(topology.notes)
     notes.extend(_odd_objects(pods_r, pgs_r, model))
 
+    blocked_queues: dict[str, str] = {}
     for uid in list(jobs):
         job = jobs[uid]
         if job.bare:
@@ -377,6 +378,7 @@ def build_snapshot(
         if job.queue not in queues:
             fix = queue_fix(job)
             blocked[uid] = f"queue {job.queue!r} does not exist; create the Queue or {fix}"
+            blocked_queues[uid] = job.queue
             del jobs[uid]
     if now is None:
         stamps = [max(p.creation, p.scheduled_at) for p in pods_r] + [g.creation for g in pgs_r]
@@ -391,6 +393,7 @@ def build_snapshot(
         priority_classes=model.priority_classes,
         default_priority=model.default_priority,
         blocked=blocked,
+        blocked_queues=blocked_queues,
         notes=notes,
         skipped=invalid,
         pdbs=records["PodDisruptionBudget"],

@@ -441,8 +441,11 @@ class SchedulerCache:
         nodes = base.nodes
         if len(nodes.changes) > MAX_NODE_LOG:
             nodes.changes = []  # (the views kept on the old log start afresh)
+        blocked_queues: dict[str, str] = {}
         for uid in sorted(base.queueless):
-            blocked[uid] = base.queueless_reason(jobs.pop(uid), self.bad_queues)
+            job = jobs.pop(uid)
+            blocked[uid] = base.queueless_reason(job, self.bad_queues)
+            blocked_queues[uid] = job.queue
         active = (base.unsettled | base.dirty) - base.queueless
         base.dirty = set()
         self._lent_jobs = []
@@ -463,6 +466,7 @@ class SchedulerCache:
             priority_classes=dict(base.model.priority_classes),
             default_priority=base.model.default_priority,
             blocked=blocked,
+            blocked_queues=blocked_queues,
             pdbs=[self.pdbs_r[k] for k in sorted(self.pdbs_r)],
             active=active if self.track_active else None,
             ledger=base.ledger,

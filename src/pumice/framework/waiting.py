@@ -74,7 +74,10 @@ def line_up(ssn: Session) -> None:
         line.extend(Waiting(j.uid, j.queue, j.priority, stages.get(j.uid, "")) for j in later)
     for uid in sorted(unknown):
         job = jobs.get(uid)
-        queue, priority = (job.queue, job.priority) if job is not None else ("", 0)
+        if job is not None:
+            queue, priority = job.queue, job.priority
+        else:
+            queue, priority = ssn.snapshot.blocked_queues.get(uid, ""), 0
         line.append(Waiting(uid, queue, priority, stages.get(uid, NOT_SCHEDULABLE)))
     ssn.decisions.waiting = line
 
