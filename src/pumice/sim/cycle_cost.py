@@ -93,7 +93,7 @@ def plot_bins(result: SimResult) -> list[CostBin]:
         return []
     top = int(backlog[-1]) + 1
     width = _nice_width(top, TARGET_BINS)
-    fixed = list(range(0, top, width)) + [top]
+    fixed = [*range(0, top, width), top]
     counts = np.diff(np.searchsorted(backlog, fixed, side="left"))
     edges, held = [0], 0
     for k, n in enumerate(counts):

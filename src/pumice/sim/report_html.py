@@ -61,7 +61,7 @@ def cycle_cost_html(plot: Path | None, run: Mapping[str, Any]) -> list[str]:
     ]  # fmt: skip
     parts = [
         "<h2>Wall time of the scheduling cycles</h2>",
-        f"<p class='note'>{run.get('cycles', 0):,} cycles took "
+        f"<p class='note'>Scheduling ({run.get('cycles', 0):,} cycles) took "
         f"{run.get('scheduling_seconds', 0):.1f} s of the {run.get('wall_seconds', 0):.1f} s "
         "of wall time. Below, the wall time of one cycle (the scheduler cache's sync and "
         "snapshot, the cycle, applying its decisions) against the number of jobs it left "

@@ -3,9 +3,10 @@
 :func:`plot_report` draws the five plots of :data:`PLOTS` for one run, or for several (a
 what-if: one line per run); :func:`plot_topology` draws ``topology.png`` for a cluster
 with HyperNodes; :func:`plot_cycle_cost` draws ``cycle_cost.png``, one run's wall time
-per scheduling cycle against the backlog. Every legend sits outside the axes, every panel has its y label, and the
-time axis covers the hours in which something happens (:func:`active_hours`). The files
-carry no software metadata, so a plot changes only when what it shows does.
+per scheduling cycle against the backlog. Every legend sits outside the axes, every
+panel has its y label, and the time axis covers the hours in which something happens
+(:func:`active_hours`). The files carry no software metadata, so a plot changes only
+when what it shows does.
 """
 
 from __future__ import annotations
