@@ -110,14 +110,18 @@ def plot_bins(result: SimResult) -> list[CostBin]:
 
 
 def summary_bins(result: SimResult) -> list[CostBin]:
-    """run.json's ranges: no job waiting, then 1-9, 10-99, 100-999 and so on up to the
-    largest backlog; ranges without a cycle are left out."""
+    """run.json's ranges: no job waiting, 1-9, then 10-19, 20-49, 50-99, 100-199 and so
+    on (1, 2, 5 times a power of ten) up to the largest backlog; ranges without a cycle
+    are left out."""
     backlog, ms = _arrays(result)
     if not len(backlog):
         return []
-    edges, top = [0, 1], int(backlog[-1])
+    edges, top, power = [0, 1], int(backlog[-1]), 10
     while edges[-1] <= top:
-        edges.append(edges[-1] * 10)
+        edges += [power, 2 * power, 5 * power]
+        power *= 10
+    while len(edges) > 2 and edges[-2] > top:  # (the ranges above the largest are empty)
+        edges.pop()
     return _bins(backlog, ms, edges)
 
 
