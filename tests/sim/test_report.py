@@ -40,15 +40,16 @@ def run():
 
 
 def test_report_directory_has_metrics_plots_and_page(run, tmp_path):
-    """The report holds JSON, CSVs, the five PNGs and an HTML page embedding them."""
+    """The report holds JSON, CSVs, the five PNGs (and the cost of a cycle's) and an HTML
+    page embedding them."""
     _nodes, w, result = run
     page = write_report(result, tmp_path, {"wall_seconds": 1.0, "nodes": 4})
     for name in ("metrics.json", "jobs.csv", "queues.csv", "timeseries.csv", "run.json"):
         assert (tmp_path / name).stat().st_size > 0
-    for name in PLOTS:
+    for name in (*PLOTS, "cycle_cost"):
         assert (tmp_path / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
     text = page.read_text()
-    assert text.count("data:image/png;base64,") == len(PLOTS)
+    assert text.count("data:image/png;base64,") == len(PLOTS) + 1
     assert "Gang atomicity: 0 violation" in text
     rows = list(csv.DictReader((tmp_path / "jobs.csv").open()))
     assert len(rows) == len(w.jobs)

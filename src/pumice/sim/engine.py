@@ -78,6 +78,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+from array import array
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -175,6 +176,13 @@ class SimResult:
     cycle_seconds: float = 0.0
     #: Wall seconds the start forecasts of ``--forecast-error`` took (0.0: none ran).
     forecast_seconds: float = 0.0
+    #: One entry per cycle run (skipped ticks have none), in order: the jobs the cycle
+    #: left waiting (``len(decisions.pending)``) and the wall seconds of its scheduling
+    #: step (the cache's sync and snapshot, ``Scheduler.cycle``, applying the decisions:
+    #: its share of ``scheduling_seconds``). Wall time, so not part of the metrics; the
+    #: report's ``cycle_cost.png`` and run.json's ``cycle_cost`` read them.
+    cycle_backlog: array[int] = field(default_factory=lambda: array("I"))
+    cycle_wall: array[float] = field(default_factory=lambda: array("d"))
     #: The line of waiting jobs at the busiest moment (the first cycle at which the
     #: most jobs waited): (simulated time, the jobs in the order the scheduler tried
     #: them); None when no job ever waited after a cycle.
@@ -374,6 +382,9 @@ class Simulation:
         self.events = 0
         self.scheduling_seconds = 0.0
         self.cycle_seconds = 0.0
+        #: Per cycle run: jobs left waiting, wall seconds (see ``SimResult.cycle_wall``).
+        self.cycle_backlog: array[int] = array("I")
+        self.cycle_wall: array[float] = array("d")
         #: Start forecasts measured against the run (None: not asked for).
         self.forecasts: Any = None
         if options.forecast_sample > 0:
@@ -492,7 +503,10 @@ class Simulation:
         decided = time.perf_counter()
         applied = cache.apply(decisions)
         self.cycle_seconds += decided - deciding
-        self.scheduling_seconds += time.perf_counter() - start
+        step = time.perf_counter() - start
+        self.scheduling_seconds += step
+        self.cycle_backlog.append(len(decisions.pending))
+        self.cycle_wall.append(step)
         if applied.changed():
             self._changed_cluster = True
             self._changed_after(t)
@@ -624,6 +638,8 @@ class Simulation:
             cycle_seconds=self.cycle_seconds,
             forecast_seconds=self.forecasts.seconds if self.forecasts is not None else 0.0,
             busiest_line=self._busiest_line(),
+            cycle_backlog=self.cycle_backlog,
+            cycle_wall=self.cycle_wall,
         )
 
     def _busiest_line(self) -> tuple[float, list[PendingJob]] | None:

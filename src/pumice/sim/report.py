@@ -6,9 +6,11 @@ Files (see ``docs/simulation.md`` for every column):
 - ``jobs.csv``, ``queues.csv``, ``timeseries.csv``: the same as tables;
 - ``utilization.png``, ``queue_share.png``, ``wait_cdf.png``, ``completion_cdf.png``,
   ``pending.png``: plots (matplotlib, Agg backend: no display needed);
+- ``cycle_cost.png``: the wall time of a scheduling cycle against the backlog;
 - ``index.html``: one self-contained page (plots embedded as base64) with the summary;
-- ``run.json``: wall-clock facts of the run (duration, speed); the only file that differs
-  between two runs of the same inputs, which is why it is kept apart.
+- ``run.json``: wall-clock facts of the run (duration, speed, the cost of a cycle by
+  backlog); with ``cycle_cost.png``, the only files that differ between two runs of the
+  same inputs, which is why they are kept apart.
 
 Metrics files are written with sorted, rounded values, so the same inputs give
 byte-identical ``metrics.json`` and CSV files.
@@ -26,12 +28,13 @@ from pathlib import Path
 
 import orjson
 
+from pumice.sim.cycle_cost import cost_document
 from pumice.sim.engine import SimResult
 from pumice.sim.findings import findings
 from pumice.sim.report_folder import mark_report
 from pumice.sim.report_html import write_html
 from pumice.sim.report_metrics import write_metrics
-from pumice.sim.report_plots import plot_report, plot_topology
+from pumice.sim.report_plots import plot_cycle_cost, plot_report, plot_topology
 
 
 def write_report(result: SimResult, out: str | Path, run: dict | None = None) -> Path:
@@ -44,5 +47,7 @@ def write_report(result: SimResult, out: str | Path, run: dict | None = None) ->
     plots = plot_report([result], out)
     if result.metrics.spans is not None:
         plots["topology"] = plot_topology([result], out)
+    plots["cycle_cost"] = plot_cycle_cost(result, out)
+    run["cycle_cost_by_backlog"] = cost_document(result)
     (out / "run.json").write_bytes(orjson.dumps(run, option=orjson.OPT_INDENT_2) + b"\n")
     return write_html(result, plots, out, run, found)

@@ -1,7 +1,8 @@
 """A report's page: ``index.html``, one self-contained file (plots embedded as base64).
 
 :func:`write_html` lays out the findings, the summary (:mod:`pumice.sim.summary_text`),
-the plots, the queues, the line at the busiest moment and the jobs that never ran.
+the plots, the queues, the line at the busiest moment, the jobs that never ran and the
+wall time of the scheduling cycles (:func:`cycle_cost_html`).
 :data:`PAGE_CSS`, :func:`html_table` and :func:`html_img` are shared with the what-if and
 sweep pages, so every page pumice writes looks the same. Values are escaped; ``None``
 shows as a dash.
@@ -45,6 +46,33 @@ def _scheduling(run: Mapping[str, Any]) -> str:
     around them), when the run says; the rest was the simulated cluster."""
     seconds = run.get("scheduling_seconds")
     return "" if seconds is None else f" ({seconds:.1f} s of it scheduling)"
+
+
+def cycle_cost_html(plot: Path | None, run: Mapping[str, Any]) -> list[str]:
+    """The section on the run's wall time: what a scheduling cycle cost against the
+    backlog it left (the plot, and run.json's ranges as a table)."""
+    if plot is None:
+        return []
+    rows = [
+        [f"{r['backlog_from']:,}" if r["backlog_from"] == r["backlog_to"]
+         else f"{r['backlog_from']:,}–{r['backlog_to']:,}",
+         r["cycles"], r["median_ms"], r["p90_ms"]]
+        for r in run.get("cycle_cost_by_backlog", ())
+    ]  # fmt: skip
+    parts = [
+        "<h2>Wall time of the scheduling cycles</h2>",
+        f"<p class='note'>Scheduling ({run.get('cycles', 0):,} cycles) took "
+        f"{run.get('scheduling_seconds', 0):.1f} s of the {run.get('wall_seconds', 0):.1f} s "
+        "of wall time. Below, the wall time of one cycle (the scheduler cache's sync and "
+        "snapshot, the cycle, applying its decisions) against the number of jobs it left "
+        "waiting: the median and 90th percentile of the cycles in each bin of backlog, and "
+        "how many cycles each bin holds. It measures this machine's wall time, so another "
+        "machine, or another run here, gives other figures; the slope is what to read.</p>",
+        html_img(plot, "wall time per cycle against the backlog"),
+    ]
+    if rows:
+        parts.append(html_table(["jobs waiting", "cycles", "median ms", "p90 ms"], rows))
+    return parts
 
 
 def html_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -269,6 +297,7 @@ def write_html(
         )
         if len(never) > 50:
             parts.append(f"<p class='note'>… and {len(never) - 50:,} more in jobs.csv</p>")
+    parts += cycle_cost_html(plots.get("cycle_cost"), run)
     parts.append(
         "<p class='note'>Files: metrics.json, jobs.csv, queues.csv, timeseries.csv, "
         "run.json, and the PNG plots. Definitions: docs/simulation.md.</p></body></html>"

@@ -2,9 +2,11 @@
 
 :func:`plot_report` draws the five plots of :data:`PLOTS` for one run, or for several (a
 what-if: one line per run); :func:`plot_topology` draws ``topology.png`` for a cluster
-with HyperNodes. Every legend sits outside the axes, every panel has its y label, and the
-time axis covers the hours in which something happens (:func:`active_hours`). The files
-carry no software metadata, so a plot changes only when what it shows does.
+with HyperNodes; :func:`plot_cycle_cost` draws ``cycle_cost.png``, one run's wall time
+per scheduling cycle against the backlog. Every legend sits outside the axes, every
+panel has its y label, and the time axis covers the hours in which something happens
+(:func:`active_hours`). The files carry no software metadata, so a plot changes only
+when what it shows does.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pumice.sim.cycle_cost import MIN_CYCLES, plot_bins
 from pumice.sim.engine import SimResult
 from pumice.sim.report_metrics import gang_view
 from pumice.sim.summary_text import HOUR, tier_label
@@ -252,6 +255,45 @@ def plot_topology(results: Sequence[SimResult], out: Path, uids: set[str] | None
         ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3)
     fig.tight_layout()
     path = out / "topology.png"
+    _save(fig, path)
+    return path
+
+
+def plot_cycle_cost(result: SimResult, out: Path) -> Path:
+    """``cycle_cost.png``: the wall milliseconds of a scheduling cycle against the jobs
+    it left waiting, the median and 90th percentile of each bin of backlog
+    (:func:`~pumice.sim.cycle_cost.plot_bins`), and the cycles per bin below."""
+    plt = _pyplot()
+    bins = plot_bins(result)
+    fig, (ax, low) = plt.subplots(
+        2, 1, figsize=(9, 4.4), sharex=True, gridspec_kw={"height_ratios": (3, 1)}
+    )
+    if bins:
+        x = [b.backlog for b in bins]
+        ax.plot(x, [b.p90_ms for b in bins], "o-", ms=3, lw=1, color="C3",
+                label="90th percentile")  # fmt: skip
+        ax.plot(x, [b.median_ms for b in bins], "o-", ms=3, lw=1, color="C0", label="median")
+        ax.set_ylim(bottom=0)
+        edges = [b.low for b in bins] + [bins[-1].high + 1]
+        low.stairs([b.cycles for b in bins], edges, fill=True, color="0.7")
+        low.set_xlim(left=0)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    else:
+        ax.text(0.5, 0.5, "no scheduling cycle ran", ha="center", va="center",
+                transform=ax.transAxes)  # fmt: skip
+    ax.set_ylabel("ms per cycle")
+    ax.set_title(
+        f"Wall time of a scheduling cycle by jobs left waiting (bins of at least "
+        f"{MIN_CYCLES} cycles)",
+        fontsize=10,
+    )
+    ax.grid(True, alpha=0.3)
+    low.set_ylabel("cycles", fontsize=8)
+    low.tick_params(labelsize=8)
+    low.grid(True, alpha=0.3)
+    low.set_xlabel("jobs waiting after the cycle (backlog)")
+    fig.align_ylabels()
+    path = out / "cycle_cost.png"
     _save(fig, path)
     return path
 
