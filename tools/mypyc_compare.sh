@@ -18,7 +18,7 @@ run() { # label pythonpath tag args...
     /usr/bin/time -f '%e %U %S' -o "$OUT/$label-$tag.time" \
         env PYTHONPATH="$path" "$PY" -m pumice.cli "$@" >"$OUT/$label-$tag.log" 2>&1
     set -- $(cat "$OUT/$label-$tag.time")
-    printf '%-11s %-16s wall %6.1f s  cpu %6.1f s\n' "$label" "$tag" "$1" "$(echo "$2 + $3" | bc)"
+    printf '%-11s %-16s wall %6.1f s  cpu %6.1f s\n' "$label" "$tag" "$1" "$(awk "BEGIN { print $2 + $3 }")"
 }
 
 for i in $(seq "$ROUNDS"); do
