@@ -56,15 +56,14 @@ def _cmd_cycle(args: argparse.Namespace) -> int:
         print(one_line(f"pumice: note: {note}"), file=sys.stderr)
     for note in decisions.notes:
         print(one_line(f"pumice: note: {note}"), file=sys.stderr)
-    if args.format != "table":  # (the table lists them itself)
-        for name, why in decisions.skipped.items():
-            note = f"{name} skipped, as pumice run skips it: {why}"
-            print(one_line(f"pumice: note: {note}"), file=sys.stderr)
-    if args.format == "table":
+    if args.format == "table":  # (it lists the skipped objects in a section of its own)
         print_table(decisions)
         if eta is not None:
             print_eta(eta, now)
     else:
+        for name, why in decisions.skipped.items():
+            note = f"{name} skipped, as pumice run skips it: {why}"
+            print(one_line(f"pumice: note: {note}"), file=sys.stderr)
         sys.stdout.buffer.write(to_json(decisions, eta))
     return 0
 

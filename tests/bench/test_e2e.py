@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from pumice.bench.e2e import DEFAULT_K8S, E2EOptions, run_e2e, runs
+from pumice.bench.e2e import run_e2e, runs
 from pumice.bench.e2e_load import GROUP_ANNOTATION, pod
+from pumice.bench.e2e_model import DEFAULT_K8S, E2EOptions
 from pumice.bench.e2e_report import print_report, write_json
 from pumice.bench.e2e_watch import BindWatch
 

@@ -48,7 +48,7 @@ from pumice.bench import e2e_peers as peers
 from pumice.bench.e2e_churn import NodeChurn
 from pumice.bench.e2e_figures import Marks, fill_figures, server_pids
 from pumice.bench.e2e_machine import wait_quiet
-from pumice.bench.e2e_model import DEFAULT_K8S, WORKLOADS, E2EOptions, E2EResult
+from pumice.bench.e2e_model import E2EOptions, E2EResult
 from pumice.bench.e2e_proc import peak_rss_mb
 from pumice.bench.e2e_watch import BindWatch
 from pumice.cluster.kube_client import KubeClient
@@ -266,10 +266,6 @@ def summary(r: E2EResult) -> str:
 
 
 __all__ = [
-    "DEFAULT_K8S",
-    "WORKLOADS",
-    "E2EOptions",
-    "E2EResult",
     "run_e2e",
     "run_one",
     "runs",

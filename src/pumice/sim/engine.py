@@ -180,7 +180,7 @@ class SimResult:
     #: left waiting (``len(decisions.pending)``) and the wall seconds of its scheduling
     #: step (the cache's sync and snapshot, ``Scheduler.cycle``, applying the decisions:
     #: its share of ``scheduling_seconds``). Wall time, so not part of the metrics; the
-    #: report's ``cycle_cost.png`` and run.json's ``cycle_cost`` read them.
+    #: report's ``cycle_cost.png`` and run.json's ``cycle_cost_by_backlog`` read them.
     cycle_backlog: array[int] = field(default_factory=lambda: array("I"))
     cycle_wall: array[float] = field(default_factory=lambda: array("d"))
     #: The line of waiting jobs at the busiest moment (the first cycle at which the
