@@ -17,17 +17,20 @@ from pumice.api.queue import QueueInfo
 from pumice.conf.arguments import Arguments
 from pumice.framework.orders import job_key
 from pumice.framework.pqueue import PriorityQueue
+from pumice.framework.said import Text, concat
 from pumice.framework.session import Session
 from pumice.framework.verdicts import timeless
 
 
-def refusals(ssn: Session) -> Callable[[str | None, JobInfo], str]:
+def refusals(ssn: Session) -> Callable[[str | None, JobInfo], Text]:
     """``refusal(plugin, job)``: a sentence naming the gate that refused ``job`` and why.
     A refused backlog asks this for every job in every cycle: each refusing plugin's
-    explanation is looked up once per session."""
-    texts: dict[str | None, Callable[[JobInfo], str]] = {}
+    explanation is looked up once per session, and a plugin that can say it later
+    (``explain_later``, see :mod:`pumice.framework.said`) hands over the facts it would
+    quote instead of the sentence."""
+    texts: dict[str | None, Callable[[JobInfo], Text]] = {}
 
-    def refusal(plugin_name: str | None, job: JobInfo) -> str:
+    def refusal(plugin_name: str | None, job: JobInfo) -> Text:
         text = texts.get(plugin_name)
         if text is None:
             text = texts[plugin_name] = _refusal_text(ssn, plugin_name)
@@ -36,13 +39,17 @@ def refusals(ssn: Session) -> Callable[[str | None, JobInfo], str]:
     return refusal
 
 
-def _refusal_text(ssn: Session, plugin_name: str | None) -> Callable[[JobInfo], str]:
+def _refusal_text(ssn: Session, plugin_name: str | None) -> Callable[[JobInfo], Text]:
     """The sentence for the jobs ``plugin_name`` refuses."""
     for plugin in ssn.plugins:
         if plugin.name == plugin_name:
+            head = f"{plugin_name}: "
+            later = getattr(plugin, "explain_later", None)
+            if later is not None:
+                return lambda job: concat(head, later(ssn, job))
             explain = getattr(plugin, "explain_enqueue", None) or getattr(plugin, "explain", None)
             if explain is not None:
-                return lambda job: f"{plugin_name}: {explain(ssn, job)}"
+                return lambda job: head + explain(ssn, job)
     text = f"{plugin_name or 'a plugin'} refused to admit the job"
     return lambda job: text
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pumice.framework.said import Reasons
+
 
 @dataclass(slots=True)
 class PodGroupUpdate:
@@ -64,7 +66,8 @@ class Decisions:
     evictions: list[str] = field(default_factory=list)
     pipelined: dict[str, str] = field(default_factory=dict)
     podgroups: dict[str, PodGroupUpdate] = field(default_factory=dict)
-    pending: dict[str, str] = field(default_factory=dict)
+    #: Job uid -> why it waits, read as sentences (see :mod:`pumice.framework.said`).
+    pending: Reasons = field(default_factory=Reasons)
     audit: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     #: Objects the snapshot left out because pumice cannot read them
@@ -80,6 +83,10 @@ class Decisions:
     #: :func:`pumice.framework.waiting.line_up`).
     waiting: list[Waiting] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.pending, Reasons):  # (a plain mapping given)
+            self.pending = Reasons(self.pending)
+
     def repeated(self) -> Decisions:
         """These decisions again, for a cycle that decides the same: new containers,
         the same (read-only) records in them."""
@@ -88,7 +95,7 @@ class Decisions:
             evictions=list(self.evictions),
             pipelined=dict(self.pipelined),
             podgroups=dict(self.podgroups),
-            pending=dict(self.pending),
+            pending=self.pending.copy(),
             audit=list(self.audit),
             notes=list(self.notes),
             skipped=dict(self.skipped),

@@ -41,7 +41,7 @@ def cluster_total(guarantees: bool) -> str:
     return "the cluster's total"
 
 
-def amounts(space: ResourceSpace, v: Vector, dims: Iterable[int]) -> str:
+def amounts(space: ResourceSpace, v: Vector | Sequence[float], dims: Iterable[int]) -> str:
     """``cpu 8, memory 16Gi``: ``v`` in the resources ``dims``."""
     names = space.names
     return ", ".join(f"{names[d]} {format_amount(names[d], float(v[d]))}" for d in dims)

@@ -22,6 +22,7 @@ from pumice.conf.config import SchedulerConfig
 from pumice.framework.decisions import Decisions
 from pumice.framework.hooks import HookTable
 from pumice.framework.plugin import LivingPlugin, Plugin, Registry
+from pumice.framework.said import Text
 
 if TYPE_CHECKING:
     from pumice.framework.fastpath import FastPath
@@ -137,7 +138,7 @@ class Session:
         #: pods of an admitted job), but no action places or preempts for them.
         self.invalid: dict[str, tuple[JobInfo, str]] = {}
         #: Pending jobs the enqueue action refused this cycle: uid -> reason.
-        self.not_enqueued: dict[str, str] = {}
+        self.not_enqueued: dict[str, Text] = {}
         #: Queues allocate skipped because they had used their share.
         self.overused_queues: set[str] = set()
         #: The jobs allocate gave a turn, in the order it gave them (a job that yields

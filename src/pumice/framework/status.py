@@ -9,6 +9,7 @@ from pumice.api.task import READY_STATUSES, TaskStatus
 from pumice.framework.decisions import PodGroupUpdate
 from pumice.framework.limits import GENERIC_LIMIT, QueueRefusal
 from pumice.framework.never import Limits, never_fits
+from pumice.framework.said import Text, concat, join
 from pumice.framework.session import Session
 
 SCHEDULED_STATUSES = frozenset(
@@ -172,20 +173,21 @@ def pending_reason(ssn: Session, job: JobInfo, limits: Limits | None = None) -> 
     (see :mod:`pumice.framework.never`; ``limits`` keeps its answers for a cycle's
     explanations), the real cause whatever stage stopped it this cycle; then that
     stage, and why."""
-    return stage_and_reason(ssn, job, limits)[1]
+    return str(stage_and_reason(ssn, job, limits)[1])
 
 
-def stage_and_reason(ssn: Session, job: JobInfo, limits: Limits | None = None) -> tuple[str, str]:
+def stage_and_reason(ssn: Session, job: JobInfo, limits: Limits | None = None) -> tuple[str, Text]:
     """The stage that stopped ``job`` this cycle (one of :data:`STAGES`) and
-    :func:`pending_reason`'s sentence."""
+    :func:`pending_reason`'s sentence (made when read, where the stage that stopped
+    the job can say it then: see :mod:`pumice.framework.said`)."""
     if limits is None:
         limits = Limits(ssn)
     never = never_fits(ssn, job, limits)
     stage, said = _stage_reason(ssn, job, limits.refusal_limits)
-    reason = f"{never}; {said}" if never else said
+    reason = concat(never, "; ", said) if never else said
     # Why preempt or reclaim, run for the job, could not help it (actions/eviction.py).
     notes = ssn.eviction_notes.get(job.uid)
-    return stage, ("; ".join([reason, *notes]) if notes else reason)
+    return stage, (join("; ", [reason, *notes]) if notes else reason)
 
 
 #: The stages that can stop a waiting job, in the order a job passes them:
@@ -200,12 +202,12 @@ STAGES = (NOT_SCHEDULABLE, ENQUEUE, QUEUE, ALLOCATE)
 
 def _stage_reason(
     ssn: Session, job: JobInfo, named: dict[str, str | None] | None = None
-) -> tuple[str, str]:
+) -> tuple[str, Text]:
     """The stage that stopped ``job`` this cycle, and why (``named``: see
     :func:`_named_refusal`)."""
     queue = ssn.queues[job.queue]
     if job.uid in ssn.not_enqueued:
-        return ENQUEUE, f"not enqueued: {ssn.not_enqueued[job.uid]}"
+        return ENQUEUE, concat("not enqueued: ", ssn.not_enqueued[job.uid])
     if job.is_pending():
         if "enqueue" in ssn.config.actions:
             return ENQUEUE, "not enqueued yet: waiting for admission by the enqueue action"
@@ -249,7 +251,7 @@ def explain_pending(ssn: Session) -> None:
         stages[uid] = NOT_SCHEDULABLE
         if uid in ssn.not_enqueued:
             stages[uid] = ENQUEUE
-            d.pending[uid] = f"not enqueued: {ssn.not_enqueued[uid]}"
+            d.pending[uid] = concat("not enqueued: ", ssn.not_enqueued[uid])
         elif not job.tasks and not job.is_pending():
             # Admitted before its pods exist, as a vcjob is: its controller creates them.
             d.pending[uid] = (

@@ -10,9 +10,11 @@ from __future__ import annotations
 import numpy as np
 
 from pumice.api.job import JobInfo
-from pumice.api.resources import ResourceSpace
+from pumice.api.resources import ResourceSpace, Vector
+from pumice.api.verdicts import Verdicts
 from pumice.conf.arguments import Arguments
 from pumice.framework.limits import amounts
+from pumice.framework.said import Said
 from pumice.framework.session import Session
 from pumice.framework.verdicts import timeless
 
@@ -90,45 +92,70 @@ class OvercommitPlugin:
         """Which resources the cluster is short of for admitting ``job``, at which
         factor, with the figures: the job's minResources, those of the jobs already
         admitted, and what the cluster can take at the factor (its total times the
-        factor, less what is in use).
+        factor, less what is in use)."""
+        return self._say(
+            ssn.space, ssn.snapshot.verdicts, self._lists, self._share_names, job.min_resources,
+            job.verdicts,
+        )  # fmt: skip
 
-        A backlog of refused jobs asks this for each of them in every cycle: the part
+    def explain_later(self, ssn: Session, job: JobInfo) -> Said:
+        """:meth:`explain`, said when read: the figures it quotes are the cycle's as
+        they stand now (``_lists`` is replaced, never changed, when a job is
+        admitted; a job's minResources are replaced with its PodGroup)."""
+        return Said(
+            self._say, ssn.space, ssn.snapshot.verdicts, self._lists, self._share_names,
+            job.min_resources, job.verdicts,
+        )  # fmt: skip
+
+    def _say(
+        self,
+        space: ResourceSpace,
+        verdicts: Verdicts,
+        lists: tuple[list[float], list[float]],
+        share_names: list[tuple[int, str]],
+        min_resources: Vector | None,
+        job_verdicts: Verdicts,
+    ) -> str:
+        """:meth:`explain` on the figures given. Said for many refused jobs: the part
         about the cluster is kept in the snapshot's verdicts while its figures stand,
-        the job's own part in the job's; and within a session, while no job is admitted,
-        the cluster's part per set of short resources without comparing the stamp."""
-        inq, idle = self._lists
-        if job.min_resources is None:
-            short = tuple([k for k, _name in self._share_names if inq[k] > idle[k]])
+        the job's own part in the job's; and, for one set of figures, the cluster's part
+        per set of short resources without comparing the stamp."""
+        inq, idle = lists
+        if min_resources is None:
+            short = tuple([k for k, _name in share_names if inq[k] > idle[k]])
         else:
-            want = job.min_resources.tolist()
-            short = tuple([k for k, _name in self._share_names if inq[k] + want[k] > idle[k]])
-        space = ssn.space
-        if self._parts_for is not self._lists:  # (a job was admitted since)
-            self._parts_for, self._parts = self._lists, {}
+            want = min_resources.tolist()
+            short = tuple([k for k, _name in share_names if inq[k] + want[k] > idle[k]])
+        if self._parts_for is not lists:  # (other figures: a job was admitted since)
+            self._parts_for, self._parts = lists, {}
         head_tail = self._parts.get(short)
         if head_tail is None:
             stamp = (self.factor, self.per_resource, space.names, inq, idle)
             key = (_CLUSTER_PART, short)
-            head_tail = ssn.snapshot.verdicts.recall(key, stamp)
+            head_tail = verdicts.recall(key, stamp)
             if head_tail is None:
-                head_tail = ssn.snapshot.verdicts.keep(key, stamp, self._cluster_part(space, short))
+                head_tail = verdicts.keep(key, stamp, self._cluster_part(space, short, lists))
             self._parts[short] = head_tail
         head, tail = head_tail
-        if job.min_resources is None:
+        if min_resources is None:
             return head + tail
-        asked = (short, job.min_resources.tobytes())
-        asks = job.verdicts.recall(_JOB_PART, asked)
+        asked = (short, min_resources.tobytes())
+        asks = job_verdicts.recall(_JOB_PART, asked)
         if asks is None:
-            asks = job.verdicts.keep(
+            asks = job_verdicts.keep(
                 _JOB_PART,
                 asked,
-                f"this job's minResources ({amounts(space, job.min_resources, short)}) plus ",
+                f"this job's minResources ({amounts(space, min_resources, short)}) plus ",
             )
         return head + asks + tail
 
-    def _cluster_part(self, space: ResourceSpace, short: tuple[int, ...]) -> tuple[str, str]:
+    def _cluster_part(
+        self, space: ResourceSpace, short: tuple[int, ...], lists: tuple[list[float], list[float]]
+    ) -> tuple[str, str]:
         """The sentence around the job's figures, for a job short in ``short``: which
-        factor holds in which resources, and the cluster's figures."""
+        factor holds in which resources, and the cluster's figures (``lists``: what
+        the jobs admitted ask, what the cluster can take)."""
+        inq, idle = lists
         by_factor: dict[float, list[str]] = {}
         for k in short:
             name = space.names[k]
@@ -137,9 +164,9 @@ class OvercommitPlugin:
         head = f"cluster would be overcommitted beyond {where}: "
         which = "that factor" if len(by_factor) <= 1 else "those factors"
         tail = (
-            f"those of the jobs already admitted ({amounts(space, self.inqueue, short)}) "
+            f"those of the jobs already admitted ({amounts(space, inq, short)}) "
             f"exceed what the cluster can take at {which} "
-            f"({amounts(space, self.idle, short)}: its total times the factor, less what is "
+            f"({amounts(space, idle, short)}: its total times the factor, less what is "
             f"in use)"
         )
         return head, tail

@@ -511,7 +511,7 @@ class Simulation:
             self._changed_cluster = True
             self._changed_after(t)
         self.kubelet.sync()
-        pending = decisions.pending
+        pending = decisions.pending.said()  # (said when the metrics read them)
         if self.kubelet.groups:  # a Volcano Job's PodGroup is named for its uid
             groups = self.kubelet.groups
             pending = dict(zip(map(groups.get, pending, pending), pending.values(), strict=True))

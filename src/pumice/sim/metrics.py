@@ -73,6 +73,7 @@ from typing import Any
 
 import numpy as np
 
+from pumice.framework.said import Text
 from pumice.sim.topology import NO_SLOWDOWN, Slowdown, Spans
 from pumice.sim.workload import GPU, JobSpec, QueueSpec
 
@@ -239,7 +240,11 @@ class Metrics:
         #: Jobs waiting now (submitted or restarted, no pod of this incarnation bound,
         #: not ended) and the core's latest explanation of each, for ``reasons``.
         self._waiting: dict[str, None] = {}
-        self._reason: dict[str, str] = {}
+        self._reason: dict[str, Text] = {}
+        #: The core's latest explanation of each job that has not started, as the
+        #: cycle handed it over (see :mod:`pumice.framework.said`): said into the
+        #: record's ``pending_reason`` when the job starts, or by :meth:`summary`.
+        self._said: dict[str, Text] = {}
         #: Start forecasts set against the run (``--forecast-error``; see
         #: :mod:`pumice.sim.forecast_error`), None when none were made.
         self.forecast: dict[str, Any] | None = None
@@ -335,6 +340,9 @@ class Metrics:
             rec.restart_start = now
             if rec.start is None:
                 rec.start = now
+                said = self._said.pop(uid, None)
+                if said is not None:
+                    rec.pending_reason = str(said)
             self.pending_jobs -= 1
             self.running_jobs += 1
             self._stop_waiting(now, rec)
@@ -408,16 +416,26 @@ class Metrics:
 
     # -- events from the engine ---------------------------------------------------------
 
-    def cycle(self, pending: Mapping[str, str]) -> None:
+    def cycle(self, pending: Mapping[str, Text]) -> None:
+        """A cycle's explanations (``Decisions.pending``, as held: see
+        :meth:`~pumice.framework.said.Reasons.said`). Kept as handed over: only those
+        read at a sample or a job's start are said."""
         self.cycles += 1
         jobs = self.jobs
-        waiting = self._waiting
+        waiting, said, latest = self._waiting, self._said, self._reason
         for uid, reason in pending.items():
             rec = jobs.get(uid)
             if rec is not None and rec.start is None:
-                rec.pending_reason = reason
+                said[uid] = reason
             if uid in waiting:
-                self._reason[uid] = reason
+                latest[uid] = reason
+
+    def say_reasons(self) -> None:
+        """Write each unstarted job's latest explanation into its record."""
+        jobs = self.jobs
+        for uid, reason in self._said.items():
+            jobs[uid].pending_reason = str(reason)
+        self._said.clear()
 
     def _stop_waiting(self, now: float, rec: JobRecord) -> None:
         """``rec`` no longer waits: close its ``reasons`` timeline."""
@@ -457,6 +475,8 @@ class Metrics:
         jobs, reason = self.jobs, self._reason
         for uid in self._waiting:
             text = reason.get(uid)
+            if text is not None and type(text) is not str:
+                text = reason[uid] = str(text)
             if text:
                 timeline = jobs[uid].reasons
                 if not timeline or timeline[-1][1] != text:
@@ -466,6 +486,7 @@ class Metrics:
 
     def summary(self) -> dict[str, Any]:
         """Headline numbers (the report's summary table); see :func:`summarize`."""
+        self.say_reasons()
         return summarize(self)
 
 
