@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
@@ -151,9 +152,20 @@ class Scheduler:
     def open(self, snapshot: Snapshot, observer: CycleObserver | None = None) -> Session:
         return open_session(snapshot, self.config, self.plugins, observer)
 
-    def cycle(self, snapshot: Snapshot, observer: CycleObserver | None = None) -> Decisions:
+    def cycle(
+        self,
+        snapshot: Snapshot,
+        observer: CycleObserver | None = None,
+        line: Callable[[int], bool] | None = None,
+    ) -> Decisions:
         """Run one cycle on ``snapshot`` (which the cycle consumes: pass a copy to keep
         the original).
+
+        ``line(n)``, when given, is asked with the number of jobs the cycle leaves
+        waiting whether ``Decisions.waiting`` (the line of them, see
+        :mod:`pumice.framework.waiting`) is wanted; left empty when it says no. A
+        caller that reads the line of a few cycles only (the simulator keeps the line
+        of its busiest) spares the others the work.
 
         ``observer`` (see :class:`~pumice.framework.session.CycleObserver`) is told how
         long each plugin, each action and the whole cycle took, and is shown the
@@ -199,6 +211,7 @@ class Scheduler:
         if paused:
             gc.disable()
         ssn, self._session = self._session, None
+        lined = line_up if line is None else _lines(line)
         try:
             if ssn is not None and self.living:
                 renew_session(ssn, snapshot, self.plugins, observer)
@@ -214,7 +227,10 @@ class Scheduler:
                     action.execute(ssn)
                     observer.action_done(name, perf_counter() - t)
             decisions = close_session(
-                ssn, (update_podgroups, explain_pending, line_up, keep), observer, keep=self.living
+                ssn,
+                (update_podgroups, explain_pending, lined, keep),
+                observer,
+                keep=self.living,
             )
             if self.living:
                 self._session = ssn
@@ -263,6 +279,16 @@ class Scheduler:
         d = ssn.decisions
         kept = _Cycle(self, ssn.now, until, d, list(d.notes), observer)
         snapshot.verdicts.keep(CYCLE_KEY, stamp, kept)
+
+
+def _lines(wanted: Callable[[int], bool]) -> Callable[[Session], None]:
+    """The line-up closer, run when ``wanted`` says so for the cycle's waiting jobs."""
+
+    def closer(ssn: Session) -> None:
+        if wanted(len(ssn.decisions.pending)):
+            line_up(ssn)
+
+    return closer
 
 
 def known(plugins: Registry, actions: Registry) -> Known:

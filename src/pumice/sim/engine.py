@@ -473,6 +473,11 @@ class Simulation:
         t = max(math.ceil(due / period - 1e-9) * period, self._last_cycle + period)
         self._deadline = self.clock.at(t, CYCLE, ("deadline", t))
 
+    def _busier(self, waiting: int) -> bool:
+        """Would a cycle leaving ``waiting`` jobs waiting be the busiest yet? Only the
+        busiest cycle's line of waiting jobs is kept (the report shows it)."""
+        return waiting > 0 and (self._busiest is None or waiting > len(self._busiest[1].waiting))
+
     def _tick(self, t: float) -> None:
         if self._next_tick != t:
             return  # superseded by an earlier tick
@@ -499,7 +504,7 @@ class Simulation:
             return
         snapshot = cache.snapshot()
         deciding = time.perf_counter()
-        decisions = self.scheduler.cycle(snapshot)
+        decisions = self.scheduler.cycle(snapshot, line=self._busier)
         decided = time.perf_counter()
         applied = cache.apply(decisions)
         self.cycle_seconds += decided - deciding
