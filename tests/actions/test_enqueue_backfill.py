@@ -77,3 +77,24 @@ def test_a_podgroup_without_pods_yet_is_admitted_but_not_placed() -> None:
     assert d.pending["default/vc"].startswith("admitted; waiting for its 2 pods")
     assert d.podgroups["default/big"].phase == "Pending"
     assert d.pending["default/big"].startswith("not enqueued: overcommit")
+
+
+def test_a_refusal_quotes_the_figures_as_they_stood_when_the_job_was_refused() -> None:
+    """The first job is refused before the second is admitted in the same cycle: its
+    explanation, read after the cycle, quotes what was admitted then (nothing), not
+    what the cycle admitted after it."""
+    objs = [
+        queue(),
+        node("n1", cpu="10"),
+        podgroup("a-big", phase="Pending", min_resources={"cpu": "20"},
+                 created="2026-01-01T00:00:00Z"),
+        pod("a-big-0", group="a-big", cpu="8"),
+        podgroup("b-small", phase="Pending", min_resources={"cpu": "2"},
+                 created="2026-01-01T00:00:01Z"),
+        pod("b-small-0", group="b-small", cpu="2"),
+    ]  # fmt: skip
+    d = run(objs)
+    assert d.podgroups["default/b-small"].phase == "Inqueue"
+    said = d.pending["default/a-big"]
+    assert "this job's minResources (cpu 20) plus those of the jobs already admitted (cpu 0)" in said
+    assert "what the cluster can take at that factor (cpu 12:" in said
