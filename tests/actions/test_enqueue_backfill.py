@@ -96,5 +96,5 @@ def test_a_refusal_quotes_the_figures_as_they_stood_when_the_job_was_refused() -
     d = run(objs)
     assert d.podgroups["default/b-small"].phase == "Inqueue"
     said = d.pending["default/a-big"]
-    assert "this job's minResources (cpu 20) plus those of the jobs already admitted (cpu 0)" in said
+    assert "minResources (cpu 20) plus those of the jobs already admitted (cpu 0)" in said
     assert "what the cluster can take at that factor (cpu 12:" in said
