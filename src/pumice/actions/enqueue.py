@@ -17,7 +17,7 @@ from pumice.api.queue import QueueInfo
 from pumice.conf.arguments import Arguments
 from pumice.framework.orders import job_key
 from pumice.framework.pqueue import PriorityQueue
-from pumice.framework.said import Text, concat
+from pumice.framework.said import Text, prefix
 from pumice.framework.session import Session
 from pumice.framework.verdicts import timeless
 
@@ -46,7 +46,7 @@ def _refusal_text(ssn: Session, plugin_name: str | None) -> Callable[[JobInfo], 
             head = f"{plugin_name}: "
             later = getattr(plugin, "explain_later", None)
             if later is not None:
-                return lambda job: concat(head, later(ssn, job))
+                return lambda job: prefix(head, later(ssn, job))
             explain = getattr(plugin, "explain_enqueue", None) or getattr(plugin, "explain", None)
             if explain is not None:
                 return lambda job: head + explain(ssn, job)
