@@ -31,7 +31,9 @@ from rich.text import Text
 
 from pumice.cluster.kube_client import RESOURCES
 from pumice.controllers.cli_api import PODGROUP, Api, command_for, connect
-from pumice.controllers.cli_args import (
+from pumice.controllers.cli_render import age_since, console, meta_of, phase_text, print_json, table
+from pumice.controllers.job_view import TASK_PHASES, job_row, job_view
+from pumice.controllers.vcctl_args import (
     add_common_arguments,
     add_name_arguments,
     add_namespace_argument,
@@ -40,8 +42,6 @@ from pumice.controllers.cli_args import (
     name_of,
     namespace_of,
 )
-from pumice.controllers.cli_render import age_since, console, meta_of, phase_text, print_json, table
-from pumice.controllers.job_view import TASK_PHASES, job_row, job_view
 from pumice.errors import InputError
 
 JOB = RESOURCES["Job"]

@@ -21,8 +21,8 @@ from typing import Any
 
 from pumice.cluster.kube_client import RESOURCES
 from pumice.controllers.cli_api import PODGROUP, command_for, connect
-from pumice.controllers.cli_args import add_common_arguments, guarded, issue, name_of
 from pumice.controllers.cli_render import as_int, console, meta_of, phase_text, print_json, table
+from pumice.controllers.vcctl_args import add_common_arguments, guarded, issue, name_of
 
 QUEUE = RESOURCES["Queue"]
 
