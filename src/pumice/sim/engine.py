@@ -76,6 +76,7 @@ timeout or end of a backoff of the gangs the cache keeps clocks for (see
 from __future__ import annotations
 
 import copy
+import gc
 import math
 import time
 from array import array
@@ -576,6 +577,18 @@ class Simulation:
         return float(max(self.options.period, math.ceil(span / TARGET_SAMPLES)))
 
     def run(self, progress: Progress | None = None) -> SimResult:
+        """Run to the end. What exists when the run starts (the modules, the workload,
+        the cluster as built) lives to its end: it is kept out of the garbage
+        collector's full collections meanwhile (``gc.freeze``), which otherwise walk it
+        again and again as the run's own objects pile up (about half their time on the
+        built-in scenario, two thirds on a generated one of 5,000 jobs)."""
+        gc.freeze()
+        try:
+            return self._run(progress)
+        finally:
+            gc.unfreeze()
+
+    def _run(self, progress: Progress | None) -> SimResult:
         clock, kubelet, m = self.clock, self.kubelet, self.metrics
         total = len(self.workload.jobs)
         interval = self._sample_interval()
