@@ -36,6 +36,7 @@ import argparse
 import gc
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -244,7 +245,7 @@ class _WindowScheduler:
         if self.check:
             self.problems += [f"at the window's end: {p}" for p in capacity_problems(self.sim)]
 
-    def cycle(self, snapshot: Snapshot) -> Decisions:
+    def cycle(self, snapshot: Snapshot, line: Callable[[int], bool] | None = None) -> Decisions:
         now = self.sim.clock.now
         if self.opened is None and now >= self.start:
             self.open()
@@ -252,9 +253,9 @@ class _WindowScheduler:
             self.close()
             raise _WindowEnd
         if self.opened is None:
-            return self.inner.cycle(snapshot)
+            return self.inner.cycle(snapshot, line=line)
         t0 = time.perf_counter()
-        decisions = self.inner.cycle(snapshot, self.steps)
+        decisions = self.inner.cycle(snapshot, self.steps, line)
         self.latencies.append(time.perf_counter() - t0)
         h = self.digest
         h.update(f"@{now!r}\n".encode())
