@@ -142,8 +142,8 @@ def test_shape_state_kept_across_cycles_changes_nothing():
     def run(conf: str | None) -> tuple[dict, list[bytes]]:
         cycles: list[bytes] = []
 
-        def recording_cycle(self, snapshot):
-            d = real_cycle(self, snapshot)
+        def recording_cycle(self, snapshot, *args, **kwargs):
+            d = real_cycle(self, snapshot, *args, **kwargs)
             cycles.append(orjson.dumps(d.to_json(sessions=False)))  # (session ids differ)
             return d
 
