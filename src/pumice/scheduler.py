@@ -25,6 +25,7 @@ from pumice.conf.config import SchedulerConfig, load_config, parse_config
 from pumice.errors import InputError, shown
 from pumice.extensions import load_registries
 from pumice.framework.decisions import Decisions
+from pumice.framework.parking import park
 from pumice.framework.plugin import Registry
 from pumice.framework.session import (
     CycleObserver,
@@ -228,7 +229,7 @@ class Scheduler:
                     observer.action_done(name, perf_counter() - t)
             decisions = close_session(
                 ssn,
-                (update_podgroups, explain_pending, lined, keep),
+                (update_podgroups, explain_pending, park, lined, keep),
                 observer,
                 keep=self.living,
             )

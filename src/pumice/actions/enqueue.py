@@ -98,6 +98,7 @@ class EnqueueAction:
                     ssn.hooks.each("job_enqueued", job)
                     job.phase = INQUEUE
                     ssn.not_enqueued.pop(job.uid, None)
+                    ssn.parked.pop(job.uid, None)  # (its status changes now)
                 else:
                     ssn.not_enqueued[job.uid] = refusal(refuser, job)
 

@@ -21,11 +21,13 @@ from pumice.api.task import TaskInfo, default_task_order
 from pumice.conf.config import SchedulerConfig
 from pumice.framework.decisions import Decisions
 from pumice.framework.hooks import HookTable
+from pumice.framework.parking import parking_for, unpark_changed
 from pumice.framework.plugin import LivingPlugin, Plugin, Registry
 from pumice.framework.said import Text
 
 if TYPE_CHECKING:
     from pumice.framework.fastpath import FastPath
+    from pumice.framework.parking import Parked, Parking
     from pumice.framework.statement import Statement
     from pumice.framework.topology import SessionTopology
 
@@ -103,6 +105,9 @@ class Session:
         #: The event handlers each plugin of ``plugins`` added, in the same order (a
         #: plugin rebuilt for a new cycle takes its own out with it).
         self.handlers_of: list[list[EventHandler]] = []
+        #: What a living session parks from cycle to cycle (None: parking does not
+        #: hold for the configuration; see :mod:`pumice.framework.parking`).
+        self.parking: Parking | None = None
         self._begin(snapshot)
 
     def renew(self, snapshot: Snapshot) -> None:
@@ -137,6 +142,9 @@ class Session:
         #: They stay in ``jobs``: enqueue may admit them (a job controller creates the
         #: pods of an admitted job), but no action places or preempts for them.
         self.invalid: dict[str, tuple[JobInfo, str]] = {}
+        #: Jobs parked since the last cycle whose status stands (see
+        #: :mod:`pumice.framework.parking`): closers that write status pass them by.
+        self.parked: dict[str, Parked] = {}
         #: Pending jobs the enqueue action refused this cycle: uid -> reason.
         self.not_enqueued: dict[str, Text] = {}
         #: Queues allocate skipped because they had used their share.
@@ -297,6 +305,7 @@ def open_session(
         plugin = plugins.create(opt.name, opt.arguments)
         ssn.plugins.append(plugin)
         ssn.handlers_of.append(_open(ssn, plugin, opt.name, observer))
+    ssn.parking = parking_for(ssn)
     _mark_invalid(ssn)
     if observer is not None:
         observer.session_opened(perf_counter() - start)
@@ -343,6 +352,7 @@ def renew_session(
             continue
         plugin = ssn.plugins[k] = plugins.create(opt.name, opt.arguments)
         ssn.handlers_of[k] = _open(ssn, plugin, opt.name, observer)
+    unpark_changed(ssn)
     _mark_invalid(ssn)
     if observer is not None:
         observer.session_opened(perf_counter() - start)
@@ -372,7 +382,13 @@ def _mark_invalid(ssn: Session) -> None:
     if not fns:
         return
     invalid = ssn.invalid
+    parked = ssn.parked
     for uid, job in ssn.active.items():
+        if parked:
+            p = parked.get(uid)
+            if p is not None:  # (its reason stands: see framework/parking.py)
+                invalid[uid] = (job, p.reason)
+                continue
         for fn in fns:
             reason = fn(job)
             if reason:
@@ -449,7 +465,7 @@ def _retire(ssn: Session) -> None:
 
 
 #: What a session keeps from cycle to cycle when it lives (see :func:`renew_session`).
-_LIVING = ("config", "hooks", "handlers", "plugins", "handlers_of")
+_LIVING = ("config", "hooks", "handlers", "plugins", "handlers_of", "parking")
 
 
 __all__ = [

@@ -58,7 +58,10 @@ def update_podgroups(ssn: Session) -> None:
         upd.running = len(job.by_status.get(TaskStatus.RUNNING, ()))
         upd.succeeded = len(job.by_status.get(TaskStatus.SUCCEEDED, ()))
         upd.failed = len(job.by_status.get(TaskStatus.FAILED, ()))
+    parked = ssn.parked
     for uid, (job, _reason) in ssn.invalid.items():
+        if uid in parked:
+            continue  # (its status stands: see framework/parking.py)
         upd = podgroups.get(uid)
         if upd is None:  # (setdefault would build an update for every invalid job)
             upd = podgroups[uid] = PodGroupUpdate(phase="")

@@ -179,6 +179,10 @@ def _with_sub_groups(
 class GangPlugin:
     name = "gang"
     argument_keys = (BEST_EFFORT_READY, *TIMEOUT_KEYS)
+    #: Jobs may be parked (see :mod:`pumice.framework.parking`): why a Volcano job
+    #: without sub-groups is not a valid gang depends on the job alone, and the close
+    #: writes no condition for a parked job.
+    parks = True
 
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments
@@ -269,8 +273,10 @@ class GangPlugin:
         self._registered, self._own = True, own
 
     def on_session_close(self, ssn: Session) -> None:
-        invalid = ssn.invalid
+        invalid, parked = ssn.invalid, ssn.parked
         for uid, (_job, reason) in invalid.items():
+            if uid in parked:
+                continue  # (its condition stands: see framework/parking.py)
             set_condition(ssn, uid, UNSCHEDULABLE, NOT_ENOUGH_PODS, reason)
         ready_now = self._ready_now
         for job in ssn.active.values():  # a settled job keeps the condition it has

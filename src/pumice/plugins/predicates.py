@@ -143,6 +143,7 @@ DEFAULT_BIND_TIMEOUT = 600
 class PredicatesPlugin:
     name = "predicates"
     valid_until = timeless  # (answers do not depend on the clock)
+    parks = True  # (its close writes only the binds' pre-bind writes: jobs may be parked)
     argument_keys = (VOLUME_BINDING, VOLUME_ZONE, VOLUME_LIMITS, BIND_TIMEOUT, DRA)
 
     def __init__(self, arguments: Arguments) -> None:

@@ -1,0 +1,129 @@
+"""Jobs parked while they wait for admission: their status stands from the last cycle.
+
+A Volcano Job's pods are created once its PodGroup is admitted, so a busy cluster
+carries a backlog of Pending PodGroups without pods that enqueue refuses cycle after
+cycle: on a 100,000-job run nine in ten of the jobs a cycle looks at. Such a job's
+status is a function of the job alone: not a valid gang (too few pods), so gang's
+``NotEnoughTasks`` condition with the same reason, and its phase, Pending. Only why
+enqueue refuses it moves with the cluster, and that is said anew every cycle.
+
+So a living session (see :func:`~pumice.framework.session.renew_session`) *parks*
+every such job at the end of a cycle: the reason it is not a valid gang and the
+podgroup status the closers wrote for it. In the next cycle a parked job that has not
+changed (the same object, version, minimum and phase) is listed in
+``Session.parked``: ``job_valid`` is not asked again (its reason is the parked one),
+and the closers that write status (gang's close, the podgroup phases) pass it by; the
+parked status is put back in the decisions as it stood. enqueue still votes for it,
+and a parked job it admits leaves ``Session.parked`` then, for the rest of the cycle to
+treat like any other. A session opened afresh parks nothing, so every cycle decides
+and explains as a new session would: the status carried is the one a new session
+writes, but for the session that decided it (``transitionID``), as a repeated cycle
+keeps it.
+
+Parking is on only where that holds of every part of the configuration: actions
+among enqueue (first), allocate and backfill; every ``job_valid`` function and every
+plugin with an ``on_session_close`` of a plugin that declares ``parks = True`` (its
+answers for such a job depend on the job alone, and its close writes nothing for a
+job in ``Session.parked``); and only jobs of Volcano's API without sub-groups (no
+gang timeouts, no per-cycle sub-group rules).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pumice.api.job import PENDING, JobInfo
+from pumice.framework.decisions import PodGroupUpdate
+
+if TYPE_CHECKING:
+    from pumice.framework.session import Session
+
+#: The actions a configuration may list for jobs to be parked (enqueue first).
+PARKING_ACTIONS = frozenset({"enqueue", "allocate", "backfill"})
+
+
+@dataclass(slots=True)
+class Parked:
+    """A job parked at the end of a cycle, with what stands for it while unchanged."""
+
+    job: JobInfo
+    version: int
+    min_available: int
+    #: Why it is not a valid gang (``job_valid``'s answer).
+    reason: str
+    #: The podgroup status the closers wrote for it (read-only).
+    update: PodGroupUpdate
+
+
+class Parking:
+    """What a living session parks from one cycle to the next."""
+
+    __slots__ = ("kept",)
+
+    def __init__(self) -> None:
+        self.kept: dict[str, Parked] = {}
+
+
+def parking_for(ssn: Session) -> Parking | None:
+    """A parking for ``ssn``'s configuration, or None where parking does not hold (see
+    the module's docstring). Asked when a session opens, with its plugins in place."""
+    actions = list(ssn.config.actions)
+    if not actions or actions[0] != "enqueue" or not set(actions) <= PARKING_ACTIONS:
+        return None
+    parks = {p.name for p in ssn.plugins if getattr(p, "parks", False)}
+    for name, _fn in (pair for tier in ssn.hooks.chain("job_valid") for pair in tier):
+        if name not in parks:
+            return None
+    for plugin in ssn.plugins:
+        if getattr(plugin, "on_session_close", None) is not None and plugin.name not in parks:
+            return None
+    return Parking()
+
+
+def unpark_changed(ssn: Session) -> None:
+    """``Session.parked`` for a new cycle: the jobs parked by the last one that are
+    active and unchanged. Called before ``job_valid`` is asked."""
+    parking = ssn.parking
+    if parking is None or not parking.kept:
+        return
+    active = ssn.active
+    parked = ssn.parked
+    for uid, p in parking.kept.items():
+        job = active.get(uid)
+        if (
+            job is p.job
+            and job.version == p.version
+            and job.min_available == p.min_available
+            and job.phase == PENDING
+        ):
+            parked[uid] = p
+    parking.kept = {}
+
+
+def park(ssn: Session) -> None:
+    """A closer, after the podgroup phases and the explanations: put the parked jobs'
+    status back in the decisions, and park for the next cycle every job that is not a
+    valid gang, is still Pending, and was refused admission."""
+    parking = ssn.parking
+    if parking is None:
+        return
+    podgroups = ssn.decisions.podgroups
+    parked = ssn.parked
+    for uid, still in parked.items():
+        podgroups[uid] = still.update
+    kept = parking.kept
+    refused = ssn.not_enqueued
+    for uid, (job, reason) in ssn.invalid.items():
+        if uid not in refused:
+            continue
+        p = parked.get(uid)
+        if p is not None:
+            kept[uid] = p
+        elif job.phase == PENDING and job.api == "volcano" and not job.sub_groups:
+            update = podgroups.get(uid)
+            if update is not None:
+                kept[uid] = Parked(job, job.version, job.min_available, reason, update)
+
+
+__all__ = ["PARKING_ACTIONS", "Parked", "Parking", "park", "parking_for", "unpark_changed"]
