@@ -134,9 +134,21 @@ JOB = st.tuples(
     st.one_of(st.none(), st.integers(5, 60)),
     st.sampled_from([0, 10]),
 )
+#: The annotation naming a pod's PodGroup.
+GROUP_KEY = "scheduling.k8s.io/group-name"
+#: A Volcano Job's PodGroup as its controller makes it: Pending, no pods until admitted
+#: (the pods come with a later "pods" event, admitted or not).
+GROUP = st.tuples(
+    st.just("group"),
+    st.integers(1, 4),  # minMember
+    st.integers(1, 6),  # cpu each
+    st.sampled_from(["a", "b"]),
+)
 OPS = st.lists(
     st.one_of(
         JOB,
+        GROUP,
+        st.tuples(st.just("pods"), st.integers(0, 50)),
         st.tuples(st.just("cycle"), st.integers(1, 3)),
         st.tuples(st.just("tick"), st.sampled_from([1.0, 5.0, 30.0])),
         st.tuples(st.just("run"), st.integers(0, 50)),
@@ -160,6 +172,29 @@ def _apply(op: tuple, world: World, n: int, now: float) -> None:
             "%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)
         )
         store.create_all(job)
+    elif kind == "group":
+        _, size, cpu, q = op
+        group = podgroup(f"g{n}", min_member=size, queue=q, phase="Pending",
+                         min_resources={"cpu": str(cpu * size)})  # fmt: skip
+        group["metadata"]["creationTimestamp"] = time.strftime(
+            "%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)
+        )
+        store.create(group)
+    elif kind == "pods":  # a group's pods come (whether or not it was admitted)
+        have = {p["metadata"]["annotations"].get(GROUP_KEY) for p in store.list("Pod")}
+        bare = sorted(
+            g["metadata"]["name"]
+            for g in store.list("PodGroup")
+            if g["metadata"]["name"].startswith("g") and g["metadata"]["name"] not in have
+        )
+        if bare:
+            name = bare[op[1] % len(bare)]
+            g = store.get("PodGroup", f"default/{name}")
+            size = g["spec"]["minMember"]
+            cpu = int(g["spec"]["minResources"]["cpu"]) // size
+            store.create_all(
+                [pod(f"{name}-{i}", cpu=str(cpu), memory="1Gi", group=name) for i in range(size)]
+            )
     elif kind in ("run", "end"):
         bound = sorted(
             f"default/{p['metadata']['name']}"
