@@ -105,6 +105,18 @@ def test_own_writes_and_binds_run_no_reconcile_while_phases_that_matter_do() -> 
     assert w.mgr.reconciles["job"] == 4  # the pod; the Running phase's turn is idle
 
 
+def test_pods_done_before_the_job_ran_still_complete_it() -> None:
+    """Pods that finish before the Job saw them run move it to Running, whose own turn
+    is not skipped then: it completes the Job, and the Completed phase's kill removes
+    the PodGroup."""
+    w = World()
+    key = w.submit(job_yaml(JOB))
+    w.admit(key)
+    for pod in w.pods(key):
+        w.set_phase(f"default/{pod['metadata']['name']}", "Succeeded", exit_code=0)
+    assert w.phase(key) == "Completed" and w.podgroup(key) is None
+
+
 def test_a_podgroup_deleted_by_someone_else_is_made_again() -> None:
     """The controller's own PodGroup deletions coming back are skipped, not those of
     others: a PodGroup deleted behind its back is created again."""
