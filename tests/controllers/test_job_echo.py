@@ -79,7 +79,8 @@ def test_own_writes_and_binds_run_no_reconcile_while_phases_that_matter_do() -> 
     """Submitting and admitting a job costs one reconcile each: the PodGroup and pods
     it creates and the status it writes coming back cost none. A bind, the PodGroup
     moving from Inqueue to Running and its conditions cost none; a pod running costs
-    one, and the phase it moves the Job to one more (the new phase's own turn)."""
+    one, and the Running phase it moves the Job to none more (on the same pods that
+    phase has nothing to do, which the reconcile that moved it can tell)."""
     w = World()
     key = w.submit(job_yaml(JOB))
     assert w.mgr.reconciles["job"] == 1 and w.phase(key) == "Pending"
@@ -101,7 +102,19 @@ def test_own_writes_and_binds_run_no_reconcile_while_phases_that_matter_do() -> 
     assert w.mgr.reconciles["job"] == 3 and w.status(key)["running"] == 1
     w.set_phase("default/train-w-1", "Running")
     assert w.phase(key) == "Running"
-    assert w.mgr.reconciles["job"] == 5  # the pod, then the Running phase's turn
+    assert w.mgr.reconciles["job"] == 4  # the pod; the Running phase's turn is idle
+
+
+def test_pods_done_before_the_job_ran_still_complete_it() -> None:
+    """Pods that finish before the Job saw them run move it to Running, whose own turn
+    is not skipped then: it completes the Job, and the Completed phase's kill removes
+    the PodGroup."""
+    w = World()
+    key = w.submit(job_yaml(JOB))
+    w.admit(key)
+    for pod in w.pods(key):
+        w.set_phase(f"default/{pod['metadata']['name']}", "Succeeded", exit_code=0)
+    assert w.phase(key) == "Completed" and w.podgroup(key) is None
 
 
 def test_a_podgroup_deleted_by_someone_else_is_made_again() -> None:

@@ -90,6 +90,27 @@ def test_webhook_rules(job: dict, says: str):
     assert says in _refused(w, key)
 
 
+def test_each_job_is_refused_for_its_own_template():
+    """Jobs repeating a template go ahead alike, and a Job whose template differs from
+    theirs in one bad quantity is still refused for it."""
+    w = World()
+    for name in ("a", "b"):
+        job = _with()
+        job["metadata"]["name"] = name
+        key = w.submit(job)
+        assert "reason" not in w.status(key)["state"] and w.podgroup(key) is not None
+    bad = _with(
+        task_template={
+            "spec": {
+                "containers": [
+                    {"name": "w", "image": "x", "resources": {"requests": {"cpu": "lots"}}}
+                ]
+            }
+        }
+    )
+    assert "invalid quantity 'lots'" in _refused(w, w.submit(bad))
+
+
 def test_closed_queue_refuses_then_opening_it_lets_the_job_go():
     """A job for a Closed queue is refused; when the queue opens, the job is checked
     again (its queue's event) and goes ahead."""

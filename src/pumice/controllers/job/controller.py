@@ -34,7 +34,11 @@ nothing (each would cost a full reconcile that writes nothing):
   phase. A phase the controller wrote itself after acting in that phase (no
   transition: ``""`` to ``Pending`` on the first reconcile, a count changing) is
   skipped too; one it moved the Job to is not, as in Volcano, since the new phase may
-  have work of its own on the same pods (``Running`` to ``Completed``, then the kill);
+  have work of its own on the same pods (``Running`` to ``Completed``, then the kill),
+  unless the reconcile that moved it can tell that the new phase has none: a sync that
+  wrote nothing but the status, for a Job without plugins or volumes, into a phase that
+  syncs too and whose transition does not fire on the same pods (``Pending`` to
+  ``Running`` as the gang starts: the Running phase's turn would write nothing);
 - a pod: deleted, or changed in what the controller reads of it (:class:`PodView`'s
   ``seen``: phase, deletion mark, version, exit code, restarts, ...); a bind or a
   condition is not. The pods it creates are noted as created (Pending), so their
@@ -145,6 +149,7 @@ class _Run:
     changed: bool = False  # the phase moved
     killed: bool = False  # a kill deleted pods or moved the phase
     created: bool = False  # pods were created
+    wrote: bool = False  # the sync made, patched or deleted a PodGroup or pod
     duration: str | None = None
     warnings: list[str] = field(default_factory=list)
 
@@ -573,7 +578,9 @@ class JobController:
         if run.killed:
             run.version += 1
         self._write(run, key)
-        if run.status.phase == (phase or st.PENDING):
+        if run.status.phase == (phase or st.PENDING) or (
+            command is None and action == st.SYNC and self._idle_in_new_phase(run, step)
+        ):
             self._settle(key, job, run.status.phase)
         else:  # moved: the new phase may have work of its own (its write calls for it)
             self._settled.pop(key, None)
@@ -583,6 +590,26 @@ class JobController:
         if after is not None:
             again.append(after)
         return min(again) if again else None
+
+    @staticmethod
+    def _idle_in_new_phase(run: _Run, step: st.Step) -> bool:
+        """Whether a sync that moved the Job to another phase left nothing for that
+        phase to do, so that its status write coming back needs no reconcile: the new
+        phase syncs too, on the same pods (this one made, patched or deleted nothing,
+        and the Job has no plugins or volumes, whose work differs by phase), and its
+        transition does not fire on the same counts. Such a reconcile would choose the
+        same request (nothing new was observed), count the same pods and write the
+        status just written, so it would change nothing."""
+        if step.work != "sync" or run.created or run.wrote or run.plugins or run.spec.volumes:
+            return False
+        status = run.status
+        turn = st.decide(status.phase, st.SYNC)
+        if turn.work != "sync":
+            return False
+        if turn.transition is None:
+            return True
+        probe = st.Status(status.phase, status.retry_count, status.min_available, status.counts)
+        return not turn.transition(probe, run.spec)
 
     def _from_events(
         self,
@@ -668,10 +695,12 @@ class JobController:
             made = self.store.create(
                 build_podgroup(spec, self._priority, min_res=self._min_resources(spec))
             )
+            run.wrote = True
             if made is not None:  # its creation coming back changes nothing
                 self._groups[_key(made)] = _group_view(made)
         else:
             patch = self._podgroup_patch(pg, spec)
+            run.wrote = bool(patch)
             if patch and self.store.patch("PodGroup", _key(pg), patch):
                 now = self.store.get("PodGroup", _key(pg))  # its own change: not news
                 if now is not None:
@@ -711,6 +740,7 @@ class JobController:
                 continue
             if not pod.terminating:
                 self._delete_pod(pod)
+                run.wrote = True
             counts.terminating += 1
 
     def _kill(self, run: _Run, retain: frozenset[str], pg: Mapping[str, Any] | None) -> None:

@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from pumice.api.parse import as_list, as_mapping, parse_pod
 from pumice.api.topology_spec import HARD, NetworkTopology
 from pumice.errors import InputError, shown, shown_text
@@ -284,16 +286,35 @@ def _task_minimum(replicas: int, given: int | None, partition: PartitionPolicy |
     return replicas
 
 
+#: Pod templates found valid, by their canonical JSON: the Jobs of a workload repeat a
+#: few templates, which need not be parsed again for each (the table starts afresh
+#: beyond :data:`_TEMPLATES_KEPT`).
+_valid_templates: dict[bytes, None] = {}
+_TEMPLATES_KEPT = 4096
+
+
 def _check_template(template: Mapping[str, Any], path: str) -> None:
     """Refuse a pod template no pod could be made from, as the API server would, with
     the field under ``path``: the pods are built from it later, with no Job to name."""
     meta = as_mapping(template.get("metadata"), f"{path}.metadata")
     as_mapping(template.get("spec"), f"{path}.spec")
     try:
+        seen: bytes | None = orjson.dumps(template, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # (not plain JSON: checked every time)
+        seen = None
+    if seen is not None and b"null" in seen:
+        seen = None  # (NaN and infinities are written as null too: not told apart)
+    if seen is not None and seen in _valid_templates:
+        return
+    try:
         parse_pod({"metadata": {**meta, "name": "template"}, "spec": template.get("spec")})
     except InputError as err:
         field = f"{path}.{err.field}" if err.field else path
         raise InputError(err.message, field=field) from None
+    if seen is not None:
+        if len(_valid_templates) >= _TEMPLATES_KEPT:
+            _valid_templates.clear()
+        _valid_templates[seen] = None
 
 
 def _task(item: Any, index: int) -> TaskSpec:
