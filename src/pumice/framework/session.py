@@ -386,8 +386,9 @@ def _mark_invalid(ssn: Session) -> None:
     for uid, job in ssn.active.items():
         if parked:
             p = parked.get(uid)
-            if p is not None:  # (its reason stands: see framework/parking.py)
-                invalid[uid] = (job, p.reason)
+            if p is not None:  # (its answer stands: see framework/parking.py)
+                if p.reason is not None:
+                    invalid[uid] = (job, p.reason)
                 continue
         for fn in fns:
             reason = fn(job)

@@ -39,8 +39,9 @@ def update_podgroups(ssn: Session) -> None:
     """Derive each job's podgroup phase, and list every task left pipelined (whether its
     statement was committed or kept because the job is pipelined but not yet ready)."""
     podgroups = ssn.decisions.podgroups
+    parked = ssn.parked
     for job in ssn.active.values():  # a settled job's status is already what it would be
-        if job.uid in ssn.invalid:
+        if job.uid in ssn.invalid or job.uid in parked:
             continue
         pipelined = job.by_status.get(TaskStatus.PIPELINED)
         if pipelined:
@@ -58,7 +59,6 @@ def update_podgroups(ssn: Session) -> None:
         upd.running = len(job.by_status.get(TaskStatus.RUNNING, ()))
         upd.succeeded = len(job.by_status.get(TaskStatus.SUCCEEDED, ()))
         upd.failed = len(job.by_status.get(TaskStatus.FAILED, ()))
-    parked = ssn.parked
     for uid, (job, _reason) in ssn.invalid.items():
         if uid in parked:
             continue  # (its status stands: see framework/parking.py)

@@ -280,7 +280,7 @@ class GangPlugin:
             set_condition(ssn, uid, UNSCHEDULABLE, NOT_ENOUGH_PODS, reason)
         ready_now = self._ready_now
         for job in ssn.active.values():  # a settled job keeps the condition it has
-            if job.uid in invalid:
+            if job.uid in invalid or job.uid in parked:
                 continue
             if ready_now(job):
                 set_condition(ssn, job.uid, SCHEDULED, "tasks in gang are ready to be scheduled")
