@@ -17,7 +17,7 @@ from pumice.api.queue import QueueInfo
 from pumice.conf.arguments import Arguments
 from pumice.framework.orders import job_key
 from pumice.framework.pqueue import PriorityQueue
-from pumice.framework.said import Text, prefix
+from pumice.framework.said import Text
 from pumice.framework.session import Session
 from pumice.framework.verdicts import timeless
 
@@ -26,8 +26,8 @@ def refusals(ssn: Session) -> Callable[[str | None, JobInfo], Text]:
     """``refusal(plugin, job)``: a sentence naming the gate that refused ``job`` and why.
     A refused backlog asks this for every job in every cycle: each refusing plugin's
     explanation is looked up once per session, and a plugin that can say it later
-    (``explain_later``, see :mod:`pumice.framework.said`) hands over the facts it would
-    quote instead of the sentence."""
+    (``explain_later(ssn, job, head)``, see :mod:`pumice.framework.said`) hands over the
+    facts it would quote, after ``head``, instead of the sentence."""
     texts: dict[str | None, Callable[[JobInfo], Text]] = {}
 
     def refusal(plugin_name: str | None, job: JobInfo) -> Text:
@@ -46,7 +46,7 @@ def _refusal_text(ssn: Session, plugin_name: str | None) -> Callable[[JobInfo], 
             head = f"{plugin_name}: "
             later = getattr(plugin, "explain_later", None)
             if later is not None:
-                return lambda job: prefix(head, later(ssn, job))
+                return lambda job: later(ssn, job, head)
             explain = getattr(plugin, "explain_enqueue", None) or getattr(plugin, "explain", None)
             if explain is not None:
                 return lambda job: head + explain(ssn, job)

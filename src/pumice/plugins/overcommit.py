@@ -98,14 +98,26 @@ class OvercommitPlugin:
             job.verdicts,
         )  # fmt: skip
 
-    def explain_later(self, ssn: Session, job: JobInfo) -> Said:
-        """:meth:`explain`, said when read: the figures it quotes are the cycle's as
-        they stand now (``_lists`` is replaced, never changed, when a job is
+    def explain_later(self, ssn: Session, job: JobInfo, head: str = "") -> Said:
+        """``head`` and :meth:`explain`, said when read: the figures it quotes are the
+        cycle's as they stand now (``_lists`` is replaced, never changed, when a job is
         admitted; a job's minResources are replaced with its PodGroup)."""
         return Said(
-            self._say, ssn.space, ssn.snapshot.verdicts, self._lists, self._share_names,
-            job.min_resources, job.verdicts,
+            self._said, head, ssn.space, ssn.snapshot.verdicts, self._lists,
+            self._share_names, job.min_resources, job.verdicts,
         )  # fmt: skip
+
+    def _said(
+        self,
+        head: str,
+        space: ResourceSpace,
+        verdicts: Verdicts,
+        lists: tuple[list[float], list[float]],
+        share_names: list[tuple[int, str]],
+        min_resources: Vector | None,
+        job_verdicts: Verdicts,
+    ) -> str:
+        return head + self._say(space, verdicts, lists, share_names, min_resources, job_verdicts)
 
     def _say(
         self,
