@@ -340,3 +340,46 @@ def test_a_queue_status_write_does_not_rebuild_the_model(monkeypatch):
     store.modify("Queue", "default", lambda q: q["spec"].update(weight=5))
     cache.sync()
     assert rebuilds == [1] and cache.queues["default"].weight == 5
+
+
+def test_a_status_is_written_only_when_it_differs_from_what_the_cluster_says():
+    """A cycle's status for a PodGroup is written when it differs from the status the
+    cluster has in what users read (phase, counts, each condition's type, status,
+    reason and message), not when only the session that decided it changed; a condition
+    another client wrote without a field differs from one that has it, even empty."""
+    from pumice.framework.decisions import Decisions, PodGroupUpdate
+
+    store = MemoryCluster()
+    store.create_all([queue("default"), node("n1"), podgroup("g", min_member=2)])
+    cache = SchedulerCache(store)
+
+    def condition(session: str, **fields: str) -> dict[str, str]:
+        return {"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
+                "message": "2/2 tasks in gang unschedulable", "transitionID": session,
+                **fields}  # fmt: skip
+
+    def apply(*conditions: dict[str, str], running: int = 0) -> int:
+        update = PodGroupUpdate("Pending", list(conditions), running=running)
+        cache.apply(Decisions(podgroups={"default/g": update}))
+        cache.sync()
+        return store.stats["status_writes"]
+
+    assert apply(condition("s1")) == 1
+    assert apply(condition("s2")) == 1  # (only the deciding session differs)
+    assert apply(condition("s3", message="1/2 tasks in gang unschedulable")) == 2
+    assert apply(condition("s4", message="1/2 tasks in gang unschedulable"), running=1) == 3
+    assert apply() == 4
+    assert apply() == 4
+
+    def others_write(obj):  # (another client's condition, without a reason)
+        obj["status"]["running"] = 0
+        obj["status"]["conditions"] = [{"type": "Unschedulable", "status": "True",
+                                        "message": "2/2 tasks in gang unschedulable"}]  # fmt: skip
+
+    store.modify("PodGroup", "default/g", others_write)
+    cache.sync()
+    unreasoned = condition("s5")
+    del unreasoned["reason"]
+    assert apply(unreasoned) == 4  # (no reason on either side)
+    assert apply(condition("s6", reason="")) == 5  # ("" is not "no reason")
+    assert store.get("PodGroup", "default/g")["status"]["conditions"][0]["reason"] == ""

@@ -8,7 +8,9 @@ watch events, like every change. The one exception is admission of another diale
 gang, whose status pumice does not write: the model keeps it (the ``admit`` callback).
 
 A Volcano PodGroup's status is written when the cycle's differs from what the cache
-last saw; another dialect's in its own vocabulary (:mod:`pumice.cluster.gang_status`),
+last saw (the records keep it as a comparison key, :data:`~pumice.cache.records.StatusKey`,
+taken when the status is read: a cycle's comparison walks only the cycle's side);
+another dialect's in its own vocabulary (:mod:`pumice.cluster.gang_status`),
 when it differs from what the object says.
 
 Contract: :meth:`DecisionApplier.apply` never raises for a stale decision (the pod went
@@ -20,6 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from pumice.api import parse
@@ -30,8 +33,13 @@ from pumice.cluster.gang_status import (
     coscheduling_status,
     workload_podgroup_status,
 )
-from pumice.cluster.protocol import Cluster
+from pumice.cluster.protocol import Cluster, condition_key
 from pumice.framework.decisions import Decisions
+
+#: What a status comparison reads of a condition, in the order of
+#: :func:`~pumice.cluster.protocol.condition_key`'s entries (a condition without one
+#: of them raises KeyError: :func:`same_conditions` then compares by ``get``).
+_COMPARED = itemgetter("type", "status", "reason", "message")
 
 
 @dataclass(slots=True)
@@ -104,28 +112,40 @@ class DecisionApplier:
             task = tasks.get(pod)
             if task is not None and task.job is not None:
                 bound_now[task.job] = bound_now.get(task.job, 0) + 1
-        pgs_r = self.records.pgs_r
+        pgs_r, said = self.records.pgs_r, self.records.pg_status
         for uid, upd in decisions.podgroups.items():
-            rec = pgs_r.get(uid)
-            if rec is None or rec.api != "volcano":
+            seen = said.get(uid)
+            if seen is None:  # (not a Volcano PodGroup the cache holds)
+                rec = pgs_r.get(uid)
                 wrote = wrote or rec is not None  # (its status carries the time)
                 if upd.phase and self.admit(uid, upd.phase):
                     out.phases.append(uid)
                 if rec is not None:
                     self._write_gang_status(rec, upd, bound_now.get(uid, 0))
                 continue
-            if not upd.phase:
+            phase = upd.phase
+            if not phase:
                 continue
-            if rec.phase != upd.phase:
+            if seen[0] != phase:
                 out.phases.append(uid)
-            elif rec.counts == (upd.running, upd.succeeded, upd.failed) and same_conditions(
-                rec.conditions, upd.conditions
-            ):
-                continue  # what the cluster already says (as far as the cache has seen)
+            elif seen[1] == (upd.running, upd.succeeded, upd.failed):
+                # What the cluster already says (as far as the cache has seen)? Most
+                # waiting jobs have one condition, compared here without a call: the hot
+                # path of a cycle's apply, once per waiting job.
+                conditions, key = upd.conditions, seen[2]
+                if len(conditions) == 1 == len(key):
+                    try:
+                        if key[0] == _COMPARED(conditions[0]):
+                            continue
+                    except KeyError:
+                        if same_conditions(key, conditions):
+                            continue
+                elif same_conditions(key, conditions):
+                    continue
             wrote = True
             cluster.update_podgroup_status(
                 uid,
-                upd.phase,
+                phase,
                 upd.conditions,
                 running=upd.running,
                 succeeded=upd.succeeded,
@@ -169,24 +189,19 @@ class DecisionApplier:
         self.cluster.update_gang_status(kind, where[1], status)
 
 
-def same_conditions(seen: list[dict[str, Any]], new: list[dict[str, Any]]) -> bool:
-    """``condition_key(seen) == condition_key(new)`` without building either key: every
-    cycle compares the status of each job it looked at with what the cluster says, and
-    most say the same again."""
+def same_conditions(seen: tuple, new: list[dict[str, Any]]) -> bool:
+    """``seen == condition_key(new)`` (``seen``: the key of the conditions the cluster
+    has, kept by the records) without building ``new``'s key: every cycle compares the
+    status of each job it looked at with what the cluster says, and most say the same
+    again. A condition without one of the fields compares as
+    :func:`~pumice.cluster.protocol.condition_key` says (None)."""
     n = len(new)
     if len(seen) != n:
         return False
-    for i in range(n):  # (indexing, not zip: the hot path of a cycle's apply)
-        a, b = seen[i], new[i]
-        if a.get("message") != b.get("message"):
-            return False
-        if a.get("type") != b.get("type"):
-            return False
-        if a.get("reason") != b.get("reason"):
-            return False
-        if a.get("status") != b.get("status"):
-            return False
-    return True
+    try:
+        return all(seen[i] == _COMPARED(new[i]) for i in range(n))
+    except KeyError:
+        return bool(seen == condition_key(new))
 
 
 def _rfc3339(wall: float | None) -> str:

@@ -160,7 +160,7 @@ class BaseModel:
         if old is None or job is None:
             self.add_job(rec)
             return
-        if (
+        if old is not rec and (  # (the same record: only its status was read anew)
             old.min_member,
             old.min_task_member,
             old.min_resources,

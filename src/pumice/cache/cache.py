@@ -453,7 +453,9 @@ class SchedulerCache:
         def lend() -> None:
             # What settle restores, taken when a session opens (before it writes): a
             # cycle that repeats the last one opens none, and costs none of this.
-            self._lent_jobs = [(jobs[uid], jobs[uid].version, jobs[uid].phase) for uid in active]
+            self._lent_jobs = [
+                (job, job.version, job.phase) for job in map(jobs.__getitem__, active)
+            ]
 
         queues = dict(base.queues)  # (read-only specs: see ModelBuilder.queue)
         topology = self.tree.topology

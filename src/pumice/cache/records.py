@@ -32,7 +32,7 @@ from pumice.api.node import NodeSpec
 from pumice.api.parse import copy_tree
 from pumice.api.pdb import PdbRecord, parse_pdb
 from pumice.api.side_objects import SIDE_PARSERS
-from pumice.cluster.protocol import DELETED, KINDS, WatchEvent
+from pumice.cluster.protocol import DELETED, KINDS, WatchEvent, condition_key
 from pumice.errors import InputError
 
 #: Called with (kind, key, object, error) for an object that does not parse, when the
@@ -89,6 +89,16 @@ def pod_device_claims(key: str, obj: Mapping[str, Any]) -> tuple[Any, ...]:
         raise err.located(obj=f"Pod {key}") from None
 
 
+#: A PodGroup status as a status write compares it: (phase, (running, succeeded,
+#: failed), :func:`~pumice.cluster.protocol.condition_key` of the conditions).
+StatusKey = tuple[str, tuple[int, int, int], tuple]
+
+
+def status_key(phase: str, counts: tuple[int, int, int], conditions: Any) -> StatusKey:
+    """A PodGroup status without its per-cycle fields (see :data:`StatusKey`)."""
+    return (phase, counts, condition_key(conditions))
+
+
 class Records:
     """Parsed objects by kind and key, as the watch last said them.
 
@@ -113,6 +123,10 @@ class Records:
         #: The status of other dialects' PodGroups as last seen, by job uid (what a
         #: status write is compared with).
         self.gang_seen: dict[str, dict[str, Any]] = {}
+        #: The status of Volcano PodGroups as last seen, by job uid, in the form a status
+        #: write is compared with (see :func:`status_key`): kept as the status is read,
+        #: so that comparing a cycle's status with it costs no walk of the conditions.
+        self.pg_status: dict[str, StatusKey] = {}
         #: Each PodGroup's spec and annotations as last parsed: a write that changes
         #: neither (a status update) only re-reads the status.
         self.pg_seen: dict[tuple[str, str], tuple] = {}
@@ -144,11 +158,15 @@ class Records:
                 self.pgs_r.pop(prev, None)
                 self.pg_objects.pop(prev, None)
                 self.gang_seen.pop(prev, None)
+                self.pg_status.pop(prev, None)
             self.pgs_r[rec.uid] = rec
             self.pg_uids[(kind, key)] = rec.uid
             self.pg_objects[rec.uid] = (kind, key)
             if rec.api != "volcano":
                 self.gang_seen[rec.uid] = copy_tree(dict(obj.get("status") or {}))
+                self.pg_status.pop(rec.uid, None)
+            else:
+                self.pg_status[rec.uid] = status_key(rec.phase, rec.counts, rec.conditions)
             self.latest = max(self.latest, rec.creation)
         elif kind == "PodDisruptionBudget":
             self.pdbs_r[key] = rec
@@ -197,6 +215,7 @@ class Records:
         self.pgs_r.pop(uid, None)
         self.pg_objects.pop(uid, None)
         self.gang_seen.pop(uid, None)
+        self.pg_status.pop(uid, None)
         return uid
 
     def take_podgroup(
@@ -224,6 +243,7 @@ class Records:
             except InputError as err:
                 raise err.located(obj=f"PodGroup {key}") from None
             old.phase, old.conditions, old.counts = phase, conditions, counts
+            self.pg_status[old.uid] = status_key(phase, counts, conditions)
             return old, old
         rec = self.record(kind, key, obj)
         self.pg_seen[(kind, key)] = copy_tree(now_seen)
@@ -257,6 +277,8 @@ __all__ = [
     "WORKLOAD_KINDS",
     "BadObject",
     "Records",
+    "StatusKey",
     "pod_device_claims",
     "pod_state",
+    "status_key",
 ]
