@@ -34,7 +34,7 @@ from pumice.cluster.gang_status import (
     workload_podgroup_status,
 )
 from pumice.cluster.protocol import Cluster, condition_key
-from pumice.framework.decisions import Decisions
+from pumice.framework.decisions import Decisions, PodGroupUpdate
 
 #: What a status comparison reads of a condition, in the order of
 #: :func:`~pumice.cluster.protocol.condition_key`'s entries (a condition without one
@@ -81,6 +81,10 @@ class DecisionApplier:
         #: The cache's ``changes`` when the last apply wrote nothing to the cluster
         #: (else None).
         self.quiet: int | None = None
+        #: The Volcano PodGroup updates the last apply found the cluster already says,
+        #: with the status they were compared with (uid -> (update, status key)): the
+        #: same update object against the same key agrees without a comparison.
+        self._agreed: dict[str, tuple[PodGroupUpdate, Any]] = {}
 
     def apply(self, decisions: Decisions, changes: int) -> ApplyResult:
         """Carry out ``decisions`` on the cluster state stamped ``changes``.
@@ -113,6 +117,8 @@ class DecisionApplier:
             if task is not None and task.job is not None:
                 bound_now[task.job] = bound_now.get(task.job, 0) + 1
         pgs_r, said = self.records.pgs_r, self.records.pg_status
+        agreed: dict[str, tuple[PodGroupUpdate, Any]] = self._agreed
+        agreed_now: dict[str, tuple[PodGroupUpdate, Any]] = {}
         for uid, upd in decisions.podgroups.items():
             seen = said.get(uid)
             if seen is None:  # (not a Volcano PodGroup the cache holds)
@@ -126,6 +132,12 @@ class DecisionApplier:
             phase = upd.phase
             if not phase:
                 continue
+            last = agreed.get(uid)
+            if last is not None and last[0] is upd and last[1] is seen:
+                # The same update (a parked job's status, carried from the last cycle)
+                # against the same status the cluster had: it agrees again.
+                agreed_now[uid] = last
+                continue
             if seen[0] != phase:
                 out.phases.append(uid)
             elif seen[1] == (upd.running, upd.succeeded, upd.failed):
@@ -135,12 +147,13 @@ class DecisionApplier:
                 conditions, key = upd.conditions, seen[2]
                 if len(conditions) == 1 == len(key):
                     try:
-                        if key[0] == _COMPARED(conditions[0]):
-                            continue
+                        same = key[0] == _COMPARED(conditions[0])
                     except KeyError:
-                        if same_conditions(key, conditions):
-                            continue
-                elif same_conditions(key, conditions):
+                        same = same_conditions(key, conditions)
+                else:
+                    same = same_conditions(key, conditions)
+                if same:
+                    agreed_now[uid] = (upd, seen)
                     continue
             wrote = True
             cluster.update_podgroup_status(
@@ -151,6 +164,7 @@ class DecisionApplier:
                 succeeded=upd.succeeded,
                 failed=upd.failed,
             )
+        self._agreed = agreed_now
         if not wrote and not out.phases:
             self.quiet = changes
         return out

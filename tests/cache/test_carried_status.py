@@ -1,0 +1,70 @@
+"""A parked gang's status, carried from cycle to cycle, is written only when the
+cluster says otherwise.
+
+A living session carries the status of a Pending gang that waits for admission (see
+``pumice.framework.parking``): the same update, cycle after cycle. The cache then
+finds it agrees with what the cluster says without comparing it again; but when
+someone else rewrites the PodGroup's status, the cluster says otherwise, and the
+carried status is written back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tests.kit import node, podgroup, queue
+
+from pumice.cache.cache import SchedulerCache
+from pumice.cluster.memory import MemoryCluster
+from pumice.scheduler import Scheduler
+
+UID = "default/waits"
+
+
+def _cluster() -> tuple[MemoryCluster, SchedulerCache, Scheduler]:
+    store = MemoryCluster()
+    store.create_all(
+        [
+            queue("default"),
+            node("n1", cpu="4"),
+            # A Volcano Job's PodGroup before admission: no pods, more than the cluster.
+            podgroup("waits", min_member=2, phase="Pending", min_resources={"cpu": "40"}),
+        ]
+    )
+    cache = SchedulerCache(store)
+    scheduler = dataclasses.replace(Scheduler.from_file(None), repeat=False)
+    return store, cache, scheduler
+
+
+def _cycle(cache: SchedulerCache, scheduler: Scheduler):
+    decisions = scheduler.cycle(cache.snapshot())
+    cache.apply(decisions)
+    cache.sync()
+    return decisions
+
+
+def _conditions(store: MemoryCluster) -> list[tuple[str, str, str]]:
+    pg = store.get("PodGroup", UID)
+    assert pg is not None
+    return [(c["type"], c["reason"], c["message"]) for c in pg["status"].get("conditions", [])]
+
+
+def test_a_carried_status_is_written_back_after_someone_else_changed_it() -> None:
+    store, cache, scheduler = _cluster()
+    first = _cycle(cache, scheduler)
+    said = _conditions(store)
+    assert said == [("Unschedulable", "NotEnoughTasks", said[0][2])]
+    assert "not enough valid tasks" in said[0][2]
+    second = _cycle(cache, scheduler)
+    # Parked: the same status again, as the session that decided it wrote it.
+    assert second.podgroups[UID] is first.podgroups[UID]
+    assert _conditions(store) == said
+    store.update_podgroup_status(
+        UID, "Pending", [{"type": "Unschedulable", "status": "True", "reason": "Other",
+                          "message": "written by someone else"}],
+    )  # fmt: skip
+    cache.sync()
+    third = _cycle(cache, scheduler)
+    assert third.podgroups[UID] is first.podgroups[UID]
+    assert _conditions(store) == said  # the cluster says what the scheduler decided
+    assert third.pending[UID].startswith("not enqueued: overcommit:")
