@@ -41,3 +41,14 @@ def test_a_quiet_cycle_repeats_what_a_fresh_one_decides(capsys, tmp_path):
 def test_quiet_runs_in_its_own_process():
     r = run_isolated(SMALL, Scheduler.from_file(None))
     assert isinstance(r, QuietResult) and r.valid
+
+
+def test_a_backlog_waiting_for_admission_is_explained_and_decides_as_fresh():
+    """quiet-admission: Volcano Jobs' PodGroups without pods that enqueue refuses (the
+    backlog a living session parks): valid, every job explained."""
+    (s,) = resolve(["quiet-admission"])
+    assert isinstance(s, QuietScenario) and s.groups
+    small = QuietScenario("admission-small", "20 full nodes, 60 waiting PodGroups",
+                          nodes=20, pending=60, cycles=3, groups=True)  # fmt: skip
+    r = run_quiet(small, Scheduler.from_file(None))
+    assert r.valid, r.problems

@@ -30,13 +30,17 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, slots=True)
 class QuietScenario:
     """``nodes`` nodes of 8 CPU, each full with one running pod, and ``pending`` pending
-    single pods of 1 CPU: nothing can be placed, nothing changes."""
+    single pods of 1 CPU: nothing can be placed, nothing changes. With ``groups``, the
+    backlog is instead ``pending`` Volcano Jobs' PodGroups waiting for admission, without
+    pods (their controller creates them on admission), each asking more than the
+    cluster: enqueue refuses every one in every cycle."""
 
     name: str
     description: str
     nodes: int
     pending: int
     cycles: int = 20
+    groups: bool = False
 
 
 @dataclass(slots=True)
@@ -68,8 +72,26 @@ def _objects(s: QuietScenario) -> list[dict]:
         name = f"node-{i:05d}"
         objs.append(node(name, "8", "32Gi", 110))
         objs.append(pod(f"run-{i:05d}", "8", "1Gi", node_name=name))
-    objs += [pod(f"pend-{i:06d}", "1", "1Gi", created=i) for i in range(s.pending)]
+    if s.groups:
+        objs += [_waiting_group(f"job-{i:06d}", i) for i in range(s.pending)]
+    else:
+        objs += [pod(f"pend-{i:06d}", "1", "1Gi", created=i) for i in range(s.pending)]
     return objs
+
+
+def _waiting_group(name: str, created: int) -> dict:
+    """A Volcano Job's PodGroup before admission: Pending, four pods' minimum, no pods."""
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "creationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(created)),
+        },
+        "spec": {"minMember": 4, "queue": "default", "minResources": {"cpu": "100000"}},
+        "status": {"phase": "Pending"},
+    }
 
 
 def run_quiet(s: QuietScenario, scheduler: Scheduler, check: bool = True) -> QuietResult:
@@ -142,6 +164,14 @@ QUIET_SCENARIOS: dict[str, QuietScenario] = {
             "nodes, 10,000 pending pods waiting for resources",
             nodes=5000,
             pending=10_000,
+        ),
+        QuietScenario(
+            "quiet-admission",
+            "the same with the backlog waiting for admission: 1,000 full nodes, 10,000 "
+            "Volcano Jobs' PodGroups without pods that enqueue refuses",
+            nodes=1000,
+            pending=10_000,
+            groups=True,
         ),
     )
 }
