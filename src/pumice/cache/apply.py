@@ -27,7 +27,7 @@ from typing import Any
 
 from pumice.api import parse
 from pumice.cache.base import BaseModel
-from pumice.cache.records import Records
+from pumice.cache.records import Records, status_key
 from pumice.cluster.gang_status import (
     GangFacts,
     coscheduling_status,
@@ -121,14 +121,16 @@ class DecisionApplier:
         agreed_now: dict[str, tuple[PodGroupUpdate, Any]] = {}
         for uid, upd in decisions.podgroups.items():
             seen = said.get(uid)
-            if seen is None:  # (not a Volcano PodGroup the cache holds)
+            if seen is None:  # (not a Volcano PodGroup the cache holds, as a rule)
                 rec = pgs_r.get(uid)
-                wrote = wrote or rec is not None  # (its status carries the time)
-                if upd.phase and self.admit(uid, upd.phase):
-                    out.phases.append(uid)
-                if rec is not None:
-                    self._write_gang_status(rec, upd, bound_now.get(uid, 0))
-                continue
+                if rec is None or rec.api != "volcano":
+                    wrote = wrote or rec is not None  # (its status carries the time)
+                    if upd.phase and self.admit(uid, upd.phase):
+                        out.phases.append(uid)
+                    if rec is not None:
+                        self._write_gang_status(rec, upd, bound_now.get(uid, 0))
+                    continue
+                seen = said[uid] = status_key(rec.phase, rec.counts, rec.conditions)
             phase = upd.phase
             if not phase:
                 continue
