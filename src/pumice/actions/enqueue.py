@@ -21,9 +21,13 @@ from pumice.framework.said import Text
 from pumice.framework.session import Session
 from pumice.framework.verdicts import timeless
 
+#: How every explanation of a job enqueue refused begins (``Session.not_enqueued``).
+NOT_ENQUEUED = "not enqueued: "
+
 
 def refusals(ssn: Session) -> Callable[[str | None, JobInfo], Text]:
-    """``refusal(plugin, job)``: a sentence naming the gate that refused ``job`` and why.
+    """``refusal(plugin, job)``: a sentence naming the gate that refused ``job`` and why
+    (after :data:`NOT_ENQUEUED`).
     A refused backlog asks this for every job in every cycle: each refusing plugin's
     explanation is looked up once per session, and a plugin that can say it later
     (``explain_later(ssn, job, head)``, see :mod:`pumice.framework.said`) hands over the
@@ -43,14 +47,14 @@ def _refusal_text(ssn: Session, plugin_name: str | None) -> Callable[[JobInfo], 
     """The sentence for the jobs ``plugin_name`` refuses."""
     for plugin in ssn.plugins:
         if plugin.name == plugin_name:
-            head = f"{plugin_name}: "
+            head = f"{NOT_ENQUEUED}{plugin_name}: "
             later = getattr(plugin, "explain_later", None)
             if later is not None:
                 return lambda job: later(ssn, job, head)
             explain = getattr(plugin, "explain_enqueue", None) or getattr(plugin, "explain", None)
             if explain is not None:
                 return lambda job: head + explain(ssn, job)
-    text = f"{plugin_name or 'a plugin'} refused to admit the job"
+    text = f"{NOT_ENQUEUED}{plugin_name or 'a plugin'} refused to admit the job"
     return lambda job: text
 
 
@@ -88,7 +92,7 @@ class EnqueueAction:
         for queue in queues:
             for job in _in_order(ssn, jobs_of[queue.name], jkey):
                 if not queue.is_open():
-                    ssn.not_enqueued[job.uid] = f"queue {queue.name} is {queue.state}"
+                    ssn.not_enqueued[job.uid] = f"{NOT_ENQUEUED}queue {queue.name} is {queue.state}"
                     continue
                 if job.min_resources is None:
                     admitted, refuser = True, None
@@ -142,7 +146,7 @@ def _refuse_all(ssn: Session, jobs_of: dict[str, list[JobInfo]]) -> bool:
                 return False
             refused.append((job, refuser))
     for job, queue in closed:
-        ssn.not_enqueued[job.uid] = f"queue {queue.name} is {queue.state}"
+        ssn.not_enqueued[job.uid] = f"{NOT_ENQUEUED}queue {queue.name} is {queue.state}"
     refusal = refusals(ssn)
     for job, refuser in refused:
         ssn.not_enqueued[job.uid] = refusal(refuser, job)

@@ -62,18 +62,6 @@ def concat(*parts: Text) -> Text:
     return "".join(parts)  # type: ignore[arg-type]
 
 
-def _prefixed(head: str, text: Said) -> str:
-    return head + str(text)
-
-
-def prefix(head: str, text: Text) -> Text:
-    """``head`` then ``text``: :func:`concat` of two, for the common case (a backlog's
-    every refusal is prefixed twice in every cycle)."""
-    if type(text) is str:
-        return head + text
-    return Said(_prefixed, head, text)
-
-
 def _joined(sep: str, parts: tuple[Text, ...]) -> str:
     return sep.join(map(str, parts))
 
@@ -129,4 +117,4 @@ class Reasons(MutableMapping[str, str]):
         return Reasons(self._held)
 
 
-__all__ = ["Reasons", "Said", "Text", "concat", "join", "prefix"]
+__all__ = ["Reasons", "Said", "Text", "concat", "join"]

@@ -145,7 +145,8 @@ class Session:
         #: Jobs parked since the last cycle whose status stands (see
         #: :mod:`pumice.framework.parking`): closers that write status pass them by.
         self.parked: dict[str, Parked] = {}
-        #: Pending jobs the enqueue action refused this cycle: uid -> reason.
+        #: Pending jobs the enqueue action refused this cycle: uid -> why, as the job's
+        #: explanation begins ("not enqueued: overcommit: ...").
         self.not_enqueued: dict[str, Text] = {}
         #: Queues allocate skipped because they had used their share.
         self.overused_queues: set[str] = set()

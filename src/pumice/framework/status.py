@@ -9,7 +9,7 @@ from pumice.api.task import READY_STATUSES, TaskStatus
 from pumice.framework.decisions import PodGroupUpdate
 from pumice.framework.limits import GENERIC_LIMIT, QueueRefusal
 from pumice.framework.never import Limits, never_fits
-from pumice.framework.said import Text, concat, join, prefix
+from pumice.framework.said import Text, concat, join
 from pumice.framework.session import Session
 
 SCHEDULED_STATUSES = frozenset(
@@ -210,7 +210,7 @@ def _stage_reason(
     :func:`_named_refusal`)."""
     queue = ssn.queues[job.queue]
     if job.uid in ssn.not_enqueued:
-        return ENQUEUE, prefix("not enqueued: ", ssn.not_enqueued[job.uid])
+        return ENQUEUE, ssn.not_enqueued[job.uid]
     if job.is_pending():
         if "enqueue" in ssn.config.actions:
             return ENQUEUE, "not enqueued yet: waiting for admission by the enqueue action"
@@ -254,7 +254,7 @@ def explain_pending(ssn: Session) -> None:
         stages[uid] = NOT_SCHEDULABLE
         if uid in ssn.not_enqueued:
             stages[uid] = ENQUEUE
-            d.pending[uid] = prefix("not enqueued: ", ssn.not_enqueued[uid])
+            d.pending[uid] = ssn.not_enqueued[uid]
         elif not job.tasks and not job.is_pending():
             # Admitted before its pods exist, as a vcjob is: its controller creates them.
             d.pending[uid] = (
