@@ -94,8 +94,8 @@ class OvercommitPlugin:
         admitted, and what the cluster can take at the factor (its total times the
         factor, less what is in use)."""
         return self._say(
-            ssn.space, ssn.snapshot.verdicts, self._lists, self._share_names, job.min_resources,
-            job.verdicts,
+            "", ssn.space, ssn.snapshot.verdicts, self._lists, self._share_names,
+            job.min_resources, job.verdicts,
         )  # fmt: skip
 
     def explain_later(self, ssn: Session, job: JobInfo, head: str = "") -> Said:
@@ -103,24 +103,13 @@ class OvercommitPlugin:
         cycle's as they stand now (``_lists`` is replaced, never changed, when a job is
         admitted; a job's minResources are replaced with its PodGroup)."""
         return Said(
-            self._said, head, ssn.space, ssn.snapshot.verdicts, self._lists,
+            self._say, head, ssn.space, ssn.snapshot.verdicts, self._lists,
             self._share_names, job.min_resources, job.verdicts,
         )  # fmt: skip
 
-    def _said(
-        self,
-        head: str,
-        space: ResourceSpace,
-        verdicts: Verdicts,
-        lists: tuple[list[float], list[float]],
-        share_names: list[tuple[int, str]],
-        min_resources: Vector | None,
-        job_verdicts: Verdicts,
-    ) -> str:
-        return head + self._say(space, verdicts, lists, share_names, min_resources, job_verdicts)
-
     def _say(
         self,
+        lead: str,
         space: ResourceSpace,
         verdicts: Verdicts,
         lists: tuple[list[float], list[float]],
@@ -128,10 +117,10 @@ class OvercommitPlugin:
         min_resources: Vector | None,
         job_verdicts: Verdicts,
     ) -> str:
-        """:meth:`explain` on the figures given. Said for many refused jobs: the part
-        about the cluster is kept in the snapshot's verdicts while its figures stand,
-        the job's own part in the job's; and, for one set of figures, the cluster's part
-        per set of short resources without comparing the stamp."""
+        """``lead``, then :meth:`explain` on the figures given. Said for many refused
+        jobs: the part about the cluster is kept in the snapshot's verdicts while its
+        figures stand, the job's own part in the job's; and, for one set of figures, the
+        cluster's part per set of short resources without comparing the stamp."""
         inq, idle = lists
         if min_resources is None:
             short = tuple([k for k, _name in share_names if inq[k] > idle[k]])
@@ -150,7 +139,7 @@ class OvercommitPlugin:
             self._parts[short] = head_tail
         head, tail = head_tail
         if min_resources is None:
-            return head + tail
+            return lead + head + tail
         asked = (short, min_resources.tobytes())
         asks = job_verdicts.recall(_JOB_PART, asked)
         if asks is None:
@@ -159,7 +148,7 @@ class OvercommitPlugin:
                 asked,
                 f"this job's minResources ({amounts(space, min_resources, short)}) plus ",
             )
-        return head + asks + tail
+        return lead + head + asks + tail
 
     def _cluster_part(
         self, space: ResourceSpace, short: tuple[int, ...], lists: tuple[list[float], list[float]]
