@@ -10,8 +10,8 @@ count of them; and its phase, Pending. Only why enqueue refuses it moves with th
 cluster, and that is said anew every cycle.
 
 So a living session (see :func:`~pumice.framework.session.renew_session`) *parks*
-every such job at the end of a cycle: the reason it is not a valid gang and the
-podgroup status the closers wrote for it. In the next cycle a parked job that has not
+every such job at the end of a cycle: ``job_valid``'s answer for it and the podgroup
+status the closers wrote for it. In the next cycle a parked job that has not
 changed (the same object, version, minimum and phase) is listed in
 ``Session.parked``: ``job_valid`` is not asked again (its answer is the parked one),
 and the closers that write status (gang's close, the podgroup phases) pass it by; the
