@@ -49,19 +49,6 @@ class Said:
 Text = str | Said
 
 
-def _concat(*parts: Text) -> str:
-    return "".join(map(str, parts))
-
-
-def concat(*parts: Text) -> Text:
-    """``parts`` one after the other: a string when they all are, else a :class:`Said`
-    that joins them when read."""
-    for p in parts:
-        if type(p) is not str:
-            return Said(_concat, *parts)
-    return "".join(parts)  # type: ignore[arg-type]
-
-
 def _joined(sep: str, parts: tuple[Text, ...]) -> str:
     return sep.join(map(str, parts))
 
@@ -117,4 +104,4 @@ class Reasons(MutableMapping[str, str]):
         return Reasons(self._held)
 
 
-__all__ = ["Reasons", "Said", "Text", "concat", "join"]
+__all__ = ["Reasons", "Said", "Text", "join"]

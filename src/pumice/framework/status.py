@@ -9,7 +9,7 @@ from pumice.api.task import READY_STATUSES, TaskStatus
 from pumice.framework.decisions import PodGroupUpdate
 from pumice.framework.limits import GENERIC_LIMIT, QueueRefusal
 from pumice.framework.never import Limits, never_fits
-from pumice.framework.said import Text, concat, join
+from pumice.framework.said import Text, join
 from pumice.framework.session import Session
 
 SCHEDULED_STATUSES = frozenset(
@@ -187,7 +187,7 @@ def stage_and_reason(ssn: Session, job: JobInfo, limits: Limits | None = None) -
         limits = Limits(ssn)
     never = never_fits(ssn, job, limits)
     stage, said = _stage_reason(ssn, job, limits.refusal_limits)
-    reason = concat(never, "; ", said) if never else said
+    reason = join("; ", [never, said]) if never else said
     # Why preempt or reclaim, run for the job, could not help it (actions/eviction.py).
     notes = ssn.eviction_notes.get(job.uid)
     return stage, (join("; ", [reason, *notes]) if notes else reason)
