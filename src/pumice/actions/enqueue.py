@@ -76,10 +76,13 @@ class EnqueueAction:
         operation per job; and when no job can be admitted, without the orders at all
         (see :func:`_refuse_all`)."""
         jobs_of: dict[str, list[JobInfo]] = {}
-        # Only Pending jobs have anything to enqueue, and they are all active.
+        # Only Pending jobs have anything to enqueue: the active ones and the parked.
         for job in ssn.active.values():
             if job.is_pending():
                 jobs_of.setdefault(job.queue, []).append(job)
+        for p in ssn.parked.values():
+            job = p.job
+            jobs_of.setdefault(job.queue, []).append(job)
         if _refuse_all(ssn, jobs_of):
             return
         jkey = job_key(ssn)  # job order cannot change during enqueue either
@@ -89,6 +92,7 @@ class EnqueueAction:
 
         queues = sorted((ssn.queues[name] for name in jobs_of), key=functools.cmp_to_key(cmp))
         refusal = refusals(ssn)
+        unparked = False
         for queue in queues:
             for job in _in_order(ssn, jobs_of[queue.name], jkey):
                 if not queue.is_open():
@@ -102,9 +106,25 @@ class EnqueueAction:
                     ssn.hooks.each("job_enqueued", job)
                     job.phase = INQUEUE
                     ssn.not_enqueued.pop(job.uid, None)
-                    ssn.parked.pop(job.uid, None)  # (its status changes now)
+                    if ssn.parked:
+                        unparked |= _unpark(ssn, job)
                 else:
                     ssn.not_enqueued[job.uid] = refusal(refuser, job)
+        if unparked:  # (the active jobs are in uid order)
+            ssn.active = dict(sorted(ssn.active.items()))
+
+
+def _unpark(ssn: Session, job: JobInfo) -> bool:
+    """``job`` was admitted: if it was parked, the rest of the cycle treats it as any
+    active job (its status changes now), with the ``job_valid`` answer it was parked
+    with."""
+    p = ssn.parked.pop(job.uid, None)
+    if p is None:
+        return False
+    ssn.active[job.uid] = job
+    if p.reason is not None:
+        ssn.invalid[job.uid] = (job, p.reason)
+    return True
 
 
 def _refuse_all(ssn: Session, jobs_of: dict[str, list[JobInfo]]) -> bool:

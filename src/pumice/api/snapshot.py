@@ -82,6 +82,10 @@ class Snapshot:
     #: it: the owner of shared jobs records what it will restore (see
     #: ``SchedulerCache.settle``). None: nothing to tell.
     lend: Callable[[], None] | None = None
+    #: The jobs that changed since the last snapshot a session opened on, by uid, as
+    #: its owner counts them (every job a cluster event or a repair rebuilt); set by
+    #: ``lend``. None: unknown (a snapshot built from files, or one no session opened).
+    changed: set[str] | None = None
 
     def records(self, kind: str) -> Mapping[str, Any]:
         """The records of side-object ``kind`` by key (empty when there are none)."""
@@ -98,9 +102,11 @@ class Snapshot:
         so where one pod may go depends on the others."""
         return self.job_ledger().affinity_jobs > 0 or self.nodes.affinity > 0
 
-    def active_jobs(self) -> dict[str, JobInfo]:
-        """The jobs a cycle must look at (see the class docstring), in uid order."""
-        if self.active is None:
-            return {uid: self.jobs[uid] for uid in sorted(self.jobs)}
+    def active_jobs(self, parked: Mapping[str, object] | None = None) -> dict[str, JobInfo]:
+        """The jobs a cycle must look at (see the class docstring), in uid order, less
+        those ``parked`` (see :mod:`pumice.framework.parking`)."""
         jobs = self.jobs
-        return {uid: jobs[uid] for uid in sorted(self.active) if uid in jobs}
+        uids = jobs.keys() if self.active is None else self.active
+        if parked:
+            uids = uids - parked.keys()
+        return {uid: jobs[uid] for uid in sorted(uids) if uid in jobs}

@@ -144,6 +144,9 @@ class SchedulerCache:
         #: and, for its active jobs, (job, version, phase) as handed out.
         self._lent: Snapshot | None = None
         self._lent_jobs: list[tuple[JobInfo, int, str]] = []
+        #: The jobs changed since the last snapshot a session opened on
+        #: (``Snapshot.changed``): the base's dirty jobs of every snapshot since.
+        self._unlent: set[str] = set()
         #: Count of changes taken in since the last :meth:`mark_clean` (engine's skip test).
         self.changes = 0
         for kind in CACHE_KINDS:
@@ -447,6 +450,7 @@ class SchedulerCache:
             blocked[uid] = base.queueless_reason(job, self.bad_queues)
             blocked_queues[uid] = job.queue
         active = (base.unsettled | base.dirty) - base.queueless
+        self._unlent |= base.dirty
         base.dirty = set()
         self._lent_jobs = []
 
@@ -456,6 +460,7 @@ class SchedulerCache:
             self._lent_jobs = [
                 (job, job.version, job.phase) for job in map(jobs.__getitem__, active)
             ]
+            snap.changed, self._unlent = self._unlent, set()
 
         queues = dict(base.queues)  # (read-only specs: see ModelBuilder.queue)
         topology = self.tree.topology

@@ -39,6 +39,7 @@ from pumice.api.job import PENDING, JobInfo
 from pumice.framework.decisions import PodGroupUpdate
 
 if TYPE_CHECKING:
+    from pumice.api.snapshot import Snapshot
     from pumice.framework.session import Session
 
 #: The actions a configuration may list for jobs to be parked (enqueue first).
@@ -83,24 +84,40 @@ def parking_for(ssn: Session) -> Parking | None:
     return Parking()
 
 
-def unpark_changed(ssn: Session) -> None:
-    """``Session.parked`` for a new cycle: the jobs parked by the last one that are
-    active and unchanged. Called before ``job_valid`` is asked."""
-    parking = ssn.parking
-    if parking is None or not parking.kept:
-        return
-    active = ssn.active
-    parked = ssn.parked
-    for uid, p in parking.kept.items():
-        job = active.get(uid)
-        if (
-            job is p.job
-            and job.version == p.version
-            and job.min_available == p.min_available
-            and job.phase == PENDING
-        ):
-            parked[uid] = p
-    parking.kept = {}
+def unpark_changed(parking: Parking, snapshot: Snapshot) -> dict[str, Parked]:
+    """The jobs parked by the last cycle that are still active and unchanged on
+    ``snapshot`` (``Session.parked``): ``parking.kept`` itself, less the others. Called
+    when a session opens, before ``job_valid`` is asked.
+
+    Where the snapshot's owner says which jobs changed since the last session opened
+    (``Snapshot.changed``), the parked jobs are not looked at one by one: a backlog
+    that waits costs nothing here."""
+    kept = parking.kept
+    if not kept:
+        return kept
+    changed, active = snapshot.changed, snapshot.active
+    if changed is None or active is None:
+        jobs = snapshot.jobs
+        for uid in [
+            uid for uid, p in kept.items()
+            if not _unchanged(jobs.get(uid), p) or (active is not None and uid not in active)
+        ]:  # fmt: skip
+            del kept[uid]
+        return kept
+    for uid in kept.keys() & changed:
+        del kept[uid]
+    for uid in kept.keys() - active:  # (gone, or its queue is)
+        del kept[uid]
+    return kept
+
+
+def _unchanged(job: JobInfo | None, p: Parked) -> bool:
+    return (
+        job is p.job
+        and job.version == p.version
+        and job.min_available == p.min_available
+        and job.phase == PENDING
+    )
 
 
 def park(ssn: Session) -> None:
@@ -112,15 +129,12 @@ def park(ssn: Session) -> None:
     if parking is None:
         return
     podgroups = ssn.decisions.podgroups
-    parked = ssn.parked
+    parked = ssn.parked  # (``parking.kept``: what stays parked stays in it)
     for uid, still in parked.items():
         podgroups[uid] = still.update
-    kept = parking.kept
     invalid, jobs = ssn.invalid, ssn.jobs
     for uid in ssn.not_enqueued:
-        p = parked.get(uid)
-        if p is not None:
-            kept[uid] = p
+        if uid in parked:
             continue
         job = jobs.get(uid)
         if job is None or job.phase != PENDING or job.api != "volcano" or job.sub_groups:
@@ -131,7 +145,7 @@ def park(ssn: Session) -> None:
         update = podgroups.get(uid)
         if update is not None:
             reason = said[1] if said is not None else None
-            kept[uid] = Parked(job, job.version, job.min_available, reason, update)
+            parked[uid] = Parked(job, job.version, job.min_available, reason, update)
 
 
 __all__ = ["PARKING_ACTIONS", "Parked", "Parking", "park", "parking_for", "unpark_changed"]

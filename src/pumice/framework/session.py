@@ -131,9 +131,17 @@ class Session:
         self.space = snapshot.space
         self.nodes = snapshot.nodes
         self.jobs: dict[str, JobInfo] = snapshot.jobs
-        #: The jobs this cycle must look at, in uid order (see ``Snapshot.active``):
-        #: actions that only serve pending work and the closers walk these, not ``jobs``.
-        self.active: dict[str, JobInfo] = snapshot.active_jobs()
+        #: Jobs parked since the last cycle whose status stands (see
+        #: :mod:`pumice.framework.parking`): only enqueue looks at them; the session's
+        #: parking keeps them from cycle to cycle.
+        parking = self.parking
+        self.parked: dict[str, Parked] = (
+            unpark_changed(parking, snapshot) if parking is not None else {}
+        )
+        #: The jobs this cycle must look at, in uid order (see ``Snapshot.active``),
+        #: less the parked ones: actions that only serve pending work and the closers
+        #: walk these, not ``jobs``.
+        self.active: dict[str, JobInfo] = snapshot.active_jobs(self.parked)
         self.queues: dict[str, QueueInfo] = snapshot.queues
         self.decisions = Decisions()
         self.total = snapshot.nodes.total()
@@ -142,9 +150,6 @@ class Session:
         #: They stay in ``jobs``: enqueue may admit them (a job controller creates the
         #: pods of an admitted job), but no action places or preempts for them.
         self.invalid: dict[str, tuple[JobInfo, str]] = {}
-        #: Jobs parked since the last cycle whose status stands (see
-        #: :mod:`pumice.framework.parking`): closers that write status pass them by.
-        self.parked: dict[str, Parked] = {}
         #: Pending jobs the enqueue action refused this cycle: uid -> why, as the job's
         #: explanation begins ("not enqueued: overcommit: ...").
         self.not_enqueued: dict[str, Text] = {}
@@ -353,7 +358,6 @@ def renew_session(
             continue
         plugin = ssn.plugins[k] = plugins.create(opt.name, opt.arguments)
         ssn.handlers_of[k] = _open(ssn, plugin, opt.name, observer)
-    unpark_changed(ssn)
     _mark_invalid(ssn)
     if observer is not None:
         observer.session_opened(perf_counter() - start)
@@ -383,14 +387,7 @@ def _mark_invalid(ssn: Session) -> None:
     if not fns:
         return
     invalid = ssn.invalid
-    parked = ssn.parked
     for uid, job in ssn.active.items():
-        if parked:
-            p = parked.get(uid)
-            if p is not None:  # (its answer stands: see framework/parking.py)
-                if p.reason is not None:
-                    invalid[uid] = (job, p.reason)
-                continue
         for fn in fns:
             reason = fn(job)
             if reason:

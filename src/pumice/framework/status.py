@@ -39,9 +39,10 @@ def update_podgroups(ssn: Session) -> None:
     """Derive each job's podgroup phase, and list every task left pipelined (whether its
     statement was committed or kept because the job is pipelined but not yet ready)."""
     podgroups = ssn.decisions.podgroups
-    parked = ssn.parked
-    for job in ssn.active.values():  # a settled job's status is already what it would be
-        if job.uid in ssn.invalid or job.uid in parked:
+    # (A settled job's status is already what it would be; a parked job's stands: see
+    # framework/parking.py. Neither is active.)
+    for job in ssn.active.values():
+        if job.uid in ssn.invalid:
             continue
         pipelined = job.by_status.get(TaskStatus.PIPELINED)
         if pipelined:
@@ -60,8 +61,6 @@ def update_podgroups(ssn: Session) -> None:
         upd.succeeded = len(job.by_status.get(TaskStatus.SUCCEEDED, ()))
         upd.failed = len(job.by_status.get(TaskStatus.FAILED, ()))
     for uid, (job, _reason) in ssn.invalid.items():
-        if uid in parked:
-            continue  # (its status stands: see framework/parking.py)
         upd = podgroups.get(uid)
         if upd is None:  # (setdefault would build an update for every invalid job)
             upd = podgroups[uid] = PodGroupUpdate(phase="")
@@ -264,6 +263,13 @@ def explain_pending(ssn: Session) -> None:
         else:
             d.pending[uid] = f"not schedulable: {reason}"
     limits = Limits(ssn)
+    not_enqueued = ssn.not_enqueued
+    for uid, p in ssn.parked.items():  # (refused by enqueue, all of them)
+        if p.reason is not None:
+            stages[uid] = ENQUEUE
+            d.pending[uid] = not_enqueued[uid]
+        else:
+            stages[uid], d.pending[uid] = stage_and_reason(ssn, p.job, limits)
     for job in ssn.active.values():
         if job.uid in ssn.invalid:
             continue

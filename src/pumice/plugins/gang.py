@@ -273,14 +273,14 @@ class GangPlugin:
         self._registered, self._own = True, own
 
     def on_session_close(self, ssn: Session) -> None:
-        invalid, parked = ssn.invalid, ssn.parked
+        # (A settled job keeps the condition it has, a parked one the condition it was
+        # parked with: see framework/parking.py. Neither is active.)
+        invalid = ssn.invalid
         for uid, (_job, reason) in invalid.items():
-            if uid in parked:
-                continue  # (its condition stands: see framework/parking.py)
             set_condition(ssn, uid, UNSCHEDULABLE, NOT_ENOUGH_PODS, reason)
         ready_now = self._ready_now
-        for job in ssn.active.values():  # a settled job keeps the condition it has
-            if job.uid in invalid or job.uid in parked:
+        for job in ssn.active.values():
+            if job.uid in invalid:
                 continue
             if ready_now(job):
                 set_condition(ssn, job.uid, SCHEDULED, "tasks in gang are ready to be scheduled")
