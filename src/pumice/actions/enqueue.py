@@ -140,7 +140,13 @@ def _refuse_all(ssn: Session, jobs_of: dict[str, list[JobInfo]]) -> bool:
     order; if each is refused before any function with a side effect permits it, the
     loop in queue and job order would refuse each for the same reason, and the orders
     need not be worked out (a backlog of refused jobs is asked this in every cycle).
-    Otherwise the loop runs as usual."""
+    Otherwise the loop runs as usual.
+
+    The parked jobs (see :mod:`pumice.framework.parking`) are most of such a backlog.
+    When the first function asked can also vote on many jobs' minResources at once
+    (facet ``refuses``: rows of minResources -> whether it rejects each, as it would
+    one by one), it is asked for all the parked jobs together, and only those it does
+    not reject are asked one by one: its rejection decides, whatever the others say."""
     chain: list[_PureTier] = []
     hooks = ssn.hooks
     for tier in hooks.chain("job_enqueueable"):
@@ -153,6 +159,7 @@ def _refuse_all(ssn: Session, jobs_of: dict[str, list[JobInfo]]) -> bool:
         chain.append(pure)
     refused: list[tuple[JobInfo, str]] = []
     closed: list[tuple[JobInfo, QueueInfo]] = []
+    first, parked_refused = _parked_refused(ssn, jobs_of)
     for name, jobs in jobs_of.items():
         queue = ssn.queues[name]
         if not queue.is_open():
@@ -161,16 +168,41 @@ def _refuse_all(ssn: Session, jobs_of: dict[str, list[JobInfo]]) -> bool:
         for job in jobs:
             if job.min_resources is None:
                 return False
+            if job.uid in parked_refused:
+                refused.append((job, first))
+                continue
             refuser = _vote(chain, job)
             if refuser is None:
                 return False
             refused.append((job, refuser))
+    not_enqueued = ssn.not_enqueued
     for job, queue in closed:
-        ssn.not_enqueued[job.uid] = f"{NOT_ENQUEUED}queue {queue.name} is {queue.state}"
+        not_enqueued[job.uid] = f"{NOT_ENQUEUED}queue {queue.name} is {queue.state}"
     refusal = refusals(ssn)
     for job, refuser in refused:
-        ssn.not_enqueued[job.uid] = refusal(refuser, job)
+        not_enqueued[job.uid] = refusal(refuser, job)
     return True
+
+
+def _parked_refused(ssn: Session, jobs_of: dict[str, list[JobInfo]]) -> tuple[str, set[str]]:
+    """The plugin of the first voting function, and the parked jobs it rejects when
+    asked for all of them together (see :func:`_refuse_all`); none where it cannot be
+    asked so."""
+    parking = ssn.parking
+    if parking is None or not ssn.parked:
+        return "", set()
+    first = next((tier[0] for tier in ssn.hooks.chain("job_enqueueable") if tier), None)
+    if first is None:
+        return "", set()
+    name, fn = first
+    refuses = ssn.hooks.facet("job_enqueueable", fn, "refuses")
+    if refuses is None or not all(ssn.queues[q].is_open() for q in jobs_of):
+        return "", set()
+    jobs, wants = parking.wants(ssn.space)
+    if not jobs:
+        return "", set()
+    mask = refuses(wants).tolist()
+    return name, {job.uid for job, no in zip(jobs, mask, strict=True) if no}
 
 
 #: One tier of side-effect-free votes: (plugin, pure form, whether the function itself

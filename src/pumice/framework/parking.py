@@ -35,7 +35,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from pumice.api.job import PENDING, JobInfo
+from pumice.api.resources import ResourceSpace
 from pumice.framework.decisions import PodGroupUpdate
 
 if TYPE_CHECKING:
@@ -62,10 +65,29 @@ class Parked:
 class Parking:
     """What a living session parks from one cycle to the next."""
 
-    __slots__ = ("kept",)
+    __slots__ = ("_rows", "kept")
 
     def __init__(self) -> None:
         self.kept: dict[str, Parked] = {}
+        #: :meth:`wants`' answer and the parked jobs it was made of.
+        self._rows: tuple[tuple[Parked, ...], list[JobInfo], np.ndarray] | None = None
+
+    def wants(self, space: ResourceSpace) -> tuple[list[JobInfo], np.ndarray]:
+        """The parked jobs that ask minResources, and those as the rows of one matrix
+        (in ``space``'s dimensions), so that a plugin can vote on all of them at once
+        (see ``job_enqueueable``'s ``refuses`` facet in :mod:`pumice.actions.enqueue`).
+        Made again only when the jobs parked are others than last time."""
+        now = tuple(self.kept.values())
+        rows = self._rows
+        if rows is None or rows[0] != now:
+            jobs = [p.job for p in now if p.job.min_resources is not None]
+            matrix = (
+                np.vstack([j.min_resources for j in jobs])  # type: ignore[misc]
+                if jobs
+                else np.zeros((0, space.size))
+            )
+            rows = self._rows = (now, jobs, matrix)
+        return rows[1], rows[2]
 
 
 def parking_for(ssn: Session) -> Parking | None:

@@ -65,7 +65,16 @@ class OvercommitPlugin:
                 self.inqueue += job.min_resources
                 self._lists = (self.inqueue.tolist(), self._lists[1])
 
-        ssn.on("job_enqueueable", self.name, enqueueable, pure=enqueueable)
+        def refuses(wants: np.ndarray) -> np.ndarray:
+            # enqueueable's rejection, for rows of minResources at once.
+            dims = self._share_dims
+            inq, idle = self.inqueue[dims], self.idle[dims]
+            w = wants[:, dims]
+            return ((w > 0) & (inq + w > idle)).any(axis=1)
+
+        ssn.on(
+            "job_enqueueable", self.name, enqueueable, pure=enqueueable, refuses=refuses
+        )
         ssn.on("job_enqueued", self.name, enqueued)
 
     def on_cycle_open(self, ssn: Session) -> None:
