@@ -72,9 +72,7 @@ class OvercommitPlugin:
             w = wants[:, dims]
             return ((w > 0) & (inq + w > idle)).any(axis=1)
 
-        ssn.on(
-            "job_enqueueable", self.name, enqueueable, pure=enqueueable, refuses=refuses
-        )
+        ssn.on("job_enqueueable", self.name, enqueueable, pure=enqueueable, refuses=refuses)
         ssn.on("job_enqueued", self.name, enqueued)
 
     def on_cycle_open(self, ssn: Session) -> None:
