@@ -77,7 +77,7 @@ class World:
     def cycle(self) -> dict[str, Any]:
         record = Counted(self)
         if self.plain:
-            with mock.patch.object(enqueue, "_refuse_all", lambda ssn, jobs_of: False):
+            with mock.patch.object(enqueue, "_refuse_all", lambda *_args: False):
                 decisions = self.scheduler.cycle(self.cache.snapshot(), record)
         else:
             decisions = self.scheduler.cycle(self.cache.snapshot(), record)

@@ -83,7 +83,8 @@ class EnqueueAction:
         for p in ssn.parked.values():
             job = p.job
             jobs_of.setdefault(job.queue, []).append(job)
-        if _refuse_all(ssn, jobs_of):
+        first, refused = _parked_refused(ssn)
+        if _refuse_all(ssn, jobs_of, first, refused):
             return
         jkey = job_key(ssn)  # job order cannot change during enqueue either
 
@@ -100,6 +101,8 @@ class EnqueueAction:
                     continue
                 if job.min_resources is None:
                     admitted, refuser = True, None
+                elif job.uid in refused:  # (and still is: see _parked_refused)
+                    admitted, refuser = False, first
                 else:
                     admitted, refuser = ssn.hooks.vote_detail("job_enqueueable", job)
                 if admitted:
@@ -127,7 +130,9 @@ def _unpark(ssn: Session, job: JobInfo) -> bool:
     return True
 
 
-def _refuse_all(ssn: Session, jobs_of: dict[str, list[JobInfo]]) -> bool:
+def _refuse_all(
+    ssn: Session, jobs_of: dict[str, list[JobInfo]], first: str, parked_refused: set[str]
+) -> bool:
     """When no job can be admitted, say why each is refused and return True; False
     (nothing said) when one could be, or when that cannot be known in advance.
 
@@ -142,11 +147,8 @@ def _refuse_all(ssn: Session, jobs_of: dict[str, list[JobInfo]]) -> bool:
     need not be worked out (a backlog of refused jobs is asked this in every cycle).
     Otherwise the loop runs as usual.
 
-    The parked jobs (see :mod:`pumice.framework.parking`) are most of such a backlog.
-    When the first function asked can also vote on many jobs' minResources at once
-    (facet ``refuses``: rows of minResources -> whether it rejects each, as it would
-    one by one), it is asked for all the parked jobs together, and only those it does
-    not reject are asked one by one: its rejection decides, whatever the others say."""
+    The parked jobs that the first function rejects (``parked_refused``, by ``first``:
+    see :func:`_parked_refused`) are not asked again."""
     chain: list[_PureTier] = []
     hooks = ssn.hooks
     for tier in hooks.chain("job_enqueueable"):
@@ -159,7 +161,6 @@ def _refuse_all(ssn: Session, jobs_of: dict[str, list[JobInfo]]) -> bool:
         chain.append(pure)
     refused: list[tuple[JobInfo, str]] = []
     closed: list[tuple[JobInfo, QueueInfo]] = []
-    first, parked_refused = _parked_refused(ssn, jobs_of)
     for name, jobs in jobs_of.items():
         queue = ssn.queues[name]
         if not queue.is_open():
@@ -184,10 +185,17 @@ def _refuse_all(ssn: Session, jobs_of: dict[str, list[JobInfo]]) -> bool:
     return True
 
 
-def _parked_refused(ssn: Session, jobs_of: dict[str, list[JobInfo]]) -> tuple[str, set[str]]:
-    """The plugin of the first voting function, and the parked jobs it rejects when
-    asked for all of them together (see :func:`_refuse_all`); none where it cannot be
-    asked so."""
+def _parked_refused(ssn: Session) -> tuple[str, set[str]]:
+    """The plugin of the first voting function, and the parked jobs it rejects (see
+    :mod:`pumice.framework.parking`), asked for all of them together; none where it
+    cannot be asked so.
+
+    The parked jobs are most of a backlog that waits. When the first function asked
+    can also vote on many jobs' minResources at once (facet ``refuses``: rows of
+    minResources -> whether it rejects each, as it would one by one, and a job it
+    rejects it rejects for the rest of the action: admitting jobs only takes room),
+    its rejection decides, whatever the other functions say: those jobs are not asked
+    one by one, in this cycle's refusals or its loop in order."""
     parking = ssn.parking
     if parking is None or not ssn.parked:
         return "", set()
@@ -196,7 +204,7 @@ def _parked_refused(ssn: Session, jobs_of: dict[str, list[JobInfo]]) -> tuple[st
         return "", set()
     name, fn = first
     refuses = ssn.hooks.facet("job_enqueueable", fn, "refuses")
-    if refuses is None or not all(ssn.queues[q].is_open() for q in jobs_of):
+    if refuses is None:
         return "", set()
     jobs, wants = parking.wants(ssn.space)
     if not jobs:
