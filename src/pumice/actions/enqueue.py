@@ -50,7 +50,7 @@ def _refusal_text(ssn: Session, plugin_name: str | None) -> Callable[[JobInfo], 
             head = f"{NOT_ENQUEUED}{plugin_name}: "
             later = getattr(plugin, "explain_later", None)
             if later is not None:
-                return lambda job: later(ssn, job, head)
+                return functools.partial(later, ssn, head=head)
             explain = getattr(plugin, "explain_enqueue", None) or getattr(plugin, "explain", None)
             if explain is not None:
                 return lambda job: head + explain(ssn, job)
@@ -179,9 +179,12 @@ def _refuse_all(
     not_enqueued = ssn.not_enqueued
     for job, queue in closed:
         not_enqueued[job.uid] = f"{NOT_ENQUEUED}queue {queue.name} is {queue.state}"
-    refusal = refusals(ssn)
+    texts: dict[str, Callable[[JobInfo], Text]] = {}
     for job, refuser in refused:
-        not_enqueued[job.uid] = refusal(refuser, job)
+        text = texts.get(refuser)
+        if text is None:
+            text = texts[refuser] = _refusal_text(ssn, refuser)
+        not_enqueued[job.uid] = text(job)
     return True
 
 

@@ -245,6 +245,8 @@ class Metrics:
         #: cycle handed it over (see :mod:`pumice.framework.said`): said into the
         #: record's ``pending_reason`` when the job starts, or by :meth:`summary`.
         self._said: dict[str, Text] = {}
+        #: The jobs submitted that have not started (whose record's ``start`` is None).
+        self._unstarted: dict[str, None] = {}
         #: Start forecasts set against the run (``--forecast-error``; see
         #: :mod:`pumice.sim.forecast_error`), None when none were made.
         self.forecast: dict[str, Any] | None = None
@@ -307,6 +309,7 @@ class Metrics:
             memory=spec.total("memory"),
         )
         self._waiting[uid] = None
+        self._unstarted[uid] = None
         nt = spec.network_topology
         if nt is not None and self.spans is not None:
             rec = self.jobs[uid]
@@ -340,6 +343,7 @@ class Metrics:
             rec.restart_start = now
             if rec.start is None:
                 rec.start = now
+                del self._unstarted[uid]
                 said = self._said.pop(uid, None)
                 if said is not None:
                     rec.pending_reason = str(said)
@@ -421,14 +425,12 @@ class Metrics:
         :meth:`~pumice.framework.said.Reasons.said`). Kept as handed over: only those
         read at a sample or a job's start are said."""
         self.cycles += 1
-        jobs = self.jobs
-        waiting, said, latest = self._waiting, self._said, self._reason
-        for uid, reason in pending.items():
-            rec = jobs.get(uid)
-            if rec is not None and rec.start is None:
-                said[uid] = reason
-            if uid in waiting:
-                latest[uid] = reason
+        # (Set operations and bulk updates: a backlog is handed over in every cycle.)
+        keys, get = pending.keys(), pending.__getitem__
+        unstarted = keys & self._unstarted.keys()
+        self._said.update(zip(unstarted, map(get, unstarted), strict=True))
+        waiting = keys & self._waiting.keys()
+        self._reason.update(zip(waiting, map(get, waiting), strict=True))
 
     def say_reasons(self) -> None:
         """Write each unstarted job's latest explanation into its record."""
