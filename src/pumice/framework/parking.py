@@ -35,6 +35,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import operator
+
 import numpy as np
 
 from pumice.api.job import PENDING, JobInfo
@@ -142,6 +144,9 @@ def _unchanged(job: JobInfo | None, p: Parked) -> bool:
     )
 
 
+_UPDATE = operator.attrgetter("update")
+
+
 def park(ssn: Session) -> None:
     """A closer, after the podgroup phases and the explanations: put the parked jobs'
     status back in the decisions, and park for the next cycle every job that enqueue
@@ -152,12 +157,9 @@ def park(ssn: Session) -> None:
         return
     podgroups = ssn.decisions.podgroups
     parked = ssn.parked  # (``parking.kept``: what stays parked stays in it)
-    for uid, still in parked.items():
-        podgroups[uid] = still.update
+    podgroups.update(zip(parked.keys(), map(_UPDATE, parked.values()), strict=True))
     invalid, jobs = ssn.invalid, ssn.jobs
-    for uid in ssn.not_enqueued:
-        if uid in parked:
-            continue
+    for uid in [uid for uid in ssn.not_enqueued if uid not in parked]:
         job = jobs.get(uid)
         if job is None or job.phase != PENDING or job.api != "volcano" or job.sub_groups:
             continue

@@ -16,7 +16,7 @@ lends the held values to a reader that keeps them for later (the simulator's met
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import Any
 
 
@@ -94,6 +94,11 @@ class Reasons(MutableMapping[str, str]):
 
     def __repr__(self) -> str:
         return f"Reasons({dict(self.items())!r})"
+
+    def hold(self, pairs: Iterable[tuple[str, Text]]) -> None:
+        """Set many at once (``update``, without a call per job: a backlog's
+        explanations are handed over in every cycle)."""
+        self._held.update(pairs)
 
     def said(self) -> dict[str, Text]:
         """The values as held, for a reader that keeps them and reads few (the

@@ -263,13 +263,17 @@ def explain_pending(ssn: Session) -> None:
         else:
             d.pending[uid] = f"not schedulable: {reason}"
     limits = Limits(ssn)
-    not_enqueued = ssn.not_enqueued
-    for uid, p in ssn.parked.items():  # (refused by enqueue, all of them)
-        if p.reason is not None:
-            stages[uid] = ENQUEUE
-            d.pending[uid] = not_enqueued[uid]
-        else:
-            stages[uid], d.pending[uid] = stage_and_reason(ssn, p.job, limits)
+    # The parked jobs, refused by enqueue all of them: those not valid as gangs (the
+    # many) said at once, as the invalid ones above.
+    parked = ssn.parked
+    if parked:
+        invalid = [uid for uid, p in parked.items() if p.reason is not None]
+        stages.update(dict.fromkeys(invalid, ENQUEUE))
+        d.pending.hold(zip(invalid, map(ssn.not_enqueued.__getitem__, invalid), strict=True))
+        if len(invalid) < len(parked):
+            for uid, p in parked.items():
+                if p.reason is None:
+                    stages[uid], d.pending[uid] = stage_and_reason(ssn, p.job, limits)
     for job in ssn.active.values():
         if job.uid in ssn.invalid:
             continue
