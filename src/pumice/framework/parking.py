@@ -32,10 +32,9 @@ gang timeouts, no per-cycle sub-group rules).
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-import operator
 
 import numpy as np
 
