@@ -11,16 +11,21 @@ cluster, and that is said anew every cycle.
 
 So a living session (see :func:`~pumice.framework.session.renew_session`) *parks*
 every such job at the end of a cycle: ``job_valid``'s answer for it and the podgroup
-status the closers wrote for it. In the next cycle a parked job that has not
-changed (the same object, version, minimum and phase) is listed in
-``Session.parked``: ``job_valid`` is not asked again (its answer is the parked one),
-and the closers that write status (gang's close, the podgroup phases) pass it by; the
-parked status is put back in the decisions as it stood. enqueue still votes for it,
-and a parked job it admits leaves ``Session.parked`` then, for the rest of the cycle to
-treat like any other. A session opened afresh parks nothing, so every cycle decides
-and explains as a new session would: the status carried is the one a new session
-writes, but for the session that decided it (``transitionID``), as a repeated cycle
-keeps it.
+status the closers wrote for it. A parked job stays parked from cycle to cycle while
+it does not change (the snapshot's owner names the jobs that changed since the last
+session opened, ``Snapshot.changed``; without that, each is compared with what it was
+when parked), until enqueue admits it, or it is gone. The parked jobs are
+``Session.parked`` and not among the session's active jobs: no action but enqueue, no
+closer and no plugin walking the active jobs looks at them, and ``job_valid`` is not
+asked again (its answer is the parked one). enqueue still decides on each of them in
+every cycle, and says why it refuses it; where the first voting function can vote on
+all of them at once (``job_enqueueable``'s ``refuses`` facet, with the rows of
+:meth:`Parking.wants`), one vote covers the backlog. The parked status is put back in
+the decisions as it stood, and a parked job enqueue admits rejoins the active jobs
+for the rest of the cycle. A session opened afresh parks nothing, so every cycle
+decides and explains as a new session would: the status carried is the one a new
+session writes, but for the session that decided it (``transitionID``), as a repeated
+cycle keeps it.
 
 Parking is on only where that holds of every part of the configuration: actions
 among enqueue (first), allocate and backfill; every ``job_valid`` function and every

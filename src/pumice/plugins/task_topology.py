@@ -295,7 +295,10 @@ class TaskTopologyPlugin:
         self.ssn = ssn
         self.jobs, self.ignored = {}, {}
         weights = _request_weights(ssn)
-        for uid, job in ssn.active.items():
+        jobs = ssn.active
+        if ssn.parked:  # (enqueue may admit one and allocate place it: see parking)
+            jobs = dict(sorted({**jobs, **{u: p.job for u, p in ssn.parked.items()}}.items()))
+        for uid, job in jobs.items():
             if not job.by_status.get(TaskStatus.PENDING):
                 continue
             topology, why = read_topology(job)
