@@ -85,7 +85,7 @@ class Parking:
         Made again only when the jobs parked are others than last time."""
         now = tuple(self.kept.values())
         rows = self._rows
-        if rows is None or rows[0] != now:
+        if rows is None or len(rows[0]) != len(now) or not all(map(operator.is_, rows[0], now)):
             jobs = [p.job for p in now if p.job.min_resources is not None]
             matrix = (
                 np.vstack([j.min_resources for j in jobs])  # type: ignore[misc]
