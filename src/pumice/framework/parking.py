@@ -88,7 +88,7 @@ class Parking:
         if rows is None or len(rows[0]) != len(now) or not all(map(operator.is_, rows[0], now)):
             jobs = [p.job for p in now if p.job.min_resources is not None]
             matrix = (
-                np.vstack([j.min_resources for j in jobs])  # type: ignore[misc]
+                np.concatenate([j.min_resources for j in jobs]).reshape(len(jobs), space.size)
                 if jobs
                 else np.zeros((0, space.size))
             )
