@@ -10,6 +10,7 @@ vcjob's pods are created on admission); placing it waits for the pods.
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable, Iterator
 
 from pumice.api.job import INQUEUE, JobInfo
@@ -77,15 +78,20 @@ class EnqueueAction:
         (see :func:`_refuse_all`)."""
         jobs_of: dict[str, list[JobInfo]] = {}
         # Only Pending jobs have anything to enqueue: the active ones and the parked.
+        # The parked ones the first voting function rejects at once (see
+        # _parked_refused) join the others only when the loop in order runs.
+        first, refused, refused_jobs = _parked_refused(ssn)
         for job in ssn.active.values():
             if job.is_pending():
                 jobs_of.setdefault(job.queue, []).append(job)
         for p in ssn.parked.values():
             job = p.job
-            jobs_of.setdefault(job.queue, []).append(job)
-        first, refused = _parked_refused(ssn)
-        if _refuse_all(ssn, jobs_of, first, refused):
+            if job.uid not in refused:
+                jobs_of.setdefault(job.queue, []).append(job)
+        if _refuse_all(ssn, jobs_of, first, refused_jobs):
             return
+        for job in refused_jobs:
+            jobs_of.setdefault(job.queue, []).append(job)
         jkey = job_key(ssn)  # job order cannot change during enqueue either
 
         def cmp(a: QueueInfo, b: QueueInfo) -> int:
@@ -131,7 +137,7 @@ def _unpark(ssn: Session, job: JobInfo) -> bool:
 
 
 def _refuse_all(
-    ssn: Session, jobs_of: dict[str, list[JobInfo]], first: str, parked_refused: set[str]
+    ssn: Session, jobs_of: dict[str, list[JobInfo]], first: str, parked_refused: list[JobInfo]
 ) -> bool:
     """When no job can be admitted, say why each is refused and return True; False
     (nothing said) when one could be, or when that cannot be known in advance.
@@ -147,8 +153,9 @@ def _refuse_all(
     need not be worked out (a backlog of refused jobs is asked this in every cycle).
     Otherwise the loop runs as usual.
 
-    The parked jobs that the first function rejects (``parked_refused``, by ``first``:
-    see :func:`_parked_refused`) are not asked again."""
+    The parked jobs that the first function rejected, all at once (``parked_refused``,
+    by ``first``: see :func:`_parked_refused`), are not in ``jobs_of``: they are said
+    refused by ``first`` at the end, unless their queue is closed."""
     chain: list[_PureTier] = []
     hooks = ssn.hooks
     for tier in hooks.chain("job_enqueueable"):
@@ -169,13 +176,14 @@ def _refuse_all(
         for job in jobs:
             if job.min_resources is None:
                 return False
-            if job.uid in parked_refused:
-                refused.append((job, first))
-                continue
             refuser = _vote(chain, job)
             if refuser is None:
                 return False
             refused.append((job, refuser))
+    queues = ssn.queues
+    if parked_refused and not all(queues[q].is_open() for q in {j.queue for j in parked_refused}):
+        closed.extend((j, queues[j.queue]) for j in parked_refused if not queues[j.queue].is_open())
+        parked_refused = [j for j in parked_refused if queues[j.queue].is_open()]
     not_enqueued = ssn.not_enqueued
     for job, queue in closed:
         not_enqueued[job.uid] = f"{NOT_ENQUEUED}queue {queue.name} is {queue.state}"
@@ -185,13 +193,18 @@ def _refuse_all(
         if text is None:
             text = texts[refuser] = _refusal_text(ssn, refuser)
         not_enqueued[job.uid] = text(job)
+    if parked_refused:
+        text = texts.get(first) or _refusal_text(ssn, first)
+        not_enqueued.update(
+            zip([j.uid for j in parked_refused], map(text, parked_refused), strict=True)
+        )
     return True
 
 
-def _parked_refused(ssn: Session) -> tuple[str, set[str]]:
+def _parked_refused(ssn: Session) -> tuple[str, set[str], list[JobInfo]]:
     """The plugin of the first voting function, and the parked jobs it rejects (see
-    :mod:`pumice.framework.parking`), asked for all of them together; none where it
-    cannot be asked so.
+    :mod:`pumice.framework.parking`), asked for all of them together, by uid and in
+    parking order; none where it cannot be asked so.
 
     The parked jobs are most of a backlog that waits. When the first function asked
     can also vote on many jobs' minResources at once (facet ``refuses``: rows of
@@ -201,19 +214,19 @@ def _parked_refused(ssn: Session) -> tuple[str, set[str]]:
     one by one, in this cycle's refusals or its loop in order."""
     parking = ssn.parking
     if parking is None or not ssn.parked:
-        return "", set()
+        return "", set(), []
     first = next((tier[0] for tier in ssn.hooks.chain("job_enqueueable") if tier), None)
     if first is None:
-        return "", set()
+        return "", set(), []
     name, fn = first
     refuses = ssn.hooks.facet("job_enqueueable", fn, "refuses")
     if refuses is None:
-        return "", set()
+        return "", set(), []
     jobs, wants = parking.wants(ssn.space)
     if not jobs:
-        return "", set()
-    mask = refuses(wants).tolist()
-    return name, {job.uid for job, no in zip(jobs, mask, strict=True) if no}
+        return "", set(), []
+    chosen = list(itertools.compress(jobs, refuses(wants).tolist()))
+    return name, {job.uid for job in chosen}, chosen
 
 
 #: One tier of side-effect-free votes: (plugin, pure form, whether the function itself
