@@ -64,3 +64,30 @@ def test_parked_gangs_read_the_figures_of_their_turn_in_a_cycle_that_admits() ->
     assert early.startswith("not enqueued: overcommit:")
     assert late.startswith("not enqueued: overcommit:")
     assert early != late  # the later gang's turn came after the small one was admitted
+
+
+def test_parked_gangs_of_a_closed_queue_are_refused_for_the_closed_queue() -> None:
+    def world() -> SchedulerCache:
+        store = MemoryCluster()
+        store.create_all(
+            [
+                queue("default"),
+                queue("shut", state="Closed"),
+                node("n1", cpu="8"),
+                podgroup("open-big", min_member=2, phase="Pending", min_resources={"cpu": "40"}),
+                podgroup("shut-big", min_member=2, phase="Pending", min_resources={"cpu": "40"},
+                         queue="shut"),
+            ]
+        )  # fmt: skip
+        return SchedulerCache(store)
+
+    living_cache, fresh_cache = world(), world()
+    living = dataclasses.replace(Scheduler.from_file(None), repeat=False)
+    for _ in range(3):
+        said = _cycle(living_cache, living)
+        expected = _cycle(fresh_cache, dataclasses.replace(Scheduler.from_file(None), repeat=False))
+        assert said == expected
+    assert living._session is not None
+    assert "default/shut-big" in living._session.parking.kept
+    assert said["default/shut-big"] == "not enqueued: queue shut is Closed"
+    assert said["default/open-big"].startswith("not enqueued: overcommit:")
