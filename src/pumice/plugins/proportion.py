@@ -105,11 +105,13 @@ def run_length(r: float, d: float, a: float, x: float, limit: int) -> int:
     return steps
 
 
-def _per_request(derive: Callable[[Vector], T]) -> Callable[[Vector], T]:
-    """``derive`` memoized per (interned, read-only) request vector: a session asks the
-    same few requests again and again. Keyed by identity; the entry keeps the vector
-    alive, so an id is never reused while it is in the memo."""
-    memo: dict[int, tuple[Vector, T]] = {}
+def _per_request(
+    derive: Callable[[Vector], T], memo: dict[int, tuple[Vector, T]]
+) -> Callable[[Vector], T]:
+    """``derive`` memoized per (interned, read-only) request vector in ``memo``: a
+    session asks the same few requests again and again, and so do the cycles after it.
+    Keyed by identity; the entry keeps the vector alive, so an id is never reused while
+    it is in the memo."""
 
     def get(req: Vector) -> T:
         got = memo.get(id(req))
@@ -120,6 +122,31 @@ def _per_request(derive: Callable[[Vector], T]) -> Callable[[Vector], T]:
         return out
 
     return get
+
+
+#: How many requests the per-request memos hold before they start afresh (at a cycle's
+#: open; the requests of a run are interned, so they are few).
+_MEMO_KEPT = 4096
+
+
+class _Sums:
+    """A queue's sums from the ledger, clipped to the shared dimensions (read-only),
+    with the ledger's stamp and the mask they were clipped with: kept while both stand.
+    """
+
+    __slots__ = ("alloc_list", "allocated", "elastic", "inqueue", "mask", "request",
+                 "request_bytes", "stamp")  # fmt: skip
+
+    def __init__(self, stamp: int, mask: np.ndarray, sums: np.ndarray) -> None:
+        self.stamp, self.mask = stamp, mask
+        clipped = np.where(mask, sums, 0.0)  # (allocated, pending, inqueue, elastic)
+        clipped.setflags(write=False)
+        self.allocated, self.inqueue, self.elastic = clipped[0], clipped[2], clipped[3]
+        request = clipped[0] + clipped[1]
+        request.setflags(write=False)
+        self.request = request
+        self.request_bytes = request.tobytes()
+        self.alloc_list: list[float] = clipped[0].tolist()
 
 
 class _Rows:
@@ -208,9 +235,17 @@ class ProportionPlugin:
         self._mask = np.zeros(0, dtype=bool)
         self._guarantees = False  # does any queue have a guarantee (the derived limit)
         #: Water-fill results by their inputs (see :meth:`_water_fill`).
-        self._filled: dict[tuple[tuple[int, ...], bytes, bytes], np.ndarray] = {}
+        self._filled: dict[tuple[bytes, tuple[bytes, ...]], np.ndarray] = {}
         #: The figures that follow from the queues' specs (see :meth:`_fixed_figures`).
         self._fixed: _Fixed | None = None
+        #: queue -> its sums as the cycle opened (kept with the ledger's stamp).
+        self._sums: dict[str, _Sums] = {}
+        #: queue -> what its attr was built from: its sums, the fixed rows and its
+        #: deserved share's bytes (an attr stands while they do and nothing wrote it).
+        self._built: dict[str, tuple[_Sums, _Rows, bytes]] = {}
+        #: The queues whose attr an event of this cycle wrote (allocation, admission).
+        self._dirty: set[str] = set()
+        self._deserved: np.ndarray | None = None  # the cycle's water fill
         #: The cycle's memos (see :meth:`on_cycle_open` and :meth:`on_session_open`).
         self._share_dims: list[int] = []
         self._runs: dict[str, dict[int, tuple[Vector, int, int]]] = {}
@@ -218,59 +253,113 @@ class ProportionPlugin:
         self._run_stamps: dict[str, list[float]] = {}
         self._gives_nothing: dict[str, set[int]] = {}
         self._admission: dict[str, tuple[list[float], ...]] = {}
+        #: The per-request memos, kept from cycle to cycle while the shared dimensions
+        #: are the same object (their answers follow from the request and those alone).
+        self._memos: tuple[dict, dict, dict] = ({}, {}, {})
         self._clip_req: Callable[[Vector], Vector] = self._clip
         self._share_asks: Callable[[Vector], list[tuple[int, float]]] = self._asks
         self._clipped_list: Callable[[Vector], list[float]] = lambda req: self._clip(req).tolist()
 
     def on_cycle_open(self, ssn: Session) -> None:
         """The cycle's deserved shares (water-filled from what the queues hold and ask)
-        and its memos afresh; the functions registered at open read them."""
-        self._mask = ssn.space.share
-        clip = self._clip
-        self._clip_req = _per_request(clip)  # the same values as clip(t.resreq)
-        self._share_asks = _per_request(self._asks)
-        self._clipped_list = _per_request(lambda req: self._clip_req(req).tolist())
+        and its memos; the functions registered at open read them.
+
+        The cost follows what changed: a queue's figures are taken again only when the
+        ledger's stamp of its sums moved, the water fill runs only for inputs it has
+        not seen lately, and a queue's attr is built again only when its figures or its
+        deserved share moved or an event of the last cycle wrote it."""
+        mask = ssn.space.share
+        memos = self._memos
+        if mask is not self._mask or any(len(m) > _MEMO_KEPT for m in memos):
+            self._mask = mask
+            for m in memos:
+                m.clear()
+            clip = self._clip
+            self._clip_req = _per_request(clip, memos[0])  # the same values as clip(t.resreq)
+            self._share_asks = _per_request(self._asks, memos[1])
+            self._clipped_list = _per_request(lambda req: self._clip_req(req).tolist(), memos[2])
         self._gives_nothing.clear()
         self._admission.clear()
         self._refusals = {}
         self._queues = ssn.queues
         fixed = self._fixed_figures(ssn)
-        self._share_dims[:] = fixed.share_dims
+        if self._share_dims != fixed.share_dims:
+            self._share_dims[:] = fixed.share_dims
         self._guarantees = fixed.guaranteed
 
         # A queue takes part when it has jobs; its sums come from the snapshot's ledger
         # (kept job by job, so running jobs cost nothing here). Clipping is a mask, so
-        # the clipped sums are the sums of the clipped parts. Every figure is a row of a
-        # matrix (one per queue, in name order), worked out row by row as one.
-        names, m = ssn.snapshot.job_ledger().matrices(ssn.queues)
-        self.attrs.clear()
+        # the clipped sums are the sums of the clipped parts.
+        ledger = ssn.snapshot.job_ledger()
+        names = ledger.queues_with_jobs(ssn.queues)
+        attrs, runs, run_stamps = self.attrs, self._runs, self._run_stamps
+        kept_sums, built, dirty = self._sums, self._built, self._dirty
+        if list(attrs) != names:  # (queues came or went: the dict keeps name order)
+            for name in [n for n in kept_sums if n not in names]:
+                del kept_sums[name]
+            was = dict(attrs)
+            attrs.clear()
+            for name in names:
+                if name in was:
+                    attrs[name] = was[name]
+            for name in [n for n in built if n not in attrs]:
+                del built[name]
+            for name in [n for n in runs if n not in attrs]:
+                del runs[name]
+            for name in [n for n in run_stamps if n not in attrs]:
+                del run_stamps[name]
         if not names:
-            self._runs.clear()
+            self._deserved = None
+            dirty.clear()
             return
-        allocated, pending = clip(m.allocated), clip(m.pending)
-        request, inqueue, elastic = allocated + pending, clip(m.inqueue), clip(m.elastic)
+        sums = []
+        for name in names:
+            stamp = ledger.stamp(name)
+            got = kept_sums.get(name)
+            if got is None or got.stamp != stamp or got.mask is not mask:
+                got = kept_sums[name] = _Sums(stamp, mask, ledger.sums_of(name))
+            sums.append(got)
         rows = fixed.rows(names)
-        deserved = self._water_fill(fixed, rows, request).copy()
-        # Shares and stamps in plain floats, a row at a time (the same comparisons and
-        # divisions as :func:`_share`).
-        alloc_rows, des_rows = allocated.tolist(), deserved.tolist()
-        attrs, stamps = self.attrs, {}
+        deserved = self._water_fill(fixed, rows, sums)
+        same = deserved is self._deserved
+        self._deserved = deserved
+        width = deserved.itemsize * deserved.shape[1]
+        whole = b"" if same else deserved.tobytes()
+        des_rows: list[list[float]] | None = None
         for k, q in enumerate(rows.queues):
-            attrs[q.name] = QueueAttr(
-                q.name, q.weight, deserved[k], allocated[k], request[k], inqueue[k],
-                elastic[k], rows.guarantee[k], q.capability, rows.real_cap[k],
-                _share_of(alloc_rows[k], des_rows[k]),
+            name, got = q.name, sums[k]
+            was_built = built.get(name)
+            row_bytes = b"" if same else whole[k * width : (k + 1) * width]
+            if (
+                was_built is not None
+                and name not in dirty
+                and was_built[0] is got
+                and was_built[1] is rows
+                and (same or was_built[2] == row_bytes)
+            ):
+                continue  # (its attr stands as it was built)
+            if same:
+                row_bytes = deserved[k].tobytes()
+            if des_rows is None:
+                des_rows = deserved.tolist()
+            alloc_row, des_row = got.alloc_list, des_rows[k]
+            # (the share in plain floats: the same comparisons and divisions as _share)
+            attrs[name] = QueueAttr(
+                name, q.weight, deserved[k], got.allocated.copy(), got.request,
+                got.inqueue.copy(), got.elastic, rows.guarantee[k], q.capability,
+                rows.real_cap[k], _share_of(alloc_row, des_row),
             )  # fmt: skip
-            stamps[q.name] = des_rows[k] + alloc_rows[k]
-        # allocatable_run's answers stand while the queue's deserved share and its
-        # allocation are what they were when they were counted: kept from the last
-        # cycle for a queue that had no allocation event since and whose figures came
-        # back the same (a backlog that waits asks the same questions every cycle).
-        runs, kept = self._runs, self._run_stamps
-        for name in [n for n in runs if n not in kept or kept[n] != stamps.get(n)]:
-            del runs[name]
-        kept.clear()  # (in place: the allocation events forget a queue's stamp)
-        kept.update(stamps)
+            built[name] = (got, rows, row_bytes)
+            # allocatable_run's answers stand while the queue's deserved share and its
+            # allocation are what they were when they were counted: kept from the last
+            # cycle for a queue that had no allocation event since and whose figures
+            # came back the same (a backlog that waits asks the same questions every
+            # cycle). A queue whose attr stands kept both.
+            figures = des_row + alloc_row
+            if run_stamps.get(name) != figures:
+                runs.pop(name, None)
+                run_stamps[name] = figures
+        dirty.clear()
 
     def _fixed_figures(self, ssn: Session) -> _Fixed:
         """The figures that follow from the queues' specs and the cluster's total alone,
@@ -320,6 +409,8 @@ class ProportionPlugin:
         # admission vote of each waiting job: forgotten when the queue's allocation or
         # admitted demand moves.
         admission = self._admission
+        # The queues whose attr this cycle's events wrote: built again at the next open.
+        dirty = self._dirty
 
         def queue_order(a: QueueInfo, b: QueueInfo) -> int:
             if a.priority != b.priority:
@@ -415,6 +506,7 @@ class ProportionPlugin:
             attr = self.attrs.get(job.queue)
             if attr is not None and job.min_resources is not None:
                 attr.inqueue += clip(job.min_resources)
+                dirty.add(job.queue)
                 admission.pop(job.queue, None)
             return 1
 
@@ -516,6 +608,7 @@ class ProportionPlugin:
                 if attr is not None:
                     attr.allocated += self._clip_req(task.resreq)
                     attr.share = _share(attr)
+                    dirty.add(job.queue)
                     runs.pop(job.queue, None)
                     admission.pop(job.queue, None)
                     run_stamps.pop(job.queue, None)
@@ -528,6 +621,7 @@ class ProportionPlugin:
                 if attr is not None:
                     attr.allocated -= self._clip_req(task.resreq)
                     attr.share = _share(attr)
+                    dirty.add(job.queue)
                     runs.pop(job.queue, None)
                     admission.pop(job.queue, None)
                     run_stamps.pop(job.queue, None)
@@ -542,7 +636,7 @@ class ProportionPlugin:
         ssn.on("preemptive", self.name, preemptive, run=preemptive_run)
         ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
 
-    def _water_fill(self, fixed: _Fixed, rows: _Rows, request: Vector) -> np.ndarray:
+    def _water_fill(self, fixed: _Fixed, rows: _Rows, sums: list[_Sums]) -> np.ndarray:
         """The deserved shares, one row per queue (name order): Volcano's loop, with the
         queues as rows of matrices. Within one round every queue that still wants more
         takes its weight's part of what remained at the start of the round, so the rows
@@ -552,10 +646,12 @@ class ProportionPlugin:
 
         A pure function of its inputs, which most cycles repeat (a task moving from
         pending to allocated leaves a queue's request as it was): the last few hundred
-        answers are kept by their inputs (read-only: callers copy)."""
-        key = (request.shape, rows.inputs, request.tobytes())
+        answers are kept by their inputs (read-only, and the same object for the same
+        inputs)."""
+        key = (rows.inputs, tuple(s.request_bytes for s in sums))
         got = self._filled.get(key)
         if got is None:
+            request = np.array([s.request for s in sums])
             got = self._fill(
                 fixed.total, rows.weights, np.zeros(request.shape), request, rows.real_cap,
                 rows.guarantee, rows.weight,
