@@ -56,7 +56,7 @@ class _Part:
 _ROWS = 4
 
 
-#: The stamps of queues' sums, unique across ledgers (see :meth:`Ledger.stamp`).
+#: The stamps of queues' sums, unique across ledgers (see :meth:`Ledger.stamps`).
 _STAMPS = count(1)
 
 
@@ -92,8 +92,8 @@ class Ledger:
         self._last: tuple[tuple, QueueSums] | None = None
         #: The last ``inqueue_total``: the stamps of its queues, their inqueue rows, and
         #: the total.
-        self._last_inqueue: tuple[tuple[int, ...], list[list[float]], Vector] | None = None
-        #: Queue -> the stamp of its sums (see :meth:`stamp`), for the queues with jobs.
+        self._last_inqueue: tuple[list[int], list[list[float]], Vector] | None = None
+        #: Queue -> the stamp of its sums (see :meth:`stamps`), for the queues with jobs.
         self._stamps: dict[str, int] = {}
         #: Queue -> (stamp, its sums in canonical units): see :meth:`sums_of`.
         self._rows: dict[str, tuple[int, np.ndarray]] = {}
@@ -229,12 +229,17 @@ class Ledger:
         Kept until a queue's inqueue row moves (a pod bound or a job admitted or gone),
         each queue's row taken again only when its sums moved."""
         names = self.queues_with_jobs(queues)
-        stamps = self._stamps
-        key = tuple(stamps[n] for n in names)
+        key = self.stamps(names)
         kept = self._last_inqueue
         if kept is not None and kept[0] == key:
             return kept[2].copy()
-        rows = [self._inqueue_row(n) for n in names]
+        rows = []
+        kept_rows = self._inqueue_rows
+        for name, stamp in zip(names, key, strict=True):
+            got = kept_rows.get(name)
+            if got is None or got[0] != stamp:
+                got = kept_rows[name] = (stamp, self.sums_of(name)[2].tolist())
+            rows.append(got[1])
         if kept is not None and kept[1] == rows:
             self._last_inqueue = (key, kept[1], kept[2])
             return kept[2].copy()
@@ -242,28 +247,21 @@ class Ledger:
         for row in rows:  # (plain floats, queue after queue: the same additions)
             for k, x in enumerate(row):
                 total[k] += x
-        got = np.array(total, dtype=np.float64)
-        self._last_inqueue = (key, rows, got)
-        return got.copy()
-
-    def _inqueue_row(self, queue: str) -> list[float]:
-        """The inqueue row of ``queue``'s sums in canonical units, as floats (kept with
-        its stamp)."""
-        stamp = self._stamps[queue]
-        got = self._inqueue_rows.get(queue)
-        if got is None or got[0] != stamp:
-            got = self._inqueue_rows[queue] = (stamp, self.sums_of(queue)[2].tolist())
-        return got[1]
+        summed = np.array(total, dtype=np.float64)
+        self._last_inqueue = (key, rows, summed)
+        return summed.copy()
 
     def queues_with_jobs(self, queues: Iterable[str]) -> list[str]:
         """The queues of ``queues`` that have jobs, in name order (a new list)."""
         return sorted(set(queues) & self._counts.keys())
 
-    def stamp(self, queue: str) -> int:
-        """The stamp of ``queue``'s sums (a queue with jobs): it changes whenever they
-        change, and no other queue's sums, in this ledger or another, ever carry it.
-        What is derived from a queue's sums stands while its stamp does."""
-        return self._stamps[queue]
+    def stamps(self, names: list[str]) -> list[int]:
+        """The stamps of the sums of the queues ``names`` (queues with jobs), in that
+        order. A queue's stamp changes whenever its sums change, and no other queue's
+        sums, in this ledger or another, ever carry it: what is derived from a queue's
+        sums stands while its stamp does."""
+        stamps = self._stamps
+        return [stamps[n] for n in names]
 
     def sums_of(self, queue: str) -> np.ndarray:
         """``queue``'s sums (a queue with jobs) in canonical units: allocated, pending,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from math import copysign
 from typing import TypeVar
 
 import numpy as np
@@ -245,7 +246,9 @@ class ProportionPlugin:
         self._built: dict[str, tuple[_Sums, _Rows, bytes]] = {}
         #: The queues whose attr an event of this cycle wrote (allocation, admission).
         self._dirty: set[str] = set()
-        self._deserved: np.ndarray | None = None  # the cycle's water fill
+        #: The last cycle's fixed rows, its queues' stamps, their sums and the water
+        #: fill: the figures stand while the rows and the stamps do.
+        self._last: tuple[_Rows, list[int], list[_Sums], np.ndarray] | None = None
         #: The cycle's memos (see :meth:`on_cycle_open` and :meth:`on_session_open`).
         self._share_dims: list[int] = []
         self._runs: dict[str, dict[int, tuple[Vector, int, int]]] = {}
@@ -270,7 +273,7 @@ class ProportionPlugin:
         deserved share moved or an event of the last cycle wrote it."""
         mask = ssn.space.share
         memos = self._memos
-        if mask is not self._mask or any(len(m) > _MEMO_KEPT for m in memos):
+        if mask is not self._mask or max(map(len, memos)) > _MEMO_KEPT:
             self._mask = mask
             for m in memos:
                 m.clear()
@@ -292,74 +295,88 @@ class ProportionPlugin:
         # the clipped sums are the sums of the clipped parts.
         ledger = ssn.snapshot.job_ledger()
         names = ledger.queues_with_jobs(ssn.queues)
-        attrs, runs, run_stamps = self.attrs, self._runs, self._run_stamps
-        kept_sums, built, dirty = self._sums, self._built, self._dirty
-        if list(attrs) != names:  # (queues came or went: the dict keeps name order)
-            for name in [n for n in kept_sums if n not in names]:
-                del kept_sums[name]
-            was = dict(attrs)
-            attrs.clear()
-            for name in names:
-                if name in was:
-                    attrs[name] = was[name]
-            for name in [n for n in built if n not in attrs]:
-                del built[name]
-            for name in [n for n in runs if n not in attrs]:
-                del runs[name]
-            for name in [n for n in run_stamps if n not in attrs]:
-                del run_stamps[name]
+        dirty = self._dirty
+        if list(self.attrs) != names:
+            self._regroup(names)
         if not names:
-            self._deserved = None
+            self._last = None
             dirty.clear()
             return
+        rows = fixed.rows(names)
+        stamps = ledger.stamps(names)
+        last = self._last
+        if last is not None and last[0] is rows and last[1] == stamps:
+            # Nothing the figures follow moved: only the attrs the last cycle's events
+            # wrote are built again.
+            if dirty:
+                sums, deserved = last[2], last[3]
+                for k, name in enumerate(names):
+                    if name in dirty:
+                        self._build(k, rows, sums[k], deserved, deserved[k].tobytes())
+                dirty.clear()
+            return
+        kept_sums = self._sums
         sums = []
-        for name in names:
-            stamp = ledger.stamp(name)
+        for name, stamp in zip(names, stamps, strict=True):
             got = kept_sums.get(name)
             if got is None or got.stamp != stamp or got.mask is not mask:
                 got = kept_sums[name] = _Sums(stamp, mask, ledger.sums_of(name))
             sums.append(got)
-        rows = fixed.rows(names)
         deserved = self._water_fill(fixed, rows, sums)
-        same = deserved is self._deserved
-        self._deserved = deserved
+        same = last is not None and deserved is last[3]
+        self._last = (rows, stamps, sums, deserved)
         width = deserved.itemsize * deserved.shape[1]
         whole = b"" if same else deserved.tobytes()
-        des_rows: list[list[float]] | None = None
-        for k, q in enumerate(rows.queues):
-            name, got = q.name, sums[k]
-            was_built = built.get(name)
-            row_bytes = b"" if same else whole[k * width : (k + 1) * width]
+        built = self._built
+        for k, name in enumerate(names):
+            got = sums[k]
+            was = built.get(name)
+            row = b"" if same else whole[k * width : (k + 1) * width]
             if (
-                was_built is not None
-                and name not in dirty
-                and was_built[0] is got
-                and was_built[1] is rows
-                and (same or was_built[2] == row_bytes)
+                was is None
+                or name in dirty
+                or was[0] is not got
+                or was[1] is not rows
+                or not (same or was[2] == row)
             ):
-                continue  # (its attr stands as it was built)
-            if same:
-                row_bytes = deserved[k].tobytes()
-            if des_rows is None:
-                des_rows = deserved.tolist()
-            alloc_row, des_row = got.alloc_list, des_rows[k]
-            # (the share in plain floats: the same comparisons and divisions as _share)
-            attrs[name] = QueueAttr(
-                name, q.weight, deserved[k], got.allocated.copy(), got.request,
-                got.inqueue.copy(), got.elastic, rows.guarantee[k], q.capability,
-                rows.real_cap[k], _share_of(alloc_row, des_row),
-            )  # fmt: skip
-            built[name] = (got, rows, row_bytes)
-            # allocatable_run's answers stand while the queue's deserved share and its
-            # allocation are what they were when they were counted: kept from the last
-            # cycle for a queue that had no allocation event since and whose figures
-            # came back the same (a backlog that waits asks the same questions every
-            # cycle). A queue whose attr stands kept both.
-            figures = des_row + alloc_row
-            if run_stamps.get(name) != figures:
-                runs.pop(name, None)
-                run_stamps[name] = figures
+                self._build(k, rows, got, deserved, row if row else deserved[k].tobytes())
         dirty.clear()
+
+    def _regroup(self, names: list[str]) -> None:
+        """Queues came or went: the attrs (in name order, as the water fill's rows) and
+        what is kept for each queue, of the queues ``names`` alone."""
+        attrs = self.attrs
+        was = dict(attrs)
+        attrs.clear()  # (in place: the registered functions hold the dict)
+        for name in names:
+            if name in was:
+                attrs[name] = was[name]
+        for kept in (self._sums, self._built, self._runs, self._run_stamps):
+            for name in [n for n in kept if n not in attrs]:
+                del kept[name]
+
+    def _build(self, k: int, rows: _Rows, got: _Sums, deserved: np.ndarray, row: bytes) -> None:
+        """The attr of the ``k``-th queue of ``rows`` from its sums and deserved share
+        (whose bytes are ``row``), with its allocation and admitted demand afresh."""
+        q = rows.queues[k]
+        name = q.name
+        alloc_row, des_row = got.alloc_list, deserved[k].tolist()
+        # (the share in plain floats: the same comparisons and divisions as _share)
+        self.attrs[name] = QueueAttr(
+            name, q.weight, deserved[k], got.allocated.copy(), got.request,
+            got.inqueue.copy(), got.elastic, rows.guarantee[k], q.capability,
+            rows.real_cap[k], _share_of(alloc_row, des_row),
+        )  # fmt: skip
+        self._built[name] = (got, rows, row)
+        # allocatable_run's answers stand while the queue's deserved share and its
+        # allocation are what they were when they were counted: kept from the last
+        # cycle for a queue that had no allocation event since and whose figures came
+        # back the same (a backlog that waits asks the same questions every cycle). A
+        # queue whose attr stands kept both.
+        figures = des_row + alloc_row
+        if self._run_stamps.get(name) != figures:
+            self._runs.pop(name, None)
+            self._run_stamps[name] = figures
 
     def _fixed_figures(self, ssn: Session) -> _Fixed:
         """The figures that follow from the queues' specs and the cluster's total alone,
@@ -674,18 +691,58 @@ class ProportionPlugin:
     ) -> np.ndarray:
         """The rounds, in plain floats: a dozen queues by four resources is too small
         for numpy's calls to pay. Every step is the vector form's, element by element
-        (sums over queues add rows in name order), so the floats are the same."""
-        rows, dims = range(len(weights)), range(total.size)
-        des, req, cp, gu = deserved.tolist(), request.tolist(), cap.tolist(), guarantee.tolist()
-        w = weight.tolist()
+        (sums over queues add rows in name order), so the floats are the same.
+
+        A resource nobody has, asks for or is guaranteed (outside the shared
+        dimensions, or absent from the cluster) stays at zero through every round
+        without bearing on the others (its test ``request <= deserved`` holds, its
+        remainder stays zero): it is left out of the rounds."""
+        t, des, req = total.tolist(), deserved.tolist(), request.tolist()
+        cp, gu = cap.tolist(), guarantee.tolist()
+        live = [
+            k
+            for k, v in enumerate(t)
+            if not (
+                v == 0.0
+                and all(r[k] == 0.0 for r in req)
+                and all(g[k] == 0.0 for g in gu)
+                and all(c[k] >= 0.0 for c in cp)
+                and all(d[k] == 0.0 and copysign(1.0, d[k]) > 0.0 for d in des)
+            )
+        ]
+        if len(live) == len(t):
+            got = ProportionPlugin._rounds(t, weights, des, req, cp, gu, weight.tolist())
+            return np.array(got, dtype=np.float64).reshape(deserved.shape)
+        out = np.zeros(deserved.shape)
+        if live:
+            got = ProportionPlugin._rounds(
+                [t[k] for k in live], weights, [[d[k] for k in live] for d in des],
+                [[r[k] for k in live] for r in req], [[c[k] for k in live] for c in cp],
+                [[g[k] for k in live] for g in gu], weight.tolist(),
+            )  # fmt: skip
+            out[:, live] = np.array(got, dtype=np.float64).reshape(len(des), len(live))
+        return out
+
+    @staticmethod
+    def _rounds(
+        total: list[float],
+        weights: list[int],
+        des: list[list[float]],
+        req: list[list[float]],
+        cp: list[list[float]],
+        gu: list[list[float]],
+        w: list[float],
+    ) -> list[list[float]]:
+        """:meth:`_fill`'s rounds over lists (``des`` is worked in place)."""
+        rows, dims = range(len(weights)), range(len(total))
         met = [False] * len(weights)
-        remaining = total.tolist()
+        remaining = total
         while True:
             open_rows = [i for i in rows if not met[i]]
             total_weight = sum(weights[i] for i in open_rows)
             if total_weight == 0:
                 break
-            increased, decreased = [0.0] * total.size, [0.0] * total.size
+            increased, decreased = [0.0] * len(total), [0.0] * len(total)
             for i in open_rows:
                 part = w[i] / total_weight
                 old, c, r, g = des[i], cp[i], req[i], gu[i]
@@ -718,7 +775,7 @@ class ProportionPlugin:
             remaining = [remaining[k] - increased[k] + decreased[k] for k in dims]
             if all(v < 0.1 for v in remaining) or remaining == old_remaining:
                 break
-        return np.array(des, dtype=np.float64).reshape(deserved.shape)
+        return des
 
     # -- explanations -------------------------------------------------------------------
 
