@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from math import copysign
+from operator import is_
 from typing import TypeVar
 
 import numpy as np
@@ -183,12 +184,13 @@ class _Fixed:
 
     __slots__ = (
         "_names", "_rows", "by_name", "free", "guaranteed", "guarantees", "mask", "queues",
-        "row_of", "share_dims", "total", "total_bytes",
+        "raw_total", "row_of", "share_dims", "total",
     )  # fmt: skip
 
     def __init__(self, mask: np.ndarray, queues: tuple[QueueInfo, ...], total: Vector) -> None:
         self.mask, self.queues, self.total = mask, queues, total
-        self.total_bytes = total.tobytes()
+        #: The cluster's total as the snapshot gave it (before clipping), as bytes.
+        self.raw_total = b""
         self.share_dims: list[int] = np.flatnonzero(mask).tolist()
         self.by_name = {q.name: q for q in queues}
         self.row_of = {q.name: k for k, q in enumerate(queues)}
@@ -382,18 +384,18 @@ class ProportionPlugin:
         """The figures that follow from the queues' specs and the cluster's total alone,
         kept while the snapshot has the same queue objects, total and shared dimensions
         (they change with a queue or node event, not with pods)."""
-        total = self._clip(ssn.total)
-        queues = tuple(ssn.queues.values())
+        raw = ssn.total.tobytes()
         got = self._fixed
         if (
             got is not None
             and got.mask is self._mask
-            and len(got.queues) == len(queues)
-            and all(a is b for a, b in zip(got.queues, queues, strict=True))
-            and got.total_bytes == total.tobytes()
+            and got.raw_total == raw
+            and len(got.queues) == len(ssn.queues)
+            and all(map(is_, got.queues, ssn.queues.values()))
         ):
             return got
-        got = self._fixed = _Fixed(self._mask, queues, total)
+        got = self._fixed = _Fixed(self._mask, tuple(ssn.queues.values()), self._clip(ssn.total))
+        got.raw_total = raw
         return got
 
     def _clip(self, v: Vector) -> Vector:
