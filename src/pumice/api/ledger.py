@@ -42,7 +42,7 @@ class QueueSums:
     elastic: np.ndarray  # allocated beyond minResources, per job, summed
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class _Part:
     job: JobInfo  # (kept so that the identity in ``key`` stays the job's)
     key: tuple  # what the part was computed from: identity, task index version, phase
@@ -150,14 +150,16 @@ class Ledger:
 
     def update(self, job: JobInfo) -> None:
         """Take ``job``'s part as it is now (replacing the part it had). Nothing to do
-        when neither the task index nor the phase moved since (a status rewrite)."""
+        when neither the task index nor the phase moved since (a status rewrite); the
+        sums and the queue's stamp stay as they are when the part comes out the same
+        (a pod that starts running: taking it away and adding it back, in integer
+        units, gives the same sums)."""
         if self._read_only:
             raise RuntimeError("a ledger summed at once (Ledger.of) cannot be updated")
         key = (id(job), job.version, job.phase, job.queue, job.min_available)
         old = self._parts.get(job.uid)
         if old is not None and old.key == key and old.job is job:
             return
-        self.remove(job.uid)
         minres = job.min_resources
         allocated = job.allocated
         elastic = allocated - minres if minres is not None else allocated
@@ -170,21 +172,26 @@ class Ledger:
                 np.maximum(elastic, 0.0),
             )
         )
+        if self._scaled:
+            rows *= self._scale
+            np.rint(rows, out=rows)
         queue = job.queue
         part = _Part(
-            job=job,
-            key=key,
-            queue=queue,
-            units=np.rint(rows * self._scale) if self._scaled else rows,
-            affinity=any(t.pod_affinity is not None for t in job.tasks.values()),
+            job, key, queue, rows, any(t.pod_affinity is not None for t in job.tasks.values())
         )
+        if old is not None:
+            if old.queue == queue and old.units.tobytes() == rows.tobytes():
+                self._parts[job.uid] = part
+                self.affinity_jobs += part.affinity - old.affinity
+                return
+            self.remove(job.uid)
         self._parts[job.uid] = part
         self._changes += 1
         slot = self._slots.get(queue)
         if slot is None:
             slot = self._slot(queue)
         self._counts[queue] = self._counts.get(queue, 0) + 1
-        self._sums[:, slot] += part.units
+        self._sums[:, slot] += rows
         self._stamps[queue] = next(_STAMPS)
         self.affinity_jobs += part.affinity
 

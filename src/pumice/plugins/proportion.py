@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from math import copysign
 from operator import is_
 from typing import TypeVar
 
@@ -667,7 +666,7 @@ class ProportionPlugin:
         pending to allocated leaves a queue's request as it was): the last few hundred
         answers are kept by their inputs (read-only, and the same object for the same
         inputs)."""
-        key = (rows.inputs, tuple(s.request_bytes for s in sums))
+        key = (rows.inputs, tuple([s.request_bytes for s in sums]))
         got = self._filled.get(key)
         if got is None:
             request = np.array([s.request for s in sums])
@@ -693,58 +692,18 @@ class ProportionPlugin:
     ) -> np.ndarray:
         """The rounds, in plain floats: a dozen queues by four resources is too small
         for numpy's calls to pay. Every step is the vector form's, element by element
-        (sums over queues add rows in name order), so the floats are the same.
-
-        A resource nobody has, asks for or is guaranteed (outside the shared
-        dimensions, or absent from the cluster) stays at zero through every round
-        without bearing on the others (its test ``request <= deserved`` holds, its
-        remainder stays zero): it is left out of the rounds."""
-        t, des, req = total.tolist(), deserved.tolist(), request.tolist()
-        cp, gu = cap.tolist(), guarantee.tolist()
-        live = [
-            k
-            for k, v in enumerate(t)
-            if not (
-                v == 0.0
-                and all(r[k] == 0.0 for r in req)
-                and all(g[k] == 0.0 for g in gu)
-                and all(c[k] >= 0.0 for c in cp)
-                and all(d[k] == 0.0 and copysign(1.0, d[k]) > 0.0 for d in des)
-            )
-        ]
-        if len(live) == len(t):
-            got = ProportionPlugin._rounds(t, weights, des, req, cp, gu, weight.tolist())
-            return np.array(got, dtype=np.float64).reshape(deserved.shape)
-        out = np.zeros(deserved.shape)
-        if live:
-            got = ProportionPlugin._rounds(
-                [t[k] for k in live], weights, [[d[k] for k in live] for d in des],
-                [[r[k] for k in live] for r in req], [[c[k] for k in live] for c in cp],
-                [[g[k] for k in live] for g in gu], weight.tolist(),
-            )  # fmt: skip
-            out[:, live] = np.array(got, dtype=np.float64).reshape(len(des), len(live))
-        return out
-
-    @staticmethod
-    def _rounds(
-        total: list[float],
-        weights: list[int],
-        des: list[list[float]],
-        req: list[list[float]],
-        cp: list[list[float]],
-        gu: list[list[float]],
-        w: list[float],
-    ) -> list[list[float]]:
-        """:meth:`_fill`'s rounds over lists (``des`` is worked in place)."""
-        rows, dims = range(len(weights)), range(len(total))
+        (sums over queues add rows in name order), so the floats are the same."""
+        rows, dims = range(len(weights)), range(total.size)
+        des, req, cp, gu = deserved.tolist(), request.tolist(), cap.tolist(), guarantee.tolist()
+        w = weight.tolist()
         met = [False] * len(weights)
-        remaining = total
+        remaining = total.tolist()
         while True:
             open_rows = [i for i in rows if not met[i]]
             total_weight = sum(weights[i] for i in open_rows)
             if total_weight == 0:
                 break
-            increased, decreased = [0.0] * len(total), [0.0] * len(total)
+            increased, decreased = [0.0] * total.size, [0.0] * total.size
             for i in open_rows:
                 part = w[i] / total_weight
                 old, c, r, g = des[i], cp[i], req[i], gu[i]
@@ -777,7 +736,7 @@ class ProportionPlugin:
             remaining = [remaining[k] - increased[k] + decreased[k] for k in dims]
             if all(v < 0.1 for v in remaining) or remaining == old_remaining:
                 break
-        return des
+        return np.array(des, dtype=np.float64).reshape(deserved.shape)
 
     # -- explanations -------------------------------------------------------------------
 
