@@ -298,7 +298,7 @@ class ProportionPlugin:
         names = ledger.queues_with_jobs(ssn.queues)
         dirty = self._dirty
         if list(self.attrs) != names:
-            self._regroup(names)
+            self._forget(names)
         if not names:
             self._last = None
             dirty.clear()
@@ -342,18 +342,17 @@ class ProportionPlugin:
             ):
                 self._build(k, rows, got, deserved, row if row else deserved[k].tobytes())
         dirty.clear()
-
-    def _regroup(self, names: list[str]) -> None:
-        """Queues came or went: the attrs (in name order, as the water fill's rows) and
-        what is kept for each queue, of the queues ``names`` alone."""
         attrs = self.attrs
-        was = dict(attrs)
-        attrs.clear()  # (in place: the registered functions hold the dict)
-        for name in names:
-            if name in was:
-                attrs[name] = was[name]
-        for kept in (self._sums, self._built, self._runs, self._run_stamps):
-            for name in [n for n in kept if n not in attrs]:
+        if list(attrs) != names:  # (queues came: the attrs in name order, as the rows)
+            by_name = dict(attrs)
+            attrs.clear()  # (in place: the registered functions hold the dict)
+            attrs.update((name, by_name[name]) for name in names)
+
+    def _forget(self, names: list[str]) -> None:
+        """What is kept for each queue, of the queues ``names`` alone (queues went)."""
+        keep = set(names)
+        for kept in (self.attrs, self._sums, self._built, self._runs, self._run_stamps):
+            for name in [n for n in kept if n not in keep]:
                 del kept[name]
 
     def _build(self, k: int, rows: _Rows, got: _Sums, deserved: np.ndarray, row: bytes) -> None:
