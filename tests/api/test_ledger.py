@@ -73,3 +73,37 @@ def test_kept_sums_equal_fresh_sums():
     _names, m = kept.matrices(snap.queues)
     m.allocated += 1.0
     _same(kept, Ledger.of(snap.space, jobs), snap.queues)
+
+
+def test_a_queues_stamp_moves_with_its_sums_alone():
+    """What a plugin derives from a queue's sums may be kept while the queue's stamp
+    stands: the stamp moves when that queue's sums move and not for another queue's,
+    and the rows handed out are the queue's rows of the matrices."""
+    snap = _snapshot()
+    jobs = sorted(snap.jobs.values(), key=lambda j: j.uid)
+    kept = Ledger(snap.space)
+    for job in jobs:
+        kept.update(job)
+    names = kept.queues_with_jobs(snap.queues)
+    before = dict(zip(names, kept.stamps(names), strict=True))
+    _names, m = kept.matrices(snap.queues)
+    for k, name in enumerate(names):
+        rows = kept.sums_of(name)
+        assert (
+            rows.tobytes()
+            == np.array([m.allocated[k], m.pending[k], m.inqueue[k], m.elastic[k]]).tobytes()
+        )
+    for job in jobs:  # (nothing moved)
+        kept.update(job)
+    assert kept.stamps(names) == list(before.values())
+    moved = next(j for j in jobs if j.queue == "q2")
+    kept.remove(moved.uid)
+    after = dict(zip(names, kept.stamps(names), strict=True))
+    assert [n for n in names if after[n] != before[n]] == ["q2"]
+    left = Ledger.of(snap.space, [j for j in jobs if j is not moved])
+    assert kept.sums_of("q2").tobytes() == left.sums_of("q2").tobytes()
+    kept.update(moved)
+    _same(kept, Ledger.of(snap.space, jobs), snap.queues)
+    # Another ledger over the same jobs carries none of these stamps.
+    fresh = Ledger.of(snap.space, jobs)
+    assert not set(fresh.stamps(names)) & set(kept.stamps(names))

@@ -84,3 +84,20 @@ def test_plain_float_fill_gives_the_vector_loops_shares(case) -> None:
     want = vector_loop(total, request, cap, guarantee, weights)
     assert got.shape == want.shape
     assert np.array_equal(got, want), (got, want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(queues(), st.lists(st.booleans(), min_size=DIMS, max_size=DIMS))
+def test_resources_nobody_has_leave_the_shares_of_the_others(case, absent) -> None:
+    """A resource the cluster lacks and nobody asks for or is guaranteed (a dimension
+    outside the shared ones) gives a share of zero and leaves the others' as the loop
+    over every resource gives them."""
+    total, request, cap, guarantee, weights = case
+    gone = np.array(absent)
+    total, request, guarantee = (np.where(gone, 0.0, m) for m in (total, request, guarantee))
+    got = ProportionPlugin._fill(
+        total, weights, np.zeros(request.shape), request, cap, guarantee,
+        np.array([float(w) for w in weights]),
+    )  # fmt: skip
+    want = vector_loop(total, request, cap, guarantee, weights)
+    assert got.tobytes() == want.tobytes(), (got, want)  # (the very floats, signs of zero too)

@@ -7,6 +7,10 @@ cluster) is thousands of jobs that nothing changes from one cycle to the next. T
 scheduler cache keeps a ledger and updates it only for the jobs an event changed; a
 snapshot built from scratch gets a ledger summed from its jobs. The two are equal.
 
+Each queue's sums carry a stamp that changes whenever they change (stamps are unique
+across ledgers), so that a plugin can keep what it derived from a queue's sums until
+they move: most cycles change one or two queues' sums, or none.
+
 Exactness: a job's part is taken away exactly as it was added (each job's last part is
 kept), and parts are held in integer units (cpu millicores and bytes already are;
 other resources, which keep milli precision, are scaled by 1,000 and rounded), so the
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import count
 
 import numpy as np
 
@@ -37,7 +42,7 @@ class QueueSums:
     elastic: np.ndarray  # allocated beyond minResources, per job, summed
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class _Part:
     job: JobInfo  # (kept so that the identity in ``key`` stays the job's)
     key: tuple  # what the part was computed from: identity, task index version, phase
@@ -49,6 +54,10 @@ class _Part:
 
 #: The rows of a queue's sums (and of a part): allocated, pending, inqueue, elastic.
 _ROWS = 4
+
+
+#: The stamps of queues' sums, unique across ledgers (see :meth:`Ledger.stamps`).
+_STAMPS = count(1)
 
 
 def _integral(name: str) -> bool:
@@ -81,9 +90,15 @@ class Ledger:
         #: Bumped by every change of the sums; keys the last matrices handed out.
         self._changes = 0
         self._last: tuple[tuple, QueueSums] | None = None
-        #: ``inqueue_total`` of the matrices it was summed from (held, so compared by
-        #: identity).
-        self._last_inqueue: tuple[QueueSums, Vector] | None = None
+        #: The last ``inqueue_total``: the stamps of its queues, their inqueue rows, and
+        #: the total.
+        self._last_inqueue: tuple[list[int], list[list[float]], Vector] | None = None
+        #: Queue -> the stamp of its sums (see :meth:`stamps`), for the queues with jobs.
+        self._stamps: dict[str, int] = {}
+        #: Queue -> (stamp, its sums in canonical units): see :meth:`sums_of`.
+        self._rows: dict[str, tuple[int, np.ndarray]] = {}
+        #: Queue -> (stamp, the inqueue row of its sums as floats): see inqueue_total.
+        self._inqueue_rows: dict[str, tuple[int, list[float]]] = {}
         #: Jobs with a task that has required inter-pod (anti-)affinity.
         self.affinity_jobs = 0
 
@@ -110,6 +125,7 @@ class Ledger:
             )
             slot = ledger._slot(queue)
             ledger._counts[queue] = len(members)
+            ledger._stamps[queue] = next(_STAMPS)
             for k, m in enumerate(mats):
                 ledger._sums[k, slot] = ledger._units(m).sum(axis=0)
         ledger._read_only = True
@@ -134,14 +150,16 @@ class Ledger:
 
     def update(self, job: JobInfo) -> None:
         """Take ``job``'s part as it is now (replacing the part it had). Nothing to do
-        when neither the task index nor the phase moved since (a status rewrite)."""
+        when neither the task index nor the phase moved since (a status rewrite); the
+        sums and the queue's stamp stay as they are when the part comes out the same
+        (a pod that starts running: taking it away and adding it back, in integer
+        units, gives the same sums)."""
         if self._read_only:
             raise RuntimeError("a ledger summed at once (Ledger.of) cannot be updated")
         key = (id(job), job.version, job.phase, job.queue, job.min_available)
         old = self._parts.get(job.uid)
         if old is not None and old.key == key and old.job is job:
             return
-        self.remove(job.uid)
         minres = job.min_resources
         allocated = job.allocated
         elastic = allocated - minres if minres is not None else allocated
@@ -154,21 +172,27 @@ class Ledger:
                 np.maximum(elastic, 0.0),
             )
         )
+        if self._scaled:
+            rows *= self._scale
+            np.rint(rows, out=rows)
         queue = job.queue
         part = _Part(
-            job=job,
-            key=key,
-            queue=queue,
-            units=np.rint(rows * self._scale) if self._scaled else rows,
-            affinity=any(t.pod_affinity is not None for t in job.tasks.values()),
+            job, key, queue, rows, any(t.pod_affinity is not None for t in job.tasks.values())
         )
+        if old is not None:
+            if old.queue == queue and old.units.tobytes() == rows.tobytes():
+                self._parts[job.uid] = part
+                self.affinity_jobs += part.affinity - old.affinity
+                return
+            self.remove(job.uid)
         self._parts[job.uid] = part
         self._changes += 1
         slot = self._slots.get(queue)
         if slot is None:
             slot = self._slot(queue)
         self._counts[queue] = self._counts.get(queue, 0) + 1
-        self._sums[:, slot] += part.units
+        self._sums[:, slot] += rows
+        self._stamps[queue] = next(_STAMPS)
         self.affinity_jobs += part.affinity
 
     def remove(self, uid: str) -> None:
@@ -180,12 +204,16 @@ class Ledger:
         count = self._counts[queue] - 1
         if count == 0:
             del self._counts[queue]
+            del self._stamps[queue]
+            self._rows.pop(queue, None)
+            self._inqueue_rows.pop(queue, None)
             slot = self._slots.pop(queue)
             self._sums[:, slot] = 0.0
             self._free.append(slot)
         else:
             self._counts[queue] = count
             self._sums[:, self._slots[queue]] -= part.units
+            self._stamps[queue] = next(_STAMPS)
         self.affinity_jobs -= part.affinity
 
     def matrices(self, queues: Iterable[str]) -> tuple[list[str], QueueSums]:
@@ -205,23 +233,60 @@ class Ledger:
         """The rows of :meth:`matrices`' ``inqueue`` (what the admitted jobs of each
         queue ask) summed one by one in name order onto zeros, as a new vector:
         overcommit asks this at every session open, and needs no copy of the matrices.
-        Kept with them until the ledger changes."""
-        _names, got = self._kept(queues)
+        Kept until a queue's inqueue row moves (a pod bound or a job admitted or gone),
+        each queue's row taken again only when its sums moved."""
+        names = self.queues_with_jobs(queues)
+        key = self.stamps(names)
         kept = self._last_inqueue
-        if kept is None or kept[0] is not got:
-            total = []
-            for column in got.inqueue.T.tolist():  # (plain floats: the same additions)
-                t = 0.0
-                for x in column:
-                    t += x
-                total.append(t)
-            kept = self._last_inqueue = (got, np.array(total, dtype=np.float64))
-        return kept[1].copy()
+        if kept is not None and kept[0] == key:
+            return kept[2].copy()
+        rows = []
+        kept_rows = self._inqueue_rows
+        for name, stamp in zip(names, key, strict=True):
+            got = kept_rows.get(name)
+            if got is None or got[0] != stamp:
+                got = kept_rows[name] = (stamp, self.sums_of(name)[2].tolist())
+            rows.append(got[1])
+        if kept is not None and kept[1] == rows:
+            self._last_inqueue = (key, kept[1], kept[2])
+            return kept[2].copy()
+        total = [0.0] * self.space.size
+        for row in rows:  # (plain floats, queue after queue: the same additions)
+            for k, x in enumerate(row):
+                total[k] += x
+        summed = np.array(total, dtype=np.float64)
+        self._last_inqueue = (key, rows, summed)
+        return summed.copy()
+
+    def queues_with_jobs(self, queues: Iterable[str]) -> list[str]:
+        """The queues of ``queues`` that have jobs, in name order (a new list)."""
+        return sorted(set(queues) & self._counts.keys())
+
+    def stamps(self, names: list[str]) -> list[int]:
+        """The stamps of the sums of the queues ``names`` (queues with jobs), in that
+        order. A queue's stamp changes whenever its sums change, and no other queue's
+        sums, in this ledger or another, ever carry it: what is derived from a queue's
+        sums stands while its stamp does."""
+        stamps = self._stamps
+        return [stamps[n] for n in names]
+
+    def sums_of(self, queue: str) -> np.ndarray:
+        """``queue``'s sums (a queue with jobs) in canonical units: allocated, pending,
+        inqueue and elastic, one row each, the same floats as its rows of
+        :meth:`matrices`. Read-only, kept until the queue's stamp changes."""
+        stamp = self._stamps[queue]
+        got = self._rows.get(queue)
+        if got is None or got[0] != stamp:
+            rows = self._sums[:, self._slots[queue]]
+            rows = rows / self._scale if self._scaled else rows.copy()
+            rows.setflags(write=False)
+            got = self._rows[queue] = (stamp, rows)
+        return got[1]
 
     def _kept(self, queues: Iterable[str]) -> tuple[list[str], QueueSums]:
         """:meth:`_matrices` of the queues of ``queues`` that have jobs, kept (and
         shared: callers copy) until the ledger changes or other queues are asked."""
-        names = sorted(set(queues) & self._counts.keys())
+        names = self.queues_with_jobs(queues)
         key = (self._changes, tuple(names))
         if self._last is not None and self._last[0] == key:
             return names, self._last[1]

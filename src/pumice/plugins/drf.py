@@ -55,15 +55,12 @@ class _Shares(dict):
     session."""
 
     def __init__(
-        self,
-        allocated: _Allocations,
-        total: np.ndarray,
-        mask: np.ndarray,
-        dims: list[tuple[int, float]],
+        self, allocated: _Allocations, dims: list[tuple[int, float]], stamp: tuple
     ) -> None:
         super().__init__()
         self.allocated, self.dims = allocated, dims
-        self.stamp = (total.tobytes(), mask.tobytes())
+        #: The cluster's total and shared dimensions, as bytes (see _Cluster).
+        self.stamp = stamp
 
     def __missing__(self, uid: str) -> float:
         allocated = self.allocated
@@ -85,6 +82,20 @@ class _Shares(dict):
 _SHARE = "drf.share"
 
 
+class _Cluster:
+    """What a share is taken against, which changes only with a node event: the
+    cluster's total and shared dimensions (the mask compared by identity, the total by
+    its bytes), the dimensions a share is taken over, and the stamp of the shares kept
+    in jobs' verdicts."""
+
+    __slots__ = ("dims", "mask", "stamp", "total_bytes")
+
+    def __init__(self, total: np.ndarray, mask: np.ndarray) -> None:
+        self.mask, self.total_bytes = mask, total.tobytes()
+        self.dims = share_dims(total, mask)
+        self.stamp = (self.total_bytes, mask.tobytes())
+
+
 class DrfPlugin:
     name = "drf"
     valid_until = timeless  # (answers do not depend on the clock)
@@ -93,7 +104,7 @@ class DrfPlugin:
     def __init__(self, arguments: Arguments) -> None:
         self.arguments = arguments
         self.allocated: _Allocations = _Allocations({})
-        self.share: _Shares = _Shares(self.allocated, np.zeros(0), np.zeros(0, dtype=bool), [])
+        self.share: _Shares = _Shares(self.allocated, [], (b"", b""))
         self.total_allocated: np.ndarray = np.zeros(0)
         #: The cycle's cluster total and shared dimensions, and the dimensions a share
         #: is taken over as (dim, total) floats.
@@ -103,6 +114,10 @@ class DrfPlugin:
         #: With ``enableHierarchy``: the cycle's queue tree and each queue's path in it.
         self._hdrf: HierarchicalDrf | None = None
         self._paths: dict[str, tuple] = {}
+        #: The last cycle's cluster figures (kept while its total and mask stand), and
+        #: the configuration whose ``enableHierarchy`` was looked up, with the answer.
+        self._cluster: _Cluster | None = None
+        self._hierarchy: tuple[object, bool] | None = None
 
     def job_share(self, uid: str) -> float:
         """The dominant share of what job ``uid`` holds now, as this cycle's session has
@@ -177,14 +192,21 @@ class DrfPlugin:
         and with ``enableHierarchy`` its queue tree."""
         total = self._total = ssn.total
         mask = self._mask = ssn.space.share
-        self.allocated = _Allocations(ssn.jobs)
-        self._dims = share_dims(total, mask)
-        self.share = _Shares(self.allocated, total, mask, self._dims)
-        allocated = self.allocated
-        for uid, job in ssn.active.items():  # jobs whose tasks may be allocated or pipelined
+        cluster = self._cluster
+        if cluster is None or cluster.mask is not mask or cluster.total_bytes != total.tobytes():
+            cluster = self._cluster = _Cluster(total, mask)
+        self._dims = cluster.dims
+        allocated = self.allocated = _Allocations(ssn.jobs)
+        self.share = _Shares(allocated, cluster.dims, cluster.stamp)
+        # The jobs whose tasks may be allocated or pipelined hold what they held as the
+        # cycle opened, moved by the session's events from there.
+        for uid, job in ssn.active.items():
             if job.tasks:
-                allocated[uid]
-        if hierarchy_enabled(ssn, self.name):
+                allocated[uid] = job.allocated.copy()
+        hierarchy = self._hierarchy
+        if hierarchy is None or hierarchy[0] is not ssn.config:
+            hierarchy = self._hierarchy = (ssn.config, hierarchy_enabled(ssn, self.name))
+        if hierarchy[1]:
             self._open_hierarchy(ssn)
 
     def _open_hierarchy(self, ssn: Session) -> None:

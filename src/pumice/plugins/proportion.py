@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import is_
 from typing import TypeVar
 
 import numpy as np
@@ -105,11 +106,13 @@ def run_length(r: float, d: float, a: float, x: float, limit: int) -> int:
     return steps
 
 
-def _per_request(derive: Callable[[Vector], T]) -> Callable[[Vector], T]:
-    """``derive`` memoized per (interned, read-only) request vector: a session asks the
-    same few requests again and again. Keyed by identity; the entry keeps the vector
-    alive, so an id is never reused while it is in the memo."""
-    memo: dict[int, tuple[Vector, T]] = {}
+def _per_request(
+    derive: Callable[[Vector], T], memo: dict[int, tuple[Vector, T]]
+) -> Callable[[Vector], T]:
+    """``derive`` memoized per (interned, read-only) request vector in ``memo``: a
+    session asks the same few requests again and again, and so do the cycles after it.
+    Keyed by identity; the entry keeps the vector alive, so an id is never reused while
+    it is in the memo."""
 
     def get(req: Vector) -> T:
         got = memo.get(id(req))
@@ -120,6 +123,31 @@ def _per_request(derive: Callable[[Vector], T]) -> Callable[[Vector], T]:
         return out
 
     return get
+
+
+#: How many requests the per-request memos hold before they start afresh (at a cycle's
+#: open; the requests of a run are interned, so they are few).
+_MEMO_KEPT = 4096
+
+
+class _Sums:
+    """A queue's sums from the ledger, clipped to the shared dimensions (read-only),
+    with the ledger's stamp and the mask they were clipped with: kept while both stand.
+    """
+
+    __slots__ = ("alloc_list", "allocated", "elastic", "inqueue", "mask", "request",
+                 "request_bytes", "stamp")  # fmt: skip
+
+    def __init__(self, stamp: int, mask: np.ndarray, sums: np.ndarray) -> None:
+        self.stamp, self.mask = stamp, mask
+        clipped = np.where(mask, sums, 0.0)  # (allocated, pending, inqueue, elastic)
+        clipped.setflags(write=False)
+        self.allocated, self.inqueue, self.elastic = clipped[0], clipped[2], clipped[3]
+        request = clipped[0] + clipped[1]
+        request.setflags(write=False)
+        self.request = request
+        self.request_bytes = request.tobytes()
+        self.alloc_list: list[float] = clipped[0].tolist()
 
 
 class _Rows:
@@ -155,12 +183,13 @@ class _Fixed:
 
     __slots__ = (
         "_names", "_rows", "by_name", "free", "guaranteed", "guarantees", "mask", "queues",
-        "row_of", "share_dims", "total", "total_bytes",
+        "raw_total", "row_of", "share_dims", "total",
     )  # fmt: skip
 
     def __init__(self, mask: np.ndarray, queues: tuple[QueueInfo, ...], total: Vector) -> None:
         self.mask, self.queues, self.total = mask, queues, total
-        self.total_bytes = total.tobytes()
+        #: The cluster's total as the snapshot gave it (before clipping), as bytes.
+        self.raw_total = b""
         self.share_dims: list[int] = np.flatnonzero(mask).tolist()
         self.by_name = {q.name: q for q in queues}
         self.row_of = {q.name: k for k, q in enumerate(queues)}
@@ -208,9 +237,19 @@ class ProportionPlugin:
         self._mask = np.zeros(0, dtype=bool)
         self._guarantees = False  # does any queue have a guarantee (the derived limit)
         #: Water-fill results by their inputs (see :meth:`_water_fill`).
-        self._filled: dict[tuple[tuple[int, ...], bytes, bytes], np.ndarray] = {}
+        self._filled: dict[tuple[bytes, tuple[bytes, ...]], np.ndarray] = {}
         #: The figures that follow from the queues' specs (see :meth:`_fixed_figures`).
         self._fixed: _Fixed | None = None
+        #: queue -> its sums as the cycle opened (kept with the ledger's stamp).
+        self._sums: dict[str, _Sums] = {}
+        #: queue -> what its attr was built from: its sums, the fixed rows and its
+        #: deserved share's bytes (an attr stands while they do and nothing wrote it).
+        self._built: dict[str, tuple[_Sums, _Rows, bytes]] = {}
+        #: The queues whose attr an event of this cycle wrote (allocation, admission).
+        self._dirty: set[str] = set()
+        #: The last cycle's fixed rows, its queues' stamps, their sums and the water
+        #: fill: the figures stand while the rows and the stamps do.
+        self._last: tuple[_Rows, list[int], list[_Sums], np.ndarray] | None = None
         #: The cycle's memos (see :meth:`on_cycle_open` and :meth:`on_session_open`).
         self._share_dims: list[int] = []
         self._runs: dict[str, dict[int, tuple[Vector, int, int]]] = {}
@@ -218,76 +257,143 @@ class ProportionPlugin:
         self._run_stamps: dict[str, list[float]] = {}
         self._gives_nothing: dict[str, set[int]] = {}
         self._admission: dict[str, tuple[list[float], ...]] = {}
+        #: The per-request memos, kept from cycle to cycle while the shared dimensions
+        #: are the same object (their answers follow from the request and those alone).
+        self._memos: tuple[dict, dict, dict] = ({}, {}, {})
         self._clip_req: Callable[[Vector], Vector] = self._clip
         self._share_asks: Callable[[Vector], list[tuple[int, float]]] = self._asks
         self._clipped_list: Callable[[Vector], list[float]] = lambda req: self._clip(req).tolist()
 
     def on_cycle_open(self, ssn: Session) -> None:
         """The cycle's deserved shares (water-filled from what the queues hold and ask)
-        and its memos afresh; the functions registered at open read them."""
-        self._mask = ssn.space.share
-        clip = self._clip
-        self._clip_req = _per_request(clip)  # the same values as clip(t.resreq)
-        self._share_asks = _per_request(self._asks)
-        self._clipped_list = _per_request(lambda req: self._clip_req(req).tolist())
+        and its memos; the functions registered at open read them.
+
+        The cost follows what changed: a queue's figures are taken again only when the
+        ledger's stamp of its sums moved, the water fill runs only for inputs it has
+        not seen lately, and a queue's attr is built again only when its figures or its
+        deserved share moved or an event of the last cycle wrote it."""
+        mask = ssn.space.share
+        memos = self._memos
+        if mask is not self._mask or max(map(len, memos)) > _MEMO_KEPT:
+            self._mask = mask
+            for m in memos:
+                m.clear()
+            clip = self._clip
+            self._clip_req = _per_request(clip, memos[0])  # the same values as clip(t.resreq)
+            self._share_asks = _per_request(self._asks, memos[1])
+            self._clipped_list = _per_request(lambda req: self._clip_req(req).tolist(), memos[2])
         self._gives_nothing.clear()
         self._admission.clear()
         self._refusals = {}
         self._queues = ssn.queues
         fixed = self._fixed_figures(ssn)
-        self._share_dims[:] = fixed.share_dims
+        if self._share_dims != fixed.share_dims:
+            self._share_dims[:] = fixed.share_dims
         self._guarantees = fixed.guaranteed
 
         # A queue takes part when it has jobs; its sums come from the snapshot's ledger
         # (kept job by job, so running jobs cost nothing here). Clipping is a mask, so
-        # the clipped sums are the sums of the clipped parts. Every figure is a row of a
-        # matrix (one per queue, in name order), worked out row by row as one.
-        names, m = ssn.snapshot.job_ledger().matrices(ssn.queues)
-        self.attrs.clear()
+        # the clipped sums are the sums of the clipped parts.
+        ledger = ssn.snapshot.job_ledger()
+        names = ledger.queues_with_jobs(ssn.queues)
+        dirty = self._dirty
+        if list(self.attrs) != names:
+            self._forget(names)
         if not names:
-            self._runs.clear()
+            self._last = None
+            dirty.clear()
             return
-        allocated, pending = clip(m.allocated), clip(m.pending)
-        request, inqueue, elastic = allocated + pending, clip(m.inqueue), clip(m.elastic)
         rows = fixed.rows(names)
-        deserved = self._water_fill(fixed, rows, request).copy()
-        # Shares and stamps in plain floats, a row at a time (the same comparisons and
-        # divisions as :func:`_share`).
-        alloc_rows, des_rows = allocated.tolist(), deserved.tolist()
-        attrs, stamps = self.attrs, {}
-        for k, q in enumerate(rows.queues):
-            attrs[q.name] = QueueAttr(
-                q.name, q.weight, deserved[k], allocated[k], request[k], inqueue[k],
-                elastic[k], rows.guarantee[k], q.capability, rows.real_cap[k],
-                _share_of(alloc_rows[k], des_rows[k]),
-            )  # fmt: skip
-            stamps[q.name] = des_rows[k] + alloc_rows[k]
+        stamps = ledger.stamps(names)
+        last = self._last
+        if last is not None and last[0] is rows and last[1] == stamps:
+            # Nothing the figures follow moved: only the attrs the last cycle's events
+            # wrote are built again.
+            if dirty:
+                sums, deserved = last[2], last[3]
+                for k, name in enumerate(names):
+                    if name in dirty:
+                        self._build(k, rows, sums[k], deserved, deserved[k].tobytes())
+                dirty.clear()
+            return
+        kept_sums = self._sums
+        sums = []
+        for name, stamp in zip(names, stamps, strict=True):
+            got = kept_sums.get(name)
+            if got is None or got.stamp != stamp or got.mask is not mask:
+                got = kept_sums[name] = _Sums(stamp, mask, ledger.sums_of(name))
+            sums.append(got)
+        deserved = self._water_fill(fixed, rows, sums)
+        same = last is not None and deserved is last[3]
+        self._last = (rows, stamps, sums, deserved)
+        width = deserved.itemsize * deserved.shape[1]
+        whole = b"" if same else deserved.tobytes()
+        built = self._built
+        for k, name in enumerate(names):
+            got = sums[k]
+            was = built.get(name)
+            row = b"" if same else whole[k * width : (k + 1) * width]
+            if (
+                was is None
+                or name in dirty
+                or was[0] is not got
+                or was[1] is not rows
+                or not (same or was[2] == row)
+            ):
+                self._build(k, rows, got, deserved, row if row else deserved[k].tobytes())
+        dirty.clear()
+        attrs = self.attrs
+        if list(attrs) != names:  # (queues came: the attrs in name order, as the rows)
+            by_name = dict(attrs)
+            attrs.clear()  # (in place: the registered functions hold the dict)
+            attrs.update((name, by_name[name]) for name in names)
+
+    def _forget(self, names: list[str]) -> None:
+        """What is kept for each queue, of the queues ``names`` alone (queues went)."""
+        keep = set(names)
+        for kept in (self.attrs, self._sums, self._built, self._runs, self._run_stamps):
+            for name in [n for n in kept if n not in keep]:
+                del kept[name]
+
+    def _build(self, k: int, rows: _Rows, got: _Sums, deserved: np.ndarray, row: bytes) -> None:
+        """The attr of the ``k``-th queue of ``rows`` from its sums and deserved share
+        (whose bytes are ``row``), with its allocation and admitted demand afresh."""
+        q = rows.queues[k]
+        name = q.name
+        alloc_row, des_row = got.alloc_list, deserved[k].tolist()
+        # (the share in plain floats: the same comparisons and divisions as _share)
+        self.attrs[name] = QueueAttr(
+            name, q.weight, deserved[k], got.allocated.copy(), got.request,
+            got.inqueue.copy(), got.elastic, rows.guarantee[k], q.capability,
+            rows.real_cap[k], _share_of(alloc_row, des_row),
+        )  # fmt: skip
+        self._built[name] = (got, rows, row)
         # allocatable_run's answers stand while the queue's deserved share and its
         # allocation are what they were when they were counted: kept from the last
         # cycle for a queue that had no allocation event since and whose figures came
-        # back the same (a backlog that waits asks the same questions every cycle).
-        runs, kept = self._runs, self._run_stamps
-        for name in [n for n in runs if n not in kept or kept[n] != stamps.get(n)]:
-            del runs[name]
-        kept.clear()  # (in place: the allocation events forget a queue's stamp)
-        kept.update(stamps)
+        # back the same (a backlog that waits asks the same questions every cycle). A
+        # queue whose attr stands kept both.
+        figures = des_row + alloc_row
+        if self._run_stamps.get(name) != figures:
+            self._runs.pop(name, None)
+            self._run_stamps[name] = figures
 
     def _fixed_figures(self, ssn: Session) -> _Fixed:
         """The figures that follow from the queues' specs and the cluster's total alone,
         kept while the snapshot has the same queue objects, total and shared dimensions
         (they change with a queue or node event, not with pods)."""
-        total = self._clip(ssn.total)
-        queues = tuple(ssn.queues.values())
+        raw = ssn.total.tobytes()
         got = self._fixed
         if (
             got is not None
             and got.mask is self._mask
-            and len(got.queues) == len(queues)
-            and all(a is b for a, b in zip(got.queues, queues, strict=True))
-            and got.total_bytes == total.tobytes()
+            and got.raw_total == raw
+            and len(got.queues) == len(ssn.queues)
+            and all(map(is_, got.queues, ssn.queues.values()))
         ):
             return got
-        got = self._fixed = _Fixed(self._mask, queues, total)
+        got = self._fixed = _Fixed(self._mask, tuple(ssn.queues.values()), self._clip(ssn.total))
+        got.raw_total = raw
         return got
 
     def _clip(self, v: Vector) -> Vector:
@@ -320,6 +426,8 @@ class ProportionPlugin:
         # admission vote of each waiting job: forgotten when the queue's allocation or
         # admitted demand moves.
         admission = self._admission
+        # The queues whose attr this cycle's events wrote: built again at the next open.
+        dirty = self._dirty
 
         def queue_order(a: QueueInfo, b: QueueInfo) -> int:
             if a.priority != b.priority:
@@ -415,6 +523,7 @@ class ProportionPlugin:
             attr = self.attrs.get(job.queue)
             if attr is not None and job.min_resources is not None:
                 attr.inqueue += clip(job.min_resources)
+                dirty.add(job.queue)
                 admission.pop(job.queue, None)
             return 1
 
@@ -516,6 +625,7 @@ class ProportionPlugin:
                 if attr is not None:
                     attr.allocated += self._clip_req(task.resreq)
                     attr.share = _share(attr)
+                    dirty.add(job.queue)
                     runs.pop(job.queue, None)
                     admission.pop(job.queue, None)
                     run_stamps.pop(job.queue, None)
@@ -528,6 +638,7 @@ class ProportionPlugin:
                 if attr is not None:
                     attr.allocated -= self._clip_req(task.resreq)
                     attr.share = _share(attr)
+                    dirty.add(job.queue)
                     runs.pop(job.queue, None)
                     admission.pop(job.queue, None)
                     run_stamps.pop(job.queue, None)
@@ -542,7 +653,7 @@ class ProportionPlugin:
         ssn.on("preemptive", self.name, preemptive, run=preemptive_run)
         ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
 
-    def _water_fill(self, fixed: _Fixed, rows: _Rows, request: Vector) -> np.ndarray:
+    def _water_fill(self, fixed: _Fixed, rows: _Rows, sums: list[_Sums]) -> np.ndarray:
         """The deserved shares, one row per queue (name order): Volcano's loop, with the
         queues as rows of matrices. Within one round every queue that still wants more
         takes its weight's part of what remained at the start of the round, so the rows
@@ -552,10 +663,12 @@ class ProportionPlugin:
 
         A pure function of its inputs, which most cycles repeat (a task moving from
         pending to allocated leaves a queue's request as it was): the last few hundred
-        answers are kept by their inputs (read-only: callers copy)."""
-        key = (request.shape, rows.inputs, request.tobytes())
+        answers are kept by their inputs (read-only, and the same object for the same
+        inputs)."""
+        key = (rows.inputs, tuple([s.request_bytes for s in sums]))
         got = self._filled.get(key)
         if got is None:
+            request = np.array([s.request for s in sums])
             got = self._fill(
                 fixed.total, rows.weights, np.zeros(request.shape), request, rows.real_cap,
                 rows.guarantee, rows.weight,
