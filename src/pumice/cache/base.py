@@ -19,7 +19,9 @@ only on a model that is not due for a rebuild.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from itertools import compress
+from operator import attrgetter, ne, or_, truth
 from typing import Any
 
 from pumice.api import gang_apis, parse
@@ -404,16 +406,11 @@ class BaseModel:
             return f"queue {job.queue!r} is left out because {bad}; fix its spec.parent"
         return f"queue {job.queue!r} does not exist; create the Queue or {queue_fix(job)}"
 
-    def restore(
-        self,
-        touched: Iterable[str],
-        touched_pods: Iterable[str],
-        lent: list[tuple[JobInfo, int, str]],
-    ) -> None:
+    def restore(self, touched: Iterable[str], touched_pods: Iterable[str], lent: Lent) -> None:
         """Undo what a cycle wrote into the model's jobs and tasks.
 
-        A cycle writes session notes and phases into its active jobs (``lent``: each
-        with its version and phase as handed out), and moves tasks through statements
+        A cycle writes session notes and phases into its active jobs (``lent``: with
+        their version and phase as handed out), and moves tasks through statements
         (allocations, evictions, whether committed or rolled back); every such job is
         in ``touched`` or changed its ``JobInfo.version``, every such pod of no job in
         ``touched_pods``. Those jobs are rebuilt from the records, which a cycle never
@@ -422,7 +419,7 @@ class BaseModel:
         """
         jobs = self.jobs
         rebuild: set[str] = set(touched)
-        for job, version, phase in lent:
+        for job, (version, phase) in lent.written():
             job.phase = phase
             if job.fit_errors:
                 job.fit_errors = {}
@@ -457,6 +454,39 @@ class BaseModel:
         self.touch(new)
 
 
+#: What a cycle may move of a job it looks at, compared with how it was lent.
+_LENT = attrgetter("version", "phase")
+#: A job's session notes, and what they are when the job is as the records say.
+_NOTES = attrgetter("note", "tentative", "tentative_at_most")
+_NO_NOTES = ("", 0, False)
+_FIT_ERRORS = attrgetter("fit_errors")
+
+
+class Lent:
+    """The jobs a cycle is handed to work on (its active jobs), with their version and
+    phase as handed out: what :meth:`BaseModel.restore` undoes.
+
+    A busy cycle looks at every waiting job and writes into few of them (most wait
+    for admission, refused as in the last cycle): which ones it wrote is found by
+    comparing them all at once, in iterations without a Python-level step per job
+    (the lending too), so that only the written ones cost a step each."""
+
+    __slots__ = ("jobs", "states")
+
+    def __init__(self, jobs: list[JobInfo] | None = None) -> None:
+        self.jobs: list[JobInfo] = jobs or []
+        self.states: list[tuple[int, str]] = list(map(_LENT, self.jobs))
+
+    def written(self) -> Iterator[tuple[JobInfo, tuple[int, str]]]:
+        """The lent jobs the cycle wrote into, each with its (version, phase) as lent:
+        a version or phase moved, session notes taken, fit errors kept."""
+        jobs, states = self.jobs, self.states
+        moved = map(ne, states, map(_LENT, jobs))
+        noted = map(_NO_NOTES.__ne__, map(_NOTES, jobs))
+        fit = map(truth, map(_FIT_ERRORS, jobs))
+        return compress(zip(jobs, states, strict=True), map(or_, map(or_, moved, noted), fit))
+
+
 def _respec(job: JobInfo, **state: Any) -> JobInfo:
     """A job with ``job``'s spec and the given task state; session notes start empty."""
     return dataclasses.replace(
@@ -464,4 +494,4 @@ def _respec(job: JobInfo, **state: Any) -> JobInfo:
     )
 
 
-__all__ = ["BaseModel"]
+__all__ = ["BaseModel", "Lent"]
