@@ -22,8 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import compress
-from operator import and_, is_, itemgetter, not_
+from operator import itemgetter
 from typing import Any
 
 from pumice.api import parse
@@ -82,12 +81,10 @@ class DecisionApplier:
         #: The cache's ``changes`` when the last apply wrote nothing to the cluster
         #: (else None).
         self.quiet: int | None = None
-        #: The Volcano PodGroup updates the last apply found the cluster already says
-        #: (uid -> update), with the status they were compared with (uid -> status
-        #: key): the same update object against the same key agrees without a
-        #: comparison (see :func:`carried`).
-        self._agreed: dict[str, PodGroupUpdate] = {}
-        self._agreed_seen: dict[str, Any] = {}
+        #: The Volcano PodGroup updates the last apply found the cluster already says,
+        #: with the status they were compared with (uid -> (update, status key)): the
+        #: same update object against the same key agrees without a comparison.
+        self._agreed: dict[str, tuple[PodGroupUpdate, Any]] = {}
 
     def apply(self, decisions: Decisions, changes: int) -> ApplyResult:
         """Carry out ``decisions`` on the cluster state stamped ``changes``.
@@ -120,14 +117,9 @@ class DecisionApplier:
             if task is not None and task.job is not None:
                 bound_now[task.job] = bound_now.get(task.job, 0) + 1
         pgs_r, said = self.records.pgs_r, self.records.pg_status
-        podgroups = decisions.podgroups
-        flags = carried(podgroups, said, self._agreed, self._agreed_seen)
-        agreed_seen = self._agreed_seen
-        kept = list(compress(podgroups, flags))
-        agreed_now = dict(zip(kept, compress(podgroups.values(), flags), strict=True))
-        seen_now = dict(zip(kept, map(agreed_seen.__getitem__, kept), strict=True))
-        for uid in compress(podgroups, map(not_, flags)):
-            upd = podgroups[uid]
+        agreed: dict[str, tuple[PodGroupUpdate, Any]] = self._agreed
+        agreed_now: dict[str, tuple[PodGroupUpdate, Any]] = {}
+        for uid, upd in decisions.podgroups.items():
             seen = said.get(uid)
             if seen is None:  # (not a Volcano PodGroup the cache holds, as a rule)
                 rec = pgs_r.get(uid)
@@ -142,12 +134,18 @@ class DecisionApplier:
             phase = upd.phase
             if not phase:
                 continue
+            last = agreed.get(uid)
+            if last is not None and last[0] is upd and last[1] is seen:
+                # The same update (a parked job's status, carried from the last cycle)
+                # against the same status the cluster had: it agrees again.
+                agreed_now[uid] = last
+                continue
             if seen[0] != phase:
                 out.phases.append(uid)
             elif seen[1] == (upd.running, upd.succeeded, upd.failed):
                 # What the cluster already says (as far as the cache has seen)? Most
                 # waiting jobs have one condition, compared here without a call: the hot
-                # path of a cycle's apply, once per waiting job it looked at anew.
+                # path of a cycle's apply, once per waiting job.
                 conditions, key = upd.conditions, seen[2]
                 if len(conditions) == 1 == len(key):
                     try:
@@ -157,7 +155,7 @@ class DecisionApplier:
                 else:
                     same = same_conditions(key, conditions)
                 if same:
-                    agreed_now[uid], seen_now[uid] = upd, seen
+                    agreed_now[uid] = (upd, seen)
                     continue
             wrote = True
             cluster.update_podgroup_status(
@@ -168,7 +166,7 @@ class DecisionApplier:
                 succeeded=upd.succeeded,
                 failed=upd.failed,
             )
-        self._agreed, self._agreed_seen = agreed_now, seen_now
+        self._agreed = agreed_now
         if not wrote and not out.phases:
             self.quiet = changes
         return out
@@ -207,26 +205,6 @@ class DecisionApplier:
         self.cluster.update_gang_status(kind, where[1], status)
 
 
-def carried(
-    podgroups: dict[str, PodGroupUpdate],
-    said: dict[str, Any],
-    agreed: dict[str, PodGroupUpdate],
-    agreed_seen: dict[str, Any],
-) -> list[bool]:
-    """For each update of ``podgroups``, in order: is it the very update object the last
-    apply found the cluster already says (``agreed``), against the very status key it
-    was compared with then (``agreed_seen``), which the cluster still says (``said``)?
-    Such an update agrees again without a comparison.
-
-    Most updates of a busy cycle are such: a parked job's status stands as the last
-    cycle left it (see :mod:`pumice.framework.parking`), the same object cycle after
-    cycle. So the question is put to all of them at once, in iterations that run
-    without a Python-level step per update; only the others are walked."""
-    same_update = map(is_, map(agreed.get, podgroups), podgroups.values())
-    same_status = map(is_, map(agreed_seen.get, podgroups), map(said.get, podgroups))
-    return list(map(and_, same_update, same_status))
-
-
 def same_conditions(seen: tuple, new: list[dict[str, Any]]) -> bool:
     """``seen == condition_key(new)`` (``seen``: the key of the conditions the cluster
     has, kept by the records) without building ``new``'s key: every cycle compares the
@@ -247,4 +225,4 @@ def _rfc3339(wall: float | None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(wall))
 
 
-__all__ = ["ApplyResult", "DecisionApplier", "carried", "same_conditions"]
+__all__ = ["ApplyResult", "DecisionApplier", "same_conditions"]

@@ -19,9 +19,8 @@ only on a model that is not due for a rebuild.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Iterable, Iterator, Mapping
-from itertools import compress
-from operator import attrgetter, ne, or_, truth
+from collections.abc import Collection, Iterable, Mapping
+from operator import attrgetter
 from typing import Any
 
 from pumice.api import gang_apis, parse
@@ -406,11 +405,16 @@ class BaseModel:
             return f"queue {job.queue!r} is left out because {bad}; fix its spec.parent"
         return f"queue {job.queue!r} does not exist; create the Queue or {queue_fix(job)}"
 
-    def restore(self, touched: Iterable[str], touched_pods: Iterable[str], lent: Lent) -> None:
+    def restore(
+        self,
+        touched: Iterable[str],
+        touched_pods: Iterable[str],
+        lent: list[tuple[JobInfo, int, str]],
+    ) -> None:
         """Undo what a cycle wrote into the model's jobs and tasks.
 
-        A cycle writes session notes and phases into its active jobs (``lent``: with
-        their version and phase as handed out), and moves tasks through statements
+        A cycle writes session notes and phases into its active jobs (``lent``: each
+        with its version and phase as handed out), and moves tasks through statements
         (allocations, evictions, whether committed or rolled back); every such job is
         in ``touched`` or changed its ``JobInfo.version``, every such pod of no job in
         ``touched_pods``. Those jobs are rebuilt from the records, which a cycle never
@@ -419,7 +423,7 @@ class BaseModel:
         """
         jobs = self.jobs
         rebuild: set[str] = set(touched)
-        for job, (version, phase) in lent.written():
+        for job, version, phase in lent:
             job.phase = phase
             if job.fit_errors:
                 job.fit_errors = {}
@@ -454,44 +458,19 @@ class BaseModel:
         self.touch(new)
 
 
-#: What a cycle may move of a job it looks at, compared with how it was lent.
-_LENT = attrgetter("version", "phase")
-#: A job's session notes, and what they are when the job is as the records say.
-_NOTES = attrgetter("note", "tentative", "tentative_at_most")
-_NO_NOTES = ("", 0, False)
-_FIT_ERRORS = attrgetter("fit_errors")
-
-
-class Lent:
-    """The jobs a cycle is handed to work on (its active jobs), with their version and
-    phase as handed out: what :meth:`BaseModel.restore` undoes.
-
-    A busy cycle looks at every waiting job and writes into few of them (most wait
-    for admission, refused as in the last cycle): which ones it wrote is found by
-    comparing them all at once, in iterations without a Python-level step per job
-    (the lending too), so that only the written ones cost a step each."""
-
-    __slots__ = ("jobs", "states")
-
-    def __init__(self, jobs: list[JobInfo] | None = None) -> None:
-        self.jobs: list[JobInfo] = jobs or []
-        self.states: list[tuple[int, str]] = list(map(_LENT, self.jobs))
-
-    def written(self) -> Iterator[tuple[JobInfo, tuple[int, str]]]:
-        """The lent jobs the cycle wrote into, each with its (version, phase) as lent:
-        a version or phase moved, session notes taken, fit errors kept."""
-        jobs, states = self.jobs, self.states
-        moved = map(ne, states, map(_LENT, jobs))
-        noted = map(_NO_NOTES.__ne__, map(_NOTES, jobs))
-        fit = map(truth, map(_FIT_ERRORS, jobs))
-        return compress(zip(jobs, states, strict=True), map(or_, map(or_, moved, noted), fit))
+#: The fields a job is made with (``dataclasses.replace`` makes a job anew from them).
+_INIT_FIELDS = tuple(f.name for f in dataclasses.fields(JobInfo) if f.init)
+_SPEC = attrgetter(*_INIT_FIELDS)
 
 
 def _respec(job: JobInfo, **state: Any) -> JobInfo:
-    """A job with ``job``'s spec and the given task state; session notes start empty."""
-    return dataclasses.replace(
-        job, fit_errors={}, note="", tentative=0, tentative_at_most=False, **state
-    )
+    """A job with ``job``'s spec and the given task state; session notes start empty.
+
+    What ``dataclasses.replace`` makes, with the fields read at once: a cycle's
+    allocations make a job anew for each job they moved."""
+    made = dict(zip(_INIT_FIELDS, _SPEC(job), strict=True))
+    made.update(fit_errors={}, note="", tentative=0, tentative_at_most=False, **state)
+    return JobInfo(**made)
 
 
-__all__ = ["BaseModel", "Lent"]
+__all__ = ["BaseModel"]

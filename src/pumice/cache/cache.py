@@ -52,7 +52,7 @@ from pumice.api.snapshot import Snapshot
 from pumice.api.task import TaskInfo
 from pumice.api.verdicts import Verdicts
 from pumice.cache.apply import ApplyResult, DecisionApplier
-from pumice.cache.base import BaseModel, Lent
+from pumice.cache.base import BaseModel
 from pumice.cache.build import DEFAULT_SCHEDULER, check_queue_tree, skipped_why
 from pumice.cache.model import ModelBuilder
 from pumice.cache.records import (
@@ -143,7 +143,7 @@ class SchedulerCache:
         #: The last snapshot handed out, whose jobs are the base's own (see snapshot()),
         #: and, for its active jobs, (job, version, phase) as handed out.
         self._lent: Snapshot | None = None
-        self._lent_jobs = Lent()
+        self._lent_jobs: list[tuple[JobInfo, int, str]] = []
         #: Count of changes taken in since the last :meth:`mark_clean` (engine's skip test).
         self.changes = 0
         for kind in CACHE_KINDS:
@@ -448,12 +448,14 @@ class SchedulerCache:
             blocked_queues[uid] = job.queue
         active = (base.unsettled | base.dirty) - base.queueless
         base.dirty = set()
-        self._lent_jobs = Lent()
+        self._lent_jobs = []
 
         def lend() -> None:
             # What settle restores, taken when a session opens (before it writes): a
             # cycle that repeats the last one opens none, and costs none of this.
-            self._lent_jobs = Lent(list(map(jobs.__getitem__, active)))
+            self._lent_jobs = [
+                (job, job.version, job.phase) for job in map(jobs.__getitem__, active)
+            ]
 
         queues = dict(base.queues)  # (read-only specs: see ModelBuilder.queue)
         topology = self.tree.topology
@@ -488,7 +490,7 @@ class SchedulerCache:
         snap, self._lent = self._lent, None
         if snap is None:
             return
-        lent, self._lent_jobs = self._lent_jobs, Lent()
+        lent, self._lent_jobs = self._lent_jobs, []
         self.base.restore(snap.touched, snap.touched_pods, lent)
 
     # -- decisions ----------------------------------------------------------------------
