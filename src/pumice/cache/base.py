@@ -56,6 +56,9 @@ class BaseModel:
         self.model = ModelBuilder(self.space, (), default_queue)
         self.queues: dict[str, QueueInfo] = {}
         self.jobs: dict[str, JobInfo] = {}
+        #: ``jobs`` is handed to a snapshot as it is (see :meth:`lend_jobs`): the next
+        #: change of the job table makes a new one, the lent one stays as lent.
+        self.jobs_lent = False
         self.tasks: dict[str, TaskInfo] = {}  # pod key -> task
         self.others: dict[str, TaskInfo] = {}  # pods of other schedulers (occupy nodes)
         self.orphans: dict[str, dict[str, TaskInfo]] = {}  # missing podgroup -> tasks
@@ -91,6 +94,7 @@ class BaseModel:
         self.nodes = NodeTable(list(r.nodes_r.values()), space)
         self.queues = {q.name: self.model.queue(q) for q in queues_r}
         self.jobs, self.tasks, self.others, self.orphans = {}, {}, {}, {}
+        self.jobs_lent = False
         self.ledger = Ledger(space)
         self.unsettled, self.dirty, self.queueless = set(), set(), set()
         for key in sorted(r.pgs_r):
@@ -125,7 +129,7 @@ class BaseModel:
         job = self.model.job(g, uid)
         uid = job.uid
         implicit = self.jobs.get(uid)
-        self.jobs[uid] = job
+        self.own_jobs()[uid] = job
         tasks = list(tasks or ())
         tasks.extend(self.orphans.pop(uid, {}).values())
         if implicit is not None and implicit.bare:
@@ -145,7 +149,7 @@ class BaseModel:
 
     def drop_job(self, uid: str) -> None:
         """The object of job ``uid`` is gone: its pods wait for it (see ``orphans``)."""
-        job = self.jobs.pop(uid, None)
+        job = self.own_jobs().pop(uid, None)
         self.forget(uid)
         if job is not None and job.tasks:
             self.orphans[uid] = dict(job.tasks)
@@ -177,7 +181,7 @@ class BaseModel:
             rec.priority_class,
         ):
             tasks = list(job.tasks.values())
-            del self.jobs[uid]
+            del self.own_jobs()[uid]
             self.add_job(rec, tasks=tasks)
             return
         if rec.api == "volcano":
@@ -220,6 +224,23 @@ class BaseModel:
             return False
         self.touch(job)
         return True
+
+    def lend_jobs(self) -> dict[str, JobInfo]:
+        """The job table, to be handed to a snapshot as it is: a snapshot keeps its
+        jobs by uid as they were when it was taken, and copying a large table (every
+        job waiting or running) for each cycle costs more than the cycle's own work on
+        a backlog. So the table is not written from now on: its next change is made
+        in a copy (:meth:`own_jobs`), once, and cycles after which no job came, went
+        or was made anew copy nothing."""
+        self.jobs_lent = True
+        return self.jobs
+
+    def own_jobs(self) -> dict[str, JobInfo]:
+        """The job table, to be written: a copy of it, once, when it is lent."""
+        if self.jobs_lent:
+            self.jobs = dict(self.jobs)
+            self.jobs_lent = False
+        return self.jobs
 
     def touch(self, job: JobInfo) -> None:
         """``job`` changed: its ledger part, whether it is settled, and its status is due
@@ -268,7 +289,7 @@ class BaseModel:
                 if g is not None:
                     self.add_job(g, job_uid)
         elif ours:
-            job_uid = self.model.bare_job_for(self.jobs, p, status).uid
+            job_uid = self.model.bare_job_for(self.own_jobs(), p, status).uid
         task = self.model.task(p, job_uid, status, None)
         if job_uid is None:
             self.others[key] = task
@@ -357,7 +378,7 @@ class BaseModel:
         if not job.tasks:
             self.refs.pop(job.uid, None)
         if (job.bare or gang_apis.is_workload_gang(job.uid)) and not job.tasks:
-            del self.jobs[job.uid]
+            del self.own_jobs()[job.uid]
             self.forget(job.uid)
         else:
             if job.bare:
@@ -421,7 +442,6 @@ class BaseModel:
         sees, and the decisions reach the model the way every change does: as cluster
         events.
         """
-        jobs = self.jobs
         rebuild: set[str] = set(touched)
         for job, version, phase in lent:
             job.phase = phase
@@ -431,7 +451,7 @@ class BaseModel:
             if job.version != version:
                 rebuild.add(job.uid)
         for uid in sorted(rebuild):
-            moved = jobs.get(uid)
+            moved = self.jobs.get(uid)
             if moved is not None:
                 moved.fit_errors, moved.note, moved.tentative = {}, "", 0
                 moved.tentative_at_most = False
@@ -454,7 +474,7 @@ class BaseModel:
                 t.status = status_of_pod(rec.phase, rec.node_name, rec.terminating)
                 t.node = rec.node_name or None
             new.add_task(t)
-        self.jobs[job.uid] = new
+        self.own_jobs()[job.uid] = new
         self.touch(new)
 
 

@@ -437,7 +437,8 @@ class SchedulerCache:
         self.sync()
         base = self.base
         blocked = base.blocked(self.invalid)
-        jobs = dict(base.jobs)
+        # (the table itself when no job is left out: see BaseModel.lend_jobs)
+        jobs = dict(base.jobs) if base.queueless else base.lend_jobs()
         nodes = base.nodes
         if len(nodes.changes) > MAX_NODE_LOG:
             nodes.changes = []  # (the views kept on the old log start afresh)
