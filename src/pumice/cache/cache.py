@@ -427,7 +427,9 @@ class SchedulerCache:
     def snapshot(self) -> Snapshot:
         """The current state as a snapshot (syncs first).
 
-        The snapshot shares the base's jobs and tasks instead of copying them, so that a
+        The snapshot shares the base's jobs and tasks instead of copying them (the job
+        table too, while no job is left out: see
+        :meth:`BaseModel.lend_jobs <pumice.cache.base.BaseModel.lend_jobs>`), so that a
         cycle costs what it looks at (its active jobs: see ``Snapshot.active``), not the
         size of the cluster; the node table is copied (its task rows on first write).
         Whatever the cycle writes into shared jobs is undone by :meth:`settle`, which
