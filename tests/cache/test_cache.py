@@ -383,3 +383,46 @@ def test_a_status_is_written_only_when_it_differs_from_what_the_cluster_says():
     assert apply(unreasoned) == 4  # (no reason on either side)
     assert apply(condition("s6", reason="")) == 5  # ("" is not "no reason")
     assert store.get("PodGroup", "default/g")["status"]["conditions"][0]["reason"] == ""
+
+
+def test_a_snapshot_keeps_the_jobs_it_was_taken_with():
+    """A snapshot's jobs are the ones of the cluster when it was taken: jobs that come,
+    go or are made anew afterwards (a cycle's binds taken in) are the next snapshot's."""
+    store = MemoryCluster()
+    store.create_all(
+        [
+            queue("default"),
+            node("n1"),
+            podgroup("g", min_member=1),
+            pod("a", group="g"),
+            podgroup("h", min_member=1),
+        ]
+    )
+    cache = SchedulerCache(store)
+    first = cache.snapshot()
+    kept = dict(first.jobs)
+    cache.apply(Scheduler.from_file(None).cycle(first))
+    store.create(podgroup("late", min_member=1))
+    store.delete("PodGroup", "default/h")
+    second = cache.snapshot()
+    assert first.jobs == kept  # (the same job objects, none came or went)
+    assert "default/late" in second.jobs and "default/h" not in second.jobs
+    assert second.jobs["default/g"].tasks["default/a"].node == "n1"
+
+
+def test_nodes_left_out_follow_the_cluster_from_snapshot_to_snapshot():
+    """A node whose pods came to request more than its allocatable is left out of the
+    next snapshot, and taken back once they are gone; snapshots in between, with no
+    node changed, leave out the same nodes."""
+    store = MemoryCluster()
+    store.create_all([queue("default"), node("n1", cpu="4"), node("n2", cpu="4")])
+    cache = SchedulerCache(store)
+    assert cache.snapshot().nodes.left_out == {}
+    other = pod("big", cpu="6", node="n1", phase="Running")
+    other["spec"]["schedulerName"] = "someone-else"
+    store.create(other)
+    first, second = cache.snapshot(), cache.snapshot()
+    assert list(first.nodes.left_out) == list(second.nodes.left_out) == ["n1"]
+    assert second.nodes.names == ["n2"]
+    store.delete("Pod", "default/big")
+    assert cache.snapshot().nodes.left_out == {}

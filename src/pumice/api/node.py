@@ -72,6 +72,7 @@ class NodeTable:
     """All nodes of a snapshot: static specs plus resource matrices (nodes x dims)."""
 
     __slots__ = (
+        "_left_of",
         "_owned",
         "_session",
         "_shared",
@@ -144,6 +145,11 @@ class NodeTable:
         #: One holder for a table and its copies (those that leave nodes out share
         #: theirs), so that the sum a session's copy takes is kept for the next.
         self._total_of: list[tuple[np.ndarray, np.ndarray] | None] = [None]
+        #: (version, label columns, specs, allocatable, :meth:`leaving`'s answer) as
+        #: :meth:`copy` last asked: asked again while none of them moved (a cycle
+        #: after one that changed no node), the answer stands.
+        self._left_of: tuple[int, NodeIndex, list[NodeSpec], np.ndarray, np.ndarray | None] | None
+        self._left_of = None
 
     def __len__(self) -> int:
         return len(self.names)
@@ -223,7 +229,18 @@ class NodeTable:
         """The table a session works on: an independent copy of the mutable state (specs
         are shared, being immutable) holding only the nodes a session takes (see
         :meth:`leaving`); the others are named in the copy's ``left_out``."""
-        out = self.leaving()
+        memo = self._left_of
+        if (
+            memo is not None
+            and memo[0] == self.version
+            and memo[1] is self.labels
+            and memo[2] is self.specs
+            and memo[3] is self.allocatable
+        ):
+            out = memo[4]
+        else:
+            out = self.leaving()
+            self._left_of = (self.version, self.labels, self.specs, self.allocatable, out)
         if out is not None:
             return self._subset(out)
         other = NodeTable.__new__(NodeTable)
@@ -247,6 +264,7 @@ class NodeTable:
         other.left_out = dict(self.left_out)
         other._session = None
         other._total_of = self._total_of
+        other._left_of = None
         return other
 
     def _subset(self, out: np.ndarray) -> NodeTable:
@@ -296,6 +314,7 @@ class NodeTable:
         other.left_out = dict(sorted(left.items()))
         other._session = None
         other._total_of = sub.total_of
+        other._left_of = None
         return other
 
     def _own(self, i: int) -> None:

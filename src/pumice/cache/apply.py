@@ -81,9 +81,13 @@ class DecisionApplier:
         #: The cache's ``changes`` when the last apply wrote nothing to the cluster
         #: (else None).
         self.quiet: int | None = None
-        #: The Volcano PodGroup updates the last apply found the cluster already says,
-        #: with the status they were compared with (uid -> (update, status key)): the
-        #: same update object against the same key agrees without a comparison.
+        #: The Volcano PodGroup updates an apply found the cluster already says, with
+        #: the status they were compared with (uid -> (update, status key)): the same
+        #: update object against the same key agrees without a comparison. Both are
+        #: read-only once made (a cycle's updates once it closed, status keys always),
+        #: so an entry stays true for as long as it is kept: it is kept from apply to
+        #: apply, and the table is cut back to the uids of the last decisions when it
+        #: grows beyond twice their number.
         self._agreed: dict[str, tuple[PodGroupUpdate, Any]] = {}
 
     def apply(self, decisions: Decisions, changes: int) -> ApplyResult:
@@ -117,9 +121,15 @@ class DecisionApplier:
             if task is not None and task.job is not None:
                 bound_now[task.job] = bound_now.get(task.job, 0) + 1
         pgs_r, said = self.records.pgs_r, self.records.pg_status
-        agreed: dict[str, tuple[PodGroupUpdate, Any]] = self._agreed
-        agreed_now: dict[str, tuple[PodGroupUpdate, Any]] = {}
-        for uid, upd in decisions.podgroups.items():
+        agreed = self._agreed
+        podgroups = decisions.podgroups
+        for uid, upd in podgroups.items():
+            last = agreed.get(uid)
+            if last is not None and last[0] is upd and last[1] is said.get(uid):
+                # The same update (a parked job's status, carried from the last cycle)
+                # against the same status the cluster had: it agrees again. The hot
+                # path of a busy cycle's apply, once per waiting job.
+                continue
             seen = said.get(uid)
             if seen is None:  # (not a Volcano PodGroup the cache holds, as a rule)
                 rec = pgs_r.get(uid)
@@ -134,18 +144,11 @@ class DecisionApplier:
             phase = upd.phase
             if not phase:
                 continue
-            last = agreed.get(uid)
-            if last is not None and last[0] is upd and last[1] is seen:
-                # The same update (a parked job's status, carried from the last cycle)
-                # against the same status the cluster had: it agrees again.
-                agreed_now[uid] = last
-                continue
             if seen[0] != phase:
                 out.phases.append(uid)
             elif seen[1] == (upd.running, upd.succeeded, upd.failed):
                 # What the cluster already says (as far as the cache has seen)? Most
-                # waiting jobs have one condition, compared here without a call: the hot
-                # path of a cycle's apply, once per waiting job.
+                # waiting jobs have one condition, compared here without a call.
                 conditions, key = upd.conditions, seen[2]
                 if len(conditions) == 1 == len(key):
                     try:
@@ -155,8 +158,9 @@ class DecisionApplier:
                 else:
                     same = same_conditions(key, conditions)
                 if same:
-                    agreed_now[uid] = (upd, seen)
+                    agreed[uid] = (upd, seen)
                     continue
+            agreed.pop(uid, None)
             wrote = True
             cluster.update_podgroup_status(
                 uid,
@@ -166,7 +170,8 @@ class DecisionApplier:
                 succeeded=upd.succeeded,
                 failed=upd.failed,
             )
-        self._agreed = agreed_now
+        if len(agreed) > 2 * len(podgroups) + 1024:
+            self._agreed = {uid: v for uid, v in agreed.items() if uid in podgroups}
         if not wrote and not out.phases:
             self.quiet = changes
         return out

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection, Iterable, Mapping
+from operator import attrgetter
 from typing import Any
 
 from pumice.api import gang_apis, parse
@@ -55,6 +56,9 @@ class BaseModel:
         self.model = ModelBuilder(self.space, (), default_queue)
         self.queues: dict[str, QueueInfo] = {}
         self.jobs: dict[str, JobInfo] = {}
+        #: ``jobs`` is handed to a snapshot as it is (see :meth:`lend_jobs`): the next
+        #: change of the job table makes a new one, the lent one stays as lent.
+        self.jobs_lent = False
         self.tasks: dict[str, TaskInfo] = {}  # pod key -> task
         self.others: dict[str, TaskInfo] = {}  # pods of other schedulers (occupy nodes)
         self.orphans: dict[str, dict[str, TaskInfo]] = {}  # missing podgroup -> tasks
@@ -90,6 +94,7 @@ class BaseModel:
         self.nodes = NodeTable(list(r.nodes_r.values()), space)
         self.queues = {q.name: self.model.queue(q) for q in queues_r}
         self.jobs, self.tasks, self.others, self.orphans = {}, {}, {}, {}
+        self.jobs_lent = False
         self.ledger = Ledger(space)
         self.unsettled, self.dirty, self.queueless = set(), set(), set()
         for key in sorted(r.pgs_r):
@@ -124,7 +129,7 @@ class BaseModel:
         job = self.model.job(g, uid)
         uid = job.uid
         implicit = self.jobs.get(uid)
-        self.jobs[uid] = job
+        self.own_jobs()[uid] = job
         tasks = list(tasks or ())
         tasks.extend(self.orphans.pop(uid, {}).values())
         if implicit is not None and implicit.bare:
@@ -144,7 +149,7 @@ class BaseModel:
 
     def drop_job(self, uid: str) -> None:
         """The object of job ``uid`` is gone: its pods wait for it (see ``orphans``)."""
-        job = self.jobs.pop(uid, None)
+        job = self.own_jobs().pop(uid, None)
         self.forget(uid)
         if job is not None and job.tasks:
             self.orphans[uid] = dict(job.tasks)
@@ -176,7 +181,7 @@ class BaseModel:
             rec.priority_class,
         ):
             tasks = list(job.tasks.values())
-            del self.jobs[uid]
+            del self.own_jobs()[uid]
             self.add_job(rec, tasks=tasks)
             return
         if rec.api == "volcano":
@@ -219,6 +224,23 @@ class BaseModel:
             return False
         self.touch(job)
         return True
+
+    def lend_jobs(self) -> dict[str, JobInfo]:
+        """The job table, to be handed to a snapshot as it is: a snapshot keeps its
+        jobs by uid as they were when it was taken, and copying a large table (every
+        job waiting or running) for each cycle costs more than the cycle's own work on
+        a backlog. So the table is not written from now on: its next change is made
+        in a copy (:meth:`own_jobs`), once, and cycles after which no job came, went
+        or was made anew copy nothing."""
+        self.jobs_lent = True
+        return self.jobs
+
+    def own_jobs(self) -> dict[str, JobInfo]:
+        """The job table, to be written: a copy of it, once, when it is lent."""
+        if self.jobs_lent:
+            self.jobs = dict(self.jobs)
+            self.jobs_lent = False
+        return self.jobs
 
     def touch(self, job: JobInfo) -> None:
         """``job`` changed: its ledger part, whether it is settled, and its status is due
@@ -267,7 +289,7 @@ class BaseModel:
                 if g is not None:
                     self.add_job(g, job_uid)
         elif ours:
-            job_uid = self.model.bare_job_for(self.jobs, p, status).uid
+            job_uid = self.model.bare_job_for(self.own_jobs(), p, status).uid
         task = self.model.task(p, job_uid, status, None)
         if job_uid is None:
             self.others[key] = task
@@ -356,7 +378,7 @@ class BaseModel:
         if not job.tasks:
             self.refs.pop(job.uid, None)
         if (job.bare or gang_apis.is_workload_gang(job.uid)) and not job.tasks:
-            del self.jobs[job.uid]
+            del self.own_jobs()[job.uid]
             self.forget(job.uid)
         else:
             if job.bare:
@@ -420,7 +442,6 @@ class BaseModel:
         sees, and the decisions reach the model the way every change does: as cluster
         events.
         """
-        jobs = self.jobs
         rebuild: set[str] = set(touched)
         for job, version, phase in lent:
             job.phase = phase
@@ -430,7 +451,7 @@ class BaseModel:
             if job.version != version:
                 rebuild.add(job.uid)
         for uid in sorted(rebuild):
-            moved = jobs.get(uid)
+            moved = self.jobs.get(uid)
             if moved is not None:
                 moved.fit_errors, moved.note, moved.tentative = {}, "", 0
                 moved.tentative_at_most = False
@@ -453,15 +474,23 @@ class BaseModel:
                 t.status = status_of_pod(rec.phase, rec.node_name, rec.terminating)
                 t.node = rec.node_name or None
             new.add_task(t)
-        self.jobs[job.uid] = new
+        self.own_jobs()[job.uid] = new
         self.touch(new)
 
 
+#: The fields a job is made with (``dataclasses.replace`` makes a job anew from them).
+_INIT_FIELDS = tuple(f.name for f in dataclasses.fields(JobInfo) if f.init)
+_SPEC = attrgetter(*_INIT_FIELDS)
+
+
 def _respec(job: JobInfo, **state: Any) -> JobInfo:
-    """A job with ``job``'s spec and the given task state; session notes start empty."""
-    return dataclasses.replace(
-        job, fit_errors={}, note="", tentative=0, tentative_at_most=False, **state
-    )
+    """A job with ``job``'s spec and the given task state; session notes start empty.
+
+    What ``dataclasses.replace`` makes, with the fields read at once: a cycle's
+    allocations make a job anew for each job they moved."""
+    made = dict(zip(_INIT_FIELDS, _SPEC(job), strict=True))
+    made.update(fit_errors={}, note="", tentative=0, tentative_at_most=False, **state)
+    return JobInfo(**made)
 
 
 __all__ = ["BaseModel"]

@@ -430,7 +430,9 @@ class SchedulerCache:
     def snapshot(self) -> Snapshot:
         """The current state as a snapshot (syncs first).
 
-        The snapshot shares the base's jobs and tasks instead of copying them, so that a
+        The snapshot shares the base's jobs and tasks instead of copying them (the job
+        table too, while no job is left out: see
+        :meth:`BaseModel.lend_jobs <pumice.cache.base.BaseModel.lend_jobs>`), so that a
         cycle costs what it looks at (its active jobs: see ``Snapshot.active``), not the
         size of the cluster; the node table is copied (its task rows on first write).
         Whatever the cycle writes into shared jobs is undone by :meth:`settle`, which
@@ -440,7 +442,8 @@ class SchedulerCache:
         self.sync()
         base = self.base
         blocked = base.blocked(self.invalid)
-        jobs = dict(base.jobs)
+        # (the table itself when no job is left out: see BaseModel.lend_jobs)
+        jobs = dict(base.jobs) if base.queueless else base.lend_jobs()
         nodes = base.nodes
         if len(nodes.changes) > MAX_NODE_LOG:
             nodes.changes = []  # (the views kept on the old log start afresh)
