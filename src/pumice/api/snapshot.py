@@ -79,12 +79,14 @@ class Snapshot:
     #: state, only their clocks may differ. None: unknown (a snapshot built from files).
     stamp: int | None = None
     #: Called by the session that opens on this snapshot, before anything writes into
-    #: it: the owner of shared jobs records what it will restore (see
+    #: it, with the jobs it parked (see :mod:`pumice.framework.parking`; it writes
+    #: into them only to admit one, and takes that one out of the mapping then): the
+    #: owner of shared jobs records what it will restore (see
     #: ``SchedulerCache.settle``). None: nothing to tell.
-    lend: Callable[[], None] | None = None
+    lend: Callable[[Mapping[str, Any]], None] | None = None
     #: The jobs that changed since the last snapshot a session opened on, by uid, as
-    #: its owner counts them (every job a cluster event or a repair rebuilt); set by
-    #: ``lend``. None: unknown (a snapshot built from files, or one no session opened).
+    #: its owner counts them (every job a cluster event or a repair rebuilt). None:
+    #: unknown (a snapshot built from files).
     changed: set[str] | None = None
 
     def records(self, kind: str) -> Mapping[str, Any]:

@@ -36,11 +36,11 @@ from its pods (see ``derived_phase``).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pumice.api import gang_apis, parse
 from pumice.api.hypernode import Topology
-from pumice.api.job import JobInfo
+from pumice.api.job import PENDING, JobInfo
 from pumice.api.ledger import Ledger
 from pumice.api.node import NodeTable
 from pumice.api.node_metrics import KIND as NODE_METRICS
@@ -67,6 +67,9 @@ from pumice.cluster.protocol import DELETED, Cluster, WatchEvent, object_key
 from pumice.errors import InputError
 from pumice.framework.decisions import Decisions
 from pumice.framework.slots import SlotMemory
+
+if TYPE_CHECKING:
+    from pumice.framework.parking import Parked
 
 #: The node table's change log is started afresh beyond this length (views kept on it
 #: by :class:`~pumice.framework.slots.SlotMemory` are then rebuilt once).
@@ -144,6 +147,9 @@ class SchedulerCache:
         #: and, for its active jobs, (job, version, phase) as handed out.
         self._lent: Snapshot | None = None
         self._lent_jobs: list[tuple[JobInfo, int, str]] = []
+        #: The parked jobs a session did not borrow (see ``lend``) and the session's
+        #: own parked jobs, which enqueue may unpark during the cycle.
+        self._parked: tuple[dict[str, Parked], Mapping[str, Parked]] | None = None
         #: The jobs changed since the last snapshot a session opened on
         #: (``Snapshot.changed``): the base's dirty jobs of every snapshot since.
         self._unlent: set[str] = set()
@@ -457,16 +463,21 @@ class SchedulerCache:
         base.dirty = set()
         self._lent_jobs = []
 
-        def lend() -> None:
+        def lend(parked: Mapping[str, Parked] | None = None) -> None:
             # What settle restores, taken when a session opens (before it writes): a
-            # cycle that repeats the last one opens none, and costs none of this.
-            self._lent_jobs = [
-                (job, job.version, job.phase) for job in map(jobs.__getitem__, active)
-            ]
-            snap.changed, self._unlent = self._unlent, set()
+            # cycle that repeats the last one opens none, and costs none of this. The
+            # session's parked jobs are not written unless enqueue admits one (settle
+            # finds those).
+            lent = active
+            if parked:
+                lent = active - parked.keys()
+                self._parked = (dict(parked), parked)
+            self._lent_jobs = [(job, job.version, job.phase) for job in map(jobs.__getitem__, lent)]
+            self._unlent = set()
 
         queues = dict(base.queues)  # (read-only specs: see ModelBuilder.queue)
         topology = self.tree.topology
+        self._parked = None
         snap = self._lent = Snapshot(
             now=self.clock() if self.clock is not None else self.records.latest,
             space=base.space,
@@ -485,6 +496,7 @@ class SchedulerCache:
             verdicts=self.verdicts,
             stamp=self.changes,
             lend=lend,
+            changed=self._unlent,
             topology=topology,
             notes=list(topology.notes) if topology is not None else [],
             skipped=dict(self.invalid),
@@ -499,6 +511,13 @@ class SchedulerCache:
         if snap is None:
             return
         lent, self._lent_jobs = self._lent_jobs, []
+        parked, self._parked = self._parked, None
+        if parked is not None:  # (those the session unparked: enqueue admitted them)
+            held, live = parked
+            lent.extend(
+                (p.job, p.version, PENDING)  # (as parked: Pending, unchanged)
+                for p in map(held.__getitem__, held.keys() - live.keys())
+            )
         self.base.restore(snap.touched, snap.touched_pods, lent)
 
     # -- decisions ----------------------------------------------------------------------

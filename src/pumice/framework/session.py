@@ -125,8 +125,6 @@ class Session:
 
     def _begin(self, snapshot: Snapshot) -> None:
         self.uid = next_session_uid()
-        if snapshot.lend is not None:
-            snapshot.lend()
         self.snapshot = snapshot
         self.space = snapshot.space
         self.nodes = snapshot.nodes
@@ -138,6 +136,8 @@ class Session:
         self.parked: dict[str, Parked] = (
             unpark_changed(parking, snapshot) if parking is not None else {}
         )
+        if snapshot.lend is not None:
+            snapshot.lend(self.parked)
         #: The jobs this cycle must look at, in uid order (see ``Snapshot.active``),
         #: less the parked ones: actions that only serve pending work and the closers
         #: walk these, not ``jobs``.
