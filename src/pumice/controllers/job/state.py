@@ -43,6 +43,7 @@ Terminated
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -205,10 +206,12 @@ def _restarting(s: Status, spec: JobSpec) -> bool:
 _TARGETED = ("RestartTask", "RestartPod")
 
 
+@functools.lru_cache(maxsize=1024)
 def decide(phase: str, action: str, *, task: str = "", pod: str = "") -> Step:
     """The step for ``action`` in ``phase`` (the module docstring's table). ``task``
     and ``pod`` name the target of RestartTask and RestartPod. A phase Volcano does not
-    know is Pending, as in Volcano."""
+    know is Pending, as in Volcano. (Kept per argument: a step and its transition hold
+    no state, and every reconcile asks.)"""
     if phase not in PHASES:
         phase = PENDING
     if phase in (PENDING, RUNNING):
