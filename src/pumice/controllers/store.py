@@ -39,7 +39,7 @@ import builtins
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 from pumice.cluster.kube_client import rfc3339
 from pumice.cluster.memory import MemoryCluster
@@ -51,7 +51,7 @@ def key_of(kind: str, obj: Mapping[str, Any]) -> str:
     return object_key(kind, obj)
 
 
-def _is_mapping(value: object) -> bool:
+def is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
     """``isinstance(value, Mapping)``, at the cost of a type check for the plain dicts
     and scalars that make up nearly every Kubernetes object."""
     kind = type(value)
@@ -67,7 +67,7 @@ def merge_patch(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
     for k, v in patch.items():
         if v is None:
             target.pop(k, None)
-        elif _is_mapping(v):
+        elif is_mapping(v):
             cur = target.get(k)
             if not isinstance(cur, dict):
                 cur = target[k] = {}
@@ -82,9 +82,9 @@ def changes(target: Mapping[str, Any], patch: Mapping[str, Any]) -> bool:
         if v is None:
             if k in target:
                 return True
-        elif _is_mapping(v):
+        elif is_mapping(v):
             cur = target.get(k)
-            if not _is_mapping(cur):
+            if not is_mapping(cur):
                 return True
             if changes(cur, v):
                 return True
@@ -307,6 +307,7 @@ __all__ = [
     "Store",
     "changes",
     "controller_of",
+    "is_mapping",
     "key_of",
     "merge_patch",
     "owned_by",

@@ -96,7 +96,7 @@ from pumice.controllers.job.spec import (
 )
 from pumice.controllers.job.validate import problems, queue_state_from
 from pumice.controllers.job.volumes import Mount, VolumeError, ensure_claims, mount
-from pumice.controllers.store import Store, _is_mapping, controller_of
+from pumice.controllers.store import Store, controller_of, is_mapping
 from pumice.errors import InputError
 
 log = logging.getLogger("pumice.controllers.job")
@@ -128,7 +128,7 @@ def merge_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]
         o = old.get(k)
         if o == v:
             continue  # (equal trees have no diff: compared at once, not key by key)
-        if _is_mapping(v) and _is_mapping(o):
+        if is_mapping(v) and is_mapping(o):
             sub = merge_diff(o, v)
             if sub:
                 out[k] = sub
