@@ -149,7 +149,7 @@ class MemoryCluster:
         event = WatchEvent(type_, kind, key, obj)
         for w in self._watches:
             if kind in w.kinds:
-                w.push(event)
+                w._events.append(event)  # (push, without a call per watcher and event)
 
     # -- writing ------------------------------------------------------------------------
 

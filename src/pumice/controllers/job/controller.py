@@ -337,6 +337,19 @@ class JobController:
             return parse_job(
                 job, default_queue=self.default_queue, default_scheduler=self.scheduler_name
             )
+        generation = meta.get("generation")
+        hit = self._specs.get(key)
+        same_spec = hit is not None and isinstance(generation, int) and generation == hit[2]
+        if hit is not None and same_spec:
+            own = hit[0]  # (the common case: field by field, no tuple of them to build)
+            if (
+                own[0] == meta.get("namespace")
+                and own[1] == meta.get("name")
+                and own[2] == meta.get("uid")
+                and own[3] == meta.get("labels")
+                and own[4] == meta.get("annotations")
+            ):
+                return hit[1]
         read = (
             meta.get("namespace"),
             meta.get("name"),
@@ -345,15 +358,8 @@ class JobController:
             meta.get("annotations"),
             job.get("spec"),
         )
-        generation = meta.get("generation")
-        hit = self._specs.get(key)
-        if hit is not None:
-            own, spec, parsed_at = hit
-            if isinstance(generation, int) and generation == parsed_at:
-                if own[:5] == read[:5]:
-                    return spec
-            elif own == read:
-                return spec
+        if hit is not None and not same_spec and hit[0] == read:
+            return hit[1]
         own = copy_tree(read)
         ns, name, uid, labels, annotations, body = own
         meta_copy = {

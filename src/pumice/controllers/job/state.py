@@ -79,6 +79,15 @@ SOFT = frozenset({"Succeeded", "Failed"})
 NONE: frozenset[str] = frozenset()
 
 
+#: The pod phases counted by name, and the field of :class:`Counts` each counts in.
+_COUNTED = {
+    "Pending": "pending",
+    "Running": "running",
+    "Succeeded": "succeeded",
+    "Failed": "failed",
+}
+
+
 @dataclass(slots=True)
 class Counts:
     """The job's pods by phase, and per task (``status.taskStatusCount``)."""
@@ -93,16 +102,11 @@ class Counts:
 
     def add(self, task: str, phase: str) -> None:
         """Count one pod of ``task`` in ``phase`` (not terminating)."""
-        attr = {
-            "Pending": "pending",
-            "Running": "running",
-            "Succeeded": "succeeded",
-            "Failed": "failed",
-        }
-        setattr(self, attr.get(phase, "unknown"), getattr(self, attr.get(phase, "unknown")) + 1)
+        attr = _COUNTED.get(phase, "unknown")
+        setattr(self, attr, getattr(self, attr) + 1)
         if task:
             by = self.tasks.setdefault(task, {})
-            key = phase if phase in attr else "Unknown"
+            key = phase if phase in _COUNTED else "Unknown"
             by[key] = by.get(key, 0) + 1
 
     @property
