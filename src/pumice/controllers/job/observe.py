@@ -45,9 +45,9 @@ class Observed:
 
 @dataclass(slots=True, eq=False)
 class PodView:
-    """What the controller reads of one pod, read once per event that changes it
-    (read-only; not frozen, as one is made for most pod events and a frozen
-    dataclass is several times slower to make)."""
+    """What the controller reads of one pod, read off each of its watch events.
+    Read-only: not frozen only because one is made for most pod events, and a frozen
+    dataclass is several times slower to make."""
 
     obj: Mapping[str, Any]
     key: str
