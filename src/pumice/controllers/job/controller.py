@@ -104,6 +104,9 @@ log = logging.getLogger("pumice.controllers.job")
 INVALID = "Invalid"
 #: Seconds before a reconcile that could not finish (a plugin failed) is tried again.
 RETRY_AFTER = 5.0
+#: The policy events :func:`observe` reads off the pods and tasks (``*``: all of them);
+#: a Job whose policies name none of them can only see an eviction or an Unknown group.
+_READ_OFF_PODS = frozenset({"*", "PodFailed", "PodPending", "TaskCompleted", "TaskFailed"})
 
 
 def _job_ref(obj: Mapping[str, Any]) -> str | None:
@@ -333,7 +336,7 @@ class JobController:
         it reads compared with a copy taken when it was parsed; the spec by its
         ``generation`` when the store keeps one, as the API server does)."""
         meta = job.get("metadata")
-        if not isinstance(meta, Mapping):
+        if not is_mapping(meta):
             return parse_job(
                 job, default_queue=self.default_queue, default_scheduler=self.scheduler_name
             )
@@ -631,15 +634,23 @@ class JobController:
     ) -> tuple[str, str, str]:
         """The action the events that hold call for (module docstring, step 2)."""
         evicted = self._evicted.get(key, {})
-        running = {p.name: p.uid for p in pods if p.phase == "Running" and not p.terminating}
-        for name, e in list(evicted.items()):  # replaced and running again, or stale
-            stale = e.version < version or e.owner != spec.uid
-            if stale or (name in running and running[name] != e.uid):
-                del evicted[name]
+        if evicted:
+            running = {p.name: p.uid for p in pods if p.phase == "Running" and not p.terminating}
+            for name, e in list(evicted.items()):  # replaced and running again, or stale
+                stale = e.version < version or e.owner != spec.uid
+                if stale or (name in running and running[name] != e.uid):
+                    del evicted[name]
+        wanted = policy_events(spec)
+        if not evicted and pg_phase != "Unknown" and wanted.isdisjoint(_READ_OFF_PODS):
+            # No event can hold: none is read off the pods, no eviction is pending and
+            # the PodGroup is not Unknown (most reconciles). No timer is left running.
+            started = self._since.get(key)
+            if started:
+                started.clear()
+            return (st.SYNC, "", "")
         since = self._since.setdefault(key, {})
         seen: set[str] = set()
         chosen: tuple[str, str, str] | None = None
-        wanted = policy_events(spec)
         for o in observe(spec, pods, version, list(evicted.values()), pg_phase, wanted):
             decision = action_for(spec, o.event, task=o.task, exit_code=o.exit_code)
             seen.add(o.ident)
