@@ -128,7 +128,8 @@ class MemoryCluster:
     # -- reading ------------------------------------------------------------------------
 
     def get(self, kind: str, key: str) -> dict[str, Any] | None:
-        return self.objects.get(kind, {}).get(key)
+        store = self.objects.get(kind)
+        return None if store is None else store.get(key)
 
     def list(self, kind: str) -> list[dict[str, Any]]:
         store = self.objects.get(kind, {})
@@ -149,7 +150,7 @@ class MemoryCluster:
         event = WatchEvent(type_, kind, key, obj)
         for w in self._watches:
             if kind in w.kinds:
-                w.push(event)
+                w._events.append(event)  # (push, without a call per watcher and event)
 
     # -- writing ------------------------------------------------------------------------
 
@@ -173,7 +174,8 @@ class MemoryCluster:
 
     def modify(self, kind: str, key: str, change: Callable[[dict[str, Any]], object]) -> bool:
         """Apply ``change`` to the object in place and tell the watchers; False if gone."""
-        obj = self.objects.get(kind, {}).get(key)
+        store = self.objects.get(kind)
+        obj = None if store is None else store.get(key)
         if obj is None:
             return False
         change(obj)

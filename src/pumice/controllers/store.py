@@ -39,7 +39,7 @@ import builtins
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 from pumice.cluster.kube_client import rfc3339
 from pumice.cluster.memory import MemoryCluster
@@ -51,12 +51,23 @@ def key_of(kind: str, obj: Mapping[str, Any]) -> str:
     return object_key(kind, obj)
 
 
+def is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
+    """``isinstance(value, Mapping)``, at the cost of a type check for the plain dicts
+    and scalars that make up nearly every Kubernetes object."""
+    kind = type(value)
+    if kind is dict:
+        return True
+    if kind is str or kind is int or kind is float or kind is bool or kind is list:
+        return False
+    return isinstance(value, Mapping)
+
+
 def merge_patch(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
     """Apply a JSON merge patch (RFC 7386) to ``target`` in place."""
     for k, v in patch.items():
         if v is None:
             target.pop(k, None)
-        elif isinstance(v, Mapping):
+        elif is_mapping(v):
             cur = target.get(k)
             if not isinstance(cur, dict):
                 cur = target[k] = {}
@@ -71,9 +82,9 @@ def changes(target: Mapping[str, Any], patch: Mapping[str, Any]) -> bool:
         if v is None:
             if k in target:
                 return True
-        elif isinstance(v, Mapping):
+        elif is_mapping(v):
             cur = target.get(k)
-            if not isinstance(cur, Mapping):
+            if not is_mapping(cur):
                 return True
             if changes(cur, v):
                 return True
@@ -97,8 +108,10 @@ def owned_by(obj: Mapping[str, Any], uid: str) -> bool:
 
 def owner_uids(obj: Mapping[str, Any]) -> tuple[str, ...]:
     """The uids ``obj``'s ownerReferences name."""
-    refs = (obj.get("metadata") or {}).get("ownerReferences") or ()
-    return tuple(str(r.get("uid")) for r in refs if r.get("uid"))
+    refs = (obj.get("metadata") or {}).get("ownerReferences")
+    if not refs:
+        return ()
+    return tuple([str(r.get("uid")) for r in refs if r.get("uid")])
 
 
 #: Unread events after which the ownership index is brought up to date anyway.
@@ -194,15 +207,21 @@ class MemoryStore:
             del self._owners[ref]
 
     def _catch_up(self) -> None:
+        # An event carries the object as it is now, so every event of one object in a
+        # batch reads the same owners: each object is indexed once, as its last event
+        # leaves it (None: gone). Creations are numbered in the order they happened.
+        last: dict[tuple[str, str], Mapping[str, Any] | None] = {}
         for ev in self._all.drain():
             ref = (ev.kind, ev.key)
             if ev.type == DELETED:
                 self._created.pop(ref, None)
-                self._index(ref, None)
+                last[ref] = None
                 continue
             if ev.type == ADDED:
                 self._created[ref] = next(self._seq)
-            self._index(ref, ev.obj)
+            last[ref] = ev.obj
+        for ref, obj in last.items():
+            self._index(ref, obj)
 
     def _dependents(self, uid: str) -> list[tuple[str, str]]:
         """The objects whose ownerReferences name ``uid``: by kind in the cluster's
@@ -288,6 +307,7 @@ __all__ = [
     "Store",
     "changes",
     "controller_of",
+    "is_mapping",
     "key_of",
     "merge_patch",
     "owned_by",

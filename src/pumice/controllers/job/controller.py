@@ -96,7 +96,7 @@ from pumice.controllers.job.spec import (
 )
 from pumice.controllers.job.validate import problems, queue_state_from
 from pumice.controllers.job.volumes import Mount, VolumeError, ensure_claims, mount
-from pumice.controllers.store import Store, controller_of
+from pumice.controllers.store import Store, controller_of, is_mapping
 from pumice.errors import InputError
 
 log = logging.getLogger("pumice.controllers.job")
@@ -104,6 +104,9 @@ log = logging.getLogger("pumice.controllers.job")
 INVALID = "Invalid"
 #: Seconds before a reconcile that could not finish (a plugin failed) is tried again.
 RETRY_AFTER = 5.0
+#: The policy events :func:`observe` reads off the pods and tasks (``*``: all of them);
+#: a Job whose policies name none of them can only see an eviction or an Unknown group.
+_READ_OFF_PODS = frozenset({"*", "PodFailed", "PodPending", "TaskCompleted", "TaskFailed"})
 
 
 def _job_ref(obj: Mapping[str, Any]) -> str | None:
@@ -126,11 +129,13 @@ def merge_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]
             out[k] = None
     for k, v in new.items():
         o = old.get(k)
-        if isinstance(v, Mapping) and isinstance(o, Mapping):
+        if o == v:
+            continue  # (equal trees have no diff: compared at once, not key by key)
+        if is_mapping(v) and is_mapping(o):
             sub = merge_diff(o, v)
             if sub:
                 out[k] = sub
-        elif o != v:
+        else:
             out[k] = v
     return out
 
@@ -331,10 +336,23 @@ class JobController:
         it reads compared with a copy taken when it was parsed; the spec by its
         ``generation`` when the store keeps one, as the API server does)."""
         meta = job.get("metadata")
-        if not isinstance(meta, Mapping):
+        if not is_mapping(meta):
             return parse_job(
                 job, default_queue=self.default_queue, default_scheduler=self.scheduler_name
             )
+        generation = meta.get("generation")
+        hit = self._specs.get(key)
+        same_spec = hit is not None and isinstance(generation, int) and generation == hit[2]
+        if hit is not None and same_spec:
+            own = hit[0]  # (the common case: field by field, no tuple of them to build)
+            if (
+                own[0] == meta.get("namespace")
+                and own[1] == meta.get("name")
+                and own[2] == meta.get("uid")
+                and own[3] == meta.get("labels")
+                and own[4] == meta.get("annotations")
+            ):
+                return hit[1]
         read = (
             meta.get("namespace"),
             meta.get("name"),
@@ -343,15 +361,8 @@ class JobController:
             meta.get("annotations"),
             job.get("spec"),
         )
-        generation = meta.get("generation")
-        hit = self._specs.get(key)
-        if hit is not None:
-            own, spec, parsed_at = hit
-            if isinstance(generation, int) and generation == parsed_at:
-                if own[:5] == read[:5]:
-                    return spec
-            elif own == read:
-                return spec
+        if hit is not None and not same_spec and hit[0] == read:
+            return hit[1]
         own = copy_tree(read)
         ns, name, uid, labels, annotations, body = own
         meta_copy = {
@@ -623,15 +634,23 @@ class JobController:
     ) -> tuple[str, str, str]:
         """The action the events that hold call for (module docstring, step 2)."""
         evicted = self._evicted.get(key, {})
-        running = {p.name: p.uid for p in pods if p.phase == "Running" and not p.terminating}
-        for name, e in list(evicted.items()):  # replaced and running again, or stale
-            stale = e.version < version or e.owner != spec.uid
-            if stale or (name in running and running[name] != e.uid):
-                del evicted[name]
+        if evicted:
+            running = {p.name: p.uid for p in pods if p.phase == "Running" and not p.terminating}
+            for name, e in list(evicted.items()):  # replaced and running again, or stale
+                stale = e.version < version or e.owner != spec.uid
+                if stale or (name in running and running[name] != e.uid):
+                    del evicted[name]
+        wanted = policy_events(spec)
+        if not evicted and pg_phase != "Unknown" and wanted.isdisjoint(_READ_OFF_PODS):
+            # No event can hold: none is read off the pods, no eviction is pending and
+            # the PodGroup is not Unknown (most reconciles). No timer is left running.
+            started = self._since.get(key)
+            if started:
+                started.clear()
+            return (st.SYNC, "", "")
         since = self._since.setdefault(key, {})
         seen: set[str] = set()
         chosen: tuple[str, str, str] | None = None
-        wanted = policy_events(spec)
         for o in observe(spec, pods, version, list(evicted.values()), pg_phase, wanted):
             decision = action_for(spec, o.event, task=o.task, exit_code=o.exit_code)
             seen.add(o.ident)

@@ -43,9 +43,11 @@ class Observed:
     exit_code: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class PodView:
-    """What the controller reads of one pod, read once per reconcile."""
+    """What the controller reads of one pod, read off each of its watch events.
+    Read-only: not frozen only because one is made for most pod events, and a frozen
+    dataclass is several times slower to make."""
 
     obj: Mapping[str, Any]
     key: str
@@ -67,25 +69,30 @@ class PodView:
     def of(cls, pod: Mapping[str, Any], like: PodView | None = None) -> PodView:
         """The view of ``pod``; ``like`` itself when it is the view of the same object
         and nothing it reads moved (a bind, a condition: most pod events)."""
+        # (what task_of, phase_of, version_of, terminating, exit_code and the restarts
+        # read, each read once: this runs for every pod event)
         meta = pod.get("metadata") or {}
         status = pod.get("status") or {}
+        annotations = meta.get("annotations") or {}
         name = str(meta.get("name", ""))
         uid = str(meta.get("uid", ""))
-        task, phase, version = task_of(pod), phase_of(pod), version_of(pod)
-        ending = terminating(pod)
-        refs = meta.get("ownerReferences") or ()
-        owner = next((str(r.get("uid", "")) for r in refs if r.get("controller")), "")
-        seen = (
-            uid,
-            name,
-            task,
-            phase,
-            version,
-            ending,
-            owner,
-            _exit_code(status),
-            _status_restarts(status),
-        )
+        task = str(annotations.get(TASK_SPEC) or "")
+        phase = str(status.get("phase") or "Pending")
+        try:
+            version = int(annotations.get(JOB_VERSION, -1))
+        except ValueError:
+            version = -1
+        ending = meta.get("deletionTimestamp") is not None
+        owner = ""
+        for r in meta.get("ownerReferences") or ():
+            if r.get("controller"):
+                owner = str(r.get("uid", ""))
+                break
+        if "containerStatuses" in status or "initContainerStatuses" in status:
+            code, restarts = _exit_code(status), _status_restarts(status)
+        else:
+            code, restarts = None, 0
+        seen = (uid, name, task, phase, version, ending, owner, code, restarts)
         if like is not None and like.obj is pod and like.seen == seen:
             return like
         return cls(

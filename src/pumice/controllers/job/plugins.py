@@ -500,6 +500,8 @@ def build_plugins(
 ) -> list[JobPlugin]:
     """The plugins ``job`` names (with the implied ones), in name order; names pumice
     does not know are left out (validation refuses them first)."""
+    if not job.plugins:
+        return []  # (most Jobs, on every reconcile)
     kinds: dict[str, Callable[[Sequence[str]], JobPlugin]] = {
         "env": EnvPlugin,
         "svc": SvcPlugin,

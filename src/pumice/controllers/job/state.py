@@ -43,6 +43,7 @@ Terminated
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -78,6 +79,15 @@ SOFT = frozenset({"Succeeded", "Failed"})
 NONE: frozenset[str] = frozenset()
 
 
+#: The pod phases counted by name, and the field of :class:`Counts` each counts in.
+_COUNTED = {
+    "Pending": "pending",
+    "Running": "running",
+    "Succeeded": "succeeded",
+    "Failed": "failed",
+}
+
+
 @dataclass(slots=True)
 class Counts:
     """The job's pods by phase, and per task (``status.taskStatusCount``)."""
@@ -92,16 +102,11 @@ class Counts:
 
     def add(self, task: str, phase: str) -> None:
         """Count one pod of ``task`` in ``phase`` (not terminating)."""
-        attr = {
-            "Pending": "pending",
-            "Running": "running",
-            "Succeeded": "succeeded",
-            "Failed": "failed",
-        }
-        setattr(self, attr.get(phase, "unknown"), getattr(self, attr.get(phase, "unknown")) + 1)
+        attr = _COUNTED.get(phase, "unknown")
+        setattr(self, attr, getattr(self, attr) + 1)
         if task:
             by = self.tasks.setdefault(task, {})
-            key = phase if phase in attr else "Unknown"
+            key = phase if phase in _COUNTED else "Unknown"
             by[key] = by.get(key, 0) + 1
 
     @property
@@ -205,10 +210,12 @@ def _restarting(s: Status, spec: JobSpec) -> bool:
 _TARGETED = ("RestartTask", "RestartPod")
 
 
+@functools.lru_cache(maxsize=1024)
 def decide(phase: str, action: str, *, task: str = "", pod: str = "") -> Step:
     """The step for ``action`` in ``phase`` (the module docstring's table). ``task``
     and ``pod`` name the target of RestartTask and RestartPod. A phase Volcano does not
-    know is Pending, as in Volcano."""
+    know is Pending, as in Volcano. (Kept per argument: a step and its transition hold
+    no state, and every reconcile asks.)"""
     if phase not in PHASES:
         phase = PENDING
     if phase in (PENDING, RUNNING):

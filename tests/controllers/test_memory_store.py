@@ -1,0 +1,66 @@
+"""The in-memory store's cascading delete: what a Job's garbage collection removes when
+the owners of its objects changed after they were made, or a name was used again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pumice.cluster.memory import MemoryCluster
+from pumice.controllers.store import MemoryStore
+
+
+def configmap(name: str, *owners: str) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": "default"}
+    if owners:
+        meta["ownerReferences"] = [{"kind": "ConfigMap", "name": o, "uid": o} for o in owners]
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta}
+
+
+def names(store: MemoryStore) -> list[str]:
+    return [c["metadata"]["name"] for c in store.list("ConfigMap")]
+
+
+def test_an_owner_added_by_a_later_write_takes_the_object_with_it() -> None:
+    cluster = MemoryCluster()
+    store = MemoryStore(cluster)
+    owner = store.create(configmap("owner"))
+    assert owner is not None
+    uid = owner["metadata"]["uid"]
+    store.create(configmap("adopted"))
+    store.patch("ConfigMap", "default/adopted", {"data": {"a": "1"}})
+    refs = [{"kind": "ConfigMap", "name": "owner", "uid": uid}]
+    store.patch("ConfigMap", "default/adopted", {"metadata": {"ownerReferences": refs}})
+    store.patch("ConfigMap", "default/adopted", {"data": {"a": "2"}})
+    store.create(configmap("bystander"))
+
+    assert store.delete("ConfigMap", "default/owner")
+    assert names(store) == ["bystander"]
+
+
+def test_an_owner_removed_by_a_later_write_leaves_the_object() -> None:
+    cluster = MemoryCluster()
+    store = MemoryStore(cluster)
+    owner = store.create(configmap("owner"))
+    assert owner is not None
+    uid = owner["metadata"]["uid"]
+    store.create(configmap("freed", uid))
+    store.patch("ConfigMap", "default/freed", {"metadata": {"ownerReferences": None}})
+
+    assert store.delete("ConfigMap", "default/owner")
+    assert names(store) == ["freed"]
+
+
+def test_a_name_made_again_under_another_owner_is_judged_by_its_new_owner() -> None:
+    cluster = MemoryCluster()
+    store = MemoryStore(cluster)
+    first, second = store.create(configmap("first")), store.create(configmap("second"))
+    assert first is not None and second is not None
+    store.create(configmap("child", first["metadata"]["uid"]))
+    store.delete("ConfigMap", "default/child")
+    store.create(configmap("child", second["metadata"]["uid"]))
+    store.create(configmap("other-child", first["metadata"]["uid"]))
+
+    assert store.delete("ConfigMap", "default/first")
+    assert names(store) == ["child", "second"]
+    assert store.delete("ConfigMap", "default/second")
+    assert names(store) == []
