@@ -6,8 +6,9 @@ of admitted gangs waiting for room is tried again in every cycle, and each try p
 all the tasks the nodes can take, scores the nodes for each, then gives everything
 back. On a busy cluster of 1,000 nodes that was most of a cycle's work.
 
-When every pending task of the job (two or more: a single task is tried, which costs
-no more than the proof) has one shape, how many of them the nodes can take
+When every pending task of the job has one shape (a single task too: a backlog of
+single pods the queue's share refuses is tried in every cycle as well), how many of
+them the nodes can take
 is known without trying: per node, how many fit one after another in its future idle
 resources (:meth:`FastPath.slot_view <pumice.framework.fastpath.FastPath.slot_view>`), summed
 over the nodes. The nodes are independent, so any order of placement takes exactly
@@ -64,9 +65,14 @@ def hopeless_turn(
 ) -> bool:
     """True when ``job``'s first turn this cycle is proven to end with nothing kept; the
     job's fit error and tentative count are then recorded as the turn would have.
-    ``todo`` are the pending tasks the turn would place, ``key`` their task order."""
-    if len(todo) < 2 or key is None:
-        return False  # (one task: trying it is as cheap as a proof)
+    ``todo`` are the pending tasks the turn would place, ``key`` their task order (None
+    for a single task, or tasks with no key: those are tried)."""
+    if not todo or (key is None and len(todo) > 1):
+        return False
+    if len(todo) == 1 and (job.pending_best_effort_num() or not len(ssn.nodes)):
+        # A try would also say which best-effort task has no room, or that there are
+        # no nodes at all.
+        return False
     fast = for_session(ssn)
     if not fast.enabled or fast.affinity_about:
         return False
@@ -258,7 +264,7 @@ def _shortfall(ssn: Session, job: JobInfo) -> int | None:
 
 
 def _gang_facts(
-    ssn: Session, job: JobInfo, todo: list[TaskInfo], key: Callable[[TaskInfo], tuple]
+    ssn: Session, job: JobInfo, todo: list[TaskInfo], key: Callable[[TaskInfo], tuple] | None
 ) -> _Facts | None:
     """What a proof needs to know of ``job``'s pending tasks ``todo``: their shapes
     (see :func:`_shape_groups`), each task's shape, the placements the gang needs, and
@@ -276,7 +282,8 @@ def _gang_facts(
             facts = None
         else:
             groups, shape_of = shapes
-            facts = (groups, shape_of, placements_needed(ssn, job), sorted(todo, key=key))
+            order = sorted(todo, key=key) if key is not None else list(todo)  # (one task)
+            facts = (groups, shape_of, placements_needed(ssn, job), order)
         job.verdicts.keep(_FACTS, stamp, facts)
     return facts
 
