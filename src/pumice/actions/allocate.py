@@ -85,23 +85,21 @@ class AllocateAction:
         sheets: dict[str, Worksheet] = {}
         turns = ssn.turns
         # With sort keys, a queue whose turn placed nothing has the key it was popped
-        # with, the smallest: it is served again at once, as the heap would pop it.
+        # with, the smallest, and the share it had: it is served again at once, as the
+        # heap would pop it, and is no more overused than it was.
         keyed = isinstance(queues, KeyedQueue)
         while not queues.empty():
             queue = queues.pop()
-            while True:
-                if ssn.overused(queue):
-                    ssn.overused_queues.add(queue.name)
-                    break
-                jobs = line.of(queue.name)
-                if jobs is None or jobs.empty():
-                    break
+            if ssn.overused(queue):
+                ssn.overused_queues.add(queue.name)
+                continue
+            jobs = line.of(queue.name)
+            while jobs is not None and not jobs.empty():
                 job = jobs.pop()
                 turns.append(job.uid)
-                if not self._turn(ssn, queue, job, jobs, pending, sheets) and keyed:
-                    continue
-                queues.push(queue)
-                break
+                if self._turn(ssn, queue, job, jobs, pending, sheets) or not keyed:
+                    queues.push(queue)
+                    break
         actions = ssn.config.actions
         later = actions[actions.index(self.name) + 1 :] if self.name in actions else ()
         if "backfill" not in later:
