@@ -8,9 +8,8 @@ back. On a busy cluster of 1,000 nodes that was most of a cycle's work.
 
 When every pending task of the job has one shape (a single task too: a backlog of
 single pods the queue's share refuses is tried in every cycle as well), how many of
-them the nodes can take
-is known without trying: per node, how many fit one after another in its future idle
-resources (:meth:`FastPath.slot_view <pumice.framework.fastpath.FastPath.slot_view>`), summed
+them the nodes can take is known without trying: per node, how many fit one after
+another in its future idle resources (:meth:`FastPath.slot_view <pumice.framework.fastpath.FastPath.slot_view>`), summed
 over the nodes. The nodes are independent, so any order of placement takes exactly
 that many; the queue's share, asked before each task, lets through a known number in a
 row. The try places the fewer of the two. If that is fewer than the job still needs
