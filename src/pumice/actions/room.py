@@ -6,10 +6,11 @@ of admitted gangs waiting for room is tried again in every cycle, and each try p
 all the tasks the nodes can take, scores the nodes for each, then gives everything
 back. On a busy cluster of 1,000 nodes that was most of a cycle's work.
 
-When every pending task of the job has one shape (a single task too: a backlog of
-single pods the queue's share refuses is tried in every cycle as well), how many of
-them the nodes can take is known without trying: per node, how many fit one after
-another in its future idle resources (:meth:`FastPath.slot_view <pumice.framework.fastpath.FastPath.slot_view>`), summed
+When every pending task of the job (two or more; a single task only where the
+queue's share refuses it, a backlog of single pods otherwise tried in every cycle) has
+one shape, how many of them the nodes can take is known without trying: per node, how
+many fit one after another in its future idle resources
+(:meth:`FastPath.slot_view <pumice.framework.fastpath.FastPath.slot_view>`), summed
 over the nodes. The nodes are independent, so any order of placement takes exactly
 that many; the queue's share, asked before each task, lets through a known number in a
 row. The try places the fewer of the two. If that is fewer than the job still needs
@@ -96,6 +97,8 @@ def hopeless_turn(
         # have, the note names the last task refused and nothing was tentative.
         job.note = queue_refusal(queue, order[-1], ssn.nodes)
         return True
+    if len(todo) == 1:
+        return False  # (trying one task the queue lets through costs no more)
     if takes >= need:
         known = fast.shapes.get(shape)
         if known is not None and known.n_future >= need:
