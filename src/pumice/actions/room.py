@@ -6,11 +6,10 @@ of admitted gangs waiting for room is tried again in every cycle, and each try p
 all the tasks the nodes can take, scores the nodes for each, then gives everything
 back. On a busy cluster of 1,000 nodes that was most of a cycle's work.
 
-When every pending task of the job (two or more; a single task only where the
-queue's share refuses it, a backlog of single pods otherwise tried in every cycle) has
-one shape, how many of them the nodes can take is known without trying: per node, how
-many fit one after another in its future idle resources
-(:meth:`FastPath.slot_view <pumice.framework.fastpath.FastPath.slot_view>`), summed
+When every pending task of the job (two or more: a single task is tried, which costs
+no more than the proof) has one shape, how many of them the nodes can take
+is known without trying: per node, how many fit one after another in its future idle
+resources (:meth:`FastPath.slot_view <pumice.framework.fastpath.FastPath.slot_view>`), summed
 over the nodes. The nodes are independent, so any order of placement takes exactly
 that many; the queue's share, asked before each task, lets through a known number in a
 row. The try places the fewer of the two. If that is fewer than the job still needs
@@ -65,14 +64,9 @@ def hopeless_turn(
 ) -> bool:
     """True when ``job``'s first turn this cycle is proven to end with nothing kept; the
     job's fit error and tentative count are then recorded as the turn would have.
-    ``todo`` are the pending tasks the turn would place, ``key`` their task order (None
-    for a single task, or tasks with no key: those are tried)."""
-    if not todo or (key is None and len(todo) > 1):
-        return False
-    if len(todo) == 1 and (job.pending_best_effort_num() or not len(ssn.nodes)):
-        # A try would also say which best-effort task has no room, or that there are
-        # no nodes at all.
-        return False
+    ``todo`` are the pending tasks the turn would place, ``key`` their task order."""
+    if len(todo) < 2 or key is None:
+        return False  # (one task: trying it is as cheap as a proof)
     fast = for_session(ssn)
     if not fast.enabled or fast.affinity_about:
         return False
@@ -97,8 +91,6 @@ def hopeless_turn(
         # have, the note names the last task refused and nothing was tentative.
         job.note = queue_refusal(queue, order[-1], ssn.nodes)
         return True
-    if len(todo) == 1:
-        return False  # (trying one task the queue lets through costs no more)
     if takes >= need:
         known = fast.shapes.get(shape)
         if known is not None and known.n_future >= need:
@@ -271,7 +263,7 @@ def _shortfall(ssn: Session, job: JobInfo) -> int | None:
 
 
 def _gang_facts(
-    ssn: Session, job: JobInfo, todo: list[TaskInfo], key: Callable[[TaskInfo], tuple] | None
+    ssn: Session, job: JobInfo, todo: list[TaskInfo], key: Callable[[TaskInfo], tuple]
 ) -> _Facts | None:
     """What a proof needs to know of ``job``'s pending tasks ``todo``: their shapes
     (see :func:`_shape_groups`), each task's shape, the placements the gang needs, and
@@ -289,8 +281,7 @@ def _gang_facts(
             facts = None
         else:
             groups, shape_of = shapes
-            order = sorted(todo, key=key) if key is not None else list(todo)  # (one task)
-            facts = (groups, shape_of, placements_needed(ssn, job), order)
+            facts = (groups, shape_of, placements_needed(ssn, job), sorted(todo, key=key))
         job.verdicts.keep(_FACTS, stamp, facts)
     return facts
 
