@@ -38,7 +38,7 @@ from pumice.api.queue import QueueInfo
 from pumice.api.task import TaskInfo, TaskStatus
 from pumice.conf.arguments import Arguments
 from pumice.framework.orders import job_key, queue_key, task_key, task_keys
-from pumice.framework.pqueue import KeyedQueue, PriorityQueue, ordered
+from pumice.framework.pqueue import KeyedQueue, Lines, PriorityQueue, ordered
 from pumice.framework.session import Session
 from pumice.framework.statement import Statement
 from pumice.framework.topology import session_topology
@@ -61,11 +61,13 @@ class AllocateAction:
         # A queue's share changes only while it is served (out of the heap): sort keys
         # give the same pops as ssn.queue_less where the plugins offer them.
         queues = ordered(ssn.queue_less, queue_key(ssn))
-        jobs_of: dict[str, PriorityQueue[JobInfo] | KeyedQueue[JobInfo]] = {}
         admit_pending = "enqueue" not in ssn.config.actions
         # A waiting job's order cannot change (only the job being served changes), so
         # sort keys give the same order as ssn.job_less where the plugins offer them.
+        # Then a queue's jobs are ordered only when the queue is first served: a queue
+        # that has used its share never is, and its jobs cost no key.
         jkey = job_key(ssn)
+        line = Lines(ssn.job_less, jkey)
         # Only active jobs can have pending tasks; a job without any would take a turn
         # of its queue and do nothing, and job and queue orders are total, so leaving
         # settled jobs out changes no decision.
@@ -76,43 +78,57 @@ class AllocateAction:
                 if not admit_pending:
                     continue
                 job.phase = INQUEUE
-            if job.queue not in jobs_of:
-                jobs_of[job.queue] = ordered(ssn.job_less, jkey)
+            if line.add(job.queue, job):
                 queues.push(ssn.queues[job.queue])
-            jobs_of[job.queue].push(job)
 
         pending: dict[str, PriorityQueue[TaskInfo] | KeyedQueue[TaskInfo]] = {}
         sheets: dict[str, Worksheet] = {}
         turns = ssn.turns
+        # With sort keys, a queue whose turn placed nothing has the key it was popped
+        # with, the smallest, and the share it had: it is served again at once, as the
+        # heap would pop it, and is no more overused than it was.
+        keyed = isinstance(queues, KeyedQueue)
         while not queues.empty():
             queue = queues.pop()
             if ssn.overused(queue):
                 ssn.overused_queues.add(queue.name)
                 continue
-            jobs = jobs_of.get(queue.name)
-            if jobs is None or jobs.empty():
-                continue
-            job = jobs.pop()
-            turns.append(job.uid)
-            if job.network_topology is not None or job.sub_groups:
-                self._allocate_constrained(ssn, queue, job, jobs, sheets)
-                queues.push(queue)
-                continue
-            tasks = pending.get(job.uid)
-            if tasks is None:
-                todo, tkey = _to_place(ssn, job)
-                if hopeless_turn(ssn, queue, job, todo, tkey):
-                    queues.push(queue)  # as after a try that kept nothing
-                    continue
-                tasks = ordered(ssn.task_less, tkey, todo)
-                pending[job.uid] = tasks
-            if not tasks.empty():
-                self._allocate_job(ssn, queue, job, jobs, tasks)
-            queues.push(queue)
+            jobs = line.of(queue.name)
+            while jobs is not None and not jobs.empty():
+                job = jobs.pop()
+                turns.append(job.uid)
+                if self._turn(ssn, queue, job, jobs, pending, sheets) or not keyed:
+                    queues.push(queue)
+                    break
         actions = ssn.config.actions
         later = actions[actions.index(self.name) + 1 :] if self.name in actions else ()
         if "backfill" not in later:
             conclude_held(ssn)  # nothing places best-effort tasks after this action
+
+    def _turn(
+        self,
+        ssn: Session,
+        queue: QueueInfo,
+        job: JobInfo,
+        jobs: PriorityQueue[JobInfo] | KeyedQueue[JobInfo],
+        pending: dict[str, PriorityQueue[TaskInfo] | KeyedQueue[TaskInfo]],
+        sheets: dict[str, Worksheet],
+    ) -> bool:
+        """One turn of ``job``; False when it placed nothing (no allocation event
+        fired, so no queue's share or order moved)."""
+        if job.network_topology is not None or job.sub_groups:
+            self._allocate_constrained(ssn, queue, job, jobs, sheets)
+            return True
+        tasks = pending.get(job.uid)
+        if tasks is None:
+            todo, tkey = _to_place(ssn, job)
+            if hopeless_turn(ssn, queue, job, todo, tkey):
+                return False  # (as after a try that kept nothing)
+            tasks = ordered(ssn.task_less, tkey, todo)
+            pending[job.uid] = tasks
+        if tasks.empty():
+            return False
+        return self._allocate_job(ssn, queue, job, jobs, tasks)
 
     def _allocate_constrained(
         self,
@@ -156,8 +172,11 @@ class AllocateAction:
         job: JobInfo,
         jobs: PriorityQueue[JobInfo] | KeyedQueue[JobInfo],
         tasks: PriorityQueue[TaskInfo] | KeyedQueue[TaskInfo],
-    ) -> None:
+    ) -> bool:
+        """A turn of ``job``'s tasks (see the module's docstring); whether it placed
+        any."""
         stmt = Statement(ssn)
+        placed = False
         failed_roles: set[str] = set()
         while not tasks.empty():
             task = tasks.pop()
@@ -171,6 +190,7 @@ class AllocateAction:
                 if need_continue(job, failed_roles):
                     continue
                 break
+            placed = True
             if ssn.job_ready(job) and not tasks.empty():
                 jobs.push(job)
                 break
@@ -184,6 +204,7 @@ class AllocateAction:
             job.keep_tentative([op.task for op in stmt.operations])
             explain_best_effort(ssn, job)  # (before the discard: the try's nodes)
             stmt.discard()
+        return placed
 
 
 # -- gangs that count on best-effort tasks not yet placed ---------------------------------

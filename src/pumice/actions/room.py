@@ -86,6 +86,11 @@ def hopeless_turn(
     takes = _queue_takes(ssn, queue, todo[0], need)
     if takes is None:
         return False
+    if takes == 0:
+        # The queue refuses every task, and the try places none: whatever the nodes
+        # have, the note names the last task refused and nothing was tentative.
+        job.note = queue_refusal(queue, order[-1], ssn.nodes)
+        return True
     if takes >= need:
         known = fast.shapes.get(shape)
         if known is not None and known.n_future >= need:

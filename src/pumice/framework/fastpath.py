@@ -302,7 +302,7 @@ class FastPath:
             key,
             task,
             self.nodes,
-            self.future(),
+            self.future,
             ssn.uid,
             ssn.config,
             lambda: predicate_filter(ssn, task),

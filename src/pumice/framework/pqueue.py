@@ -97,6 +97,49 @@ class KeyedQueue(Generic[T]):
         return heapq.heappop(self._items)[2]
 
 
+class Lines(Generic[T]):
+    """Items waiting in named lines (a queue's jobs), each line a heap of its own.
+
+    With a sort key, a line is ordered only when first asked for (:meth:`of`): the
+    contract of :func:`ordered` (no item's key changes while it waits) holds for items
+    not yet in the heap too, so the pops are the same, and a line never served (a queue
+    that has used its share) costs no key. Without one, items are pushed as they come,
+    as :class:`PriorityQueue` must see them for Volcano's pops."""
+
+    __slots__ = ("_heaps", "_key", "_less", "_waiting")
+
+    def __init__(self, less: Callable[[T, T], bool], key: Callable[[T], tuple] | None) -> None:
+        self._less, self._key = less, key
+        self._waiting: dict[str, list[T]] = {}
+        self._heaps: dict[str, PriorityQueue[T] | KeyedQueue[T]] = {}
+
+    def add(self, name: str, item: T) -> bool:
+        """Put ``item`` at the end of line ``name``; True when the line is new."""
+        if self._key is None:
+            heap = self._heaps.get(name)
+            if heap is None:
+                self._heaps[name] = PriorityQueue(self._less, (item,))
+                return True
+            heap.push(item)
+            return False
+        waiting = self._waiting.get(name)
+        if waiting is None:
+            self._waiting[name] = [item]
+            return True
+        waiting.append(item)
+        return False
+
+    def of(self, name: str) -> PriorityQueue[T] | KeyedQueue[T] | None:
+        """Line ``name``'s heap (None when nothing was added to it)."""
+        heap = self._heaps.get(name)
+        if heap is None:
+            items = self._waiting.pop(name, None)
+            if items is None:
+                return None
+            heap = self._heaps[name] = ordered(self._less, self._key, items)
+        return heap
+
+
 def order_key(
     keys: Sequence[Callable | None], fallback: Callable[[T], tuple]
 ) -> Callable[[T], tuple] | None:

@@ -213,13 +213,14 @@ class SlotMemory:
         key: Hashable,
         task: TaskInfo,
         nodes: NodeTable,
-        future: np.ndarray,
+        future: Callable[[], np.ndarray],
         session: str,
         owner: object,
         make: Callable[[], tuple[np.ndarray | None, list[tuple[str, np.ndarray]]]],
     ) -> SlotView:
         """The view of shape ``key`` brought up to date with ``nodes``, the table of
-        session ``session`` (its uid), whose future idle resources are ``future``.
+        session ``session`` (its uid), whose future idle resources ``future()`` returns
+        (asked only when some row is to be recomputed).
         ``owner`` is what the predicates' answers depend on besides the nodes (the
         configuration): a view made for another is made afresh. ``make()`` returns
         (blocked, reasons) from the predicates when a view is made."""
@@ -238,24 +239,31 @@ class SlotMemory:
                 and view.pos <= base
                 and base - view.pos <= len(nodes)  # (a long-unused view: rebuilt)
             ):
-                rows = set(log[view.pos : base]) | view.srows | set(nodes.changes)
+                rows = set(log[view.pos : base])
+                if view.srows:
+                    rows |= view.srows
+                if nodes.changes:
+                    rows.update(nodes.changes)
         if view is None:
             blocked, reasons = make()
             view = SlotView(task, blocked, reasons, nodes.space.names)
             view.owner = owner
         if rows is None or len(rows) > refresh_rows(len(nodes)):
-            view.rebuild(future)
+            view.rebuild(future())
         elif rows:
-            view.refresh(future, rows)
-        left = nodes.left_out_counts() if nodes.left_out else {}
-        if left != view.left:
-            view.left = left
-            view.error = None
+            view.refresh(future(), rows)
+        if nodes.left_out or view.left:
+            left = nodes.left_out_counts() if nodes.left_out else {}
+            if left != view.left:
+                view.left = left
+                view.error = None
+        changes = nodes.changes
         if view.session == session:
-            view.srows.update(nodes.changes[view.spos :])
+            if view.spos < len(changes):
+                view.srows.update(changes[view.spos :])
         else:
-            view.srows = set(nodes.changes)
-        view.log, view.pos, view.session, view.spos = log, base, session, len(nodes.changes)
+            view.srows = set(changes)
+        view.log, view.pos, view.session, view.spos = log, base, session, len(changes)
         views[key] = view
         if len(views) > MAX_VIEWS:
             del views[next(iter(views))]
