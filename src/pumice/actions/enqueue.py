@@ -181,7 +181,7 @@ def _refuse_all(
                 return False
             refused.append((job, refuser))
     queues = ssn.queues
-    if parked_refused and not all(queues[q].is_open() for q in {j.queue for j in parked_refused}):
+    if parked_refused and not all(q.is_open() for q in queues.values()):
         closed.extend((j, queues[j.queue]) for j in parked_refused if not queues[j.queue].is_open())
         parked_refused = [j for j in parked_refused if queues[j.queue].is_open()]
     not_enqueued = ssn.not_enqueued
