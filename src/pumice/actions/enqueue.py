@@ -33,15 +33,22 @@ def refusals(ssn: Session) -> Callable[[str | None, JobInfo], Text]:
     explanation is looked up once per session, and a plugin that can say it later
     (``explain_later(ssn, job, head)``, see :mod:`pumice.framework.said`) hands over the
     facts it would quote, after ``head``, instead of the sentence."""
+    text_for = refusal_texts(ssn)
+    return lambda plugin_name, job: text_for(plugin_name)(job)
+
+
+def refusal_texts(ssn: Session) -> Callable[[str | None], Callable[[JobInfo], Text]]:
+    """``text_for(plugin)``: the function saying why ``plugin`` refused a job (see
+    :func:`refusals`), looked up once per plugin, for callers that say many at once."""
     texts: dict[str | None, Callable[[JobInfo], Text]] = {}
 
-    def refusal(plugin_name: str | None, job: JobInfo) -> Text:
+    def text_for(plugin_name: str | None) -> Callable[[JobInfo], Text]:
         text = texts.get(plugin_name)
         if text is None:
             text = texts[plugin_name] = _refusal_text(ssn, plugin_name)
-        return text(job)
+        return text
 
-    return refusal
+    return text_for
 
 
 def _refusal_text(ssn: Session, plugin_name: str | None) -> Callable[[JobInfo], Text]:
@@ -187,14 +194,11 @@ def _refuse_all(
     not_enqueued = ssn.not_enqueued
     for job, queue in closed:
         not_enqueued[job.uid] = f"{NOT_ENQUEUED}queue {queue.name} is {queue.state}"
-    texts: dict[str, Callable[[JobInfo], Text]] = {}
+    text_for = refusal_texts(ssn)
     for job, refuser in refused:
-        text = texts.get(refuser)
-        if text is None:
-            text = texts[refuser] = _refusal_text(ssn, refuser)
-        not_enqueued[job.uid] = text(job)
+        not_enqueued[job.uid] = text_for(refuser)(job)
     if parked_refused:
-        text = texts.get(first) or _refusal_text(ssn, first)
+        text = text_for(first)
         not_enqueued.update(
             zip([j.uid for j in parked_refused], map(text, parked_refused), strict=True)
         )
