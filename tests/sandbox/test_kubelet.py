@@ -179,6 +179,9 @@ def test_a_graceful_delete_completes_after_the_capped_grace(client, names, kubel
     assert status == 200 and body["metadata"]["deletionTimestamp"], body
     assert body["metadata"]["deletionGracePeriodSeconds"] == 30
     k.wait_for("the pod gone", lambda: k.get(client, "Pod", f"{ns}/victim") is None)
+    # (The kubelet counts its delete when the answer reaches it, which can be after the
+    # API server has already dropped the pod.)
+    k.wait_for("the delete counted", lambda: kubelet.stats.deleted == 1)
     assert kubelet.stats.deleted == 1
     # A pod deleted before it even started goes the same way, and never turns Running.
     _pod(client, ns, "early")
