@@ -185,6 +185,14 @@ class BaseModel:
             self.add_job(rec, tasks=tasks)
             return
         if rec.api == "volcano":
+            if old is rec and job.phase == rec.phase and uid in self.unsettled:
+                # Only the status's conditions or counts moved, mostly the scheduler's
+                # own write coming back: nothing a cycle reads of the job changed, and
+                # an unsettled job is looked at in every cycle anyway. Not marked
+                # changed, so that a job parked while it waits for admission stays
+                # parked (its carried status is compared with this one at every apply).
+                job.conditions = rec.conditions
+                return
             job.phase = rec.phase
             job.conditions = rec.conditions
         job.annotations = rec.annotations

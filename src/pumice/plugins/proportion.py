@@ -11,6 +11,7 @@ take its queue past its capability.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from operator import is_
@@ -136,7 +137,7 @@ class _Sums:
     """
 
     __slots__ = ("alloc_list", "allocated", "elastic", "inqueue", "mask", "request",
-                 "request_bytes", "stamp")  # fmt: skip
+                 "request_bytes", "request_list", "stamp")  # fmt: skip
 
     def __init__(self, stamp: int, mask: np.ndarray, sums: np.ndarray) -> None:
         self.stamp, self.mask = stamp, mask
@@ -147,6 +148,7 @@ class _Sums:
         request.setflags(write=False)
         self.request = request
         self.request_bytes = request.tobytes()
+        self.request_list: list[float] = request.tolist()
         self.alloc_list: list[float] = clipped[0].tolist()
 
 
@@ -218,6 +220,18 @@ class _Fixed:
         return self._rows
 
 
+@dataclass(slots=True)
+class _Traced:
+    """A water fill: the rows and sums it was run on (``sums`` moves on to later sums
+    it stands for), its answer, and per queue and dimension the largest value a round
+    gave (see :meth:`ProportionPlugin._stands`)."""
+
+    rows: _Rows
+    sums: list[_Sums]
+    deserved: np.ndarray
+    reached: list[list[float]]
+
+
 #: How many water-fill results a plugin keeps by their inputs (oldest dropped first).
 _FILLED_KEPT = 256
 
@@ -237,7 +251,11 @@ class ProportionPlugin:
         self._mask = np.zeros(0, dtype=bool)
         self._guarantees = False  # does any queue have a guarantee (the derived limit)
         #: Water-fill results by their inputs (see :meth:`_water_fill`).
-        self._filled: dict[tuple[bytes, tuple[bytes, ...]], np.ndarray] = {}
+        self._filled: dict[
+            tuple[bytes, tuple[bytes, ...]], tuple[np.ndarray, list[list[float]]]
+        ] = {}
+        #: The last water fill's rows, sums, answer and trace (see :meth:`_stands`).
+        self._traced: _Traced | None = None
         #: The figures that follow from the queues' specs (see :meth:`_fixed_figures`).
         self._fixed: _Fixed | None = None
         #: queue -> its sums as the cycle opened (kept with the ledger's stamp).
@@ -661,23 +679,51 @@ class ProportionPlugin:
         queues add rows in name order, as the loop did), so the deserved shares are the
         same floats.
 
-        A pure function of its inputs, which most cycles repeat (a task moving from
-        pending to allocated leaves a queue's request as it was): the last few hundred
-        answers are kept by their inputs (read-only, and the same object for the same
-        inputs)."""
+        A pure function of its inputs, and most cycles could not move its answer: the
+        last fill stands when only requests moved that no round ever reached (see
+        :meth:`_stands`), which is what an admission or an end in a queue that asks
+        for more than its share does. Otherwise the last few hundred answers are kept
+        by their inputs (read-only, and the same object for the same inputs)."""
+        traced = self._traced
+        if traced is not None and traced.rows is rows and self._stands(traced, sums):
+            return traced.deserved
         key = (rows.inputs, tuple([s.request_bytes for s in sums]))
         got = self._filled.get(key)
         if got is None:
             request = np.array([s.request for s in sums])
-            got = self._fill(
+            deserved, reached = self._fill(
                 fixed.total, rows.weights, np.zeros(request.shape), request, rows.real_cap,
                 rows.guarantee, rows.weight,
             )  # fmt: skip
-            got.setflags(write=False)
-            self._filled[key] = got
+            deserved.setflags(write=False)
+            got = self._filled[key] = (deserved, reached)
             if len(self._filled) > _FILLED_KEPT:
                 del self._filled[next(iter(self._filled))]
-        return got
+        self._traced = _Traced(rows, list(sums), got[0], got[1])
+        return got[0]
+
+    @staticmethod
+    def _stands(traced: _Traced, sums: list[_Sums]) -> bool:
+        """Would the fill of ``sums`` give the traced fill's answer, float for float:
+        every request that moved stayed above, before and after, every value its queue
+        took in any round (then each round's ``min`` with it, and the test whether the
+        queue reached it, come out as they did). On success the trace is the new
+        requests' (the rounds are the same)."""
+        was = traced.sums
+        for k, got in enumerate(sums):
+            old = was[k]
+            if got is old or got.request_bytes == old.request_bytes:
+                continue
+            top = traced.reached[k]
+            new_req, old_req = got.request_list, old.request_list
+            for d, x in enumerate(top):
+                r, o = new_req[d], old_req[d]
+                if r == o and (r != 0.0 or math.copysign(1.0, r) == math.copysign(1.0, o)):
+                    continue
+                if not (r > x and o > x):
+                    return False
+        traced.sums = list(sums)
+        return True
 
     @staticmethod
     def _fill(
@@ -688,13 +734,17 @@ class ProportionPlugin:
         cap: np.ndarray,
         guarantee: np.ndarray,
         weight: np.ndarray,
-    ) -> np.ndarray:
+    ) -> tuple[np.ndarray, list[list[float]]]:
         """The rounds, in plain floats: a dozen queues by four resources is too small
         for numpy's calls to pay. Every step is the vector form's, element by element
-        (sums over queues add rows in name order), so the floats are the same."""
+        (sums over queues add rows in name order), so the floats are the same.
+
+        Also gives, per queue and dimension, the largest value a round gave it (what
+        a request above it never bounded: see :meth:`_stands`)."""
         rows, dims = range(len(weights)), range(total.size)
         des, req, cp, gu = deserved.tolist(), request.tolist(), cap.tolist(), guarantee.tolist()
         w = weight.tolist()
+        top = [[-math.inf] * total.size for _ in rows]
         met = [False] * len(weights)
         remaining = total.tolist()
         while True:
@@ -705,7 +755,7 @@ class ProportionPlugin:
             increased, decreased = [0.0] * total.size, [0.0] * total.size
             for i in open_rows:
                 part = w[i] / total_weight
-                old, c, r, g = des[i], cp[i], req[i], gu[i]
+                old, c, r, g, t = des[i], cp[i], req[i], gu[i], top[i]
                 new = []
                 reached = True
                 for k in dims:
@@ -719,6 +769,8 @@ class ProportionPlugin:
                     if g[k] > x:
                         x = g[k]
                     new.append(x)
+                    if x > t[k]:
+                        t[k] = x
                     if not r[k] <= x:
                         reached = False
                     # increased += max(diff, 0.0), decreased += max(-diff, 0.0): adding
@@ -735,7 +787,7 @@ class ProportionPlugin:
             remaining = [remaining[k] - increased[k] + decreased[k] for k in dims]
             if all(v < 0.1 for v in remaining) or remaining == old_remaining:
                 break
-        return np.array(des, dtype=np.float64).reshape(deserved.shape)
+        return np.array(des, dtype=np.float64).reshape(deserved.shape), top
 
     # -- explanations -------------------------------------------------------------------
 
