@@ -19,7 +19,7 @@ sums do not drift however many times jobs come and go.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import count
 
@@ -90,9 +90,17 @@ class Ledger:
         #: Bumped by every change of the sums; keys the last matrices handed out.
         self._changes = 0
         self._last: tuple[tuple, QueueSums] | None = None
-        #: The last ``inqueue_total``: the stamps of its queues, their inqueue rows, and
-        #: the total.
-        self._last_inqueue: tuple[list[int], list[list[float]], Vector] | None = None
+        #: Bumped whenever a queue gains its first job or loses its last: keys the last
+        #: ``queues_with_jobs``.
+        self._members = 0
+        #: The last ``queues_with_jobs``: the membership count, the queues asked and the
+        #: answer.
+        self._last_names: tuple[int, set[str], list[str]] | None = None
+        #: Bumped whenever a part that asks something of the inqueue row comes or goes
+        #: (a row that moves, in integer units): keys the last ``inqueue_total``.
+        self._inqueue_moves = 0
+        #: The last ``inqueue_total``: the inqueue moves, its queues, and the total.
+        self._last_inqueue: tuple[int, list[str], Vector] | None = None
         #: Queue -> the stamp of its sums (see :meth:`stamps`), for the queues with jobs.
         self._stamps: dict[str, int] = {}
         #: Queue -> (stamp, its sums in canonical units): see :meth:`sums_of`.
@@ -184,25 +192,40 @@ class Ledger:
                 self._parts[job.uid] = part
                 self.affinity_jobs += part.affinity - old.affinity
                 return
-            self.remove(job.uid)
+            if old.queue != queue or old.units[2].tobytes() != rows[2].tobytes():
+                self._inqueue_moves += 1
+            self._take_out(job.uid)
+        elif rows[2].any():
+            self._inqueue_moves += 1
         self._parts[job.uid] = part
         self._changes += 1
         slot = self._slots.get(queue)
         if slot is None:
             slot = self._slot(queue)
-        self._counts[queue] = self._counts.get(queue, 0) + 1
+        count = self._counts.get(queue, 0)
+        if count == 0:
+            self._members += 1
+        self._counts[queue] = count + 1
         self._sums[:, slot] += rows
         self._stamps[queue] = next(_STAMPS)
         self.affinity_jobs += part.affinity
 
     def remove(self, uid: str) -> None:
+        """Take job ``uid``'s part away (the job is gone)."""
+        part = self._take_out(uid)
+        if part is not None and part.units[2].any():
+            self._inqueue_moves += 1
+
+    def _take_out(self, uid: str) -> _Part | None:
+        """Take job ``uid``'s part away from the sums; the part (None: it had none)."""
         part = self._parts.pop(uid, None)
         if part is None:
-            return
+            return None
         self._changes += 1
         queue = part.queue
         count = self._counts[queue] - 1
         if count == 0:
+            self._members += 1
             del self._counts[queue]
             del self._stamps[queue]
             self._rows.pop(queue, None)
@@ -215,6 +238,7 @@ class Ledger:
             self._sums[:, self._slots[queue]] -= part.units
             self._stamps[queue] = next(_STAMPS)
         self.affinity_jobs -= part.affinity
+        return part
 
     def matrices(self, queues: Iterable[str]) -> tuple[list[str], QueueSums]:
         """The sums of the queues of ``queues`` that have jobs, in canonical units, as
@@ -233,34 +257,41 @@ class Ledger:
         """The rows of :meth:`matrices`' ``inqueue`` (what the admitted jobs of each
         queue ask) summed one by one in name order onto zeros, as a new vector:
         overcommit asks this at every session open, and needs no copy of the matrices.
-        Kept until a queue's inqueue row moves (a pod bound or a job admitted or gone),
-        each queue's row taken again only when its sums moved."""
+        Kept until a part with something in its inqueue row comes or goes (a job
+        admitted, bound or gone) or other queues are summed: most cycles move only
+        allocations, and cost a comparison here."""
         names = self.queues_with_jobs(queues)
-        key = self.stamps(names)
         kept = self._last_inqueue
-        if kept is not None and kept[0] == key:
+        if kept is not None and kept[0] == self._inqueue_moves and kept[1] == names:
             return kept[2].copy()
         rows = []
         kept_rows = self._inqueue_rows
-        for name, stamp in zip(names, key, strict=True):
+        stamps = self._stamps
+        for name in names:
+            stamp = stamps[name]
             got = kept_rows.get(name)
             if got is None or got[0] != stamp:
                 got = kept_rows[name] = (stamp, self.sums_of(name)[2].tolist())
             rows.append(got[1])
-        if kept is not None and kept[1] == rows:
-            self._last_inqueue = (key, kept[1], kept[2])
-            return kept[2].copy()
         total = [0.0] * self.space.size
         for row in rows:  # (plain floats, queue after queue: the same additions)
             for k, x in enumerate(row):
                 total[k] += x
         summed = np.array(total, dtype=np.float64)
-        self._last_inqueue = (key, rows, summed)
+        self._last_inqueue = (self._inqueue_moves, names, summed)
         return summed.copy()
 
     def queues_with_jobs(self, queues: Iterable[str]) -> list[str]:
-        """The queues of ``queues`` that have jobs, in name order (a new list)."""
-        return sorted(set(queues) & self._counts.keys())
+        """The queues of ``queues`` that have jobs, in name order (a new list). Kept
+        until a queue gains its first job or loses its last, or other queues are asked
+        (a session asks with its queue table, every cycle)."""
+        asked = queues.keys() if isinstance(queues, Mapping) else set(queues)
+        kept = self._last_names
+        if kept is not None and kept[0] == self._members and kept[1] == asked:
+            return list(kept[2])
+        names = sorted(asked & self._counts.keys())
+        self._last_names = (self._members, set(asked), names)
+        return list(names)
 
     def stamps(self, names: list[str]) -> list[int]:
         """The stamps of the sums of the queues ``names`` (queues with jobs), in that
