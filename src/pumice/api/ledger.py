@@ -19,7 +19,7 @@ sums do not drift however many times jobs come and go.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import count
 
@@ -285,7 +285,7 @@ class Ledger:
         """The queues of ``queues`` that have jobs, in name order (a new list). Kept
         until a queue gains its first job or loses its last, or other queues are asked
         (a session asks with its queue table, every cycle)."""
-        asked = queues.keys() if isinstance(queues, Mapping) else set(queues)
+        asked = queues.keys() if isinstance(queues, dict) else set(queues)
         kept = self._last_names
         if kept is not None and kept[0] == self._members and kept[1] == asked:
             return list(kept[2])
