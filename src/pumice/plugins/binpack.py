@@ -34,6 +34,8 @@ class BinpackPlugin:
 
     def __init__(self, arguments: Arguments) -> None:
         self.score: BinpackScore | None = None
+        #: The last weights, with the resource space and shared dimensions they follow.
+        self._weighed: tuple[object, np.ndarray, np.ndarray] | None = None
         self.weight = arguments.get_int("binpack.weight", 1)
         self.resource_weights: dict[str, int] = {
             "cpu": arguments.get_int("binpack.cpu", 1),
@@ -63,14 +65,26 @@ class BinpackPlugin:
             self.score.renew(ssn, self._weights(ssn))
 
     def _weights(self, ssn: Session) -> np.ndarray:
+        """Per dimension, the weight of the resource (0 for pods and for what is not
+        shared), read-only: kept while the cycles have the same resource space."""
         space = ssn.space
+        kept = self._weighed
+        if kept is not None and kept[0] is space and kept[1] is space.share:
+            return kept[2]
         weights = np.zeros(space.size)
         for name, wt in self.resource_weights.items():
             if name in space.index:
                 weights[space.index[name]] = wt
         weights[space.index["pods"]] = 0.0
         weights[~space.share] = 0.0
+        weights.setflags(write=False)
+        self._weighed = (space, space.share, weights)
         return weights
+
+
+#: How many requests :meth:`BinpackScore._dims` keeps before it starts afresh (the
+#: requests of a run are interned, so they are few).
+_PREP_KEPT = 4096
 
 
 class BinpackScore(SeparableScore):
@@ -88,8 +102,10 @@ class BinpackScore(SeparableScore):
     def renew(self, ssn: Session, weights: np.ndarray) -> None:
         """Score the nodes of ``ssn``'s cycle (a living session's next one)."""
         self.nodes = ssn.nodes
-        self.weights = weights
-        self._prep: dict[int, tuple] = {}
+        if weights is not getattr(self, "weights", None) or len(self._prep) > _PREP_KEPT:
+            # (what _dims keeps follows from the request and the weights alone)
+            self.weights = weights
+            self._prep: dict[int, tuple] = {}
 
     def rows(self, task: TaskInfo, cand: np.ndarray, _ctx: None) -> np.ndarray:
         nodes, weights, factor = self.nodes, self.weights, self.factor

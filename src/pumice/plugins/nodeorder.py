@@ -215,6 +215,11 @@ class SpreadScore:
         return out
 
 
+#: How many entries the score's memos hold before they start afresh (they are keyed by
+#: interned requests and placements, so they are few).
+_KEPT = 4096
+
+
 class NodeOrderScore:
     """The ``node_order`` function of one session, in three equivalent forms.
 
@@ -232,18 +237,36 @@ class NodeOrderScore:
 
     __slots__ = (
         "_affinity", "_bal_all", "_bal_base", "_bal_scalar", "_counts", "_cpu", "_floats",
-        "_mem", "_spread", "_wts", "nodes", "w",
+        "_labels", "_mem", "_space", "_spread", "_wts", "nodes", "w",
     )  # fmt: skip
 
     def __init__(self, ssn: Session, weights: dict[str, int]) -> None:
         self.w = weights
+        keys = ("leastrequested", "mostrequested", "balancedresource", "nodeaffinity")
+        self._wts = tuple(weights[f"{k}.weight"] for k in (*keys, "tainttoleration"))
+        self._space: object = None
+        self._labels: object = None
         self.renew(ssn)
 
     def renew(self, ssn: Session) -> None:
-        """Score the nodes of ``ssn``'s cycle (a living session's next one)."""
-        weights = self.w
+        """Score the nodes of ``ssn``'s cycle (a living session's next one). What
+        follows from the resource space (the dimensions, each request's floats) is kept
+        while the cycles have the same space, and what follows from the nodes' labels
+        and taints (preferred affinity, untolerated taints) while they have the same
+        label index (replaced, never changed in place, when a node's labels or taints
+        move or nodes come or go)."""
         self.nodes = ssn.nodes
+        self._spread = SpreadScore(ssn.nodes) if self.w["podtopologyspread.weight"] else None
+        labels = ssn.nodes.labels
+        if labels is not self._labels or len(self._affinity) + len(self._counts) > _KEPT:
+            self._labels = labels
+            self._affinity: dict[Placement, np.ndarray] = {}
+            self._counts: dict[tuple[Toleration, ...], tuple[np.ndarray, bool]] = {}
         space = ssn.space
+        if space is self._space and len(self._floats) <= _KEPT:
+            return
+        self._space = space
+        self._floats: dict = {}
         self._cpu, self._mem = space.index["cpu"], space.index["memory"]
         bal = [space.index[r] for r in BALANCED_RESOURCES if r in space.index]
         #: The balanced dimensions every task is scored on (cpu, memory), and the
@@ -251,12 +274,6 @@ class NodeOrderScore:
         self._bal_base = [d for d in bal if space.names[d] in ("cpu", "memory")]
         self._bal_scalar = [d for d in bal if d not in self._bal_base]
         self._bal_all = bal
-        self._affinity: dict[Placement, np.ndarray] = {}
-        self._counts: dict[tuple[Toleration, ...], tuple[np.ndarray, bool]] = {}
-        self._floats: dict = {}
-        keys = ("leastrequested", "mostrequested", "balancedresource", "nodeaffinity")
-        self._wts = tuple(weights[f"{k}.weight"] for k in (*keys, "tainttoleration"))
-        self._spread = SpreadScore(ssn.nodes) if weights["podtopologyspread.weight"] else None
 
     def _pref(self, placement: Placement) -> np.ndarray:
         pref = self._affinity.get(placement)

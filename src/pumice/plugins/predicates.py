@@ -17,6 +17,9 @@ boolean mask of the nodes refused (or None when none are) and ``reasons`` lists
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
 
 from pumice.api.node import NodeTable
@@ -157,12 +160,15 @@ class PredicatesPlugin:
         self.bind_timeout = arguments.get_int(BIND_TIMEOUT, DEFAULT_BIND_TIMEOUT)
         if self.bind_timeout <= 0:
             raise InputError("must be a positive number of seconds", field=BIND_TIMEOUT)
-        #: This cycle's volume state (see :mod:`pumice.plugins.volumes`).
-        self.volumes: VolumeChecks | None = None
+        #: This cycle's volume state (see :mod:`pumice.plugins.volumes` and
+        #: :attr:`volumes`), made when first asked.
+        self._volumes: VolumeChecks | None = None
+        #: The cycle's nodes and objects the checks are made over.
+        self._checks_of: tuple[NodeTable, Mapping[str, Mapping[str, Any]]] | None = None
         #: Whether pods' ResourceClaims are allocated (DRA is GA in Kubernetes 1.34, on
         #: by default), and this cycle's device state (:mod:`pumice.plugins.devices`).
         self._dra = arguments.get_bool(DRA, True)
-        self.devices: DeviceChecks | None = None
+        self._devices: DeviceChecks | None = None
         #: Each placement's node filter, while the node label columns stay the same.
         self._static: dict[Placement, tuple[np.ndarray | None, Reasons]] = {}
         self._static_for: object = None
@@ -173,6 +179,25 @@ class PredicatesPlugin:
         self._nodes: NodeTable
         self._holders = False
         self._spread: SpreadCounts
+
+    @property
+    def volumes(self) -> VolumeChecks | None:
+        """This cycle's volume state (see :mod:`pumice.plugins.volumes`): made when a
+        task with claims first asks, as most cycles have none (what it is made from is
+        the cycle's, and stands while the cycle runs)."""
+        if self._volumes is None and self._checks_of is not None:
+            nodes, objects = self._checks_of
+            self._volumes = VolumeChecks(nodes, objects, **self._volume_flags)
+        return self._volumes
+
+    @property
+    def devices(self) -> DeviceChecks | None:
+        """This cycle's device state (see :mod:`pumice.plugins.devices`; None without
+        DRA), made when first asked, as :attr:`volumes`."""
+        if self._devices is None and self._dra and self._checks_of is not None:
+            nodes, objects = self._checks_of
+            self._devices = DeviceChecks(nodes, objects)
+        return self._devices
 
     def on_session_open(self, ssn: Session) -> None:
         """The volume checks follow allocations (their tentative PV choices); the
@@ -194,11 +219,12 @@ class PredicatesPlugin:
         ssn.add_event_handler(EventHandler(allocate=allocated, deallocate=deallocated))
 
     def on_session_close(self, ssn: Session) -> None:
-        """The volumes chosen for the pods that bind, as their pre-bind writes."""
-        if self.devices is not None:
-            self.devices.write(ssn.decisions)
-        if self.volumes is not None:
-            self.volumes.write(ssn.decisions)
+        """The volumes chosen for the pods that bind, as their pre-bind writes (checks
+        never made chose nothing)."""
+        if self._devices is not None:
+            self._devices.write(ssn.decisions)
+        if self._volumes is not None:
+            self._volumes.write(ssn.decisions)
             for pre in ssn.decisions.prebind.values():
                 if pre.volumes or pre.provision:
                     pre.timeout = float(self.bind_timeout)
@@ -213,8 +239,8 @@ class PredicatesPlugin:
         self._nodes = nodes
         self._holders = ssn.snapshot.affinity_about()
         self._spread = SpreadCounts(nodes)
-        self.volumes = VolumeChecks(nodes, ssn.snapshot.objects, **self._volume_flags)
-        self.devices = DeviceChecks(nodes, ssn.snapshot.objects) if self._dra else None
+        self._checks_of = (nodes, ssn.snapshot.objects)
+        self._volumes = self._devices = None
         by_placement = not self._holders
         if self._registered != by_placement:
             if self._registered is not None:
