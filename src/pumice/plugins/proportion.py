@@ -11,7 +11,6 @@ take its queue past its capability.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from operator import is_
@@ -20,6 +19,7 @@ from typing import TypeVar
 import numpy as np
 
 from pumice.api.job import JobInfo
+from pumice.api.ledger import Ledger
 from pumice.api.queue import QueueInfo
 from pumice.api.resources import ResourceSpace
 from pumice.api.task import TaskInfo
@@ -137,7 +137,7 @@ class _Sums:
     """
 
     __slots__ = ("alloc_list", "allocated", "elastic", "inqueue", "mask", "request",
-                 "request_bytes", "request_list", "stamp")  # fmt: skip
+                 "request_bytes", "stamp")  # fmt: skip
 
     def __init__(self, stamp: int, mask: np.ndarray, sums: np.ndarray) -> None:
         self.stamp, self.mask = stamp, mask
@@ -148,7 +148,6 @@ class _Sums:
         request.setflags(write=False)
         self.request = request
         self.request_bytes = request.tobytes()
-        self.request_list: list[float] = request.tolist()
         self.alloc_list: list[float] = clipped[0].tolist()
 
 
@@ -220,18 +219,6 @@ class _Fixed:
         return self._rows
 
 
-@dataclass(slots=True)
-class _Traced:
-    """A water fill: the rows and sums it was run on (``sums`` moves on to later sums
-    it stands for), its answer, and per queue and dimension the largest value a round
-    gave (see :meth:`ProportionPlugin._stands`)."""
-
-    rows: _Rows
-    sums: list[_Sums]
-    deserved: np.ndarray
-    reached: list[list[float]]
-
-
 #: How many water-fill results a plugin keeps by their inputs (oldest dropped first).
 _FILLED_KEPT = 256
 
@@ -251,11 +238,7 @@ class ProportionPlugin:
         self._mask = np.zeros(0, dtype=bool)
         self._guarantees = False  # does any queue have a guarantee (the derived limit)
         #: Water-fill results by their inputs (see :meth:`_water_fill`).
-        self._filled: dict[
-            tuple[bytes, tuple[bytes, ...]], tuple[np.ndarray, list[list[float]]]
-        ] = {}
-        #: The last water fill's rows, sums, answer and trace (see :meth:`_stands`).
-        self._traced: _Traced | None = None
+        self._filled: dict[tuple[bytes, tuple[bytes, ...]], np.ndarray] = {}
         #: The figures that follow from the queues' specs (see :meth:`_fixed_figures`).
         self._fixed: _Fixed | None = None
         #: queue -> its sums as the cycle opened (kept with the ledger's stamp).
@@ -324,23 +307,43 @@ class ProportionPlugin:
         rows = fixed.rows(names)
         stamps = ledger.stamps(names)
         last = self._last
-        if last is not None and last[0] is rows and last[1] == stamps:
-            # Nothing the figures follow moved: only the attrs the last cycle's events
-            # wrote are built again.
-            if dirty:
-                sums, deserved = last[2], last[3]
+        if last is not None and last[0] is rows:
+            if last[1] == stamps:
+                # Nothing the figures follow moved: only the attrs the last cycle's
+                # events wrote are built again.
+                if dirty:
+                    sums, deserved = last[2], last[3]
+                    for k, name in enumerate(names):
+                        if name in dirty:
+                            self._build(k, rows, sums[k], deserved, deserved[k].tobytes())
+                    dirty.clear()
+                return
+            # Most cycles move one queue's sums: only those are taken again, and when
+            # none of their requests moved (a task bound: pending became allocated),
+            # the deserved shares are the last ones and only their attrs are built.
+            was_sums = last[2]
+            moved = [k for k, (a, b) in enumerate(zip(stamps, last[1], strict=True)) if a != b]
+            sums = list(was_sums)
+            for k in moved:
+                sums[k] = self._sums_of(ledger, names[k], stamps[k], mask)
+            if all(sums[k].request_bytes == was_sums[k].request_bytes for k in moved):
+                deserved = last[3]
+                self._last = (rows, stamps, sums, deserved)
+                built = self._built
                 for k, name in enumerate(names):
-                    if name in dirty:
-                        self._build(k, rows, sums[k], deserved, deserved[k].tobytes())
+                    if k in moved or name in dirty:
+                        was = built.get(name)
+                        self._build(
+                            k, rows, sums[k], deserved,
+                            was[2] if was is not None and was[1] is rows else deserved[k].tobytes(),
+                        )  # fmt: skip
                 dirty.clear()
-            return
-        kept_sums = self._sums
-        sums = []
-        for name, stamp in zip(names, stamps, strict=True):
-            got = kept_sums.get(name)
-            if got is None or got.stamp != stamp or got.mask is not mask:
-                got = kept_sums[name] = _Sums(stamp, mask, ledger.sums_of(name))
-            sums.append(got)
+                return
+        else:
+            sums = [
+                self._sums_of(ledger, name, stamp, mask)
+                for name, stamp in zip(names, stamps, strict=True)
+            ]
         deserved = self._water_fill(fixed, rows, sums)
         same = last is not None and deserved is last[3]
         self._last = (rows, stamps, sums, deserved)
@@ -365,6 +368,13 @@ class ProportionPlugin:
             by_name = dict(attrs)
             attrs.clear()  # (in place: the registered functions hold the dict)
             attrs.update((name, by_name[name]) for name in names)
+
+    def _sums_of(self, ledger: Ledger, name: str, stamp: int, mask: np.ndarray) -> _Sums:
+        """Queue ``name``'s sums clipped by ``mask``, kept while its stamp stands."""
+        got = self._sums.get(name)
+        if got is None or got.stamp != stamp or got.mask is not mask:
+            got = self._sums[name] = _Sums(stamp, mask, ledger.sums_of(name))
+        return got
 
     def _forget(self, names: list[str]) -> None:
         """What is kept for each queue, of the queues ``names`` alone (queues went)."""
@@ -679,51 +689,23 @@ class ProportionPlugin:
         queues add rows in name order, as the loop did), so the deserved shares are the
         same floats.
 
-        A pure function of its inputs, and most cycles could not move its answer: the
-        last fill stands when only requests moved that no round ever reached (see
-        :meth:`_stands`), which is what an admission or an end in a queue that asks
-        for more than its share does. Otherwise the last few hundred answers are kept
-        by their inputs (read-only, and the same object for the same inputs)."""
-        traced = self._traced
-        if traced is not None and traced.rows is rows and self._stands(traced, sums):
-            return traced.deserved
+        A pure function of its inputs, which most cycles repeat (a task moving from
+        pending to allocated leaves a queue's request as it was): the last few hundred
+        answers are kept by their inputs (read-only, and the same object for the same
+        inputs)."""
         key = (rows.inputs, tuple([s.request_bytes for s in sums]))
         got = self._filled.get(key)
         if got is None:
             request = np.array([s.request for s in sums])
-            deserved, reached = self._fill(
+            got = self._fill(
                 fixed.total, rows.weights, np.zeros(request.shape), request, rows.real_cap,
                 rows.guarantee, rows.weight,
             )  # fmt: skip
-            deserved.setflags(write=False)
-            got = self._filled[key] = (deserved, reached)
+            got.setflags(write=False)
+            self._filled[key] = got
             if len(self._filled) > _FILLED_KEPT:
                 del self._filled[next(iter(self._filled))]
-        self._traced = _Traced(rows, list(sums), got[0], got[1])
-        return got[0]
-
-    @staticmethod
-    def _stands(traced: _Traced, sums: list[_Sums]) -> bool:
-        """Would the fill of ``sums`` give the traced fill's answer, float for float:
-        every request that moved stayed above, before and after, every value its queue
-        took in any round (then each round's ``min`` with it, and the test whether the
-        queue reached it, come out as they did). On success the trace is the new
-        requests' (the rounds are the same)."""
-        was = traced.sums
-        for k, got in enumerate(sums):
-            old = was[k]
-            if got is old or got.request_bytes == old.request_bytes:
-                continue
-            top = traced.reached[k]
-            new_req, old_req = got.request_list, old.request_list
-            for d, x in enumerate(top):
-                r, o = new_req[d], old_req[d]
-                if r == o and (r != 0.0 or math.copysign(1.0, r) == math.copysign(1.0, o)):
-                    continue
-                if not (r > x and o > x):
-                    return False
-        traced.sums = list(sums)
-        return True
+        return got
 
     @staticmethod
     def _fill(
@@ -734,17 +716,13 @@ class ProportionPlugin:
         cap: np.ndarray,
         guarantee: np.ndarray,
         weight: np.ndarray,
-    ) -> tuple[np.ndarray, list[list[float]]]:
+    ) -> np.ndarray:
         """The rounds, in plain floats: a dozen queues by four resources is too small
         for numpy's calls to pay. Every step is the vector form's, element by element
-        (sums over queues add rows in name order), so the floats are the same.
-
-        Also gives, per queue and dimension, the largest value a round gave it (what
-        a request above it never bounded: see :meth:`_stands`)."""
+        (sums over queues add rows in name order), so the floats are the same."""
         rows, dims = range(len(weights)), range(total.size)
         des, req, cp, gu = deserved.tolist(), request.tolist(), cap.tolist(), guarantee.tolist()
         w = weight.tolist()
-        top = [[-math.inf] * total.size for _ in rows]
         met = [False] * len(weights)
         remaining = total.tolist()
         while True:
@@ -755,7 +733,7 @@ class ProportionPlugin:
             increased, decreased = [0.0] * total.size, [0.0] * total.size
             for i in open_rows:
                 part = w[i] / total_weight
-                old, c, r, g, t = des[i], cp[i], req[i], gu[i], top[i]
+                old, c, r, g = des[i], cp[i], req[i], gu[i]
                 new = []
                 reached = True
                 for k in dims:
@@ -769,8 +747,6 @@ class ProportionPlugin:
                     if g[k] > x:
                         x = g[k]
                     new.append(x)
-                    if x > t[k]:
-                        t[k] = x
                     if not r[k] <= x:
                         reached = False
                     # increased += max(diff, 0.0), decreased += max(-diff, 0.0): adding
@@ -787,7 +763,7 @@ class ProportionPlugin:
             remaining = [remaining[k] - increased[k] + decreased[k] for k in dims]
             if all(v < 0.1 for v in remaining) or remaining == old_remaining:
                 break
-        return np.array(des, dtype=np.float64).reshape(deserved.shape), top
+        return np.array(des, dtype=np.float64).reshape(deserved.shape)
 
     # -- explanations -------------------------------------------------------------------
 
