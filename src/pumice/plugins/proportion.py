@@ -19,7 +19,6 @@ from typing import TypeVar
 import numpy as np
 
 from pumice.api.job import JobInfo
-from pumice.api.ledger import Ledger
 from pumice.api.queue import QueueInfo
 from pumice.api.resources import ResourceSpace
 from pumice.api.task import TaskInfo
@@ -307,43 +306,23 @@ class ProportionPlugin:
         rows = fixed.rows(names)
         stamps = ledger.stamps(names)
         last = self._last
-        if last is not None and last[0] is rows:
-            if last[1] == stamps:
-                # Nothing the figures follow moved: only the attrs the last cycle's
-                # events wrote are built again.
-                if dirty:
-                    sums, deserved = last[2], last[3]
-                    for k, name in enumerate(names):
-                        if name in dirty:
-                            self._build(k, rows, sums[k], deserved, deserved[k].tobytes())
-                    dirty.clear()
-                return
-            # Most cycles move one queue's sums: only those are taken again, and when
-            # none of their requests moved (a task bound: pending became allocated),
-            # the deserved shares are the last ones and only their attrs are built.
-            was_sums = last[2]
-            moved = [k for k, (a, b) in enumerate(zip(stamps, last[1], strict=True)) if a != b]
-            sums = list(was_sums)
-            for k in moved:
-                sums[k] = self._sums_of(ledger, names[k], stamps[k], mask)
-            if all(sums[k].request_bytes == was_sums[k].request_bytes for k in moved):
-                deserved = last[3]
-                self._last = (rows, stamps, sums, deserved)
-                built = self._built
+        if last is not None and last[0] is rows and last[1] == stamps:
+            # Nothing the figures follow moved: only the attrs the last cycle's events
+            # wrote are built again.
+            if dirty:
+                sums, deserved = last[2], last[3]
                 for k, name in enumerate(names):
-                    if k in moved or name in dirty:
-                        was = built.get(name)
-                        self._build(
-                            k, rows, sums[k], deserved,
-                            was[2] if was is not None and was[1] is rows else deserved[k].tobytes(),
-                        )  # fmt: skip
+                    if name in dirty:
+                        self._build(k, rows, sums[k], deserved, deserved[k].tobytes())
                 dirty.clear()
-                return
-        else:
-            sums = [
-                self._sums_of(ledger, name, stamp, mask)
-                for name, stamp in zip(names, stamps, strict=True)
-            ]
+            return
+        kept_sums = self._sums
+        sums = []
+        for name, stamp in zip(names, stamps, strict=True):
+            got = kept_sums.get(name)
+            if got is None or got.stamp != stamp or got.mask is not mask:
+                got = kept_sums[name] = _Sums(stamp, mask, ledger.sums_of(name))
+            sums.append(got)
         deserved = self._water_fill(fixed, rows, sums)
         same = last is not None and deserved is last[3]
         self._last = (rows, stamps, sums, deserved)
@@ -368,13 +347,6 @@ class ProportionPlugin:
             by_name = dict(attrs)
             attrs.clear()  # (in place: the registered functions hold the dict)
             attrs.update((name, by_name[name]) for name in names)
-
-    def _sums_of(self, ledger: Ledger, name: str, stamp: int, mask: np.ndarray) -> _Sums:
-        """Queue ``name``'s sums clipped by ``mask``, kept while its stamp stands."""
-        got = self._sums.get(name)
-        if got is None or got.stamp != stamp or got.mask is not mask:
-            got = self._sums[name] = _Sums(stamp, mask, ledger.sums_of(name))
-        return got
 
     def _forget(self, names: list[str]) -> None:
         """What is kept for each queue, of the queues ``names`` alone (queues went)."""
