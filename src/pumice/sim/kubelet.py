@@ -326,9 +326,13 @@ class Kubelet:
         # scheduler's status writes).
         if kind == "Pod":
             st = self.pods.get(ev.key)
-            if st is not None and st.uid and ev.type != ADDED:
-                if st.uid == str((obj.get("metadata") or {}).get("uid", "")):
-                    return self._pod_changed(st, ev.type, obj)
+            if (
+                st is not None
+                and st.uid
+                and ev.type != ADDED
+                and st.uid == str((obj.get("metadata") or {}).get("uid", ""))
+            ):
+                return self._pod_changed(st, ev.type, obj)
         elif kind == "PodGroup" and ev.type == MODIFIED:
             owner = self.groups.get(ev.key)
             if owner is not None:
