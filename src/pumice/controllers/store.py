@@ -179,10 +179,11 @@ class MemoryStore:
         self._owners: dict[tuple[str, str], tuple[str, ...]] = {}
         self._owned: dict[str, set[tuple[str, str]]] = {}
         self._seq = itertools.count()
-        #: The last instant stamped and its RFC 3339 text, and the whole second that
-        #: text is of (the text has whole seconds: instants within one share it).
+        #: The last instant stamped and its RFC 3339 text, and the day whose date
+        #: that text begins with (the time of day is written here: a stamp is made
+        #: for most writes, and a date only changes once a day).
         self._stamped: tuple[float, str] = (math.nan, "")
-        self._second: float = math.nan
+        self._day: tuple[int, str] = (0, rfc3339(0)[:11])
         #: Kinds in the cluster's order, for the order of a cascade (see
         #: :meth:`_dependents`); built again when a kind is first stored.
         self._rank: dict[str, int] = {}
@@ -306,9 +307,15 @@ class MemoryStore:
     def stamp(self) -> str:
         now = self.now()
         if now != self._stamped[0]:  # (a reconcile and its writes share an instant)
-            second = math.floor(now)
-            text = self._stamped[1] if second == self._second else rfc3339(now)
-            self._second = second
+            if not math.isfinite(now):
+                text = rfc3339(now)  # (what the API's format makes of it, error or not)
+            else:  # rfc3339(now), its date kept per day: whole seconds, UTC
+                day, second = divmod(math.floor(now), 86400)
+                if day != self._day[0]:
+                    self._day = (day, rfc3339(day * 86400)[:11])
+                hours, rest = divmod(second, 3600)
+                minutes, seconds = divmod(rest, 60)
+                text = f"{self._day[1]}{hours:02d}:{minutes:02d}:{seconds:02d}Z"
             self._stamped = (now, text)
         return self._stamped[1]
 
