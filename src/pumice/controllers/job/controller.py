@@ -146,8 +146,9 @@ def merge_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]
 @dataclass(slots=True, eq=False)
 class _Plan:
     """What every reconcile of a Job reads off its parse, worked out once per parse:
-    its key, its PodGroup's key, the events its policies name, and the name of the pod
-    of each (task, index) the spec wants, in the spec's order."""
+    its key, its PodGroup's key, the events its policies name, the name of the pod of
+    each (task, index) the spec wants, in the spec's order, and the tasks' priority
+    classes."""
 
     spec: JobSpec
     key: str
@@ -156,6 +157,8 @@ class _Plan:
     slots: tuple[tuple[TaskSpec, int, str], ...]
     #: (task name, index) -> the name of that pod.
     names: dict[tuple[str, int], str]
+    #: Each task's priorityClassName ("" for none), in the spec's order.
+    classes: tuple[str, ...]
 
     @classmethod
     def of(cls, spec: JobSpec) -> _Plan:
@@ -171,6 +174,7 @@ class _Plan:
             events=policy_events(spec),
             slots=slots,
             names={(task.name, i): name for task, i, name in slots},
+            classes=tuple(str(t.pod_spec.get("priorityClassName") or "") for t in spec.tasks),
         )
 
 
@@ -433,13 +437,11 @@ class JobController:
         self._specs[key] = (own, spec, generation)
         return spec
 
-    def _min_resources(self, spec: JobSpec) -> dict[str, str]:
-        """:func:`min_resources` of ``spec``, again only when the spec or the priority
-        of a task's class changed."""
-        prios = tuple(
-            self._priority(str(t.pod_spec.get("priorityClassName") or "")) for t in spec.tasks
-        )
-        hit = self._min_res.get(spec.key)
+    def _min_resources(self, spec: JobSpec, plan: _Plan) -> dict[str, str]:
+        """:func:`min_resources` of ``spec`` (``plan`` its plan), again only when the
+        spec or the priority of a task's class changed."""
+        prios = tuple([self._priority(name) for name in plan.classes])
+        hit = self._min_res.get(plan.key)
         if hit is not None and hit[0] is spec and hit[1] == prios:
             return hit[2]
         shape = _gang_shape(spec, prios)
@@ -450,23 +452,23 @@ class JobController:
                 if len(self._min_res_shapes) >= _SHAPES_KEPT:
                     self._min_res_shapes.clear()
                 self._min_res_shapes[shape] = got
-        self._min_res[spec.key] = (spec, prios, got)
+        self._min_res[plan.key] = (spec, prios, got)
         return got
 
-    def _podgroup_patch(self, pg: Mapping[str, Any], spec: JobSpec) -> dict[str, Any]:
+    def _podgroup_patch(self, pg: Mapping[str, Any], spec: JobSpec, plan: _Plan) -> dict[str, Any]:
         """:func:`podgroup_changes` of the Job's PodGroup; known to be empty, without
         building the PodGroup again, when neither the parse of the Job, its
         minResources, nor the PodGroup's ``generation`` (its spec) moved since a
         reconcile found nothing to change."""
-        min_res = self._min_resources(spec)
+        min_res = self._min_resources(spec, plan)
         meta = pg.get("metadata") or {}
         seen = (meta.get("uid"), meta.get("generation"))
-        kept = self._pg_kept.get(spec.key)
+        kept = self._pg_kept.get(plan.key)
         if kept is not None and kept[0] is spec and kept[1] is min_res and kept[2] == seen:
             return {}
         patch = podgroup_changes(pg, spec, self._priority, min_res=min_res)
         if not patch and isinstance(seen[1], int):
-            self._pg_kept[spec.key] = (spec, min_res, seen)
+            self._pg_kept[plan.key] = (spec, min_res, seen)
         return patch
 
     def reconcile(self, key: str) -> float | None:
@@ -770,13 +772,13 @@ class JobController:
             mounts = ensure_claims(spec, self.store, run.resources, initiate=initiate)
         if pg is None:
             made = self.store.create(
-                build_podgroup(spec, self._priority, min_res=self._min_resources(spec))
+                build_podgroup(spec, self._priority, min_res=self._min_resources(spec, run.plan))
             )
             run.wrote = True
             if made is not None:  # its creation coming back changes nothing
                 self._groups[_key(made)] = _group_view(made)
         else:
-            patch = self._podgroup_patch(pg, spec)
+            patch = self._podgroup_patch(pg, spec, run.plan)
             run.wrote = bool(patch)
             if patch and self.store.patch("PodGroup", _key(pg), patch):
                 now = self.store.get("PodGroup", _key(pg))  # its own change: not news
