@@ -59,7 +59,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -195,7 +195,6 @@ class _Run:
     created: bool = False  # pods were created
     wrote: bool = False  # the sync made, patched or deleted a PodGroup or pod
     duration: str | None = None
-    warnings: list[str] = field(default_factory=list)
 
 
 class JobController:
