@@ -224,6 +224,8 @@ class JobController:
         self.keygen = keygen
         #: Per Job, its pods as last seen on the watch (read once per event).
         self._pods: dict[str, dict[str, PodView]] = {}
+        #: Pod key -> the Job its last event was indexed under (see :meth:`_index_pod`).
+        self._pod_jobs: dict[str, str] = {}
         self._commands: dict[str, set[str]] = {}
         self._killed: set[str] = set()
         self._evicted: dict[str, dict[str, Eviction]] = {}
@@ -257,11 +259,25 @@ class JobController:
 
     def _index_pod(self, type_: str, key: str, pod: Mapping[str, Any]) -> tuple[str | None, bool]:
         """Note a pod event: the Job it belongs to, and whether it changed anything the
-        controller reads of the pod."""
+        controller reads of the pod. A pod still controlled by the owner (by uid) it
+        was last indexed under belongs to the same Job: its ownerReferences are not
+        read again (most pod events)."""
+        if type_ != DELETED:
+            job = self._pod_jobs.get(key)
+            if job is not None:
+                pods = self._pods.get(job)
+                old = pods.get(key) if pods is not None else None
+                if pods is not None and old is not None and old.owner:
+                    view = PodView.of(pod, old)
+                    if view.owner == old.owner:
+                        pods[key] = view
+                        return job, old.seen != view.seen
         job = _job_ref(pod)
         if job is None:
+            self._pod_jobs.pop(key, None)
             return None, False
         if type_ == DELETED:
+            self._pod_jobs.pop(key, None)
             self._pods.get(job, {}).pop(key, None)
             uid = str((pod.get("metadata") or {}).get("uid", ""))
             if uid in self._killed:
@@ -272,6 +288,7 @@ class JobController:
                     name, task_of(pod), version_of(pod), uid, PodView.of(pod).owner
                 )
             return job, True
+        self._pod_jobs[key] = job
         pods = self._pods.setdefault(job, {})
         old = pods.get(key)
         view = pods[key] = PodView.of(pod, old)
