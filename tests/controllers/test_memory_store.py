@@ -1,5 +1,6 @@
-"""The in-memory store's cascading delete: what a Job's garbage collection removes when
-the owners of its objects changed after they were made, or a name was used again."""
+"""The in-memory store: its cascading delete (what a Job's garbage collection removes
+when the owners of its objects changed after they were made, or a name was used again),
+the creation timestamps it writes, and the events its watches get."""
 
 from __future__ import annotations
 
