@@ -1,5 +1,6 @@
-"""The in-memory store's cascading delete: what a Job's garbage collection removes when
-the owners of its objects changed after they were made, or a name was used again."""
+"""The in-memory store: its cascading delete (what a Job's garbage collection removes
+when the owners of its objects changed after they were made, or a name was used again),
+the creation timestamps it writes, and the events its watches get."""
 
 from __future__ import annotations
 
@@ -64,3 +65,46 @@ def test_a_name_made_again_under_another_owner_is_judged_by_its_new_owner() -> N
     assert names(store) == ["child", "second"]
     assert store.delete("ConfigMap", "default/second")
     assert names(store) == []
+
+
+def test_creation_timestamps_are_the_clock_in_whole_utc_seconds_across_days() -> None:
+    now = [0.0]
+    store = MemoryStore(MemoryCluster(clock=lambda: now[0]))
+    stamps = {}
+    for i, t in enumerate([86399.9, 86400.0, 86400.5, 1_700_000_000.25, 1_700_086_399.0, 59.0]):
+        now[0] = t
+        made = store.create(configmap(f"cm{i}"))
+        assert made is not None
+        stamps[t] = made["metadata"]["creationTimestamp"]
+    assert stamps == {
+        86399.9: "1970-01-01T23:59:59Z",
+        86400.0: "1970-01-02T00:00:00Z",
+        86400.5: "1970-01-02T00:00:00Z",
+        1_700_000_000.25: "2023-11-14T22:13:20Z",
+        1_700_086_399.0: "2023-11-15T22:13:19Z",
+        59.0: "1970-01-01T00:00:59Z",
+    }
+
+
+def test_a_watch_gets_the_kinds_it_asks_for_from_when_it_is_made() -> None:
+    cluster = MemoryCluster()
+    store = MemoryStore(cluster)
+    store.create(configmap("before"))
+    maps = cluster.watch(["ConfigMap"])
+    store.create(configmap("first"))
+    store.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}})
+    everything = cluster.watch(["ConfigMap", "Secret"])
+    store.patch("ConfigMap", "default/first", {"data": {"a": "1"}})
+    store.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "t"}})
+    maps.close()
+    store.delete("ConfigMap", "default/first")
+
+    assert [(e.type, e.key) for e in maps.drain()] == [
+        ("ADDED", "default/first"),
+        ("MODIFIED", "default/first"),
+    ]
+    assert [(e.type, e.kind, e.key) for e in everything.drain()] == [
+        ("MODIFIED", "ConfigMap", "default/first"),
+        ("ADDED", "Secret", "default/t"),
+        ("DELETED", "ConfigMap", "default/first"),
+    ]

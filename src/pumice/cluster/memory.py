@@ -46,14 +46,23 @@ DISRUPTION_TARGET = "DisruptionTarget"
 class MemoryWatch:
     """A subscription to some kinds of a :class:`MemoryCluster`."""
 
-    __slots__ = ("_events", "_store", "kinds")
+    __slots__ = ("_events", "_kinds", "_store")
 
     def __init__(self, store: MemoryCluster, kinds: Iterable[str]) -> None:
         self._store = store
-        #: The kinds whose events it gets: only ``in`` is asked of it (a store that
-        #: watches every kind, those first created later too, puts its own here).
-        self.kinds: Container[str] = frozenset(kinds)
+        self._kinds: Container[str] = frozenset(kinds)
         self._events: list[WatchEvent] = []
+
+    @property
+    def kinds(self) -> Container[str]:
+        """The kinds whose events it gets: only ``in`` is asked of it (a store that
+        watches every kind, those first created later too, puts its own here)."""
+        return self._kinds
+
+    @kinds.setter
+    def kinds(self, kinds: Container[str]) -> None:
+        self._kinds = kinds
+        self._store._routes.clear()
 
     def push(self, event: WatchEvent) -> None:
         self._events.append(event)
@@ -119,6 +128,9 @@ class MemoryCluster:
         self.clock = clock
         self.objects: dict[str, dict[str, dict[str, Any]]] = {k: {} for k in KINDS}
         self._watches: list[MemoryWatch] = []
+        #: Per kind, the watches that get its events (filled as kinds are first
+        #: written; emptied when a watch comes, goes or changes its kinds).
+        self._routes: dict[str, list[MemoryWatch]] = {}
         #: Counters of what clients asked for (binds, evictions, status writes).
         self.stats: dict[str, int] = {"binds": 0, "evictions": 0, "status_writes": 0}
         #: Last status written per podgroup (the status dict and its comparison key), so
@@ -138,18 +150,21 @@ class MemoryCluster:
     def watch(self, kinds: Sequence[str] = KINDS) -> MemoryWatch:
         w = MemoryWatch(self, kinds)
         self._watches.append(w)
+        self._routes.clear()
         return w
 
     def _unwatch(self, w: MemoryWatch) -> None:
         if w in self._watches:
             self._watches.remove(w)
+            self._routes.clear()
 
     def _emit(self, type_: str, kind: str, key: str, obj: dict[str, Any]) -> None:
-        if not self._watches:
-            return
-        event = WatchEvent(type_, kind, key, obj)
-        for w in self._watches:
-            if kind in w.kinds:
+        route = self._routes.get(kind)
+        if route is None:
+            route = self._routes[kind] = [w for w in self._watches if kind in w.kinds]
+        if route:
+            event = WatchEvent(type_, kind, key, obj)
+            for w in route:
                 w._events.append(event)  # (push, without a call per watcher and event)
 
     # -- writing ------------------------------------------------------------------------

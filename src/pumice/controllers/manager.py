@@ -66,6 +66,10 @@ class Manager:
         self.controllers = list(controllers)
         kinds = sorted({k for c in self.controllers for k in c.kinds})
         self._watch = store.watch(kinds)
+        #: Per kind, the controllers (by number) whose ``kinds`` name it.
+        self._routes: dict[str, list[tuple[int, Controller]]] = {
+            k: [(i, c) for i, c in enumerate(self.controllers) if k in c.kinds] for k in kinds
+        }
         self._due: list[tuple[float, int, int, str]] = []
         self._seq = itertools.count()
         self._errors: dict[tuple[int, str], int] = {}
@@ -93,9 +97,10 @@ class Manager:
         nothing is left (a bounded number of rounds, so a controller fighting itself
         cannot hang the caller)."""
         done = 0
+        routes = self._routes
         for _round in range(100):
             events = self._watch.drain()
-            now = self.store.now()
+            now = self.store.now() if self._due else 0.0  # (only the requeues read it)
             if self._started and not events and not (self._due and self._due[0][0] <= now):
                 return done  # idle: no event, nothing due (most calls in a simulation)
             work: list[dict[str, None]] = [{} for _ in self.controllers]
@@ -105,10 +110,9 @@ class Manager:
                     for key in c.resync():
                         work[i][key] = None
             for event in events:
-                for i, c in enumerate(self.controllers):
-                    if event.kind in c.kinds:
-                        for key in c.keys_for(event):
-                            work[i][key] = None
+                for i, c in routes.get(event.kind, ()):
+                    for key in c.keys_for(event):
+                        work[i][key] = None
             while self._due and self._due[0][0] <= now:
                 t, _s, i, key = heapq.heappop(self._due)
                 if self._when.get((i, key)) == t:

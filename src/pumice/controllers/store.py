@@ -179,8 +179,14 @@ class MemoryStore:
         self._owners: dict[tuple[str, str], tuple[str, ...]] = {}
         self._owned: dict[str, set[tuple[str, str]]] = {}
         self._seq = itertools.count()
-        #: The last instant stamped and its RFC 3339 text.
+        #: The last instant stamped and its RFC 3339 text, and the day whose date
+        #: that text begins with (the time of day is written here: a stamp is made
+        #: for most writes, and a date only changes once a day).
         self._stamped: tuple[float, str] = (math.nan, "")
+        self._day: tuple[int, str] = (0, rfc3339(0)[:11])
+        #: Kinds in the cluster's order, for the order of a cascade (see
+        #: :meth:`_dependents`); built again when a kind is first stored.
+        self._rank: dict[str, int] = {}
         self._all = cluster.watch(())
         self._all.kinds = _EveryKind()
         for kind, objs in cluster.objects.items():
@@ -230,11 +236,14 @@ class MemoryStore:
         refs = self._owned.get(uid)
         if not refs:
             return []
-        rank = {kind: i for i, kind in enumerate(self.cluster.objects)}
+        rank = self._rank
+        if len(rank) != len(self.cluster.objects):  # (kinds are only ever added)
+            rank = self._rank = {kind: i for i, kind in enumerate(self.cluster.objects)}
         return sorted(refs, key=lambda r: (rank.get(r[0], len(rank)), self._created.get(r, -1)))
 
     def get(self, kind: str, key: str) -> Mapping[str, Any] | None:
-        return self.cluster.get(kind, key)
+        store = self.cluster.objects.get(kind)  # (the cluster's get, inlined: every read)
+        return None if store is None else store.get(key)
 
     def list(self, kind: str) -> Sequence[Mapping[str, Any]]:
         return self.cluster.list(kind)
@@ -298,7 +307,16 @@ class MemoryStore:
     def stamp(self) -> str:
         now = self.now()
         if now != self._stamped[0]:  # (a reconcile and its writes share an instant)
-            self._stamped = (now, rfc3339(now))
+            if not math.isfinite(now):
+                text = rfc3339(now)  # (what the API's format makes of it, error or not)
+            else:  # rfc3339(now), its date kept per day: whole seconds, UTC
+                day, second = divmod(math.floor(now), 86400)
+                if day != self._day[0]:
+                    self._day = (day, rfc3339(day * 86400)[:11])
+                hours, rest = divmod(second, 3600)
+                minutes, seconds = divmod(rest, 60)
+                text = f"{self._day[1]}{hours:02d}:{minutes:02d}:{seconds:02d}Z"
+            self._stamped = (now, text)
         return self._stamped[1]
 
 

@@ -320,6 +320,27 @@ class Kubelet:
                     job.action = msg[len(EXECUTE_PREFIX) :]
                     self.observer.job_action(job.uid, job.action)
             return True
+        # A pod or PodGroup this path took in before, as the same object: its Job is
+        # known (nothing in a simulation gives an object another controller), so its
+        # ownerReferences are not read again (most events: binds, starts, ends, the
+        # scheduler's status writes).
+        if kind == "Pod":
+            st = self.pods.get(ev.key)
+            if (
+                st is not None
+                and st.uid
+                and ev.type != ADDED
+                and st.uid == str((obj.get("metadata") or {}).get("uid", ""))
+            ):
+                return self._pod_changed(st, ev.type, obj)
+        elif kind == "PodGroup" and ev.type == MODIFIED:
+            owner = self.groups.get(ev.key)
+            if owner is not None:
+                job = self.jobs.get(owner)
+                if job is not None and job.controlled:
+                    phase = (obj.get("status") or {}).get("phase") or "Pending"
+                    job.awaiting_admission = phase == "Pending"
+                return True
         owner = _volcano_job(obj)
         if owner is None:
             return False
@@ -347,7 +368,11 @@ class Kubelet:
             return True
         if st is None:
             return True
-        if ev.type == DELETED:
+        return self._pod_changed(st, ev.type, obj)
+
+    def _pod_changed(self, st: PodState, type_: str, obj: Mapping[str, Any]) -> bool:
+        """A controller-made pod the kubelet knows changed or went."""
+        if type_ == DELETED:
             self._pod_gone(st)
             return True
         meta = obj.get("metadata") or {}

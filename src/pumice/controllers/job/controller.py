@@ -59,7 +59,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -91,6 +91,7 @@ from pumice.controllers.job.spec import (
     DEFAULT_SCHEDULER,
     KIND,
     JobSpec,
+    TaskSpec,
     format_duration,
     parse_job,
 )
@@ -102,6 +103,8 @@ from pumice.errors import InputError
 log = logging.getLogger("pumice.controllers.job")
 
 INVALID = "Invalid"
+#: Stands for a spec not kept by :meth:`JobController._parse` (told by its generation).
+_BY_GENERATION = object()
 #: Seconds before a reconcile that could not finish (a plugin failed) is tried again.
 RETRY_AFTER = 5.0
 #: The policy events :func:`observe` reads off the pods and tasks (``*``: all of them);
@@ -140,12 +143,48 @@ def merge_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]
     return out
 
 
+@dataclass(slots=True, eq=False)
+class _Plan:
+    """What every reconcile of a Job reads off its parse, worked out once per parse:
+    its key, its PodGroup's key, the events its policies name, the name of the pod of
+    each (task, index) the spec wants, in the spec's order, and the tasks' priority
+    classes."""
+
+    spec: JobSpec
+    key: str
+    podgroup: str
+    events: frozenset[str]
+    slots: tuple[tuple[TaskSpec, int, str], ...]
+    #: (task name, index) -> the name of that pod.
+    names: dict[tuple[str, int], str]
+    #: Each task's priorityClassName ("" for none), in the spec's order.
+    classes: tuple[str, ...]
+
+    @classmethod
+    def of(cls, spec: JobSpec) -> _Plan:
+        slots = tuple(
+            (task, i, f"{spec.name}-{task.name}-{i}")
+            for task in spec.tasks
+            for i in range(task.replicas)
+        )
+        return cls(
+            spec=spec,
+            key=spec.key,
+            podgroup=f"{spec.namespace}/{spec.podgroup_name}",
+            events=policy_events(spec),
+            slots=slots,
+            names={(task.name, i): name for task, i, name in slots},
+            classes=tuple(str(t.pod_spec.get("priorityClassName") or "") for t in spec.tasks),
+        )
+
+
 @dataclass(slots=True)
 class _Run:
     """One reconcile's working state."""
 
     job: Mapping[str, Any]
     spec: JobSpec
+    plan: _Plan
     pods: list[PodView]
     status: st.Status
     version: int
@@ -156,7 +195,6 @@ class _Run:
     created: bool = False  # pods were created
     wrote: bool = False  # the sync made, patched or deleted a PodGroup or pod
     duration: str | None = None
-    warnings: list[str] = field(default_factory=list)
 
 
 class JobController:
@@ -186,6 +224,8 @@ class JobController:
         self.keygen = keygen
         #: Per Job, its pods as last seen on the watch (read once per event).
         self._pods: dict[str, dict[str, PodView]] = {}
+        #: Pod key -> the Job its last event was indexed under (see :meth:`_index_pod`).
+        self._pod_jobs: dict[str, str] = {}
         self._commands: dict[str, set[str]] = {}
         self._killed: set[str] = set()
         self._evicted: dict[str, dict[str, Eviction]] = {}
@@ -212,16 +252,32 @@ class JobController:
         #: Per Job, the parse, minResources and PodGroup (uid, generation) for which
         #: its PodGroup was last found to need no change.
         self._pg_kept: dict[str, tuple[JobSpec, dict[str, str], tuple[Any, Any]]] = {}
+        #: Per Job, the plan of its last parse.
+        self._plans: dict[str, _Plan] = {}
 
     # -- watch ------------------------------------------------------------------------------
 
     def _index_pod(self, type_: str, key: str, pod: Mapping[str, Any]) -> tuple[str | None, bool]:
         """Note a pod event: the Job it belongs to, and whether it changed anything the
-        controller reads of the pod."""
+        controller reads of the pod. A pod still controlled by the owner (by uid) it
+        was last indexed under belongs to the same Job: its ownerReferences are not
+        read again (most pod events)."""
+        if type_ != DELETED:
+            job = self._pod_jobs.get(key)
+            if job is not None:
+                pods = self._pods.get(job)
+                old = pods.get(key) if pods is not None else None
+                if pods is not None and old is not None and old.owner:
+                    view = PodView.of(pod, old)
+                    if view.owner == old.owner:
+                        pods[key] = view
+                        return job, old.seen != view.seen
         job = _job_ref(pod)
         if job is None:
+            self._pod_jobs.pop(key, None)
             return None, False
         if type_ == DELETED:
+            self._pod_jobs.pop(key, None)
             self._pods.get(job, {}).pop(key, None)
             uid = str((pod.get("metadata") or {}).get("uid", ""))
             if uid in self._killed:
@@ -232,6 +288,7 @@ class JobController:
                     name, task_of(pod), version_of(pod), uid, PodView.of(pod).owner
                 )
             return job, True
+        self._pod_jobs[key] = job
         pods = self._pods.setdefault(job, {})
         old = pods.get(key)
         view = pods[key] = PodView.of(pod, old)
@@ -330,6 +387,13 @@ class JobController:
         self._specs.pop(key, None)
         self._min_res.pop(key, None)
         self._pg_kept.pop(key, None)
+        self._plans.pop(key, None)
+
+    def _plan(self, key: str, spec: JobSpec) -> _Plan:
+        plan = self._plans.get(key)
+        if plan is None or plan.spec is not spec:
+            plan = self._plans[key] = _Plan.of(spec)
+        return plan
 
     def _parse(self, key: str, job: Mapping[str, Any]) -> JobSpec:
         """:func:`parse_job` of ``job``, or the last parse of an equal Job (the fields
@@ -363,8 +427,17 @@ class JobController:
         )
         if hit is not None and not same_spec and hit[0] == read:
             return hit[1]
-        own = copy_tree(read)
-        ns, name, uid, labels, annotations, body = own
+        if isinstance(generation, int):
+            # The spec is told apart by its generation, so it is not copied: the API
+            # server replaces an object on every write, and the in-memory store bumps
+            # the generation of a spec it patches. The metadata read is compared by
+            # value, so it is.
+            ns, name, uid, labels, annotations = copy_tree(read[:5])
+            body = read[5]
+            own = (ns, name, uid, labels, annotations, _BY_GENERATION)
+        else:
+            own = copy_tree(read)
+            ns, name, uid, labels, annotations, body = own
         meta_copy = {
             "namespace": ns,
             "name": name,
@@ -380,13 +453,11 @@ class JobController:
         self._specs[key] = (own, spec, generation)
         return spec
 
-    def _min_resources(self, spec: JobSpec) -> dict[str, str]:
-        """:func:`min_resources` of ``spec``, again only when the spec or the priority
-        of a task's class changed."""
-        prios = tuple(
-            self._priority(str(t.pod_spec.get("priorityClassName") or "")) for t in spec.tasks
-        )
-        hit = self._min_res.get(spec.key)
+    def _min_resources(self, spec: JobSpec, plan: _Plan) -> dict[str, str]:
+        """:func:`min_resources` of ``spec`` (``plan`` its plan), again only when the
+        spec or the priority of a task's class changed."""
+        prios = tuple([self._priority(name) for name in plan.classes])
+        hit = self._min_res.get(plan.key)
         if hit is not None and hit[0] is spec and hit[1] == prios:
             return hit[2]
         shape = _gang_shape(spec, prios)
@@ -397,23 +468,23 @@ class JobController:
                 if len(self._min_res_shapes) >= _SHAPES_KEPT:
                     self._min_res_shapes.clear()
                 self._min_res_shapes[shape] = got
-        self._min_res[spec.key] = (spec, prios, got)
+        self._min_res[plan.key] = (spec, prios, got)
         return got
 
-    def _podgroup_patch(self, pg: Mapping[str, Any], spec: JobSpec) -> dict[str, Any]:
+    def _podgroup_patch(self, pg: Mapping[str, Any], spec: JobSpec, plan: _Plan) -> dict[str, Any]:
         """:func:`podgroup_changes` of the Job's PodGroup; known to be empty, without
         building the PodGroup again, when neither the parse of the Job, its
         minResources, nor the PodGroup's ``generation`` (its spec) moved since a
         reconcile found nothing to change."""
-        min_res = self._min_resources(spec)
+        min_res = self._min_resources(spec, plan)
         meta = pg.get("metadata") or {}
         seen = (meta.get("uid"), meta.get("generation"))
-        kept = self._pg_kept.get(spec.key)
+        kept = self._pg_kept.get(plan.key)
         if kept is not None and kept[0] is spec and kept[1] is min_res and kept[2] == seen:
             return {}
         patch = podgroup_changes(pg, spec, self._priority, min_res=min_res)
         if not patch and isinstance(seen[1], int):
-            self._pg_kept[spec.key] = (spec, min_res, seen)
+            self._pg_kept[plan.key] = (spec, min_res, seen)
         return patch
 
     def reconcile(self, key: str) -> float | None:
@@ -497,6 +568,8 @@ class JobController:
         """The action of the oldest Command for the Job, consumed (deleted); None if
         none is left. A Command naming another uid (for an earlier Job of the same
         name) is consumed and ignored."""
+        if not self._commands.get(key):
+            return None  # (most reconciles)
         cmds = []
         for ck in list(self._commands.get(key, ())):
             obj = self.store.get("Command", ck)
@@ -518,8 +591,9 @@ class JobController:
         status = job.get("status") or {}
         version = int(status.get("version") or 0)
         now = self.store.now()
+        plan = self._plan(key, spec)
         pods = self._pods_of(key, spec.uid)
-        pg = self.store.get("PodGroup", f"{spec.namespace}/{spec.podgroup_name}")
+        pg = self.store.get("PodGroup", plan.podgroup)
         pg_phase = str(((pg or {}).get("status") or {}).get("phase") or "")
         again: list[float] = []
 
@@ -546,7 +620,7 @@ class JobController:
             again.append(0.0)
         else:
             action, task, pod_target = self._from_events(
-                key, spec, pods, version, pg_phase, now, again
+                key, spec, plan.events, pods, version, pg_phase, now, again
             )
         if action != st.SYNC:
             self._record(job, "Normal", "ExecuteAction", f"Start to execute action {action}")
@@ -556,6 +630,7 @@ class JobController:
         run = _Run(
             job=job,
             spec=spec,
+            plan=plan,
             pods=pods,
             status=st.Status(
                 phase=phase or st.PENDING,
@@ -595,7 +670,7 @@ class JobController:
             self._settle(key, job, run.status.phase)
         else:  # moved: the new phase may have work of its own (its write calls for it)
             self._settled.pop(key, None)
-        if run.created and ({"PodPending", "*"} & policy_events(spec)):
+        if run.created and ("PodPending" in plan.events or "*" in plan.events):
             again.append(0.0)  # the pods it created start PodPending's timer now
         after = self._ttl(run, key)
         if after is not None:
@@ -626,13 +701,15 @@ class JobController:
         self,
         key: str,
         spec: JobSpec,
+        wanted: frozenset[str],
         pods: list[PodView],
         version: int,
         pg_phase: str,
         now: float,
         again: list[float],
     ) -> tuple[str, str, str]:
-        """The action the events that hold call for (module docstring, step 2)."""
+        """The action the events that hold call for (module docstring, step 2);
+        ``wanted``: the events the Job's policies name."""
         evicted = self._evicted.get(key, {})
         if evicted:
             running = {p.name: p.uid for p in pods if p.phase == "Running" and not p.terminating}
@@ -640,7 +717,6 @@ class JobController:
                 stale = e.version < version or e.owner != spec.uid
                 if stale or (name in running and running[name] != e.uid):
                     del evicted[name]
-        wanted = policy_events(spec)
         if not evicted and pg_phase != "Unknown" and wanted.isdisjoint(_READ_OFF_PODS):
             # No event can hold: none is read off the pods, no eviction is pending and
             # the PodGroup is not Unknown (most reconciles). No timer is left running.
@@ -712,13 +788,13 @@ class JobController:
             mounts = ensure_claims(spec, self.store, run.resources, initiate=initiate)
         if pg is None:
             made = self.store.create(
-                build_podgroup(spec, self._priority, min_res=self._min_resources(spec))
+                build_podgroup(spec, self._priority, min_res=self._min_resources(spec, run.plan))
             )
             run.wrote = True
             if made is not None:  # its creation coming back changes nothing
                 self._groups[_key(made)] = _group_view(made)
         else:
-            patch = self._podgroup_patch(pg, spec)
+            patch = self._podgroup_patch(pg, spec, run.plan)
             run.wrote = bool(patch)
             if patch and self.store.patch("PodGroup", _key(pg), patch):
                 now = self.store.get("PodGroup", _key(pg))  # its own change: not news
@@ -726,26 +802,23 @@ class JobController:
                     self._groups[_key(pg)] = _group_view(now)
         admitted = pg is not None and pg_phase not in ("", "Pending")
         have = {(p.task, p.index): p for p in run.pods}
-        wanted = set()
         creates: list[dict[str, Any]] = []
-        for task in spec.tasks:
-            for i in range(task.replicas):
-                wanted.add((task.name, i))
-                pod = have.get((task.name, i))
-                if pod is not None and pod.name == f"{spec.name}-{task.name}-{i}":
-                    if pod.terminating:
-                        counts.terminating += 1
-                    else:
-                        counts.add(task.name, pod.phase)
-                    continue
-                if not admitted:
-                    continue
-                new = build_pod(spec, task, i, run.version, run.status.retry_count)
-                mount(new, mounts)
-                for p in run.plugins:
-                    p.on_pod_create(new, spec)
-                creates.append(new)
-                counts.add(task.name, "Pending")
+        for task, i, name in run.plan.slots:
+            pod = have.get((task.name, i))
+            if pod is not None and pod.name == name:
+                if pod.terminating:
+                    counts.terminating += 1
+                else:
+                    counts.add(task.name, pod.phase)
+                continue
+            if not admitted:
+                continue
+            new = build_pod(spec, task, i, run.version, run.status.retry_count)
+            mount(new, mounts)
+            for p in run.plugins:
+                p.on_pod_create(new, spec)
+            creates.append(new)
+            counts.add(task.name, "Pending")
         if creates:
             run.created = True
             known = self._pods.setdefault(spec.key, {})
@@ -753,10 +826,10 @@ class JobController:
                 if made is not None:  # counted Pending above: its creation coming back is not news
                     view = PodView.of(made)
                     known[view.key] = view
+        names = run.plan.names
         for pod in run.pods:  # beyond the spec (scaled down, a task gone)
-            mine = pod.name == f"{spec.name}-{pod.task}-{pod.index}"
-            if (pod.task, pod.index) in wanted and mine:
-                continue
+            if names.get((pod.task, pod.index)) == pod.name:
+                continue  # (wanted, and named as the spec names it)
             if not pod.terminating:
                 self._delete_pod(pod)
                 run.wrote = True
@@ -799,8 +872,10 @@ class JobController:
     def _write(self, run: _Run, key: str) -> None:
         old = run.job.get("status") or {}
         c = run.status.counts
-        state = dict(old.get("state") or {})
-        conditions = list(old.get("conditions") or [])
+        # (the old state and conditions, when kept, go in as they are: equal, so no
+        # part of the patch; neither is changed in place)
+        state = old.get("state") or {}
+        conditions = old.get("conditions") or []
         if run.changed or state.get("phase") != run.status.phase:
             now = self.store.stamp()
             state = {"phase": run.status.phase, "lastTransitionTime": now}
@@ -808,9 +883,18 @@ class JobController:
             conditions = [c for c in conditions if c.get("status") != run.status.phase]
             conditions.append({"status": run.status.phase, "lastTransitionTime": now})
         new: dict[str, Any] = {"state": state, "minAvailable": run.spec.min_available}
-        for name in ("pending", "running", "succeeded", "failed", "terminating", "unknown"):
-            if getattr(c, name):
-                new[name] = getattr(c, name)
+        if c.pending:
+            new["pending"] = c.pending
+        if c.running:
+            new["running"] = c.running
+        if c.succeeded:
+            new["succeeded"] = c.succeeded
+        if c.failed:
+            new["failed"] = c.failed
+        if c.terminating:
+            new["terminating"] = c.terminating
+        if c.unknown:
+            new["unknown"] = c.unknown
         if run.version:
             new["version"] = run.version
         if run.status.retry_count:

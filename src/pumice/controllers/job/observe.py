@@ -95,13 +95,17 @@ class PodView:
         seen = (uid, name, task, phase, version, ending, owner, code, restarts)
         if like is not None and like.obj is pod and like.seen == seen:
             return like
+        if like is not None and like.uid == uid and like.name == name:
+            key, index = like.key, like.index  # (the same pod: its key and index)
+        else:
+            key, index = f"{meta.get('namespace') or 'default'}/{name}", pod_index(name) or 0
         return cls(
             obj=pod,
-            key=f"{meta.get('namespace') or 'default'}/{name}",
+            key=key,
             name=name,
             uid=uid,
             task=task,
-            index=pod_index(name) or 0,
+            index=index,
             phase=phase,
             version=version,
             terminating=ending,

@@ -164,6 +164,23 @@ def _int(value: Any, path: str) -> int | None:
     return value
 
 
+def _str_at(m: Mapping[str, Any], key: str, base: str) -> str:
+    """``_str(m.get(key), f"{base}.{key}")``, the path written only for an error (a
+    Job is parsed field by field, nearly always without one)."""
+    value = m.get(key)
+    if value is None or type(value) is str:
+        return value or ""
+    return _str(value, f"{base}.{key}")
+
+
+def _int_at(m: Mapping[str, Any], key: str, base: str) -> int | None:
+    """``_int(m.get(key), f"{base}.{key}")``, the path written only for an error."""
+    value = m.get(key)
+    if value is None or (type(value) is int and -(2**31) <= value < 2**31):
+        return value
+    return _int(value, f"{base}.{key}")
+
+
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 _UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -208,16 +225,21 @@ def _policies(value: Any, path: str) -> tuple[Policy, ...]:
     for i, item in enumerate(as_list(value, path)):
         p = f"{path}[{i}]"
         m = as_mapping(item, p)
-        events = [_str(e, f"{p}.events") for e in as_list(m.get("events"), f"{p}.events")]
-        one = _str(m.get("event"), f"{p}.event")
+        listed = m.get("events")
+        events = (
+            [_str(e, f"{p}.events") for e in as_list(listed, f"{p}.events")]
+            if listed is not None
+            else []
+        )
+        one = _str_at(m, "event", p)
         if one:
             events.append(one)
         timeout = m.get("timeout")
         out.append(
             Policy(
-                action=_str(m.get("action"), f"{p}.action"),
+                action=_str_at(m, "action", p),
                 events=tuple(dict.fromkeys(events)),
-                exit_code=_int(m.get("exitCode"), f"{p}.exitCode"),
+                exit_code=_int_at(m, "exitCode", p),
                 timeout=None if timeout is None else parse_duration(timeout, f"{p}.timeout"),
             )
         )
@@ -320,21 +342,22 @@ def _check_template(template: Mapping[str, Any], path: str) -> None:
 def _task(item: Any, index: int) -> TaskSpec:
     p = f"spec.tasks[{index}]"
     m = as_mapping(item, p)
-    replicas = _int(m.get("replicas"), f"{p}.replicas") or 0
-    given = _int(m.get("minAvailable"), f"{p}.minAvailable")
+    replicas = _int_at(m, "replicas", p) or 0
+    given = _int_at(m, "minAvailable", p)
     partition = _partition(m.get("partitionPolicy"), f"{p}.partitionPolicy")
     template = as_mapping(m.get("template"), f"{p}.template")
     _check_template(template, f"{p}.template")
-    max_retry = _int(m.get("maxRetry"), f"{p}.maxRetry") or DEFAULT_TASK_MAX_RETRY
+    max_retry = _int_at(m, "maxRetry", p) or DEFAULT_TASK_MAX_RETRY
+    policies = m.get("policies")
     return TaskSpec(
-        name=_str(m.get("name"), f"{p}.name") or f"default{index}",
+        name=_str_at(m, "name", p) or f"default{index}",
         replicas=replicas,
         min_available=_task_minimum(replicas, given, partition),
         min_available_given=given,
         template=template,
-        policies=_policies(m.get("policies"), f"{p}.policies"),
+        policies=_policies(policies, f"{p}.policies") if policies is not None else (),
         max_retry=max_retry,
-        topology_policy=_str(m.get("topologyPolicy"), f"{p}.topologyPolicy"),
+        topology_policy=_str_at(m, "topologyPolicy", p),
         partition=partition,
     )
 
@@ -348,15 +371,12 @@ def parse_job(
     """The Job ``obj`` as a :class:`JobSpec` with Volcano's defaults (module docstring);
     InputError naming the Job and the field for a field of the wrong shape."""
     meta = as_mapping(obj.get("metadata"), "metadata")
-    where = (
-        f"Job {shown_text(meta.get('namespace') or 'default')}/{shown_text(meta.get('name', '?'))}"
-    )
     try:
         spec = as_mapping(obj.get("spec"), "spec")
         tasks = tuple(_task(t, i) for i, t in enumerate(as_list(spec.get("tasks"), "spec.tasks")))
-        min_given = _int(spec.get("minAvailable"), "spec.minAvailable") or 0
-        retry_given = _int(spec.get("maxRetry"), "spec.maxRetry") or 0
-        ttl = _int(spec.get("ttlSecondsAfterFinished"), "spec.ttlSecondsAfterFinished")
+        min_given = _int_at(spec, "minAvailable", "spec") or 0
+        retry_given = _int_at(spec, "maxRetry", "spec") or 0
+        ttl = _int_at(spec, "ttlSecondsAfterFinished", "spec")
         plugins = _plugins(spec.get("plugins"), "spec.plugins")
         given = tuple(plugins)
         for name in given:
@@ -368,11 +388,10 @@ def parse_job(
             uid=_str(meta.get("uid"), "metadata.uid"),
             tasks=tasks,
             min_available=min_given or sum(t.min_available for t in tasks),
-            min_success=_int(spec.get("minSuccess"), "spec.minSuccess"),
-            queue=_str(spec.get("queue"), "spec.queue") or default_queue,
-            priority_class=_str(spec.get("priorityClassName"), "spec.priorityClassName"),
-            scheduler_name=_str(spec.get("schedulerName"), "spec.schedulerName")
-            or default_scheduler,
+            min_success=_int_at(spec, "minSuccess", "spec"),
+            queue=_str_at(spec, "queue", "spec") or default_queue,
+            priority_class=_str_at(spec, "priorityClassName", "spec"),
+            scheduler_name=_str_at(spec, "schedulerName", "spec") or default_scheduler,
             max_retry=retry_given or DEFAULT_MAX_RETRY,
             ttl=ttl,
             policies=_policies(spec.get("policies"), "spec.policies"),
@@ -386,7 +405,8 @@ def parse_job(
             volumes=_volumes(spec.get("volumes"), "spec.volumes"),
         )
     except InputError as err:
-        raise err.located(obj=where) from None
+        ns, name = meta.get("namespace") or "default", meta.get("name", "?")
+        raise err.located(obj=f"Job {shown_text(ns)}/{shown_text(name)}") from None
 
 
 __all__ = [
