@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 
-from pumice.api.job import JobInfo
+from pumice.api.job import FitError, JobInfo
 from pumice.api.node import NodeTable
 from pumice.api.queue import QueueInfo
 from pumice.api.task import TaskInfo
@@ -83,7 +83,11 @@ def hopeless_turn(
     # queue's share runs out after ``takes`` of them) and the same slots: the try places
     # the fewer of the two counts. Only the names the explanation quotes depend on the
     # task order.
-    takes = _queue_takes(ssn, queue, todo[0], need)
+    stamp = (job.version, ssn.config, ssn.numa_known)
+    proof = job.verdicts.recall(_PROOF, stamp)
+    if proof is None:
+        proof = job.verdicts.keep(_PROOF, stamp, _Proof())
+    takes = proof.takes_for(ssn, queue, todo[0], need)
     if takes is None:
         return False
     if takes == 0:
@@ -97,19 +101,124 @@ def hopeless_turn(
             # A slot on each of that many nodes, as the fast path last saw them: no
             # proof to be had (if rows changed since, the try finds out).
             return False
-    view = fast.slot_view(todo[0], shape)
-    if view is None or (takes >= need and view.total >= need):
+    table = _table(ssn)
+    found = proof.found(table, takes)
+    if found is None:
+        found = proof.keep(table, takes, _slot_verdict(fast, todo[0], shape, takes, need))
+    if found is _TRY:
         return False
-    if view.total >= takes:
+    room, err = found
+    if err is None:
         # The try places ``takes`` tasks; the queue refuses the next and, its share
         # unchanged, every one after: the note names the last.
         job.note = queue_refusal(queue, order[-1], ssn.nodes)
-        job.keep_tentative(order[:takes])
-        return True
-    room = int(view.total)  # fewer than the queue would take: a task finds no node
-    job.fit_errors[order[room].uid] = view.fit_error(len(ssn.nodes))
+    else:  # fewer than the queue would take: a task finds no node
+        job.fit_errors[order[room].uid] = err
     job.keep_tentative(order[:room])
     return True
+
+
+def _slot_verdict(
+    fast: FastPath, task: TaskInfo, shape: Hashable, takes: int, need: int
+) -> tuple[int, FitError | None] | object:
+    """What the slots of ``shape`` say of a turn whose queue lets ``takes`` tasks
+    through: :data:`_TRY` when they do not prove it keeps nothing, else how many tasks
+    the try places and gives back, and the fit error of the next one (None: the queue
+    refuses it)."""
+    view = fast.slot_view(task, shape)
+    if view is None or (takes >= need and view.total >= need):
+        return _TRY
+    if view.total >= takes:
+        return takes, None
+    return int(view.total), view.fit_error(len(fast.nodes))
+
+
+#: :func:`_slot_verdict`'s answer when the turn is to be tried.
+_TRY = object()
+
+
+def _table(ssn: Session) -> tuple | None:
+    """What the slots of every shape follow, compared by :meth:`_Proof.found`: the
+    scheduler cache's table the session's copy came from (its change log and the
+    position in it), the slot memory and its generation (bumped when the predicates'
+    answers moved: :meth:`SlotMemory.forget`), the nodes left out; None once the session
+    changed a row of its own, or without a log or a memory to follow."""
+    nodes = ssn.nodes
+    memory = ssn.snapshot.slot_memory
+    if nodes.changes or nodes.origin is None or memory is None:
+        return None
+    log, base = nodes.origin
+    return (log, base, memory, memory.generation, len(nodes), nodes.left_out)
+
+
+class _Proof:
+    """A single-shape proof of one job, kept with it from cycle to cycle (stamped with
+    the facts: the job's version, the configuration, ``numa_known``) with the stamps of
+    what it read, so that a gang that waits costs a comparison of stamps where nothing
+    it waits for moved:
+
+    - the queue's share: how many tasks in a row the ``allocatable`` functions let
+      through (``takes``), kept while each function's ``stamp`` facet gives the same
+      object (proportion's: the queue's memo of runs, dropped whenever its allocation or
+      deserved share moves) and the queue is as open as it was;
+    - the nodes: the verdict of the slots (see :func:`_slot_verdict`), kept for the
+      node table it was read from (see :func:`_table`) and that ``takes``. A cycle in
+      which some node changed (a pod bound, ended, was placed by an earlier turn)
+      reads the slots again (kept up to date row by row: :mod:`pumice.framework.slots`).
+
+    Nothing else is read by the verdict: the fast path's last sight of the shape (which
+    can only let the turn be tried) is asked afresh each time."""
+
+    __slots__ = ("is_open", "table", "takes", "tokens", "verdict")
+
+    def __init__(self) -> None:
+        self.tokens: tuple[object, ...] | None = None
+        self.is_open = False
+        self.takes: int | None = None
+        self.table: tuple | None = None
+        self.verdict: object = None
+
+    def takes_for(self, ssn: Session, queue: QueueInfo, task: TaskInfo, need: int) -> int | None:
+        """:func:`_queue_takes` of ``task``'s shape up to ``need``, the kept count while
+        the stamps of every ``allocatable`` function stand."""
+        stamps = ssn.hooks.facets("allocatable", "stamp")
+        tokens: tuple[object, ...] | None = None
+        if None not in stamps:
+            tokens = tuple([stamp(queue) for stamp in stamps])
+            kept = self.tokens
+            if (
+                kept is not None
+                and self.is_open == queue.is_open()
+                and len(kept) == len(tokens)
+                and all(a is b for a, b in zip(kept, tokens, strict=True))
+            ):
+                return self.takes
+        takes = _queue_takes(ssn, queue, task, need)
+        self.tokens, self.is_open, self.takes = tokens, queue.is_open(), takes
+        return takes
+
+    def found(self, table: tuple | None, takes: int) -> object:
+        """The kept verdict of the slots when read from ``table`` for ``takes``; None
+        when it was not (or the table is not one to compare)."""
+        kept = self.table
+        if table is None or kept is None or self.verdict is None:
+            return None
+        if (
+            kept[0] is table[0]
+            and kept[1] == table[1]
+            and kept[2] is table[2]
+            and kept[3] == table[3]
+            and kept[4] == table[4]
+            and kept[5] == table[5]
+            and kept[6] == takes
+        ):
+            return self.verdict
+        return None
+
+    def keep(self, table: tuple | None, takes: int, verdict: object) -> object:
+        self.table = None if table is None else (*table, takes)
+        self.verdict = verdict
+        return verdict
 
 
 def _mixed_turn(
@@ -240,8 +349,9 @@ def placements_needed(ssn: Session, job: JobInfo) -> int | None:
 
 
 #: ``JobInfo.verdicts`` keys: the placements the gang needs; what a proof knows of its
-#: pending tasks (see :func:`_gang_facts`); a mixed turn's walk of them (see :func:`_walk`).
-_NEED, _FACTS, _WALK = "room.need", "room.facts", "room.walk"
+#: pending tasks (see :func:`_gang_facts`); a mixed turn's walk of them (see :func:`_walk`);
+#: the last single-shape proof (see :class:`_Proof`).
+_NEED, _FACTS, _WALK, _PROOF = "room.need", "room.facts", "room.walk", "room.proof"
 _UNKNOWN = object()
 
 
