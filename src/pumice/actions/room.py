@@ -140,15 +140,17 @@ _TRY = object()
 def _table(ssn: Session) -> tuple | None:
     """What the slots of every shape follow, compared by :meth:`_Proof.found`: the
     scheduler cache's table the session's copy came from (its change log and the
-    position in it), the slot memory and its generation (bumped when the predicates'
-    answers moved: :meth:`SlotMemory.forget`), the nodes left out; None once the session
-    changed a row of its own, or without a log or a memory to follow."""
+    position in it: a table with other nodes, or other nodes left out, has a log of its
+    own), the slot memory and its generation (bumped when the predicates' answers moved:
+    :meth:`SlotMemory.forget`), the nodes left out (their reasons are counted); None
+    once the session changed a row of its own, or without a log or a memory to
+    follow."""
     nodes = ssn.nodes
     memory = ssn.snapshot.slot_memory
     if nodes.changes or nodes.origin is None or memory is None:
         return None
     log, base = nodes.origin
-    return (log, base, memory, memory.generation, len(nodes), nodes.left_out)
+    return (log, base, memory, memory.generation, nodes.left_out)
 
 
 class _Proof:
@@ -172,7 +174,7 @@ class _Proof:
     __slots__ = ("is_open", "table", "takes", "tokens", "verdict")
 
     def __init__(self) -> None:
-        self.tokens: tuple[object, ...] | None = None
+        self.tokens: list[object] | None = None
         self.is_open = False
         self.takes: int | None = None
         self.table: tuple | None = None
@@ -182,17 +184,16 @@ class _Proof:
         """:func:`_queue_takes` of ``task``'s shape up to ``need``, the kept count while
         the stamps of every ``allocatable`` function stand."""
         stamps = ssn.hooks.facets("allocatable", "stamp")
-        tokens: tuple[object, ...] | None = None
+        tokens: list[object] | None = None
         if None not in stamps:
-            tokens = tuple([stamp(queue) for stamp in stamps])
+            tokens = [stamp(queue) for stamp in stamps]
             kept = self.tokens
-            if (
-                kept is not None
-                and self.is_open == queue.is_open()
-                and len(kept) == len(tokens)
-                and all(a is b for a, b in zip(kept, tokens, strict=True))
-            ):
-                return self.takes
+            if kept is not None and self.is_open is queue.is_open() and len(kept) == len(tokens):
+                for a, b in zip(kept, tokens, strict=True):
+                    if a is not b:
+                        break
+                else:
+                    return self.takes
         takes = _queue_takes(ssn, queue, task, need)
         self.tokens, self.is_open, self.takes = tokens, queue.is_open(), takes
         return takes
@@ -209,8 +210,7 @@ class _Proof:
             and kept[2] is table[2]
             and kept[3] == table[3]
             and kept[4] == table[4]
-            and kept[5] == table[5]
-            and kept[6] == takes
+            and kept[5] == takes
         ):
             return self.verdict
         return None
