@@ -32,6 +32,16 @@ attribute that looks at the job alone, as gang's do), and ``allocatable`` functi
 say how many tasks in a row they would let the queue take (``run(queue, task, limit)``,
 as proportion's has): a try asks before each task and, once refused, notes it and places
 no more. Otherwise the turn is tried as before.
+
+A gang that waits is proven hopeless again in every cycle, and between two cycles
+little of what the proof read moves. A single-shape proof is kept with the job (see
+:class:`_Proof`) with the stamps of what it read: the job's tasks (its version), the
+queue's share (each ``allocatable`` function's ``stamp`` facet, compared by identity:
+proportion's is the queue's memo of runs, dropped whenever the answers may move) and the
+node table (the scheduler cache's change log and position the session's copy came from,
+the slot memory's generation, the nodes left out). Where all stand, the verdict is
+replayed without reading the slots; a node that frees or takes room, a queue whose share
+moves, or a gang that changes proves afresh.
 """
 
 from __future__ import annotations
