@@ -172,7 +172,8 @@ class _Proof:
     - the queue's share: how many tasks in a row the ``allocatable`` functions let
       through (``takes``), kept while each function's ``stamp`` facet gives the same
       object (proportion's: the queue's memo of runs, dropped whenever its allocation or
-      deserved share moves) and the queue is as open as it was;
+      deserved share moves), the queue is as open as it was and the shared dimensions
+      (``ResourceSpace.share``, by identity) are the same;
     - the nodes: the verdict of the slots (see :func:`_slot_verdict`), kept for the
       node table it was read from (see :func:`_table`) and that ``takes``. A cycle in
       which some node changed (a pod bound, ended, was placed by an earlier turn)
@@ -181,11 +182,12 @@ class _Proof:
     Nothing else is read by the verdict: the fast path's last sight of the shape (which
     can only let the turn be tried) is asked afresh each time."""
 
-    __slots__ = ("is_open", "table", "takes", "tokens", "verdict")
+    __slots__ = ("is_open", "shared", "table", "takes", "tokens", "verdict")
 
     def __init__(self) -> None:
         self.tokens: list[object] | None = None
         self.is_open = False
+        self.shared: object = None
         self.takes: int | None = None
         self.table: tuple | None = None
         self.verdict: object = None
@@ -198,7 +200,12 @@ class _Proof:
         if None not in stamps:
             tokens = [stamp(queue) for stamp in stamps]
             kept = self.tokens
-            if kept is not None and self.is_open is queue.is_open() and len(kept) == len(tokens):
+            if (
+                kept is not None
+                and self.is_open is queue.is_open()
+                and self.shared is ssn.space.share
+                and len(kept) == len(tokens)
+            ):
                 for a, b in zip(kept, tokens, strict=True):
                     if a is not b:
                         break
@@ -206,6 +213,7 @@ class _Proof:
                     return self.takes
         takes = _queue_takes(ssn, queue, task, need)
         self.tokens, self.is_open, self.takes = tokens, queue.is_open(), takes
+        self.shared = ssn.space.share
         return takes
 
     def found(self, table: tuple | None, takes: int) -> object:
