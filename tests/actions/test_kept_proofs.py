@@ -36,11 +36,11 @@ Change = tuple[Any, ...]
 
 @contextlib.contextmanager
 def proving_afresh() -> Iterator[None]:
-    """Every turn proves afresh, as if no proof had been kept."""
+    """Every turn proves afresh, as if nothing had been kept of the gang."""
     real = room.hopeless_turn
 
     def afresh(ssn, queue, job, *args):
-        job.verdicts.forget(room._PROOF)
+        job.verdicts.forget(room._FACTS)  # (the proof is kept with the facts)
         return real(ssn, queue, job, *args)
 
     with mock.patch("pumice.actions.allocate.hopeless_turn", afresh):

@@ -47,6 +47,7 @@ moves, or a gang that changes proves afresh.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from typing import cast
 
 from pumice.api.job import FitError, JobInfo
 from pumice.api.node import NodeTable
@@ -61,8 +62,9 @@ from pumice.framework.slots import SlotView
 #: A job's pending task shapes: (shape, how many tasks have it, the first of them).
 _Groups = tuple[tuple[Hashable, int, TaskInfo], ...]
 #: What a proof knows of a job's pending tasks (see :func:`_gang_facts`): their shapes,
-#: each task's shape by uid, the placements the gang needs, the tasks in task order.
-_Facts = tuple[_Groups, dict[str, Hashable], int | None, list[TaskInfo]]
+#: each task's shape by uid, the placements the gang needs, the tasks in task order, and
+#: the last single-shape proof with what it read (kept with them: see :class:`_Proof`).
+_Facts = tuple[_Groups, dict[str, Hashable], int | None, list[TaskInfo], "_Proof"]
 
 
 def hopeless_turn(
@@ -83,7 +85,7 @@ def hopeless_turn(
     facts = _gang_facts(ssn, job, todo, key)
     if facts is None:
         return False
-    groups, _shape_of, need, order = facts
+    groups, _shape_of, need, order, proof = facts
     if need is None or need <= 0 or need > len(todo):
         return False
     if len(groups) > 1:
@@ -93,10 +95,6 @@ def hopeless_turn(
     # queue's share runs out after ``takes`` of them) and the same slots: the try places
     # the fewer of the two counts. Only the names the explanation quotes depend on the
     # task order.
-    stamp = (job.version, ssn.config, ssn.numa_known)
-    proof = job.verdicts.recall(_PROOF, stamp)
-    if proof is None:
-        proof = job.verdicts.keep(_PROOF, stamp, _Proof())
     takes = proof.takes_for(ssn, queue, todo[0], need)
     if takes is None:
         return False
@@ -111,13 +109,12 @@ def hopeless_turn(
             # A slot on each of that many nodes, as the fast path last saw them: no
             # proof to be had (if rows changed since, the try finds out).
             return False
-    table = _table(ssn)
-    found = proof.found(table, takes)
+    found = proof.found(ssn, takes)
     if found is None:
-        found = proof.keep(table, takes, _slot_verdict(fast, todo[0], shape, takes, need))
+        found = proof.keep(_table(ssn), takes, _slot_verdict(fast, todo[0], shape, takes, need))
     if found is _TRY:
         return False
-    room, err = found
+    room, err = cast(tuple[int, FitError | None], found)
     if err is None:
         # The try places ``takes`` tasks; the queue refuses the next and, its share
         # unchanged, every one after: the note names the last.
@@ -216,22 +213,29 @@ class _Proof:
         self.shared = ssn.space.share
         return takes
 
-    def found(self, table: tuple | None, takes: int) -> object:
-        """The kept verdict of the slots when read from ``table`` for ``takes``; None
-        when it was not (or the table is not one to compare)."""
+    def found(self, ssn: Session, takes: int) -> object:
+        """The kept verdict of the slots, when it was read from the session's node table
+        (see :func:`_table`, compared here without building it) for ``takes``; None
+        otherwise."""
         kept = self.table
-        if table is None or kept is None or self.verdict is None:
+        if kept is None:
             return None
+        nodes = ssn.nodes
+        origin = nodes.origin
+        memory = ssn.snapshot.slot_memory
         if (
-            kept[0] is table[0]
-            and kept[1] == table[1]
-            and kept[2] is table[2]
-            and kept[3] == table[3]
-            and kept[4] == table[4]
-            and kept[5] == takes
+            nodes.changes
+            or origin is None
+            or kept[0] is not origin[0]
+            or kept[1] != origin[1]
+            or kept[2] is not memory
+            or memory is None
+            or kept[3] != memory.generation
+            or kept[5] != takes
+            or kept[4] != nodes.left_out
         ):
-            return self.verdict
-        return None
+            return None
+        return self.verdict
 
     def keep(self, table: tuple | None, takes: int, verdict: object) -> object:
         self.table = None if table is None else (*table, takes)
@@ -256,7 +260,7 @@ def _mixed_turn(
     taken (or, failing that, the last task the queue's share refuses). The try itself
     might have placed fewer, or been stopped elsewhere first, where the shapes compete
     for a node or for the queue's share; the decisions are the same."""
-    groups, shape_of, _, order = facts  # (``need``: the facts', known by now)
+    groups, shape_of, _, order, _proof = facts  # (``need``: the facts', known by now)
     room: dict[Hashable, int] = {}
     allowed: dict[Hashable, int] = {}
     views: dict[Hashable, SlotView] = {}
@@ -367,9 +371,8 @@ def placements_needed(ssn: Session, job: JobInfo) -> int | None:
 
 
 #: ``JobInfo.verdicts`` keys: the placements the gang needs; what a proof knows of its
-#: pending tasks (see :func:`_gang_facts`); a mixed turn's walk of them (see :func:`_walk`);
-#: the last single-shape proof (see :class:`_Proof`).
-_NEED, _FACTS, _WALK, _PROOF = "room.need", "room.facts", "room.walk", "room.proof"
+#: pending tasks (see :func:`_gang_facts`); a mixed turn's walk of them (see :func:`_walk`).
+_NEED, _FACTS, _WALK = "room.need", "room.facts", "room.walk"
 _UNKNOWN = object()
 
 
@@ -409,7 +412,8 @@ def _gang_facts(
             facts = None
         else:
             groups, shape_of = shapes
-            facts = (groups, shape_of, placements_needed(ssn, job), sorted(todo, key=key))
+            need = placements_needed(ssn, job)
+            facts = (groups, shape_of, need, sorted(todo, key=key), _Proof())
         job.verdicts.keep(_FACTS, stamp, facts)
     return facts
 
