@@ -32,24 +32,13 @@ attribute that looks at the job alone, as gang's do), and ``allocatable`` functi
 say how many tasks in a row they would let the queue take (``run(queue, task, limit)``,
 as proportion's has): a try asks before each task and, once refused, notes it and places
 no more. Otherwise the turn is tried as before.
-
-A gang that waits is proven hopeless again in every cycle, and between two cycles
-little of what the proof read moves. A single-shape proof is kept with the job (see
-:class:`_Proof`) with the stamps of what it read: the job's tasks (its version), the
-queue's share (each ``allocatable`` function's ``stamp`` facet, compared by identity:
-proportion's is the queue's memo of runs, dropped whenever the answers may move) and the
-node table (the scheduler cache's change log and position the session's copy came from,
-the slot memory's generation, the nodes left out). Where all stand, the verdict is
-replayed without reading the slots; a node that frees or takes room, a queue whose share
-moves, or a gang that changes proves afresh.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from typing import cast
 
-from pumice.api.job import FitError, JobInfo
+from pumice.api.job import JobInfo
 from pumice.api.node import NodeTable
 from pumice.api.queue import QueueInfo
 from pumice.api.task import TaskInfo
@@ -62,9 +51,8 @@ from pumice.framework.slots import SlotView
 #: A job's pending task shapes: (shape, how many tasks have it, the first of them).
 _Groups = tuple[tuple[Hashable, int, TaskInfo], ...]
 #: What a proof knows of a job's pending tasks (see :func:`_gang_facts`): their shapes,
-#: each task's shape by uid, the placements the gang needs, the tasks in task order, and
-#: the last single-shape proof with what it read (kept with them: see :class:`_Proof`).
-_Facts = tuple[_Groups, dict[str, Hashable], int | None, list[TaskInfo], "_Proof"]
+#: each task's shape by uid, the placements the gang needs, the tasks in task order.
+_Facts = tuple[_Groups, dict[str, Hashable], int | None, list[TaskInfo]]
 
 
 def hopeless_turn(
@@ -85,7 +73,7 @@ def hopeless_turn(
     facts = _gang_facts(ssn, job, todo, key)
     if facts is None:
         return False
-    groups, _shape_of, need, order, proof = facts
+    groups, _shape_of, need, order = facts
     if need is None or need <= 0 or need > len(todo):
         return False
     if len(groups) > 1:
@@ -95,7 +83,7 @@ def hopeless_turn(
     # queue's share runs out after ``takes`` of them) and the same slots: the try places
     # the fewer of the two counts. Only the names the explanation quotes depend on the
     # task order.
-    takes = proof.takes_for(ssn, queue, todo[0], need)
+    takes = _queue_takes(ssn, queue, todo[0], need)
     if takes is None:
         return False
     if takes == 0:
@@ -109,138 +97,19 @@ def hopeless_turn(
             # A slot on each of that many nodes, as the fast path last saw them: no
             # proof to be had (if rows changed since, the try finds out).
             return False
-    found = proof.found(ssn, takes)
-    if found is None:
-        found = proof.keep(_table(ssn), takes, _slot_verdict(fast, todo[0], shape, takes, need))
-    if found is _TRY:
+    view = fast.slot_view(todo[0], shape)
+    if view is None or (takes >= need and view.total >= need):
         return False
-    room, err = cast(tuple[int, FitError | None], found)
-    if err is None:
+    if view.total >= takes:
         # The try places ``takes`` tasks; the queue refuses the next and, its share
         # unchanged, every one after: the note names the last.
         job.note = queue_refusal(queue, order[-1], ssn.nodes)
-    else:  # fewer than the queue would take: a task finds no node
-        job.fit_errors[order[room].uid] = err
+        job.keep_tentative(order[:takes])
+        return True
+    room = int(view.total)  # fewer than the queue would take: a task finds no node
+    job.fit_errors[order[room].uid] = view.fit_error(len(ssn.nodes))
     job.keep_tentative(order[:room])
     return True
-
-
-def _slot_verdict(
-    fast: FastPath, task: TaskInfo, shape: Hashable, takes: int, need: int
-) -> tuple[int, FitError | None] | object:
-    """What the slots of ``shape`` say of a turn whose queue lets ``takes`` tasks
-    through: :data:`_TRY` when they do not prove it keeps nothing, else how many tasks
-    the try places and gives back, and the fit error of the next one (None: the queue
-    refuses it)."""
-    view = fast.slot_view(task, shape)
-    if view is None or (takes >= need and view.total >= need):
-        return _TRY
-    if view.total >= takes:
-        return takes, None
-    return int(view.total), view.fit_error(len(fast.nodes))
-
-
-#: :func:`_slot_verdict`'s answer when the turn is to be tried.
-_TRY = object()
-
-
-def _table(ssn: Session) -> tuple | None:
-    """What the slots of every shape follow, compared by :meth:`_Proof.found`: the
-    scheduler cache's table the session's copy came from (its change log and the
-    position in it: a table with other nodes, or other nodes left out, has a log of its
-    own), the slot memory and its generation (bumped when the predicates' answers moved:
-    :meth:`SlotMemory.forget`), the nodes left out (their reasons are counted); None
-    once the session changed a row of its own, or without a log or a memory to
-    follow."""
-    nodes = ssn.nodes
-    memory = ssn.snapshot.slot_memory
-    if nodes.changes or nodes.origin is None or memory is None:
-        return None
-    log, base = nodes.origin
-    return (log, base, memory, memory.generation, nodes.left_out)
-
-
-class _Proof:
-    """A single-shape proof of one job, kept with it from cycle to cycle (stamped with
-    the facts: the job's version, the configuration, ``numa_known``) with the stamps of
-    what it read, so that a gang that waits costs a comparison of stamps where nothing
-    it waits for moved:
-
-    - the queue's share: how many tasks in a row the ``allocatable`` functions let
-      through (``takes``), kept while each function's ``stamp`` facet gives the same
-      object (proportion's: the queue's memo of runs, dropped whenever its allocation or
-      deserved share moves), the queue is as open as it was and the shared dimensions
-      (``ResourceSpace.share``, by identity) are the same;
-    - the nodes: the verdict of the slots (see :func:`_slot_verdict`), kept for the
-      node table it was read from (see :func:`_table`) and that ``takes``. A cycle in
-      which some node changed (a pod bound, ended, was placed by an earlier turn)
-      reads the slots again (kept up to date row by row: :mod:`pumice.framework.slots`).
-
-    Nothing else is read by the verdict: the fast path's last sight of the shape (which
-    can only let the turn be tried) is asked afresh each time."""
-
-    __slots__ = ("is_open", "shared", "table", "takes", "tokens", "verdict")
-
-    def __init__(self) -> None:
-        self.tokens: list[object] | None = None
-        self.is_open = False
-        self.shared: object = None
-        self.takes: int | None = None
-        self.table: tuple | None = None
-        self.verdict: object = None
-
-    def takes_for(self, ssn: Session, queue: QueueInfo, task: TaskInfo, need: int) -> int | None:
-        """:func:`_queue_takes` of ``task``'s shape up to ``need``, the kept count while
-        the stamps of every ``allocatable`` function stand."""
-        stamps = ssn.hooks.facets("allocatable", "stamp")
-        tokens: list[object] | None = None
-        if None not in stamps:
-            tokens = [stamp(queue) for stamp in stamps]
-            kept = self.tokens
-            if (
-                kept is not None
-                and self.is_open is queue.is_open()
-                and self.shared is ssn.space.share
-                and len(kept) == len(tokens)
-            ):
-                for a, b in zip(kept, tokens, strict=True):
-                    if a is not b:
-                        break
-                else:
-                    return self.takes
-        takes = _queue_takes(ssn, queue, task, need)
-        self.tokens, self.is_open, self.takes = tokens, queue.is_open(), takes
-        self.shared = ssn.space.share
-        return takes
-
-    def found(self, ssn: Session, takes: int) -> object:
-        """The kept verdict of the slots, when it was read from the session's node table
-        (see :func:`_table`, compared here without building it) for ``takes``; None
-        otherwise."""
-        kept = self.table
-        if kept is None:
-            return None
-        nodes = ssn.nodes
-        origin = nodes.origin
-        memory = ssn.snapshot.slot_memory
-        if (
-            nodes.changes
-            or origin is None
-            or kept[0] is not origin[0]
-            or kept[1] != origin[1]
-            or kept[2] is not memory
-            or memory is None
-            or kept[3] != memory.generation
-            or kept[5] != takes
-            or kept[4] != nodes.left_out
-        ):
-            return None
-        return self.verdict
-
-    def keep(self, table: tuple | None, takes: int, verdict: object) -> object:
-        self.table = None if table is None else (*table, takes)
-        self.verdict = verdict
-        return verdict
 
 
 def _mixed_turn(
@@ -260,7 +129,7 @@ def _mixed_turn(
     taken (or, failing that, the last task the queue's share refuses). The try itself
     might have placed fewer, or been stopped elsewhere first, where the shapes compete
     for a node or for the queue's share; the decisions are the same."""
-    groups, shape_of, _, order, _proof = facts  # (``need``: the facts', known by now)
+    groups, shape_of, _, order = facts  # (``need``: the facts', known by now)
     room: dict[Hashable, int] = {}
     allowed: dict[Hashable, int] = {}
     views: dict[Hashable, SlotView] = {}
@@ -412,8 +281,7 @@ def _gang_facts(
             facts = None
         else:
             groups, shape_of = shapes
-            need = placements_needed(ssn, job)
-            facts = (groups, shape_of, need, sorted(todo, key=key), _Proof())
+            facts = (groups, shape_of, placements_needed(ssn, job), sorted(todo, key=key))
         job.verdicts.keep(_FACTS, stamp, facts)
     return facts
 

@@ -191,9 +191,6 @@ class SlotMemory:
     def __init__(self) -> None:
         self.views: dict[Hashable, SlotView] = {}
         self.shapes: dict[Hashable, Any] = {}
-        #: Bumped by :meth:`forget`: what was proven from a view (see
-        #: :mod:`pumice.actions.room`) stands only while it is the same.
-        self.generation = 0
 
     def forget(self) -> None:
         """Drop every view and shape: what they hold of the predicates' answers (the
@@ -202,7 +199,6 @@ class SlotMemory:
         node metrics) calls this when they did, from ``on_cycle_open``."""
         self.views.clear()
         self.shapes.clear()
-        self.generation += 1
 
     def keep_shape(self, key: Hashable, shape: Any) -> None:
         """Keep a fast-path shape for the sessions to come (least recently made first

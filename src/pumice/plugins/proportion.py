@@ -495,15 +495,6 @@ class ProportionPlugin:
             memo[id(req)] = (req, n, limit)
             return n
 
-        def allocatable_stamp(q: QueueInfo) -> object:
-            """What :func:`allocatable_run`'s answers for ``q`` stand on, to compare by
-            identity: the queue's memo of runs, which is dropped whenever they may move
-            (an allocation event, new figures). The queue's state is not in it."""
-            memo = runs.get(q.name)
-            if memo is None:
-                memo = runs[q.name] = {}
-            return memo
-
         def admits(job: JobInfo) -> int:
             """The vote, without counting the job into its queue (the ``pure`` facet)."""
             attr = self.attrs.get(job.queue)
@@ -655,7 +646,7 @@ class ProportionPlugin:
 
         ssn.on("queue_order", self.name, queue_order, key=queue_rank)
         ssn.on("overused", self.name, overused)
-        ssn.on("allocatable", self.name, allocatable, run=allocatable_run, stamp=allocatable_stamp)
+        ssn.on("allocatable", self.name, allocatable, run=allocatable_run)
         ssn.on("job_enqueueable", self.name, enqueueable, pure=admits)
         ssn.on("reclaimable", self.name, reclaimable, alike=True)
         ssn.on("gang_evictable", self.name, on_kind("gangreclaim", reclaimable))

@@ -1,12 +1,13 @@
-"""A waiting gang's proof, kept from cycle to cycle, never outlives what it read.
+"""A gang that waits is placed, or explained anew, once what it waits for moves.
 
-allocate keeps each waiting gang's proof that its turn keeps nothing (see
-:mod:`pumice.actions.room`) with the stamps of what the proof read: the job, the
-queue's share, the node table. When one of them moves (a node frees room, the queue's
-share moves, the gang itself changes) the gang must be placed, or explained, as a new
-session would. These tests run the same clusters through the same changes twice: one
-scheduler lives and keeps its proofs, the other is new in every cycle and proves every
-turn afresh; every cycle must decide and explain the same.
+A living session keeps what it knows of a waiting gang from cycle to cycle (its tasks'
+shapes and order, the placements it needs: see :mod:`pumice.actions.room`; the slots of
+each shape: :mod:`pumice.framework.slots`). When something the gang waits for moves (a
+node frees room, its queue's share moves, the gang itself changes) the gang must be
+placed, or explained, as a new session would. These tests run the same clusters through
+the same changes twice: one scheduler lives from cycle to cycle, the other is new in
+every cycle and works out everything about the gangs afresh; every cycle must decide
+and explain the same.
 """
 
 from __future__ import annotations
@@ -36,30 +37,16 @@ Change = tuple[Any, ...]
 
 @contextlib.contextmanager
 def proving_afresh() -> Iterator[None]:
-    """Every turn proves afresh, as if nothing had been kept of the gang."""
+    """Every turn works out what it knows of the gang afresh, as if nothing had been
+    kept."""
     real = room.hopeless_turn
 
     def afresh(ssn, queue, job, *args):
-        job.verdicts.forget(room._FACTS)  # (the proof is kept with the facts)
+        job.verdicts.forget(room._FACTS)
         return real(ssn, queue, job, *args)
 
     with mock.patch("pumice.actions.allocate.hopeless_turn", afresh):
         yield
-
-
-@contextlib.contextmanager
-def counting_kept() -> Iterator[list[int]]:
-    """Count the proofs answered from what was kept (no slots read)."""
-    kept = [0]
-    real = room._Proof.found
-
-    def found(self, table, takes):
-        got = real(self, table, takes)
-        kept[0] += got is not None
-        return got
-
-    with mock.patch.object(room._Proof, "found", found):
-        yield kept
 
 
 def _apply(store: MemoryCluster, change: Change) -> None:
@@ -80,10 +67,9 @@ def _apply(store: MemoryCluster, change: Change) -> None:
         store.modify("PodGroup", f"default/{change[1]}", least)
 
 
-def _run(objs: list[dict], rounds: list[list[Change]]) -> tuple[list[dict], int]:
-    """The cycles of a living scheduler that keeps its proofs, checked against a new
-    scheduler in every cycle that proves afresh; how many proofs were answered from
-    what was kept."""
+def _run(objs: list[dict], rounds: list[list[Change]]) -> list[dict]:
+    """The cycles of a living scheduler, checked against a new scheduler in every cycle
+    that proves afresh."""
     stores = []
     for _ in range(2):
         store = MemoryCluster()
@@ -91,22 +77,21 @@ def _run(objs: list[dict], rounds: list[list[Change]]) -> tuple[list[dict], int]
         stores.append((store, SchedulerCache(store)))
     living = Scheduler.from_file(None)
     seen = []
-    with counting_kept() as kept:
-        for changes in [[], *rounds]:
-            said = []
-            for k, (store, cache) in enumerate(stores):
-                for change in changes:
-                    _apply(store, change)
-                if k == 0:
-                    decisions = living.cycle(cache.snapshot())
-                else:
-                    with proving_afresh():
-                        decisions = Scheduler.from_file(None).cycle(cache.snapshot())
-                cache.apply(decisions)
-                said.append(decisions.to_json(sessions=False))
-            assert said[0] == said[1]
-            seen.append(said[0])
-    return seen, kept[0]
+    for changes in [[], *rounds]:
+        said = []
+        for k, (store, cache) in enumerate(stores):
+            for change in changes:
+                _apply(store, change)
+            if k == 0:
+                decisions = living.cycle(cache.snapshot())
+            else:
+                with proving_afresh():
+                    decisions = Scheduler.from_file(None).cycle(cache.snapshot())
+            cache.apply(decisions)
+            said.append(decisions.to_json(sessions=False))
+        assert said[0] == said[1]
+        seen.append(said[0])
+    return seen
 
 
 @st.composite
@@ -130,7 +115,7 @@ def crowded_then_changed(draw) -> tuple[list[dict], list[list[Change]]]:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(crowded_then_changed())
-def test_kept_proofs_decide_and_explain_as_new_sessions(case) -> None:
+def test_a_living_session_wakes_waiting_gangs_as_new_sessions(case) -> None:
     objs, rounds = case
     _run(objs, rounds)
 
@@ -149,10 +134,9 @@ def _gpu_cluster() -> list[dict]:
 
 
 def test_a_waiting_gang_is_placed_once_a_node_frees_room() -> None:
-    """The gang waits, explained the same while nothing changes (its proof kept once the
-    cluster has settled); the busy pod ends, and the next cycle binds the whole gang."""
-    seen, kept = _run(_gpu_cluster(), [[], [], [("end", "busy")]])
-    assert kept >= 1
+    """The gang waits, explained the same while nothing changes; the busy pod ends, and
+    the next cycle binds the whole gang."""
+    seen = _run(_gpu_cluster(), [[], [], [("end", "busy")]])
     for said in seen[:3]:
         assert not said["binds"]
         assert said["pending"]["default/big"].startswith(
@@ -163,9 +147,8 @@ def test_a_waiting_gang_is_placed_once_a_node_frees_room() -> None:
 
 def test_a_waiting_gang_whose_minimum_drops_is_placed() -> None:
     """The gang itself changes (its minimum drops to the three tasks the nodes hold):
-    its kept proof no longer stands, and three of its tasks are bound."""
-    seen, kept = _run(_gpu_cluster(), [[], [("min", "big", 3)]])
-    assert kept >= 1
+    three of its tasks are bound."""
+    seen = _run(_gpu_cluster(), [[], [("min", "big", 3)]])
     assert not seen[1]["binds"]
     assert len(seen[2]["binds"]) == 3
 
@@ -196,8 +179,7 @@ def test_a_gang_refused_by_its_queue_share_is_placed_when_the_share_moves(
     objs.append(podgroup("big", min_member=3, queue="b"))
     for k in range(3):
         objs.append(pod(f"big-w-{k}", cpu="4", memory="1Gi", group="big"))
-    seen, kept = _run(objs, [[], [], changes])
-    assert kept >= 1
+    seen = _run(objs, [[], [], changes])
     first = seen[0]["pending"]["default/big"]
     assert first.startswith("gang short: needs 3 tasks, 1 could be placed; queue b cannot take")
     assert [said["pending"]["default/big"] for said in seen[1:3]] == [first, first]
