@@ -44,10 +44,12 @@ class BackfillAction:
             return -1 if ssn.task_less(a, b) else (1 if ssn.task_less(b, a) else 0)
 
         # Only jobs with pending best-effort tasks have work; a job's list cannot change
-        # while other jobs are served (a statement moves only its own job's tasks).
+        # while other jobs are served (a statement moves only its own job's tasks). The
+        # job counts them as they come and go: a backlog of gangs without any costs no
+        # list of its tasks.
         work: dict[str, list] = {}
         for j in ssn.active.values():  # a settled job has no pending task
-            if not j.is_pending() and j.uid not in ssn.invalid:
+            if j.pending_best_effort_num() and not j.is_pending() and j.uid not in ssn.invalid:
                 best_effort = [t for t in j.with_status(TaskStatus.PENDING) if t.best_effort]
                 if best_effort:
                     work[j.uid] = best_effort
