@@ -45,7 +45,7 @@ import numpy as np
 
 from pumice.api.job import PENDING, JobInfo
 from pumice.api.resources import ResourceSpace
-from pumice.framework.decisions import PodGroupUpdate
+from pumice.framework.decisions import Carried, PodGroupUpdate
 
 if TYPE_CHECKING:
     from pumice.api.snapshot import Snapshot
@@ -68,32 +68,63 @@ class Parked:
     update: PodGroupUpdate
 
 
+class Rows:
+    """The parked jobs as :meth:`Parking.rows` hands them over: read-only, made again
+    (not changed) when the jobs parked are others."""
+
+    __slots__ = ("at", "every", "index", "invalid", "jobs", "matrix", "parked")
+
+    def __init__(self, parked: tuple[Parked, ...], space: ResourceSpace) -> None:
+        self.parked = parked
+        #: Every parked job, in parking order.
+        self.every = [p.job for p in parked]
+        at = [k for k, job in enumerate(self.every) if job.min_resources is not None]
+        #: The parked jobs that ask minResources, and their place in ``every``.
+        self.jobs = [self.every[k] for k in at]
+        self.at = np.array(at, dtype=np.intp)
+        #: Those jobs' minResources as the rows of one matrix (``space``'s dimensions).
+        self.matrix = (
+            np.concatenate([j.min_resources for j in self.jobs]).reshape(len(self.jobs), space.size)
+            if self.jobs
+            else np.zeros((0, space.size))
+        )
+        #: Row of ``jobs`` by job uid.
+        self.index = {job.uid: i for i, job in enumerate(self.jobs)}
+        #: Per row of ``jobs``: not a valid gang (parked with ``job_valid``'s reason).
+        self.invalid = np.array([parked[k].reason is not None for k in at], dtype=bool)
+
+
 class Parking:
     """What a living session parks from one cycle to the next."""
 
-    __slots__ = ("_rows", "kept")
+    __slots__ = ("_rows", "kept", "last")
 
     def __init__(self) -> None:
         self.kept: dict[str, Parked] = {}
-        #: :meth:`wants`' answer and the parked jobs it was made of.
-        self._rows: tuple[tuple[Parked, ...], list[JobInfo], np.ndarray] | None = None
+        #: The session whose cycle parked last (``Carried.after``).
+        self.last: str | None = None
+        #: :meth:`rows`' answer.
+        self._rows: Rows | None = None
 
     def wants(self, space: ResourceSpace) -> tuple[list[JobInfo], np.ndarray]:
         """The parked jobs that ask minResources, and those as the rows of one matrix
         (in ``space``'s dimensions), so that a plugin can vote on all of them at once
-        (see ``job_enqueueable``'s ``refuses`` facet in :mod:`pumice.actions.enqueue`).
-        Made again only when the jobs parked are others than last time."""
+        (see ``job_enqueueable``'s ``refuses`` facet in :mod:`pumice.actions.enqueue`)."""
+        rows = self.rows(space)
+        return rows.jobs, rows.matrix
+
+    def rows(self, space: ResourceSpace) -> Rows:
+        """The parked jobs as rows (see :class:`Rows`), made again only when the jobs
+        parked are others than last time."""
         now = tuple(self.kept.values())
         rows = self._rows
-        if rows is None or len(rows[0]) != len(now) or not all(map(operator.is_, rows[0], now)):
-            jobs = [p.job for p in now if p.job.min_resources is not None]
-            matrix = (
-                np.concatenate([j.min_resources for j in jobs]).reshape(len(jobs), space.size)
-                if jobs
-                else np.zeros((0, space.size))
-            )
-            rows = self._rows = (now, jobs, matrix)
-        return rows[1], rows[2]
+        if (
+            rows is None
+            or len(rows.parked) != len(now)
+            or not all(map(operator.is_, rows.parked, now))
+        ):
+            rows = self._rows = Rows(now, space)
+        return rows
 
 
 def parking_for(ssn: Session) -> Parking | None:
@@ -159,9 +190,15 @@ def park(ssn: Session) -> None:
     parking = ssn.parking
     if parking is None:
         return
-    podgroups = ssn.decisions.podgroups
+    decisions = ssn.decisions
+    podgroups = decisions.podgroups
     parked = ssn.parked  # (``parking.kept``: what stays parked stays in it)
+    start = len(podgroups)
     podgroups.update(zip(parked.keys(), map(_UPDATE, parked.values()), strict=True))
+    stamp = ssn.snapshot.stamp
+    if stamp is not None and len(podgroups) == start + len(parked):  # (at the end)
+        decisions.carried = Carried(start, len(podgroups), stamp, ssn.uid, parking.last)
+    parking.last = ssn.uid
     invalid, jobs = ssn.invalid, ssn.jobs
     for uid in [uid for uid in ssn.not_enqueued if uid not in parked]:
         job = jobs.get(uid)

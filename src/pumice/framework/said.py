@@ -12,12 +12,19 @@ the first read. The sentence is the one the cycle would have written then.
 :class:`Reasons` is ``Decisions.pending``: a mapping of job uid to sentence for every
 reader, whose values may be held as :class:`Said` until read; :meth:`Reasons.said`
 lends the held values to a reader that keeps them for later (the simulator's metrics).
+
+A backlog that waits is mostly refused for one reason said with one cycle's figures:
+such a group is held as one :class:`Layer`, by reference (the jobs it covers and the
+function that says why, with the cycle's figures captured once), not one value per job:
+a parked backlog then costs a cycle nothing per job, and each sentence is made when
+read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
-from typing import Any
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from typing import Any, Protocol
 
 
 class Said:
@@ -61,17 +68,86 @@ def join(sep: str, parts: list[Text]) -> Text:
     return sep.join(parts)  # type: ignore[arg-type]
 
 
-class Reasons(MutableMapping[str, str]):
-    """Job uid -> why it waits (``Decisions.pending``): read as strings, held as they
-    were written (strings, or :class:`Said` rendered on first read and kept)."""
+class _Keyed(Protocol):
+    @property
+    def uid(self) -> str: ...
 
-    __slots__ = ("_held",)
 
-    def __init__(self, held: Mapping[str, Text] | None = None) -> None:
-        self._held: dict[str, Text] = dict(held) if held else {}
+class Layer(Mapping[str, str]):
+    """Many jobs' sentences said by one function, held by reference: ``say(job)`` for
+    each of ``jobs`` whose ``keep`` flag is set (``index``: uid -> position in
+    ``jobs``), made on first read and kept.
+
+    Contract: ``jobs``, ``keep`` and ``index`` are not changed once given (the caller
+    hands over lists it made for this layer, or ones it replaces rather than changes),
+    and ``say`` reads nothing that changes (it captured the cycle's figures), so every
+    read says what the cycle would have said."""
+
+    __slots__ = ("_index", "_jobs", "_keep", "_len", "_made", "_say")
+
+    def __init__(
+        self,
+        jobs: Sequence[_Keyed],
+        keep: Sequence[bool],
+        index: Mapping[str, int],
+        say: Callable[[Any], str],
+        count: int,
+    ) -> None:
+        self._jobs = jobs
+        self._keep = keep
+        self._index = index
+        self._say = say
+        self._len = count
+        self._made: dict[str, str] = {}
 
     def __getitem__(self, uid: str) -> str:
-        v = self._held[uid]
+        text = self._made.get(uid)
+        if text is not None:
+            return text
+        i = self._index.get(uid)
+        if i is None or not self._keep[i]:
+            raise KeyError(uid)
+        text = self._made[uid] = self._say(self._jobs[i])
+        return text
+
+    def __contains__(self, uid: object) -> bool:
+        i = self._index.get(uid)  # type: ignore[call-overload]
+        return i is not None and bool(self._keep[i])
+
+    def __iter__(self) -> Iterator[str]:
+        keep = self._keep
+        return (job.uid for i, job in enumerate(self._jobs) if keep[i])
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __repr__(self) -> str:
+        return f"Layer({dict(self.items())!r})"
+
+
+class Reasons(MutableMapping[str, str]):
+    """Job uid -> why it waits (``Decisions.pending``): read as strings, held as they
+    were written (strings, or :class:`Said` rendered on first read and kept), and
+    :class:`Layer` s held by reference (:meth:`lay`).
+
+    Contract: a layer's jobs are not written one by one as well (the layers and the
+    values written are of different jobs)."""
+
+    __slots__ = ("_held", "_layers")
+
+    def __init__(
+        self, held: Mapping[str, Text] | None = None, layers: Sequence[Layer] = ()
+    ) -> None:
+        self._held: dict[str, Text] = dict(held) if held else {}
+        self._layers: tuple[Layer, ...] = tuple(layers)
+
+    def __getitem__(self, uid: str) -> str:
+        v = self._held.get(uid)
+        if v is None:
+            for layer in self._layers:
+                if uid in layer:
+                    return layer[uid]
+            raise KeyError(uid)
         if type(v) is str:
             return v
         text = self._held[uid] = str(v)
@@ -84,13 +160,24 @@ class Reasons(MutableMapping[str, str]):
         del self._held[uid]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._held)
+        if not self._layers:
+            return iter(self._held)
+        return itertools.chain(self._held, *self._layers)
 
     def __len__(self) -> int:
-        return len(self._held)
+        n = len(self._held)
+        for layer in self._layers:
+            n += len(layer)
+        return n
 
     def __contains__(self, uid: object) -> bool:
-        return uid in self._held
+        if uid in self._held:
+            return True
+        return any(uid in layer for layer in self._layers)
+
+    def lay(self, layer: Layer) -> None:
+        """Hold ``layer``'s jobs and sentences, by reference."""
+        self._layers = (*self._layers, layer)
 
     def __repr__(self) -> str:
         return f"Reasons({dict(self.items())!r})"
@@ -100,13 +187,45 @@ class Reasons(MutableMapping[str, str]):
         explanations are handed over in every cycle)."""
         self._held.update(pairs)
 
-    def said(self) -> dict[str, Text]:
+    def said(self) -> Mapping[str, Text]:
         """The values as held, for a reader that keeps them and reads few (the
-        caller does not change the dict)."""
-        return self._held
+        caller does not change the mapping): the dict written, or, with layers, a
+        read-only view of it and them."""
+        if not self._layers:
+            return self._held
+        return _Said(self._held, self._layers)
+
+    def held(self) -> tuple[dict[str, Text], tuple[Layer, ...]]:
+        """What is held: the values written, and the layers (read-only to the caller),
+        for a reader that keeps layers as layers."""
+        return self._held, self._layers
 
     def copy(self) -> Reasons:
-        return Reasons(self._held)
+        return Reasons(self._held, self._layers)
 
 
-__all__ = ["Reasons", "Said", "Text", "join"]
+class _Said(Mapping[str, Text]):
+    """:meth:`Reasons.said` with layers: the values written, then the layers'."""
+
+    __slots__ = ("_held", "_layers")
+
+    def __init__(self, held: dict[str, Text], layers: tuple[Layer, ...]) -> None:
+        self._held, self._layers = held, layers
+
+    def __getitem__(self, uid: str) -> Text:
+        v = self._held.get(uid)
+        if v is not None:
+            return v
+        for layer in self._layers:
+            if uid in layer:
+                return layer[uid]
+        raise KeyError(uid)
+
+    def __iter__(self) -> Iterator[str]:
+        return itertools.chain(self._held, *self._layers)
+
+    def __len__(self) -> int:
+        return len(self._held) + sum(map(len, self._layers))
+
+
+__all__ = ["Layer", "Reasons", "Said", "Text", "join"]
