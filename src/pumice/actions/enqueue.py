@@ -229,7 +229,9 @@ def _lay_refusals(ssn: Session, vote: _ParkedVote) -> list[JobInfo]:
     layered = vote.refused & rows.invalid
     count = int(layered.sum())
     if count:
-        ssn.refused_parked = Layer(rows.jobs, layered.tolist(), rows.index, each(ssn, head), count)
+        ssn.refused_parked = Layer(
+            rows.jobs, rows.uids, layered.tolist(), rows.index, each(ssn, head), count
+        )
     if count == vote.count:
         return []
     return list(itertools.compress(rows.jobs, (vote.refused & ~rows.invalid).tolist()))

@@ -72,7 +72,7 @@ class Rows:
     """The parked jobs as :meth:`Parking.rows` hands them over: read-only, made again
     (not changed) when the jobs parked are others."""
 
-    __slots__ = ("at", "every", "index", "invalid", "jobs", "matrix", "parked")
+    __slots__ = ("at", "every", "index", "invalid", "jobs", "matrix", "parked", "uids")
 
     def __init__(self, parked: tuple[Parked, ...], space: ResourceSpace) -> None:
         self.parked = parked
@@ -88,8 +88,9 @@ class Rows:
             if self.jobs
             else np.zeros((0, space.size))
         )
-        #: Row of ``jobs`` by job uid.
-        self.index = {job.uid: i for i, job in enumerate(self.jobs)}
+        #: The uids of ``jobs``, and the row of each.
+        self.uids = [job.uid for job in self.jobs]
+        self.index = {uid: i for i, uid in enumerate(self.uids)}
         #: Per row of ``jobs``: not a valid gang (parked with ``job_valid``'s reason).
         self.invalid = np.array([parked[k].reason is not None for k in at], dtype=bool)
 

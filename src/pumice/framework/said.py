@@ -10,8 +10,8 @@ they stand in the cycle (values that are never changed afterwards), rendered onc
 the first read. The sentence is the one the cycle would have written then.
 
 :class:`Reasons` is ``Decisions.pending``: a mapping of job uid to sentence for every
-reader, whose values may be held as :class:`Said` until read; :meth:`Reasons.said`
-lends the held values to a reader that keeps them for later (the simulator's metrics).
+reader, whose values may be held as :class:`Said` until read; :meth:`Reasons.held`
+lends what is held to a reader that keeps it for later (the simulator's metrics).
 
 A backlog that waits is mostly refused for one reason said with one cycle's figures:
 such a group is held as one :class:`Layer`, by reference (the jobs it covers and the
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 
 class Said:
@@ -68,32 +68,29 @@ def join(sep: str, parts: list[Text]) -> Text:
     return sep.join(parts)  # type: ignore[arg-type]
 
 
-class _Keyed(Protocol):
-    @property
-    def uid(self) -> str: ...
-
-
 class Layer(Mapping[str, str]):
     """Many jobs' sentences said by one function, held by reference: ``say(job)`` for
-    each of ``jobs`` whose ``keep`` flag is set (``index``: uid -> position in
-    ``jobs``), made on first read and kept.
+    each of ``jobs`` (whose uids are ``uids``) whose ``keep`` flag is set (``index``:
+    uid -> position), made on first read and kept.
 
-    Contract: ``jobs``, ``keep`` and ``index`` are not changed once given (the caller
-    hands over lists it made for this layer, or ones it replaces rather than changes),
-    and ``say`` reads nothing that changes (it captured the cycle's figures), so every
-    read says what the cycle would have said."""
+    Contract: ``jobs``, ``uids``, ``keep`` and ``index`` are not changed once given
+    (the caller hands over lists it made for this layer, or ones it replaces rather
+    than changes), and ``say`` reads nothing that changes (it captured the cycle's
+    figures), so every read says what the cycle would have said."""
 
-    __slots__ = ("_index", "_jobs", "_keep", "_len", "_made", "_say")
+    __slots__ = ("_index", "_jobs", "_keep", "_len", "_made", "_say", "_uids")
 
     def __init__(
         self,
-        jobs: Sequence[_Keyed],
+        jobs: Sequence[Any],
+        uids: Sequence[str],
         keep: Sequence[bool],
         index: Mapping[str, int],
         say: Callable[[Any], str],
         count: int,
     ) -> None:
         self._jobs = jobs
+        self._uids = uids
         self._keep = keep
         self._index = index
         self._say = say
@@ -115,8 +112,7 @@ class Layer(Mapping[str, str]):
         return i is not None and bool(self._keep[i])
 
     def __iter__(self) -> Iterator[str]:
-        keep = self._keep
-        return (job.uid for i, job in enumerate(self._jobs) if keep[i])
+        return itertools.compress(self._uids, self._keep)
 
     def __len__(self) -> int:
         return self._len
@@ -187,14 +183,6 @@ class Reasons(MutableMapping[str, str]):
         explanations are handed over in every cycle)."""
         self._held.update(pairs)
 
-    def said(self) -> Mapping[str, Text]:
-        """The values as held, for a reader that keeps them and reads few (the
-        caller does not change the mapping): the dict written, or, with layers, a
-        read-only view of it and them."""
-        if not self._layers:
-            return self._held
-        return _Said(self._held, self._layers)
-
     def held(self) -> tuple[dict[str, Text], tuple[Layer, ...]]:
         """What is held: the values written, and the layers (read-only to the caller),
         for a reader that keeps layers as layers."""
@@ -202,30 +190,6 @@ class Reasons(MutableMapping[str, str]):
 
     def copy(self) -> Reasons:
         return Reasons(self._held, self._layers)
-
-
-class _Said(Mapping[str, Text]):
-    """:meth:`Reasons.said` with layers: the values written, then the layers'."""
-
-    __slots__ = ("_held", "_layers")
-
-    def __init__(self, held: dict[str, Text], layers: tuple[Layer, ...]) -> None:
-        self._held, self._layers = held, layers
-
-    def __getitem__(self, uid: str) -> Text:
-        v = self._held.get(uid)
-        if v is not None:
-            return v
-        for layer in self._layers:
-            if uid in layer:
-                return layer[uid]
-        raise KeyError(uid)
-
-    def __iter__(self) -> Iterator[str]:
-        return itertools.chain(self._held, *self._layers)
-
-    def __len__(self) -> int:
-        return len(self._held) + sum(map(len, self._layers))
 
 
 __all__ = ["Layer", "Reasons", "Said", "Text", "join"]

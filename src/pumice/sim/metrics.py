@@ -67,13 +67,14 @@ inputs give identical metrics.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from pumice.framework.said import Text
+from pumice.framework.said import Layer, Reasons, Text
 from pumice.sim.topology import NO_SLOWDOWN, Slowdown, Spans
 from pumice.sim.workload import GPU, JobSpec, QueueSpec
 
@@ -240,11 +241,11 @@ class Metrics:
         #: Jobs waiting now (submitted or restarted, no pod of this incarnation bound,
         #: not ended) and the core's latest explanation of each, for ``reasons``.
         self._waiting: dict[str, None] = {}
-        self._reason: dict[str, Text] = {}
+        self._reason: dict[str, Held] = {}
         #: The core's latest explanation of each job that has not started, as the
         #: cycle handed it over (see :mod:`pumice.framework.said`): said into the
         #: record's ``pending_reason`` when the job starts, or by :meth:`summary`.
-        self._said: dict[str, Text] = {}
+        self._said: dict[str, Held] = {}
         #: The jobs submitted that have not started (whose record's ``start`` is None).
         self._unstarted: dict[str, None] = {}
         #: Start forecasts set against the run (``--forecast-error``; see
@@ -346,7 +347,7 @@ class Metrics:
                 del self._unstarted[uid]
                 said = self._said.pop(uid, None)
                 if said is not None:
-                    rec.pending_reason = str(said)
+                    rec.pending_reason = _said(said)
             self.pending_jobs -= 1
             self.running_jobs += 1
             self._stop_waiting(now, rec)
@@ -420,12 +421,28 @@ class Metrics:
 
     # -- events from the engine ---------------------------------------------------------
 
-    def cycle(self, pending: Mapping[str, Text]) -> None:
-        """A cycle's explanations (``Decisions.pending``, as held: see
-        :meth:`~pumice.framework.said.Reasons.said`). Kept as handed over: only those
-        read at a sample or a job's start are said."""
+    def cycle(self, pending: Mapping[str, Text], names: Mapping[str, str] | None = None) -> None:
+        """A cycle's explanations (``Decisions.pending``; ``names``: the job uid of a
+        podgroup uid, where they differ). Kept as handed over: only those read at a
+        sample or a job's start are said; a :class:`~pumice.framework.said.Layer`'s
+        as (layer, podgroup uid), made from the layer when read."""
         self.cycles += 1
         # (Set operations and bulk updates: a backlog is handed over in every cycle.)
+        if isinstance(pending, Reasons):
+            held, layers = pending.held()
+        else:
+            held, layers = dict(pending), ()
+        if names:
+            held = dict(zip(map(names.get, held, held), held.values(), strict=True))
+        self._keep(held)
+        for layer in layers:
+            uids = list(layer)
+            jobs = list(map(names.get, uids, uids)) if names else uids
+            self._keep(dict(zip(jobs, zip(itertools.repeat(layer), uids), strict=True)))
+
+    def _keep(self, pending: Mapping[str, Held]) -> None:
+        """Keep ``pending``'s explanations of the jobs that have not started and of
+        those waiting."""
         keys, get = pending.keys(), pending.__getitem__
         unstarted = keys & self._unstarted.keys()
         self._said.update(zip(unstarted, map(get, unstarted), strict=True))
@@ -436,7 +453,7 @@ class Metrics:
         """Write each unstarted job's latest explanation into its record."""
         jobs = self.jobs
         for uid, reason in self._said.items():
-            jobs[uid].pending_reason = str(reason)
+            jobs[uid].pending_reason = _said(reason)
         self._said.clear()
 
     def _stop_waiting(self, now: float, rec: JobRecord) -> None:
@@ -478,7 +495,7 @@ class Metrics:
         for uid in self._waiting:
             text = reason.get(uid)
             if text is not None and type(text) is not str:
-                text = reason[uid] = str(text)
+                text = reason[uid] = _said(text)
             if text:
                 timeline = jobs[uid].reasons
                 if not timeline or timeline[-1][1] != text:
@@ -490,6 +507,18 @@ class Metrics:
         """Headline numbers (the report's summary table); see :func:`summarize`."""
         self.say_reasons()
         return summarize(self)
+
+
+#: An explanation as the metrics keep it: a sentence, one to be made when read, or a
+#: layer's, as (layer, the uid it knows the job by).
+Held = Text | tuple[Layer, str]
+
+
+def _said(held: Held) -> str:
+    """The sentence of an explanation kept."""
+    if type(held) is tuple:
+        return held[0][held[1]]
+    return str(held)
 
 
 def stats(values: Sequence[float]) -> dict[str, float | None]:
