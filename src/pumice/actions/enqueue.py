@@ -35,7 +35,9 @@ def refusals(ssn: Session) -> Callable[[str | None, JobInfo], Text]:
     A refused backlog asks this for every job in every cycle: each refusing plugin's
     explanation is looked up once per session, and a plugin that can say it later
     (``explain_later(ssn, job, head)``, see :mod:`pumice.framework.said`) hands over the
-    facts it would quote, after ``head``, instead of the sentence."""
+    facts it would quote, after ``head``, instead of the sentence (and one that can say
+    many with the same figures, ``explain_each``, says the parked jobs' refusals as one
+    layer: see :func:`_lay_refusals`)."""
     text_for = refusal_texts(ssn)
     return lambda plugin_name, job: text_for(plugin_name)(job)
 

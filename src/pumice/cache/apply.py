@@ -9,7 +9,9 @@ gang, whose status pumice does not write: the model keeps it (the ``admit`` call
 
 A Volcano PodGroup's status is written when the cycle's differs from what the cache
 last saw (the records keep it as a comparison key, :data:`~pumice.cache.records.StatusKey`,
-taken when the status is read: a cycle's comparison walks only the cycle's side);
+taken when the status is read: a cycle's comparison walks only the cycle's side), and
+not even that for the updates a living session carried from a cycle this applier
+compared whole (``Decisions.carried``: a parked backlog's status costs nothing here);
 another dialect's in its own vocabulary (:mod:`pumice.cluster.gang_status`),
 when it differs from what the object says.
 

@@ -13,19 +13,20 @@ So a living session (see :func:`~pumice.framework.session.renew_session`) *parks
 every such job at the end of a cycle: ``job_valid``'s answer for it and the podgroup
 status the closers wrote for it. A parked job stays parked from cycle to cycle while
 it does not change (the snapshot's owner names the jobs that changed since the last
-session opened, ``Snapshot.changed``; without that, each is compared with what it was
-when parked), until enqueue admits it, or it is gone. The parked jobs are
-``Session.parked`` and not among the session's active jobs: no action but enqueue, no
-closer and no plugin walking the active jobs looks at them, and ``job_valid`` is not
-asked again (its answer is the parked one). enqueue still decides on each of them in
-every cycle, and says why it refuses it; where the first voting function can vote on
-all of them at once (``job_enqueueable``'s ``refuses`` facet, with the rows of
-:meth:`Parking.wants`), one vote covers the backlog. The parked status is put back in
-the decisions as it stood, and a parked job enqueue admits rejoins the active jobs
-for the rest of the cycle. A session opened afresh parks nothing, so every cycle
-decides and explains as a new session would: the status carried is the one a new
-session writes, but for the session that decided it (``transitionID``), as a repeated
-cycle keeps it.
+session opened, ``Snapshot.changed``; without that, each is compared with what it
+was when parked), until enqueue admits it, or it is gone. The parked jobs are
+``Session.parked`` and not among the session's active jobs: no action but enqueue,
+no closer and no plugin walking the active jobs looks at them, and ``job_valid`` is
+not asked again (its answer is the parked one). enqueue still decides on each of
+them in every cycle, and says why it refuses it; where the first voting function can
+vote on all of them at once (``job_enqueueable``'s ``refuses`` facet, with the rows
+of :meth:`Parking.rows`), one vote covers the backlog. The parked status is put back
+in the decisions as it stood, by reference, after every other update
+(``Decisions.carried`` says which: the cache's apply need not compare them again),
+and a parked job enqueue admits rejoins the active jobs for the rest of the cycle. A
+session opened afresh parks nothing, so every cycle decides and explains as a new
+session would: the status carried is the one a new session writes, but for the
+session that decided it (``transitionID``), as a repeated cycle keeps it.
 
 Parking is on only where that holds of every part of the configuration: actions
 among enqueue (first), allocate and backfill; every ``job_valid`` function and every
@@ -107,16 +108,11 @@ class Parking:
         #: :meth:`rows`' answer.
         self._rows: Rows | None = None
 
-    def wants(self, space: ResourceSpace) -> tuple[list[JobInfo], np.ndarray]:
-        """The parked jobs that ask minResources, and those as the rows of one matrix
-        (in ``space``'s dimensions), so that a plugin can vote on all of them at once
-        (see ``job_enqueueable``'s ``refuses`` facet in :mod:`pumice.actions.enqueue`)."""
-        rows = self.rows(space)
-        return rows.jobs, rows.matrix
-
     def rows(self, space: ResourceSpace) -> Rows:
-        """The parked jobs as rows (see :class:`Rows`), made again only when the jobs
-        parked are others than last time."""
+        """The parked jobs as rows (see :class:`Rows`): those that ask minResources as
+        the rows of one matrix, so that a plugin can vote on all of them at once (see
+        ``job_enqueueable``'s ``refuses`` facet in :mod:`pumice.actions.enqueue`). Made
+        again only when the jobs parked are others than last time."""
         now = tuple(self.kept.values())
         rows = self._rows
         if (
