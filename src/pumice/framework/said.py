@@ -120,6 +120,11 @@ class Layer(Mapping[str, str]):
     def __repr__(self) -> str:
         return f"Layer({dict(self.items())!r})"
 
+    def same_jobs(self, other: Layer) -> bool:
+        """Whether ``other`` holds the sentences of the same jobs (made of the same
+        jobs, with the same ones kept)."""
+        return self._uids is other._uids and self._keep == other._keep
+
 
 class Reasons(MutableMapping[str, str]):
     """Job uid -> why it waits (``Decisions.pending``): read as strings, held as they

@@ -246,6 +246,11 @@ class Metrics:
         #: cycle handed it over (see :mod:`pumice.framework.said`): said into the
         #: record's ``pending_reason`` when the job starts, or by :meth:`summary`.
         self._said: dict[str, Held] = {}
+        #: The cells of the last cycle's layers (see :meth:`cycle`), and the restarts
+        #: and names they were kept with.
+        self._cells: list[list[Layer]] = []
+        self._cells_restarts = 0
+        self._cells_names: Mapping[str, str] | None = None
         #: The jobs submitted that have not started (whose record's ``start`` is None).
         self._unstarted: dict[str, None] = {}
         #: Start forecasts set against the run (``--forecast-error``; see
@@ -424,8 +429,14 @@ class Metrics:
     def cycle(self, pending: Mapping[str, Text], names: Mapping[str, str] | None = None) -> None:
         """A cycle's explanations (``Decisions.pending``; ``names``: the job uid of a
         podgroup uid, where they differ). Kept as handed over: only those read at a
-        sample or a job's start are said; a :class:`~pumice.framework.said.Layer`'s
-        as (layer, podgroup uid), made from the layer when read."""
+        sample or a job's start are said.
+
+        A :class:`~pumice.framework.said.Layer` (a parked backlog refused as one) is
+        kept by reference: each of its jobs as (cell, podgroup uid), the cell holding
+        the layer. When the next cycle's layer covers the same jobs, as it does while a
+        backlog waits unchanged, the cell takes the new layer and nothing is done per
+        job (none of them can have started or come back to wait in between, short of a
+        restart, after which the jobs are taken one by one again)."""
         self.cycles += 1
         # (Set operations and bulk updates: a backlog is handed over in every cycle.)
         if isinstance(pending, Reasons):
@@ -435,10 +446,20 @@ class Metrics:
         if names:
             held = dict(zip(map(names.get, held, held), held.values(), strict=True))
         self._keep(held)
+        last, self._cells = self._cells, []
+        if self._cells_restarts != self.restarts or self._cells_names is not names:
+            last = []
+            self._cells_restarts, self._cells_names = self.restarts, names
         for layer in layers:
-            uids = list(layer)
-            jobs = list(map(names.get, uids, uids)) if names else uids
-            self._keep(dict(zip(jobs, zip(itertools.repeat(layer), uids), strict=True)))
+            cell = next((c for c in last if c[0].same_jobs(layer)), None)
+            if cell is not None:
+                cell[0] = layer
+            else:
+                cell = [layer]
+                uids = list(layer)
+                jobs = list(map(names.get, uids, uids)) if names else uids
+                self._keep(dict(zip(jobs, zip(itertools.repeat(cell), uids), strict=True)))
+            self._cells.append(cell)
 
     def _keep(self, pending: Mapping[str, Held]) -> None:
         """Keep ``pending``'s explanations of the jobs that have not started and of
@@ -495,7 +516,10 @@ class Metrics:
         for uid in self._waiting:
             text = reason.get(uid)
             if text is not None and type(text) is not str:
-                text = reason[uid] = _said(text)
+                if type(text) is tuple:  # (a layer's: its cell moves on with the backlog)
+                    text = _said(text)
+                else:
+                    text = reason[uid] = _said(text)
             if text:
                 timeline = jobs[uid].reasons
                 if not timeline or timeline[-1][1] != text:
@@ -510,14 +534,14 @@ class Metrics:
 
 
 #: An explanation as the metrics keep it: a sentence, one to be made when read, or a
-#: layer's, as (layer, the uid it knows the job by).
-Held = Text | tuple[Layer, str]
+#: layer's, as (the cell holding the layer, the uid it knows the job by).
+Held = Text | tuple[list[Layer], str]
 
 
 def _said(held: Held) -> str:
     """The sentence of an explanation kept."""
     if type(held) is tuple:
-        return held[0][held[1]]
+        return held[0][0][held[1]]
     return str(held)
 
 
