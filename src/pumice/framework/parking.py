@@ -38,6 +38,7 @@ gang timeouts, no per-cycle sub-group rules).
 
 from __future__ import annotations
 
+import itertools
 import operator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -75,25 +76,42 @@ class Rows:
 
     __slots__ = ("at", "every", "index", "invalid", "jobs", "matrix", "parked", "uids")
 
-    def __init__(self, parked: tuple[Parked, ...], space: ResourceSpace) -> None:
+    def __init__(self, uids: list[str], parked: tuple[Parked, ...], space: ResourceSpace) -> None:
         self.parked = parked
         #: Every parked job, in parking order.
-        self.every = [p.job for p in parked]
-        at = [k for k, job in enumerate(self.every) if job.min_resources is not None]
-        #: The parked jobs that ask minResources, and their place in ``every``.
-        self.jobs = [self.every[k] for k in at]
-        self.at = np.array(at, dtype=np.intp)
-        #: Those jobs' minResources as the rows of one matrix (``space``'s dimensions).
+        self.every = list(map(_JOB, parked))
+        wants = list(map(_WANTS, self.every))
+        asks_none = list(map(operator.is_, wants, itertools.repeat(None)))
+        if True in asks_none:  # (some ask no minResources)
+            at = [k for k, none in enumerate(asks_none) if not none]
+            self.jobs = [self.every[k] for k in at]
+            self.uids = [uids[k] for k in at]
+            wants = [wants[k] for k in at]
+            self.at = np.array(at, dtype=np.intp)
+        else:
+            self.jobs, self.uids, self.at = self.every, uids, np.arange(len(uids))
+        #: The parked jobs that ask minResources (``jobs``, with their ``uids``), and
+        #: their place in ``every``; their minResources as the rows of one matrix (in
+        #: ``space``'s dimensions).
         self.matrix = (
-            np.concatenate([j.min_resources for j in self.jobs]).reshape(len(self.jobs), space.size)
-            if self.jobs
+            np.concatenate(wants).reshape(len(wants), space.size)
+            if wants
             else np.zeros((0, space.size))
         )
-        #: The uids of ``jobs``, and the row of each.
-        self.uids = [job.uid for job in self.jobs]
-        self.index = {uid: i for i, uid in enumerate(self.uids)}
-        #: Per row of ``jobs``: not a valid gang (parked with ``job_valid``'s reason).
-        self.invalid = np.array([parked[k].reason is not None for k in at], dtype=bool)
+        #: The row of each uid of ``uids``.
+        self.index = dict(zip(self.uids, range(len(self.uids)), strict=True))
+        #: Per row: not a valid gang (parked with ``job_valid``'s reason).
+        reasons = list(map(_REASON, parked))
+        self.invalid = np.array(
+            [reasons[k] is not None for k in self.at.tolist()] if len(self.at) < len(parked)
+            else [r is not None for r in reasons],
+            dtype=bool,
+        )  # fmt: skip
+
+
+_JOB = operator.attrgetter("job")
+_WANTS = operator.attrgetter("min_resources")
+_REASON = operator.attrgetter("reason")
 
 
 class Parking:
@@ -120,7 +138,7 @@ class Parking:
             or len(rows.parked) != len(now)
             or not all(map(operator.is_, rows.parked, now))
         ):
-            rows = self._rows = Rows(now, space)
+            rows = self._rows = Rows(list(self.kept), now, space)
         return rows
 
 

@@ -450,16 +450,40 @@ class Metrics:
         if self._cells_restarts != self.restarts or self._cells_names is not names:
             last = []
             self._cells_restarts, self._cells_names = self.restarts, names
+        if len(last) == 1 == len(layers):  # (the backlog of the last cycle, moved on)
+            self._cells = [self._move(last[0], layers[0], names)]
+            return
         for layer in layers:
-            cell = next((c for c in last if c[0].same_jobs(layer)), None)
-            if cell is not None:
-                cell[0] = layer
-            else:
-                cell = [layer]
-                uids = list(layer)
-                jobs = list(map(names.get, uids, uids)) if names else uids
-                self._keep(dict(zip(jobs, zip(itertools.repeat(cell), uids), strict=True)))
+            cell = [layer]
+            uids = list(layer)
+            jobs = list(map(names.get, uids, uids)) if names else uids
+            self._keep(dict(zip(jobs, zip(itertools.repeat(cell), uids), strict=True)))
             self._cells.append(cell)
+
+    def _move(
+        self, cell: list[Layer], layer: Layer, names: Mapping[str, str] | None
+    ) -> list[Layer]:
+        """``cell`` (the last cycle's layer) takes ``layer`` for the jobs in both: the
+        jobs only in the last one keep its explanation (in a cell of their own), those
+        only in ``layer`` are kept one by one."""
+        last = cell[0]
+        if not last.same_jobs(layer):
+            before, now = set(last), set(layer)
+            gone = before - now
+            if gone:
+                frozen = [last]
+                for uid in gone:
+                    job = names.get(uid, uid) if names else uid
+                    for kept in (self._said, self._reason):
+                        held = kept.get(job)
+                        if type(held) is tuple and held[0] is cell:
+                            kept[job] = (frozen, uid)
+            added = sorted(now - before)
+            if added:
+                jobs = list(map(names.get, added, added)) if names else added
+                self._keep(dict(zip(jobs, zip(itertools.repeat(cell), added), strict=True)))
+        cell[0] = layer
+        return cell
 
     def _keep(self, pending: Mapping[str, Held]) -> None:
         """Keep ``pending``'s explanations of the jobs that have not started and of
