@@ -228,11 +228,15 @@ def _lay_refusals(ssn: Session, vote: _ParkedVote) -> list[JobInfo]:
     if each is None:
         return vote.jobs()
     rows = vote.rows
-    layered = vote.refused & rows.invalid
-    count = int(layered.sum())
+    if rows.all_invalid:  # (the usual backlog: no valid gang parked)
+        layered, count = vote.refused_list, vote.count
+    else:
+        refused_invalid = vote.refused & rows.invalid
+        layered = refused_invalid.tolist()
+        count = layered.count(True)
     if count:
         ssn.refused_parked = Layer(
-            rows.jobs, rows.uids, layered.tolist(), rows.index, each(ssn, head), count
+            rows.jobs, rows.uids, layered, rows.index, each(ssn, head), count
         )
     if count == vote.count:
         return []
@@ -244,15 +248,18 @@ class _ParkedVote:
     ``refused`` per row of ``rows.jobs``, ``count`` of them; ``unrefused``: the other
     parked jobs, in parking order."""
 
-    __slots__ = ("count", "first", "refused", "rows", "unrefused")
+    __slots__ = ("count", "first", "refused", "refused_list", "rows", "unrefused")
 
     def __init__(self, first: str, rows: Rows, refused: np.ndarray) -> None:
         self.first = first
         self.rows = rows
         self.refused = refused
-        self.count = int(refused.sum())
+        self.refused_list: list[bool] = refused.tolist()
+        self.count = self.refused_list.count(True)
         if not self.count:
             self.unrefused = rows.every
+        elif self.count == len(rows.every):  # (the usual backlog: every one)
+            self.unrefused = []
         else:
             keep = np.ones(len(rows.every), dtype=bool)
             keep[rows.at[refused]] = False
@@ -260,7 +267,7 @@ class _ParkedVote:
 
     def jobs(self) -> list[JobInfo]:
         """The jobs refused, in parking order."""
-        return list(itertools.compress(self.rows.jobs, self.refused.tolist()))
+        return list(itertools.compress(self.rows.jobs, self.refused_list))
 
     def uids(self) -> set[str]:
         return {job.uid for job in self.jobs()}

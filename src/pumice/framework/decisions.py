@@ -53,7 +53,7 @@ class Waiting:
     stage: str
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class Carried:
     """The podgroup updates a living session's cycle carried, unchanged, from the last
     one (the status of its parked jobs, see :mod:`pumice.framework.parking`): the

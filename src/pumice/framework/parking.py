@@ -74,7 +74,9 @@ class Rows:
     """The parked jobs as :meth:`Parking.rows` hands them over: read-only, made again
     (not changed) when the jobs parked are others."""
 
-    __slots__ = ("at", "every", "index", "invalid", "jobs", "matrix", "parked", "uids")
+    __slots__ = (
+        "all_invalid", "at", "every", "index", "invalid", "jobs", "matrix", "parked", "uids"
+    )  # fmt: skip
 
     def __init__(self, uids: list[str], parked: tuple[Parked, ...], space: ResourceSpace) -> None:
         self.parked = parked
@@ -107,6 +109,8 @@ class Rows:
             else [r is not None for r in reasons],
             dtype=bool,
         )  # fmt: skip
+        #: Every row is not a valid gang (the usual backlog: no pods yet).
+        self.all_invalid = bool(self.invalid.all())
 
 
 _JOB = operator.attrgetter("job")
