@@ -71,3 +71,57 @@ def test_a_carried_status_is_written_back_after_someone_else_changed_it() -> Non
     third = _cycle(cache, scheduler)
     assert _conditions(store) == said  # the cluster says what the scheduler decided
     assert third.pending[UID].startswith("not enqueued: overcommit:")
+
+
+def _parked(cache: SchedulerCache, scheduler: Scheduler, store: MemoryCluster):
+    """Cycles until the gang's status is carried: the last decisions and the status."""
+    _cycle(cache, scheduler)
+    said = _conditions(store)
+    last = _cycle(cache, scheduler)
+    last = _cycle(cache, scheduler)
+    assert last.carried is not None and UID in last.podgroups
+    return last, said
+
+
+def _rewrite(store: MemoryCluster) -> None:
+    store.update_podgroup_status(
+        UID, "Pending", [{"type": "Unschedulable", "status": "True", "reason": "Other",
+                          "message": "written by someone else"}],
+    )  # fmt: skip
+
+
+def test_a_status_rewritten_while_the_cycle_runs_is_written_back_by_its_apply() -> None:
+    store, cache, scheduler = _cluster()
+    _last, said = _parked(cache, scheduler, store)
+    decisions = scheduler.cycle(cache.snapshot())
+    assert decisions.carried is not None  # (the gang's status, carried again)
+    _rewrite(store)  # after the snapshot, before the decisions are carried out
+    cache.sync()
+    cache.apply(decisions)
+    assert _conditions(store) == said
+
+
+def test_a_status_rewritten_between_cycles_is_written_back_many_times() -> None:
+    store, cache, scheduler = _cluster()
+    _last, said = _parked(cache, scheduler, store)
+    for _ in range(3):
+        _rewrite(store)
+        cache.sync()
+        _cycle(cache, scheduler)
+        assert _conditions(store) == said
+        for _ in range(3):  # (parked again: carried, the cluster agrees)
+            _cycle(cache, scheduler)
+            assert _conditions(store) == said
+
+
+def test_a_status_carried_by_decisions_not_carried_out_is_written() -> None:
+    # A cycle whose decisions nobody carried out: the next one, though it carries
+    # the same status, compares it with what the cluster says.
+    store, cache, scheduler = _cluster()
+    _last, said = _parked(cache, scheduler, store)
+    _rewrite(store)
+    cache.sync()
+    scheduler.cycle(cache.snapshot())  # (decided, never applied)
+    cache.settle()
+    _cycle(cache, scheduler)
+    assert _conditions(store) == said

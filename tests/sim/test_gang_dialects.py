@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -242,10 +243,10 @@ def test_coscheduling_gang_times_out_and_backs_off_on_the_virtual_clock(tmp_path
     reasons: list[tuple[float, str]] = []
     record = sim.metrics.cycle
 
-    def cycle(pending: dict[str, str]) -> None:
+    def cycle(pending: Mapping[str, str], names: Mapping[str, str] | None = None) -> None:
         if "default/coscheduling:train" in pending:
             reasons.append((sim.clock.now, pending["default/coscheduling:train"]))
-        record(pending)
+        record(pending, names)
 
     sim.metrics.cycle = cycle  # type: ignore[method-assign]
     sim.run()
@@ -286,10 +287,10 @@ def test_gang_that_never_fits_ends_the_run_with_its_timeout_as_reason(tmp_path: 
     timeouts: list[float] = []
     record = sim.metrics.cycle
 
-    def cycle(pending: dict[str, str]) -> None:
+    def cycle(pending: Mapping[str, str], names: Mapping[str, str] | None = None) -> None:
         if "gang timed out: its" in pending.get("default/coscheduling:train", ""):
             timeouts.append(sim.clock.now)
-        record(pending)
+        record(pending, names)
 
     sim.metrics.cycle = cycle  # type: ignore[method-assign]
     sim.run()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pumice.framework.said import Layer, Reasons
 from pumice.sim.metrics import Metrics, summarize, water_fill
 from pumice.sim.workload import GPU, JobSpec, QueueSpec, TaskSpec
 
@@ -133,3 +134,44 @@ def test_a_job_left_waiting_counts_to_the_end_of_the_run():
     s = summarize(m)
     assert s["waiting_seconds"] == 45.0
     assert s["utilization_waiting"][GPU] == 0.125
+
+
+def _refused(jobs: list[str], figure: int) -> Reasons:
+    """A cycle's explanations: the parked ``jobs`` refused as one layer, quoting
+    ``figure`` (a fresh layer for each cycle, as a cycle makes one)."""
+    uids = _UIDS.setdefault(tuple(jobs), list(jobs))  # (the parked jobs, unchanged)
+    job = {u: u for u in uids}
+    layer = Layer(
+        [job[u] for u in uids], uids, [True] * len(uids), {u: i for i, u in enumerate(uids)},
+        lambda u: f"not enqueued: {u} refused at {figure}", len(uids),
+    )  # fmt: skip
+    reasons = Reasons({"default/other": f"other at {figure}"})
+    reasons.lay(layer)
+    return reasons
+
+
+_UIDS: dict[tuple[str, ...], list[str]] = {}
+
+
+def test_a_parked_backlogs_reasons_follow_each_cycle_and_are_kept_at_start() -> None:
+    """The reasons a backlog refused as one layer gives, sampled between cycles, read
+    each cycle's figures; a job that starts keeps the last one as its pending reason,
+    and one that never starts has it at the end."""
+    m = _metrics()
+    backlog = ["default/x", "default/y"]
+    for uid in [*backlog, "default/other"]:
+        m.job_submitted(0.0, uid, _spec(uid.split("/")[1], "a", pods=1))
+    for k in range(1, 4):
+        m.cycle(_refused(backlog, k))
+        m.sample(float(k))
+    assert [r for _t, r in m.jobs["default/x"].reasons] == [
+        f"not enqueued: default/x refused at {k}" for k in (1, 2, 3)
+    ]
+    m.cycle(_refused(backlog, 4))
+    m.pod_bound(5.0, "default/x", {GPU: 1.0}, 1)
+    m.cycle(_refused(["default/y"], 5))  # (x started: the backlog is y alone)
+    m.cycle(_refused(["default/y"], 6))
+    m.say_reasons()
+    assert m.jobs["default/x"].pending_reason == "not enqueued: default/x refused at 4"
+    assert m.jobs["default/y"].pending_reason == "not enqueued: default/y refused at 6"
+    assert m.jobs["default/other"].pending_reason == "other at 6"

@@ -13,12 +13,15 @@ import functools
 import itertools
 from collections.abc import Callable, Iterator
 
+import numpy as np
+
 from pumice.api.job import INQUEUE, JobInfo
 from pumice.api.queue import QueueInfo
 from pumice.conf.arguments import Arguments
 from pumice.framework.orders import job_key
+from pumice.framework.parking import Rows
 from pumice.framework.pqueue import PriorityQueue
-from pumice.framework.said import Text
+from pumice.framework.said import Layer, Text
 from pumice.framework.session import Session
 from pumice.framework.verdicts import timeless
 
@@ -32,7 +35,9 @@ def refusals(ssn: Session) -> Callable[[str | None, JobInfo], Text]:
     A refused backlog asks this for every job in every cycle: each refusing plugin's
     explanation is looked up once per session, and a plugin that can say it later
     (``explain_later(ssn, job, head)``, see :mod:`pumice.framework.said`) hands over the
-    facts it would quote, after ``head``, instead of the sentence."""
+    facts it would quote, after ``head``, instead of the sentence (and one that can say
+    many with the same figures, ``explain_each``, says the parked jobs' refusals as one
+    layer: see :func:`_lay_refusals`)."""
     text_for = refusal_texts(ssn)
     return lambda plugin_name, job: text_for(plugin_name)(job)
 
@@ -87,17 +92,16 @@ class EnqueueAction:
         # Only Pending jobs have anything to enqueue: the active ones and the parked.
         # The parked ones the first voting function rejects at once (see
         # _parked_refused) join the others only when the loop in order runs.
-        first, refused, refused_jobs = _parked_refused(ssn)
+        vote = _parked_refused(ssn)
         for job in ssn.active.values():
             if job.is_pending():
                 jobs_of.setdefault(job.queue, []).append(job)
-        for p in ssn.parked.values():
-            job = p.job
-            if job.uid not in refused:
-                jobs_of.setdefault(job.queue, []).append(job)
-        if _refuse_all(ssn, jobs_of, first, refused_jobs):
+        for job in vote.unrefused if vote is not None else [p.job for p in ssn.parked.values()]:
+            jobs_of.setdefault(job.queue, []).append(job)
+        if _refuse_all(ssn, jobs_of, vote):
             return
-        for job in refused_jobs:
+        first, refused = (vote.first, vote.uids()) if vote is not None else ("", set())
+        for job in vote.jobs() if vote is not None else ():
             jobs_of.setdefault(job.queue, []).append(job)
         jkey = job_key(ssn)  # job order cannot change during enqueue either
 
@@ -143,9 +147,7 @@ def _unpark(ssn: Session, job: JobInfo) -> bool:
     return True
 
 
-def _refuse_all(
-    ssn: Session, jobs_of: dict[str, list[JobInfo]], first: str, parked_refused: list[JobInfo]
-) -> bool:
+def _refuse_all(ssn: Session, jobs_of: dict[str, list[JobInfo]], vote: _ParkedVote | None) -> bool:
     """When no job can be admitted, say why each is refused and return True; False
     (nothing said) when one could be, or when that cannot be known in advance.
 
@@ -160,9 +162,10 @@ def _refuse_all(
     need not be worked out (a backlog of refused jobs is asked this in every cycle).
     Otherwise the loop runs as usual.
 
-    The parked jobs that the first function rejected, all at once (``parked_refused``,
-    by ``first``: see :func:`_parked_refused`), are not in ``jobs_of``: they are said
-    refused by ``first`` at the end, unless their queue is closed."""
+    The parked jobs that the first function rejected, all at once (``vote``: see
+    :func:`_parked_refused`), are not in ``jobs_of``: they are said refused by its
+    plugin at the end, unless their queue is closed; those that are not valid gangs
+    (most of a backlog), as one layer (see :func:`_lay_refusals`)."""
     chain: list[_PureTier] = []
     hooks = ssn.hooks
     for tier in hooks.chain("job_enqueueable"):
@@ -188,9 +191,16 @@ def _refuse_all(
                 return False
             refused.append((job, refuser))
     queues = ssn.queues
-    if parked_refused and not all(q.is_open() for q in queues.values()):
-        closed.extend((j, queues[j.queue]) for j in parked_refused if not queues[j.queue].is_open())
-        parked_refused = [j for j in parked_refused if queues[j.queue].is_open()]
+    parked_refused: list[JobInfo] = []
+    if vote is not None and vote.count:
+        if all(q.is_open() for q in queues.values()):
+            parked_refused = _lay_refusals(ssn, vote)
+        else:
+            parked_refused = vote.jobs()
+            closed.extend(
+                (j, queues[j.queue]) for j in parked_refused if not queues[j.queue].is_open()
+            )
+            parked_refused = [j for j in parked_refused if queues[j.queue].is_open()]
     not_enqueued = ssn.not_enqueued
     for job, queue in closed:
         not_enqueued[job.uid] = f"{NOT_ENQUEUED}queue {queue.name} is {queue.state}"
@@ -198,17 +208,75 @@ def _refuse_all(
     for job, refuser in refused:
         not_enqueued[job.uid] = text_for(refuser)(job)
     if parked_refused:
-        text = text_for(first)
+        text = text_for(vote.first if vote is not None else None)
         not_enqueued.update(
             zip([j.uid for j in parked_refused], map(text, parked_refused), strict=True)
         )
     return True
 
 
-def _parked_refused(ssn: Session) -> tuple[str, set[str], list[JobInfo]]:
+def _lay_refusals(ssn: Session, vote: _ParkedVote) -> list[JobInfo]:
+    """Say the refusal of the parked jobs ``vote`` rejected that are not valid gangs
+    as one layer (``Session.refused_parked``), with the cycle's figures captured once,
+    where the refusing plugin can say them so (``explain_each(ssn, head)``: a function
+    saying any job's refusal, later, on the figures as they stand now). The other jobs
+    rejected (valid gangs, whose stage is worked out job by job), to be said one by
+    one; all of them where the plugin cannot."""
+    head = f"{NOT_ENQUEUED}{vote.first}: "
+    plugin = next((p for p in ssn.plugins if p.name == vote.first), None)
+    each = getattr(plugin, "explain_each", None) if plugin is not None else None
+    if each is None:
+        return vote.jobs()
+    rows = vote.rows
+    if rows.all_invalid:  # (the usual backlog: no valid gang parked)
+        layered, count = vote.refused_list, vote.count
+    else:
+        refused_invalid = vote.refused & rows.invalid
+        layered = refused_invalid.tolist()
+        count = layered.count(True)
+    if count:
+        ssn.refused_parked = Layer(
+            rows.jobs, rows.uids, layered, rows.index, each(ssn, head), count
+        )
+    if count == vote.count:
+        return []
+    return list(itertools.compress(rows.jobs, (vote.refused & ~rows.invalid).tolist()))
+
+
+class _ParkedVote:
+    """The parked jobs' vote by the first voting function (see :func:`_parked_refused`):
+    ``refused`` per row of ``rows.jobs``, ``count`` of them; ``unrefused``: the other
+    parked jobs, in parking order."""
+
+    __slots__ = ("count", "first", "refused", "refused_list", "rows", "unrefused")
+
+    def __init__(self, first: str, rows: Rows, refused: np.ndarray) -> None:
+        self.first = first
+        self.rows = rows
+        self.refused = refused
+        self.refused_list: list[bool] = refused.tolist()
+        self.count = self.refused_list.count(True)
+        if not self.count:
+            self.unrefused = rows.every
+        elif self.count == len(rows.every):  # (the usual backlog: every one)
+            self.unrefused = []
+        else:
+            keep = np.ones(len(rows.every), dtype=bool)
+            keep[rows.at[refused]] = False
+            self.unrefused = list(itertools.compress(rows.every, keep.tolist()))
+
+    def jobs(self) -> list[JobInfo]:
+        """The jobs refused, in parking order."""
+        return list(itertools.compress(self.rows.jobs, self.refused_list))
+
+    def uids(self) -> set[str]:
+        return {job.uid for job in self.jobs()}
+
+
+def _parked_refused(ssn: Session) -> _ParkedVote | None:
     """The plugin of the first voting function, and the parked jobs it rejects (see
-    :mod:`pumice.framework.parking`), asked for all of them together, by uid and in
-    parking order; none where it cannot be asked so.
+    :mod:`pumice.framework.parking`), asked for all of them together; None where it
+    cannot be asked so.
 
     The parked jobs are most of a backlog that waits. When the first function asked
     can also vote on many jobs' minResources at once (facet ``refuses``: rows of
@@ -218,19 +286,18 @@ def _parked_refused(ssn: Session) -> tuple[str, set[str], list[JobInfo]]:
     one by one, in this cycle's refusals or its loop in order."""
     parking = ssn.parking
     if parking is None or not ssn.parked:
-        return "", set(), []
+        return None
     first = next((tier[0] for tier in ssn.hooks.chain("job_enqueueable") if tier), None)
     if first is None:
-        return "", set(), []
+        return None
     name, fn = first
     refuses = ssn.hooks.facet("job_enqueueable", fn, "refuses")
     if refuses is None:
-        return "", set(), []
-    jobs, wants = parking.wants(ssn.space)
-    if not jobs:
-        return "", set(), []
-    chosen = list(itertools.compress(jobs, refuses(wants).tolist()))
-    return name, {job.uid for job in chosen}, chosen
+        return None
+    rows = parking.rows(ssn.space)
+    if not rows.jobs:
+        return None
+    return _ParkedVote(name, rows, np.asarray(refuses(rows.matrix), dtype=bool))
 
 
 #: One tier of side-effect-free votes: (plugin, pure form, whether the function itself

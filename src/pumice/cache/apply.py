@@ -9,7 +9,9 @@ gang, whose status pumice does not write: the model keeps it (the ``admit`` call
 
 A Volcano PodGroup's status is written when the cycle's differs from what the cache
 last saw (the records keep it as a comparison key, :data:`~pumice.cache.records.StatusKey`,
-taken when the status is read: a cycle's comparison walks only the cycle's side);
+taken when the status is read: a cycle's comparison walks only the cycle's side), and
+not even that for the updates a living session carried from a cycle this applier
+compared whole (``Decisions.carried``: a parked backlog's status costs nothing here);
 another dialect's in its own vocabulary (:mod:`pumice.cluster.gang_status`),
 when it differs from what the object says.
 
@@ -19,8 +21,9 @@ away in between): the cluster refuses it and it is reported as refused.
 
 from __future__ import annotations
 
+import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
@@ -89,6 +92,12 @@ class DecisionApplier:
         #: apply, and the table is cut back to the uids of the last decisions when it
         #: grows beyond twice their number.
         self._agreed: dict[str, tuple[PodGroupUpdate, Any]] = {}
+        #: The session of the last decisions applied whose every podgroup update was
+        #: compared with the cluster's (or known to agree: see :meth:`_to_compare`).
+        self._whole: str | None = None
+        #: Podgroups whose status write the cluster refused (compared again, carried
+        #: or not).
+        self._unsure: dict[str, None] = {}
 
     def apply(self, decisions: Decisions, changes: int) -> ApplyResult:
         """Carry out ``decisions`` on the cluster state stamped ``changes``.
@@ -123,7 +132,7 @@ class DecisionApplier:
         pgs_r, said = self.records.pgs_r, self.records.pg_status
         agreed = self._agreed
         podgroups = decisions.podgroups
-        for uid, upd in podgroups.items():
+        for uid, upd in self._to_compare(decisions, changes):
             last = agreed.get(uid)
             if last is not None and last[0] is upd and last[1] is said.get(uid):
                 # The same update (a parked job's status, carried from the last cycle)
@@ -159,22 +168,62 @@ class DecisionApplier:
                     same = same_conditions(key, conditions)
                 if same:
                     agreed[uid] = (upd, seen)
+                    if self._unsure:
+                        self._unsure.pop(uid, None)
                     continue
             agreed.pop(uid, None)
             wrote = True
-            cluster.update_podgroup_status(
+            if cluster.update_podgroup_status(
                 uid,
                 phase,
                 upd.conditions,
                 running=upd.running,
                 succeeded=upd.succeeded,
                 failed=upd.failed,
-            )
+            ):
+                self._unsure.pop(uid, None)
+            else:
+                self._unsure[uid] = None
         if len(agreed) > 2 * len(podgroups) + 1024:
             self._agreed = {uid: v for uid, v in agreed.items() if uid in podgroups}
         if not wrote and not out.phases:
             self.quiet = changes
         return out
+
+    def _to_compare(
+        self, decisions: Decisions, changes: int
+    ) -> Iterable[tuple[str, PodGroupUpdate]]:
+        """The podgroup updates of ``decisions`` to compare with the cluster's status:
+        all of them, but the ones carried from the last cycle (``Decisions.carried``)
+        when this applier compared all of that cycle's and nothing changed since the
+        snapshot these were decided on (``changes`` is its stamp).
+
+        Why those agree: each is an update the last cycle reported (compared then) for
+        a job that has not changed since: a status the cluster took then comes back as
+        a change of the job, and so does a status someone else wrote since (the job
+        is then not carried: its update is made anew and compared). The ones whose
+        write the cluster refused are compared again."""
+        podgroups = decisions.podgroups
+        carried = decisions.carried
+        whole, self._whole = self._whole, None
+        if carried is None:
+            return podgroups.items()
+        self._whole = carried.session
+        if not (
+            carried.after is not None
+            and carried.after == whole
+            and carried.stamp == changes
+            and carried.end == len(podgroups)
+        ):
+            return podgroups.items()
+        head = list(itertools.islice(podgroups.items(), carried.start))
+        if self._unsure:
+            fresh = dict(head)
+            head.extend(
+                (uid, podgroups[uid]) for uid in self._unsure
+                if uid in podgroups and uid not in fresh
+            )  # fmt: skip
+        return head
 
     def _write_gang_status(self, rec: parse.PodGroupRecord, upd: Any, bound_now: int) -> None:
         """Write the status of another dialect's PodGroup, in its vocabulary, when it

@@ -54,6 +54,27 @@ class Waiting:
 
 
 @dataclass(slots=True)
+class Carried:
+    """The podgroup updates a living session's cycle carried, unchanged, from the last
+    one (the status of its parked jobs, see :mod:`pumice.framework.parking`): the
+    entries of ``Decisions.podgroups`` from ``start`` on, ``end`` being its length once
+    they were put back (nothing is added after them, and they are read-only).
+
+    Each of them is the very update the previous cycle of the same session
+    (``after``) reported for the job, and the job has not changed since the snapshot
+    that cycle was decided on, stamped ``stamp`` here: a caller that carried out the
+    previous cycle's decisions (and compared all its status), with no change since
+    the snapshot, knows what these say (see :mod:`pumice.cache.apply`)."""
+
+    start: int
+    end: int
+    stamp: int
+    #: The session that decided these decisions, and the one before it.
+    session: str
+    after: str | None
+
+
+@dataclass(slots=True)
 class Decisions:
     """Binds and evictions to carry out, and the status to report.
 
@@ -82,6 +103,9 @@ class Decisions:
     #: Every job left waiting, in the order the scheduler tries them (see
     #: :func:`pumice.framework.waiting.line_up`).
     waiting: list[Waiting] = field(default_factory=list)
+    #: The podgroup updates carried from the last cycle (see :class:`Carried`); None
+    #: when the cycle carried none (a session opened afresh, a repeated cycle).
+    carried: Carried | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.pending, Reasons):  # (a plain mapping given)

@@ -13,19 +13,20 @@ So a living session (see :func:`~pumice.framework.session.renew_session`) *parks
 every such job at the end of a cycle: ``job_valid``'s answer for it and the podgroup
 status the closers wrote for it. A parked job stays parked from cycle to cycle while
 it does not change (the snapshot's owner names the jobs that changed since the last
-session opened, ``Snapshot.changed``; without that, each is compared with what it was
-when parked), until enqueue admits it, or it is gone. The parked jobs are
-``Session.parked`` and not among the session's active jobs: no action but enqueue, no
-closer and no plugin walking the active jobs looks at them, and ``job_valid`` is not
-asked again (its answer is the parked one). enqueue still decides on each of them in
-every cycle, and says why it refuses it; where the first voting function can vote on
-all of them at once (``job_enqueueable``'s ``refuses`` facet, with the rows of
-:meth:`Parking.wants`), one vote covers the backlog. The parked status is put back in
-the decisions as it stood, and a parked job enqueue admits rejoins the active jobs
-for the rest of the cycle. A session opened afresh parks nothing, so every cycle
-decides and explains as a new session would: the status carried is the one a new
-session writes, but for the session that decided it (``transitionID``), as a repeated
-cycle keeps it.
+session opened, ``Snapshot.changed``; without that, each is compared with what it
+was when parked), until enqueue admits it, or it is gone. The parked jobs are
+``Session.parked`` and not among the session's active jobs: no action but enqueue,
+no closer and no plugin walking the active jobs looks at them, and ``job_valid`` is
+not asked again (its answer is the parked one). enqueue still decides on each of
+them in every cycle, and says why it refuses it; where the first voting function can
+vote on all of them at once (``job_enqueueable``'s ``refuses`` facet, with the rows
+of :meth:`Parking.rows`), one vote covers the backlog. The parked status is put back
+in the decisions as it stood, by reference, after every other update
+(``Decisions.carried`` says which: the cache's apply need not compare them again),
+and a parked job enqueue admits rejoins the active jobs for the rest of the cycle. A
+session opened afresh parks nothing, so every cycle decides and explains as a new
+session would: the status carried is the one a new session writes, but for the
+session that decided it (``transitionID``), as a repeated cycle keeps it.
 
 Parking is on only where that holds of every part of the configuration: actions
 among enqueue (first), allocate and backfill; every ``job_valid`` function and every
@@ -37,6 +38,7 @@ gang timeouts, no per-cycle sub-group rules).
 
 from __future__ import annotations
 
+import itertools
 import operator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -45,7 +47,7 @@ import numpy as np
 
 from pumice.api.job import PENDING, JobInfo
 from pumice.api.resources import ResourceSpace
-from pumice.framework.decisions import PodGroupUpdate
+from pumice.framework.decisions import Carried, PodGroupUpdate
 
 if TYPE_CHECKING:
     from pumice.api.snapshot import Snapshot
@@ -68,32 +70,80 @@ class Parked:
     update: PodGroupUpdate
 
 
+class Rows:
+    """The parked jobs as :meth:`Parking.rows` hands them over: read-only, made again
+    (not changed) when the jobs parked are others."""
+
+    __slots__ = (
+        "all_invalid", "at", "every", "index", "invalid", "jobs", "matrix", "parked", "uids"
+    )  # fmt: skip
+
+    def __init__(self, uids: list[str], parked: tuple[Parked, ...], space: ResourceSpace) -> None:
+        self.parked = parked
+        #: Every parked job, in parking order.
+        self.every = list(map(_JOB, parked))
+        wants = list(map(_WANTS, self.every))
+        asks_none = list(map(operator.is_, wants, itertools.repeat(None)))
+        if True in asks_none:  # (some ask no minResources)
+            at = [k for k, none in enumerate(asks_none) if not none]
+            self.jobs = [self.every[k] for k in at]
+            self.uids = [uids[k] for k in at]
+            wants = [wants[k] for k in at]
+            self.at = np.array(at, dtype=np.intp)
+        else:
+            self.jobs, self.uids, self.at = self.every, uids, np.arange(len(uids))
+        #: The parked jobs that ask minResources (``jobs``, with their ``uids``), and
+        #: their place in ``every``; their minResources as the rows of one matrix (in
+        #: ``space``'s dimensions).
+        self.matrix = (
+            np.concatenate(wants).reshape(len(wants), space.size)
+            if wants
+            else np.zeros((0, space.size))
+        )
+        #: The row of each uid of ``uids``.
+        self.index = dict(zip(self.uids, range(len(self.uids)), strict=True))
+        #: Per row: not a valid gang (parked with ``job_valid``'s reason).
+        reasons = list(map(_REASON, parked))
+        self.invalid = np.array(
+            [reasons[k] is not None for k in self.at.tolist()] if len(self.at) < len(parked)
+            else [r is not None for r in reasons],
+            dtype=bool,
+        )  # fmt: skip
+        #: Every row is not a valid gang (the usual backlog: no pods yet).
+        self.all_invalid = bool(self.invalid.all())
+
+
+_JOB = operator.attrgetter("job")
+_WANTS = operator.attrgetter("min_resources")
+_REASON = operator.attrgetter("reason")
+
+
 class Parking:
     """What a living session parks from one cycle to the next."""
 
-    __slots__ = ("_rows", "kept")
+    __slots__ = ("_rows", "kept", "last")
 
     def __init__(self) -> None:
         self.kept: dict[str, Parked] = {}
-        #: :meth:`wants`' answer and the parked jobs it was made of.
-        self._rows: tuple[tuple[Parked, ...], list[JobInfo], np.ndarray] | None = None
+        #: The session whose cycle parked last (``Carried.after``).
+        self.last: str | None = None
+        #: :meth:`rows`' answer.
+        self._rows: Rows | None = None
 
-    def wants(self, space: ResourceSpace) -> tuple[list[JobInfo], np.ndarray]:
-        """The parked jobs that ask minResources, and those as the rows of one matrix
-        (in ``space``'s dimensions), so that a plugin can vote on all of them at once
-        (see ``job_enqueueable``'s ``refuses`` facet in :mod:`pumice.actions.enqueue`).
-        Made again only when the jobs parked are others than last time."""
+    def rows(self, space: ResourceSpace) -> Rows:
+        """The parked jobs as rows (see :class:`Rows`): those that ask minResources as
+        the rows of one matrix, so that a plugin can vote on all of them at once (see
+        ``job_enqueueable``'s ``refuses`` facet in :mod:`pumice.actions.enqueue`). Made
+        again only when the jobs parked are others than last time."""
         now = tuple(self.kept.values())
         rows = self._rows
-        if rows is None or len(rows[0]) != len(now) or not all(map(operator.is_, rows[0], now)):
-            jobs = [p.job for p in now if p.job.min_resources is not None]
-            matrix = (
-                np.concatenate([j.min_resources for j in jobs]).reshape(len(jobs), space.size)
-                if jobs
-                else np.zeros((0, space.size))
-            )
-            rows = self._rows = (now, jobs, matrix)
-        return rows[1], rows[2]
+        if (
+            rows is None
+            or len(rows.parked) != len(now)
+            or not all(map(operator.is_, rows.parked, now))
+        ):
+            rows = self._rows = Rows(list(self.kept), now, space)
+        return rows
 
 
 def parking_for(ssn: Session) -> Parking | None:
@@ -159,9 +209,15 @@ def park(ssn: Session) -> None:
     parking = ssn.parking
     if parking is None:
         return
-    podgroups = ssn.decisions.podgroups
+    decisions = ssn.decisions
+    podgroups = decisions.podgroups
     parked = ssn.parked  # (``parking.kept``: what stays parked stays in it)
+    start = len(podgroups)
     podgroups.update(zip(parked.keys(), map(_UPDATE, parked.values()), strict=True))
+    stamp = ssn.snapshot.stamp
+    if stamp is not None and len(podgroups) == start + len(parked):  # (at the end)
+        decisions.carried = Carried(start, len(podgroups), stamp, ssn.uid, parking.last)
+    parking.last = ssn.uid
     invalid, jobs = ssn.invalid, ssn.jobs
     for uid in [uid for uid in ssn.not_enqueued if uid not in parked]:
         job = jobs.get(uid)

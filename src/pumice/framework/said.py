@@ -10,13 +10,20 @@ they stand in the cycle (values that are never changed afterwards), rendered onc
 the first read. The sentence is the one the cycle would have written then.
 
 :class:`Reasons` is ``Decisions.pending``: a mapping of job uid to sentence for every
-reader, whose values may be held as :class:`Said` until read; :meth:`Reasons.said`
-lends the held values to a reader that keeps them for later (the simulator's metrics).
+reader, whose values may be held as :class:`Said` until read; :meth:`Reasons.held`
+lends what is held to a reader that keeps it for later (the simulator's metrics).
+
+A backlog that waits is mostly refused for one reason said with one cycle's figures:
+such a group is held as one :class:`Layer`, by reference (the jobs it covers and the
+function that says why, with the cycle's figures captured once), not one value per job:
+a parked backlog then costs a cycle nothing per job, and each sentence is made when
+read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
 
@@ -61,17 +68,87 @@ def join(sep: str, parts: list[Text]) -> Text:
     return sep.join(parts)  # type: ignore[arg-type]
 
 
-class Reasons(MutableMapping[str, str]):
-    """Job uid -> why it waits (``Decisions.pending``): read as strings, held as they
-    were written (strings, or :class:`Said` rendered on first read and kept)."""
+class Layer(Mapping[str, str]):
+    """Many jobs' sentences said by one function, held by reference: ``say(job)`` for
+    each of ``jobs`` (whose uids are ``uids``) whose ``keep`` flag is set (``index``:
+    uid -> position), made on first read and kept.
 
-    __slots__ = ("_held",)
+    Contract: ``jobs``, ``uids``, ``keep`` and ``index`` are not changed once given
+    (the caller hands over lists it made for this layer, or ones it replaces rather
+    than changes), and ``say`` reads nothing that changes (it captured the cycle's
+    figures), so every read says what the cycle would have said."""
 
-    def __init__(self, held: Mapping[str, Text] | None = None) -> None:
-        self._held: dict[str, Text] = dict(held) if held else {}
+    __slots__ = ("_index", "_jobs", "_keep", "_len", "_made", "_say", "_uids")
+
+    def __init__(
+        self,
+        jobs: Sequence[Any],
+        uids: Sequence[str],
+        keep: Sequence[bool],
+        index: Mapping[str, int],
+        say: Callable[[Any], str],
+        count: int,
+    ) -> None:
+        self._jobs = jobs
+        self._uids = uids
+        self._keep = keep
+        self._index = index
+        self._say = say
+        self._len = count
+        self._made: dict[str, str] = {}
 
     def __getitem__(self, uid: str) -> str:
-        v = self._held[uid]
+        text = self._made.get(uid)
+        if text is not None:
+            return text
+        i = self._index.get(uid)
+        if i is None or not self._keep[i]:
+            raise KeyError(uid)
+        text = self._made[uid] = self._say(self._jobs[i])
+        return text
+
+    def __contains__(self, uid: object) -> bool:
+        i = self._index.get(uid)  # type: ignore[call-overload]
+        return i is not None and bool(self._keep[i])
+
+    def __iter__(self) -> Iterator[str]:
+        return itertools.compress(self._uids, self._keep)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __repr__(self) -> str:
+        return f"Layer({dict(self.items())!r})"
+
+    def same_jobs(self, other: Layer) -> bool:
+        """Whether ``other`` holds the sentences of the same jobs (made of the same
+        jobs, with the same ones kept)."""
+        return self._uids is other._uids and self._keep == other._keep
+
+
+class Reasons(MutableMapping[str, str]):
+    """Job uid -> why it waits (``Decisions.pending``): read as strings, held as they
+    were written (strings, or :class:`Said` rendered on first read and kept), and
+    :class:`Layer` s held by reference (:meth:`lay`).
+
+    Contract: a layer's jobs are not written one by one as well (the layers and the
+    values written are of different jobs)."""
+
+    __slots__ = ("_held", "_layers")
+
+    def __init__(
+        self, held: Mapping[str, Text] | None = None, layers: Sequence[Layer] = ()
+    ) -> None:
+        self._held: dict[str, Text] = dict(held) if held else {}
+        self._layers: tuple[Layer, ...] = tuple(layers)
+
+    def __getitem__(self, uid: str) -> str:
+        v = self._held.get(uid)
+        if v is None:
+            for layer in self._layers:
+                if uid in layer:
+                    return layer[uid]
+            raise KeyError(uid)
         if type(v) is str:
             return v
         text = self._held[uid] = str(v)
@@ -84,13 +161,24 @@ class Reasons(MutableMapping[str, str]):
         del self._held[uid]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._held)
+        if not self._layers:
+            return iter(self._held)
+        return itertools.chain(self._held, *self._layers)
 
     def __len__(self) -> int:
-        return len(self._held)
+        n = len(self._held)
+        for layer in self._layers:
+            n += len(layer)
+        return n
 
     def __contains__(self, uid: object) -> bool:
-        return uid in self._held
+        if uid in self._held:
+            return True
+        return any(uid in layer for layer in self._layers)
+
+    def lay(self, layer: Layer) -> None:
+        """Hold ``layer``'s jobs and sentences, by reference."""
+        self._layers = (*self._layers, layer)
 
     def __repr__(self) -> str:
         return f"Reasons({dict(self.items())!r})"
@@ -100,13 +188,13 @@ class Reasons(MutableMapping[str, str]):
         explanations are handed over in every cycle)."""
         self._held.update(pairs)
 
-    def said(self) -> dict[str, Text]:
-        """The values as held, for a reader that keeps them and reads few (the
-        caller does not change the dict)."""
-        return self._held
+    def held(self) -> tuple[dict[str, Text], tuple[Layer, ...]]:
+        """What is held: the values written, and the layers (read-only to the caller),
+        for a reader that keeps layers as layers."""
+        return self._held, self._layers
 
     def copy(self) -> Reasons:
-        return Reasons(self._held)
+        return Reasons(self._held, self._layers)
 
 
-__all__ = ["Reasons", "Said", "Text", "join"]
+__all__ = ["Layer", "Reasons", "Said", "Text", "join"]

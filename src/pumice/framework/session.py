@@ -23,7 +23,7 @@ from pumice.framework.decisions import Decisions
 from pumice.framework.hooks import HookTable
 from pumice.framework.parking import parking_for, unpark_changed
 from pumice.framework.plugin import LivingPlugin, Plugin, Registry
-from pumice.framework.said import Text
+from pumice.framework.said import Layer, Text
 
 if TYPE_CHECKING:
     from pumice.framework.fastpath import FastPath
@@ -153,6 +153,10 @@ class Session:
         #: Pending jobs the enqueue action refused this cycle: uid -> why, as the job's
         #: explanation begins ("not enqueued: overcommit: ...").
         self.not_enqueued: dict[str, Text] = {}
+        #: The parked jobs, not valid gangs, that enqueue refused all at once, and why
+        #: (one layer for all of them, by reference: see :mod:`pumice.framework.said`):
+        #: not in ``not_enqueued``. None when there are none or they were said one by one.
+        self.refused_parked: Layer | None = None
         #: Queues allocate skipped because they had used their share.
         self.overused_queues: set[str] = set()
         #: The jobs allocate gave a turn, in the order it gave them (a job that yields

@@ -264,14 +264,24 @@ def explain_pending(ssn: Session) -> None:
             d.pending[uid] = f"not schedulable: {reason}"
     limits = Limits(ssn)
     # The parked jobs, refused by enqueue all of them: those not valid as gangs (the
-    # many) said at once, as the invalid ones above.
+    # many) said at once, as the invalid ones above; by reference, as enqueue said
+    # them, where it said them as one layer (``Session.refused_parked``: their stage
+    # is enqueue's, see framework/waiting.py), and the others from ``not_enqueued``.
     parked = ssn.parked
     if parked:
-        invalid = [uid for uid, p in parked.items() if p.reason is not None]
+        layer = ssn.refused_parked
+        if layer is not None:
+            d.pending.lay(layer)
+            apart = [uid for uid in ssn.not_enqueued if uid in parked]
+            invalid = [uid for uid in apart if parked[uid].reason is not None]
+        else:
+            apart = list(parked)
+            invalid = [uid for uid, p in parked.items() if p.reason is not None]
         stages.update(dict.fromkeys(invalid, ENQUEUE))
         d.pending.hold(zip(invalid, map(ssn.not_enqueued.__getitem__, invalid), strict=True))
-        if len(invalid) < len(parked):
-            for uid, p in parked.items():
+        if len(invalid) + (len(layer) if layer is not None else 0) < len(parked):
+            for uid in apart:
+                p = parked[uid]
                 if p.reason is None:
                     stages[uid], d.pending[uid] = stage_and_reason(ssn, p.job, limits)
     for job in ssn.active.values():

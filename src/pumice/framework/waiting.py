@@ -38,6 +38,8 @@ def line_up(ssn: Session) -> None:
     docstring)."""
     pending = ssn.decisions.pending
     stages = ssn.stages
+    if ssn.refused_parked is not None:  # (enqueue refused them: see explain_pending)
+        stages = {**dict.fromkeys(ssn.refused_parked, ENQUEUE), **stages}
     jobs = ssn.jobs
     line: list[Waiting] = []
     seen: set[str] = set()

@@ -7,6 +7,8 @@ jobs are ready to go when resources free up.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from pumice.api.job import JobInfo
@@ -113,6 +115,21 @@ class OvercommitPlugin:
             self._say, head, ssn.space, ssn.snapshot.verdicts, self._lists,
             self._share_names, job.min_resources, job.verdicts,
         )  # fmt: skip
+
+    def explain_each(self, ssn: Session, head: str = "") -> Callable[[JobInfo], str]:
+        """:meth:`explain_later` for many jobs refused on the same figures: the
+        figures captured once, now; the function returned says ``head`` and the
+        refusal of any job given to it, whenever it is called (a job's minResources
+        are replaced with its PodGroup, never changed)."""
+        facts = (
+            head, ssn.space, ssn.snapshot.verdicts, self._lists, self._share_names
+        )  # fmt: skip
+        say = self._say
+
+        def each(job: JobInfo) -> str:
+            return say(*facts, job.min_resources, job.verdicts)
+
+        return each
 
     def _say(
         self,

@@ -517,11 +517,8 @@ class Simulation:
             self._changed_cluster = True
             self._changed_after(t)
         self.kubelet.sync()
-        pending = decisions.pending.said()  # (said when the metrics read them)
-        if self.kubelet.groups:  # a Volcano Job's PodGroup is named for its uid
-            groups = self.kubelet.groups
-            pending = dict(zip(map(groups.get, pending, pending), pending.values(), strict=True))
-        m.cycle(pending)
+        # (said when the metrics read them; a Volcano Job's PodGroup is named for its uid)
+        m.cycle(decisions.pending, self.kubelet.groups)
         if decisions.waiting and (
             self._busiest is None or len(decisions.waiting) > len(self._busiest[1].waiting)
         ):

@@ -67,13 +67,14 @@ inputs give identical metrics.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from pumice.framework.said import Text
+from pumice.framework.said import Layer, Reasons, Text
 from pumice.sim.topology import NO_SLOWDOWN, Slowdown, Spans
 from pumice.sim.workload import GPU, JobSpec, QueueSpec
 
@@ -240,11 +241,16 @@ class Metrics:
         #: Jobs waiting now (submitted or restarted, no pod of this incarnation bound,
         #: not ended) and the core's latest explanation of each, for ``reasons``.
         self._waiting: dict[str, None] = {}
-        self._reason: dict[str, Text] = {}
+        self._reason: dict[str, Held] = {}
         #: The core's latest explanation of each job that has not started, as the
         #: cycle handed it over (see :mod:`pumice.framework.said`): said into the
         #: record's ``pending_reason`` when the job starts, or by :meth:`summary`.
-        self._said: dict[str, Text] = {}
+        self._said: dict[str, Held] = {}
+        #: The cells of the last cycle's layers (see :meth:`cycle`), and the restarts
+        #: and names they were kept with.
+        self._cells: list[list[Layer]] = []
+        self._cells_restarts = 0
+        self._cells_names: Mapping[str, str] | None = None
         #: The jobs submitted that have not started (whose record's ``start`` is None).
         self._unstarted: dict[str, None] = {}
         #: Start forecasts set against the run (``--forecast-error``; see
@@ -346,7 +352,7 @@ class Metrics:
                 del self._unstarted[uid]
                 said = self._said.pop(uid, None)
                 if said is not None:
-                    rec.pending_reason = str(said)
+                    rec.pending_reason = _said(said)
             self.pending_jobs -= 1
             self.running_jobs += 1
             self._stop_waiting(now, rec)
@@ -420,12 +426,68 @@ class Metrics:
 
     # -- events from the engine ---------------------------------------------------------
 
-    def cycle(self, pending: Mapping[str, Text]) -> None:
-        """A cycle's explanations (``Decisions.pending``, as held: see
-        :meth:`~pumice.framework.said.Reasons.said`). Kept as handed over: only those
-        read at a sample or a job's start are said."""
+    def cycle(self, pending: Mapping[str, Text], names: Mapping[str, str] | None = None) -> None:
+        """A cycle's explanations (``Decisions.pending``; ``names``: the job uid of a
+        podgroup uid, where they differ). Kept as handed over: only those read at a
+        sample or a job's start are said.
+
+        A :class:`~pumice.framework.said.Layer` (a parked backlog refused as one) is
+        kept by reference: each of its jobs as (cell, podgroup uid), the cell holding
+        the layer. When the next cycle's layer covers the same jobs, as it does while a
+        backlog waits unchanged, the cell takes the new layer and nothing is done per
+        job (none of them can have started or come back to wait in between, short of a
+        restart, after which the jobs are taken one by one again)."""
         self.cycles += 1
         # (Set operations and bulk updates: a backlog is handed over in every cycle.)
+        if isinstance(pending, Reasons):
+            held, layers = pending.held()
+        else:
+            held, layers = dict(pending), ()
+        if names:
+            held = dict(zip(map(names.get, held, held), held.values(), strict=True))
+        self._keep(held)
+        last, self._cells = self._cells, []
+        if self._cells_restarts != self.restarts or self._cells_names is not names:
+            last = []
+            self._cells_restarts, self._cells_names = self.restarts, names
+        if len(last) == 1 == len(layers):  # (the backlog of the last cycle, moved on)
+            self._cells = [self._move(last[0], layers[0], names)]
+            return
+        for layer in layers:
+            cell = [layer]
+            uids = list(layer)
+            jobs = list(map(names.get, uids, uids)) if names else uids
+            self._keep(dict(zip(jobs, zip(itertools.repeat(cell), uids), strict=True)))
+            self._cells.append(cell)
+
+    def _move(
+        self, cell: list[Layer], layer: Layer, names: Mapping[str, str] | None
+    ) -> list[Layer]:
+        """``cell`` (the last cycle's layer) takes ``layer`` for the jobs in both: the
+        jobs only in the last one keep its explanation (in a cell of their own), those
+        only in ``layer`` are kept one by one."""
+        last = cell[0]
+        if not last.same_jobs(layer):
+            before, now = set(last), set(layer)
+            gone = before - now
+            if gone:
+                frozen = [last]
+                for uid in gone:
+                    job = names.get(uid, uid) if names else uid
+                    for kept in (self._said, self._reason):
+                        held = kept.get(job)
+                        if type(held) is tuple and held[0] is cell:
+                            kept[job] = (frozen, uid)
+            added = sorted(now - before)
+            if added:
+                jobs = list(map(names.get, added, added)) if names else added
+                self._keep(dict(zip(jobs, zip(itertools.repeat(cell), added), strict=True)))
+        cell[0] = layer
+        return cell
+
+    def _keep(self, pending: Mapping[str, Held]) -> None:
+        """Keep ``pending``'s explanations of the jobs that have not started and of
+        those waiting."""
         keys, get = pending.keys(), pending.__getitem__
         unstarted = keys & self._unstarted.keys()
         self._said.update(zip(unstarted, map(get, unstarted), strict=True))
@@ -436,7 +498,7 @@ class Metrics:
         """Write each unstarted job's latest explanation into its record."""
         jobs = self.jobs
         for uid, reason in self._said.items():
-            jobs[uid].pending_reason = str(reason)
+            jobs[uid].pending_reason = _said(reason)
         self._said.clear()
 
     def _stop_waiting(self, now: float, rec: JobRecord) -> None:
@@ -478,7 +540,10 @@ class Metrics:
         for uid in self._waiting:
             text = reason.get(uid)
             if text is not None and type(text) is not str:
-                text = reason[uid] = str(text)
+                if type(text) is tuple:  # (a layer's: its cell moves on with the backlog)
+                    text = _said(text)
+                else:
+                    text = reason[uid] = _said(text)
             if text:
                 timeline = jobs[uid].reasons
                 if not timeline or timeline[-1][1] != text:
@@ -490,6 +555,18 @@ class Metrics:
         """Headline numbers (the report's summary table); see :func:`summarize`."""
         self.say_reasons()
         return summarize(self)
+
+
+#: An explanation as the metrics keep it: a sentence, one to be made when read, or a
+#: layer's, as (the cell holding the layer, the uid it knows the job by).
+Held = Text | tuple[list[Layer], str]
+
+
+def _said(held: Held) -> str:
+    """The sentence of an explanation kept."""
+    if type(held) is tuple:
+        return held[0][0][held[1]]
+    return str(held)
 
 
 def stats(values: Sequence[float]) -> dict[str, float | None]:
