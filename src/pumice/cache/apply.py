@@ -132,7 +132,9 @@ class DecisionApplier:
         pgs_r, said = self.records.pgs_r, self.records.pg_status
         agreed = self._agreed
         podgroups = decisions.podgroups
-        for uid, upd in self._to_compare(decisions, changes):
+        compare = self._to_compare(decisions, changes)
+        self.base.status_moved.clear()
+        for uid, upd in compare:
             last = agreed.get(uid)
             if last is not None and last[0] is upd and last[1] is said.get(uid):
                 # The same update (a parked job's status, carried from the last cycle)
@@ -201,8 +203,10 @@ class DecisionApplier:
         Why those agree: each is an update the last cycle reported (compared then) for
         a job that has not changed since: a status the cluster took then comes back as
         a change of the job, and so does a status someone else wrote since (the job
-        is then not carried: its update is made anew and compared). The ones whose
-        write the cluster refused are compared again."""
+        is then not carried: its update is made anew and compared), but for a status
+        whose conditions or counts alone moved (the model does not mark the job
+        changed for those: ``BaseModel.status_moved``), compared again here, as are
+        the ones whose write the cluster refused."""
         podgroups = decisions.podgroups
         carried = decisions.carried
         whole, self._whole = self._whole, None
@@ -217,12 +221,15 @@ class DecisionApplier:
         ):
             return podgroups.items()
         head = list(itertools.islice(podgroups.items(), carried.start))
-        if self._unsure:
+        moved = self.base.status_moved
+        if self._unsure or moved:
             fresh = dict(head)
-            head.extend(
-                (uid, podgroups[uid]) for uid in self._unsure
-                if uid in podgroups and uid not in fresh
-            )  # fmt: skip
+            for again in (self._unsure, moved):
+                head.extend(
+                    (uid, podgroups[uid]) for uid in again
+                    if uid in podgroups and uid not in fresh
+                )  # fmt: skip
+                fresh.update(head)
         return head
 
     def _write_gang_status(self, rec: parse.PodGroupRecord, upd: Any, bound_now: int) -> None:

@@ -68,6 +68,11 @@ class BaseModel:
         self.unsettled: set[str] = set()
         #: Jobs changed since the last snapshot (their status is due to be written).
         self.dirty: set[str] = set()
+        #: Volcano PodGroups whose status moved with nothing else of their job (not
+        #: marked changed: see :meth:`podgroup_changed`), for the next apply to compare
+        #: with what the cycle decided even where it would carry the last comparison
+        #: (someone else may have rewritten it); the apply empties it.
+        self.status_moved: dict[str, None] = {}
         #: Jobs whose queue does not exist (left out of snapshots, explained instead).
         self.queueless: set[str] = set()
         #: job uid -> (namespace, reference) of the pods that join a gang of another
@@ -190,8 +195,10 @@ class BaseModel:
                 # own write coming back: nothing a cycle reads of the job changed, and
                 # an unsettled job is looked at in every cycle anyway. Not marked
                 # changed, so that a job parked while it waits for admission stays
-                # parked (its carried status is compared with this one at every apply).
+                # parked. The next apply compares its status with the cycle's
+                # (``status_moved``): someone else may have written it.
                 job.conditions = rec.conditions
+                self.status_moved[uid] = None
                 return
             job.phase = rec.phase
             job.conditions = rec.conditions
