@@ -313,9 +313,9 @@ class SelectorEvaluator:
     bounded (cleared when full). Safe to share between threads."""
 
     def __init__(self, max_answers: int = 200_000) -> None:
-        limit = sys.getrecursionlimit()
-        self._env = celpy.Environment()  # (it sets the recursion limit to 2500)
-        sys.setrecursionlimit(max(limit, sys.getrecursionlimit()))  # never lower it
+        #: Made on the first compile: building celpy's parser is a good part of a
+        #: second, which a process that meets no selector (most) need not pay.
+        self._env: celpy.Environment | None = None
         self._programs: dict[str, Any] = {}  # expression -> Runner, or error text
         self._answers: dict[tuple[str, str, Device], Answer] = {}
         self._values: dict[tuple[str, Device], celtypes.MapType] = {}
@@ -328,7 +328,12 @@ class SelectorEvaluator:
         if got is None:
             try:
                 with self._lock:  # (the parser is not known to be thread-safe)
-                    got = self._env.program(self._env.compile(expression), functions=FUNCTIONS)
+                    env = self._env
+                    if env is None:
+                        limit = sys.getrecursionlimit()
+                        env = self._env = celpy.Environment()  # (sets the limit to 2500)
+                        sys.setrecursionlimit(max(limit, sys.getrecursionlimit()))  # never lower
+                    got = env.program(env.compile(expression), functions=FUNCTIONS)
             except Exception as exc:  # celpy raises several kinds; all mean "no program"
                 column = getattr(exc, "column", None)
                 where = f" (syntax error at character {column})" if column else ""
