@@ -100,8 +100,9 @@ class EnqueueAction:
             jobs_of.setdefault(job.queue, []).append(job)
         if _refuse_all(ssn, jobs_of, vote):
             return
-        first, refused = (vote.first, vote.uids()) if vote is not None else ("", set())
-        for job in vote.jobs() if vote is not None else ():
+        first, refused_jobs = (vote.first, vote.jobs()) if vote is not None else ("", [])
+        refused = {job.uid for job in refused_jobs}
+        for job in refused_jobs:
             jobs_of.setdefault(job.queue, []).append(job)
         jkey = job_key(ssn)  # job order cannot change during enqueue either
 
@@ -268,9 +269,6 @@ class _ParkedVote:
     def jobs(self) -> list[JobInfo]:
         """The jobs refused, in parking order."""
         return list(itertools.compress(self.rows.jobs, self.refused_list))
-
-    def uids(self) -> set[str]:
-        return {job.uid for job in self.jobs()}
 
 
 def _parked_refused(ssn: Session) -> _ParkedVote | None:

@@ -455,9 +455,7 @@ class Metrics:
             return
         for layer in layers:
             cell = [layer]
-            uids = list(layer)
-            jobs = list(map(names.get, uids, uids)) if names else uids
-            self._keep(dict(zip(jobs, zip(itertools.repeat(cell), uids), strict=True)))
+            self._keep_in(cell, list(layer), names)
             self._cells.append(cell)
 
     def _move(
@@ -480,10 +478,14 @@ class Metrics:
                             kept[job] = (frozen, uid)
             added = sorted(now - before)
             if added:
-                jobs = list(map(names.get, added, added)) if names else added
-                self._keep(dict(zip(jobs, zip(itertools.repeat(cell), added), strict=True)))
+                self._keep_in(cell, added, names)
         cell[0] = layer
         return cell
+
+    def _keep_in(self, cell: list[Layer], uids: list[str], names: Mapping[str, str] | None) -> None:
+        """Keep the explanations of ``uids`` (podgroup uids) as held by ``cell``'s layer."""
+        jobs = list(map(names.get, uids, uids)) if names else uids
+        self._keep(dict(zip(jobs, zip(itertools.repeat(cell), uids), strict=True)))
 
     def _keep(self, pending: Mapping[str, Held]) -> None:
         """Keep ``pending``'s explanations of the jobs that have not started and of
