@@ -67,7 +67,27 @@ def shape_key(task: TaskInfo) -> Hashable:
         None if task.nonzero is None else task.nonzero.tobytes(),
     )
     spread = hard_key(task) if task.spread else None
-    return key if spread is None else (*key, spread)
+    return ShapeKey(key if spread is None else (*key, spread))
+
+
+class ShapeKey(tuple):
+    """A shape key (see :func:`shape_key`): the tuple, hashed once. Hashing the
+    placement walks its selector terms and tolerations in Python, and a backlog looks
+    its shapes up in several tables per job per cycle (equal to, and hashed as, the
+    plain tuple)."""
+
+    _hash: int
+
+    def __new__(cls, parts: tuple) -> ShapeKey:
+        self = super().__new__(cls, parts)
+        self._hash = tuple.__hash__(self)
+        return self
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple:
+        return (ShapeKey, (tuple(self),))  # (hashed again where it is loaded)
 
 
 class _Shape:
@@ -339,8 +359,11 @@ class FastPath:
         rows.update(nodes.changes)
         if len(rows) > limit:
             return None
-        if rows:
+        if len(rows) > SCALAR_ROWS:
             self._refresh_many(task, shape, np.fromiter(sorted(rows), dtype=np.intp))
+        else:  # (as within a session: a few rows cost less in plain floats)
+            for i in rows:
+                self._refresh_one(task, shape, i)
         shape.log, shape.pos, shape.changes = log, base, nodes.changes
         shape.seen = len(nodes.changes)
         return shape
