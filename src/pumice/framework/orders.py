@@ -13,6 +13,7 @@ evicting a victim changes the share of a queue that waits).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 from typing import Any
 
 from pumice.api.job import JobInfo
@@ -22,12 +23,20 @@ from pumice.framework.pqueue import order_key
 from pumice.framework.session import Session
 
 
+#: The fallbacks after the order functions (creation time, then a name), as tuples made
+#: in C: a key is made for every waiting job of a served queue, every cycle.
+_JOB_FALLBACK = attrgetter("creation", "uid")
+_QUEUE_FALLBACK = attrgetter("creation", "name")
+_INDEXED_TASK_FALLBACK = attrgetter("name_index", "creation", "uid")
+_TASK_FALLBACK = attrgetter("creation", "uid")
+
+
 def job_key(ssn: Session) -> Callable[[JobInfo], tuple] | None:
     return ssn.hooks.derived("job_order", "key", _job_key)
 
 
 def _job_key(facets: tuple[Any, ...]) -> Callable[[JobInfo], tuple] | None:
-    return order_key(facets, lambda j: (j.creation, j.uid))
+    return order_key(facets, _JOB_FALLBACK)
 
 
 def queue_key(ssn: Session) -> Callable[[QueueInfo], tuple] | None:
@@ -35,7 +44,7 @@ def queue_key(ssn: Session) -> Callable[[QueueInfo], tuple] | None:
 
 
 def _queue_key(facets: tuple[Any, ...]) -> Callable[[QueueInfo], tuple] | None:
-    return order_key(facets, lambda q: (q.creation, q.name))
+    return order_key(facets, _QUEUE_FALLBACK)
 
 
 def task_key(ssn: Session, tasks: Sequence[TaskInfo]) -> Callable[[TaskInfo], tuple] | None:
@@ -62,6 +71,6 @@ def _task_keys(
     facets: tuple[Any, ...],
 ) -> tuple[Callable[[TaskInfo], tuple] | None, Callable[[TaskInfo], tuple] | None]:
     return (
-        order_key(facets, lambda t: (t.name_index, t.creation, t.uid)),
-        order_key(facets, lambda t: (t.creation, t.uid)),
+        order_key(facets, _INDEXED_TASK_FALLBACK),
+        order_key(facets, _TASK_FALLBACK),
     )
