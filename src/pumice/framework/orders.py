@@ -22,7 +22,6 @@ from pumice.api.task import TaskInfo
 from pumice.framework.pqueue import order_key
 from pumice.framework.session import Session
 
-
 #: The fallbacks after the order functions (creation time, then a name), as tuples made
 #: in C: a key is made for every waiting job of a served queue, every cycle.
 _JOB_FALLBACK = attrgetter("creation", "uid")
