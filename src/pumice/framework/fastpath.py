@@ -52,6 +52,9 @@ from pumice.framework.slots import SlotMemory, SlotView
 
 #: Up to this many changed rows are refreshed one by one in plain floats.
 SCALAR_ROWS = 24
+#: A shape kept from an earlier session is adopted while the cache logged at most this
+#: many changes per node since.
+ADOPT_LOG = 16
 
 
 def shape_key(task: TaskInfo) -> Hashable:
@@ -345,20 +348,23 @@ class FastPath:
         that session's copy, the rows that session changed before the shape last looked
         (``changes[:seen]``), and the rows this session has changed: those are
         refreshed, as within a session. None when nothing usable is kept (another
-        configuration, a rebuilt cache table, or too many rows changed to be worth it)."""
+        configuration, a rebuilt cache table, or a log too long to be worth reading)."""
         shape = self._memory().shapes.get(key)
         nodes = self.nodes
         if shape is None or shape.owner is not self.ssn.config or nodes.origin is None:
             return None
         log, base = nodes.origin
-        limit = len(nodes) // 4
-        if shape.log is not log or shape.pos > base or base - shape.pos > limit:
+        n = len(nodes)
+        # Refreshing rows costs at most what building the shape afresh does, even when
+        # every row changed (the vector pass costs about the same on a few rows as on
+        # all; the predicates are not asked again): a shape unused for a few cycles of
+        # a busy cluster is still worth adopting. Only a long log is not read (a row
+        # changes many times in it).
+        if shape.log is not log or shape.pos > base or base - shape.pos > ADOPT_LOG * n:
             return None
         rows = set(log[shape.pos : base])
         rows.update(shape.changes[: shape.seen])
         rows.update(nodes.changes)
-        if len(rows) > limit:
-            return None
         if len(rows) > SCALAR_ROWS:
             self._refresh_many(task, shape, np.fromiter(sorted(rows), dtype=np.intp))
         else:  # (as within a session: a few rows cost less in plain floats)
