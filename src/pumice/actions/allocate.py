@@ -84,6 +84,7 @@ class AllocateAction:
         pending: dict[str, PriorityQueue[TaskInfo] | KeyedQueue[TaskInfo]] = {}
         sheets: dict[str, Worksheet] = {}
         turns = ssn.turns
+        tkeys = task_keys(ssn)  # (the task order functions stay for the action)
         # With sort keys, a queue whose turn placed nothing has the key it was popped
         # with, the smallest, and the share it had: it is served again at once, as the
         # heap would pop it, and is no more overused than it was.
@@ -97,7 +98,7 @@ class AllocateAction:
             while jobs is not None and not jobs.empty():
                 job = jobs.pop()
                 turns.append(job.uid)
-                if self._turn(ssn, queue, job, jobs, pending, sheets) or not keyed:
+                if self._turn(ssn, queue, job, jobs, pending, sheets, tkeys) or not keyed:
                     queues.push(queue)
                     break
         actions = ssn.config.actions
@@ -113,15 +114,17 @@ class AllocateAction:
         jobs: PriorityQueue[JobInfo] | KeyedQueue[JobInfo],
         pending: dict[str, PriorityQueue[TaskInfo] | KeyedQueue[TaskInfo]],
         sheets: dict[str, Worksheet],
+        tkeys: tuple[Callable[[TaskInfo], tuple] | None, Callable[[TaskInfo], tuple] | None],
     ) -> bool:
         """One turn of ``job``; False when it placed nothing (no allocation event
-        fired, so no queue's share or order moved)."""
+        fired, so no queue's share or order moved). ``tkeys``: the task keys (see
+        :func:`~pumice.framework.orders.task_keys`)."""
         if job.network_topology is not None or job.sub_groups:
             self._allocate_constrained(ssn, queue, job, jobs, sheets)
             return True
         tasks = pending.get(job.uid)
         if tasks is None:
-            todo, tkey = _to_place(ssn, job)
+            todo, tkey = _to_place(job, tkeys)
             if hopeless_turn(ssn, queue, job, todo, tkey):
                 return False  # (as after a try that kept nothing)
             tasks = ordered(ssn.task_less, tkey, todo)
@@ -274,13 +277,14 @@ def conclude_held(ssn: Session) -> None:
 
 
 def _to_place(
-    ssn: Session, job: JobInfo
+    job: JobInfo,
+    tkeys: tuple[Callable[[TaskInfo], tuple] | None, Callable[[TaskInfo], tuple] | None],
 ) -> tuple[list[TaskInfo], Callable[[TaskInfo], tuple] | None]:
     """``job``'s pending tasks that allocate places (best-effort ones are backfill's),
-    and their task key (:func:`~pumice.framework.orders.task_key`; None for a single
-    task). A job of the backlog asks in every cycle, and a gang's tasks are many: the
-    tasks and which key fits them are kept with the job's version (the list is
-    read-only: the queues built from it copy it)."""
+    and their task key (:func:`~pumice.framework.orders.task_key`, one of ``tkeys``;
+    None for a single task). A job of the backlog asks in every cycle, and a gang's
+    tasks are many: the tasks and which key fits them are kept with the job's version
+    (the list is read-only: the queues built from it copy it)."""
     got = job.verdicts.recall(_TO_PLACE, job.version)
     if got is None:
         todo = [t for t in job.with_status(TaskStatus.PENDING) if not t.best_effort]
@@ -290,4 +294,4 @@ def _to_place(
     todo, which = got
     if len(todo) < 2 or which is None:
         return todo, None  # (one task: no order; mixed pod indices: no key)
-    return todo, task_keys(ssn)[which]
+    return todo, tkeys[which]
