@@ -289,8 +289,7 @@ class FastPath:
         req = task.init_resreq
         asks = self._asks.get(id(req))
         if asks is None or asks[0] is not req:
-            r = req.tolist()
-            asks = self._asks[id(req)] = (req, [(d, r[d]) for d in np.flatnonzero(req).tolist()])
+            asks = self._asks[id(req)] = (req, [(d, r) for d, r in enumerate(req.tolist()) if r])
         for d, r in asks[1]:  # noqa: SIM110 - plain floats, asked per job in a backlog
             if not peak[d] >= r:
                 return True

@@ -80,8 +80,8 @@ class KeyedQueue(Generic[T]):
 
     def __init__(self, key: Callable[[T], Any], items: Iterable[T] = ()) -> None:
         self._key = key
-        self._seq = itertools.count()
-        self._items: list[tuple[Any, int, T]] = [(key(x), next(self._seq), x) for x in items]
+        self._items: list[tuple[Any, int, T]] = [(key(x), i, x) for i, x in enumerate(items)]
+        self._seq = itertools.count(len(self._items))
         heapq.heapify(self._items)
 
     def __len__(self) -> int:
