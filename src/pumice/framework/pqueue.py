@@ -74,15 +74,25 @@ class KeyedQueue(Generic[T]):
     inside: any correct heap then returns the minimum. :func:`ordered` decides when
     that holds; a job's own state (priority, readiness, its DRF share) changes only
     while the job is out of allocate's heap, being served.
+
+    An item alone inside is compared with nothing: its key is made only once a second
+    item comes (the same key, as it cannot change while the item waits). Most of a
+    cycle's lines hold one job, and a job's key costs a call to every order function.
     """
 
-    __slots__ = ("_items", "_key", "_seq")
+    __slots__ = ("_items", "_key", "_lone", "_seq")
 
     def __init__(self, key: Callable[[T], Any], items: Iterable[T] = ()) -> None:
         self._key = key
-        self._items: list[tuple[Any, int, T]] = [(key(x), i, x) for i, x in enumerate(items)]
-        self._seq = itertools.count(len(self._items))
-        heapq.heapify(self._items)
+        found = items if isinstance(items, list) else list(items)
+        #: The one item inside has no key yet (its entry holds None in its place).
+        self._lone = len(found) == 1
+        if self._lone:
+            self._items: list[tuple[Any, int, T]] = [(None, 0, found[0])]
+        else:
+            self._items = [(key(x), i, x) for i, x in enumerate(found)]
+            heapq.heapify(self._items)
+        self._seq = itertools.count(len(found))
 
     def __len__(self) -> int:
         return len(self._items)
@@ -91,10 +101,23 @@ class KeyedQueue(Generic[T]):
         return not self._items
 
     def push(self, item: T) -> None:
-        heapq.heappush(self._items, (self._key(item), next(self._seq), item))
+        h = self._items
+        if not h:
+            h.append((None, next(self._seq), item))
+            self._lone = True
+            return
+        if self._lone:
+            _, seq, lone = h[0]
+            h[0] = (self._key(lone), seq, lone)
+            self._lone = False
+        heapq.heappush(h, (self._key(item), next(self._seq), item))
 
     def pop(self) -> T:
-        return heapq.heappop(self._items)[2]
+        h = self._items
+        if len(h) == 1:
+            self._lone = False
+            return h.pop()[2]
+        return heapq.heappop(h)[2]
 
 
 class Lines(Generic[T]):
