@@ -143,26 +143,17 @@ class FastPath:
         self._pods = ssn.space.index[PODS]
         self.predicates: tuple[Callable, ...] = ssn.hooks.flat("predicate")
         self.scorers: tuple = ssn.hooks.flat("node_order")
-        by_placement = all(ssn.hooks.facets("predicate", "by_placement"))
-        separable = [
-            hasattr(fn, "rows") and hasattr(fn, "one") and hasattr(fn, "context")
-            for fn in self.scorers
-        ]
-        self.enabled = by_placement and all(separable)
-        # Within one HyperNode's nodes (see ``choose_within``) the separable scorers
-        # are read from the shape caches and the others, which must come after them
-        # (the same sum, in the same order), are asked over the candidates.
-        first_other = separable.index(False) if False in separable else len(separable)
-        self.within_ok = by_placement and all(not s for s in separable[first_other:])
-        self.separable: tuple = self.scorers[:first_other]
-        self.others: tuple = self.scorers[first_other:]
+        # What the registrations allow (kept while they stay: a living session's are
+        # the same tuples from cycle to cycle).
+        memory = self._memory()
+        said = memory.hooks_said
+        if said is None or said[0] is not self.predicates or said[1] is not self.scorers:
+            said = memory.hooks_said = (self.predicates, self.scorers, *_hooks_allow(ssn))
+        _, _, self.enabled, self.within_ok, self.separable, self.others, self.per_task = said
         self.shapes: dict[Hashable, _Shape] = {}
         #: Why a task shape found no node, by (shape, host ports, node table version):
         #: see ``place`` in :mod:`pumice.actions.allocate`.
         self.no_fit: dict[Hashable, FitError] = {}
-        #: Some predicate answers task by task, whatever the shape (facet ``per_task``:
-        #: an extender's HTTP predicate): no answer is shared between tasks of a shape.
-        self.per_task = any(ssn.hooks.facets("predicate", "per_task"))
         #: Some job or node holds a task with inter-pod (anti-)affinity terms.
         self.affinity_about = ssn.snapshot.affinity_about()
         #: Each resource's largest future idle amount on any node, at a table version.
@@ -466,6 +457,27 @@ class FastPath:
             assert shape.m_now is not None and shape.m_future is not None
             shape.m_now[rows] = np.where(shape.ok_now[rows], part, -np.inf)
             shape.m_future[rows] = np.where(shape.ok_future[rows], part, -np.inf)
+
+
+def _hooks_allow(ssn: Session) -> tuple[bool, bool, tuple, tuple, bool]:
+    """What the predicate and node_order registrations allow: the fast path at all
+    (``enabled``), within a HyperNode's nodes (``within_ok``), the separable scorers
+    and the others, and whether some predicate answers task by task (facet
+    ``per_task``: an extender's HTTP predicate), so that no answer is shared between
+    tasks of a shape."""
+    scorers = ssn.hooks.flat("node_order")
+    by_placement = all(ssn.hooks.facets("predicate", "by_placement"))
+    separable = [
+        hasattr(fn, "rows") and hasattr(fn, "one") and hasattr(fn, "context") for fn in scorers
+    ]
+    enabled = by_placement and all(separable)
+    # Within one HyperNode's nodes (see ``choose_within``) the separable scorers are
+    # read from the shape caches and the others, which must come after them (the same
+    # sum, in the same order), are asked over the candidates.
+    first_other = separable.index(False) if False in separable else len(separable)
+    within_ok = by_placement and all(not s for s in separable[first_other:])
+    per_task = any(ssn.hooks.facets("predicate", "per_task"))
+    return enabled, within_ok, scorers[:first_other], scorers[first_other:], per_task
 
 
 def for_session(ssn: Session) -> FastPath:

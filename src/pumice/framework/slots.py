@@ -191,6 +191,9 @@ class SlotMemory:
     def __init__(self) -> None:
         self.views: dict[Hashable, SlotView] = {}
         self.shapes: dict[Hashable, Any] = {}
+        #: What the fast path made of the last predicate and node_order registrations
+        #: (those tuples first; see ``pumice.framework.fastpath.FastPath``).
+        self.hooks_said: tuple | None = None
 
     def forget(self) -> None:
         """Drop every view and shape: what they hold of the predicates' answers (the
