@@ -82,7 +82,8 @@ def test_a_line_pops_in_key_order_and_an_unserved_line_costs_no_key(
         lines.add(name, (value, seq))
         plain.add(name, (value, seq))
     assert lines.of("x") is None or isinstance(lines.of("x"), KeyedQueue)
-    assert sorted(asked) == sorted(seq for seq, (name, _) in enumerate(items) if name == "x")
+    of_x = [seq for seq, (name, _) in enumerate(items) if name == "x"]
+    assert sorted(asked) == (of_x if len(of_x) > 1 else [])  # (one job alone: nothing to compare)
     for name in "xyz":
         keyed, walked = lines.of(name), plain.of(name)
         if keyed is None:
