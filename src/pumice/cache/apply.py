@@ -183,6 +183,9 @@ class DecisionApplier:
                 succeeded=upd.succeeded,
                 failed=upd.failed,
             ):
+                self.records.wrote(
+                    uid, phase, upd.conditions, (upd.running, upd.succeeded, upd.failed)
+                )
                 self._unsure.pop(uid, None)
             else:
                 self._unsure[uid] = None
