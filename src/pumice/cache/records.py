@@ -7,7 +7,9 @@ key that the base model is built from (:mod:`pumice.cache.base`) and snapshots l
 An update of an object the cache holds re-reads only what may change: a pod's node,
 phase, deletion mark, annotations and device claims (:meth:`Records.update_pod`); a
 PodGroup whose spec and annotations stand as they were only its status
-(:meth:`Records.take_podgroup`).
+(:meth:`Records.take_podgroup`), and not even that when it is what the scheduler last
+wrote (:meth:`Records.wrote`): most PodGroup events are the scheduler's own status write
+coming back.
 
 Gangs of other dialects come under kinds of their own
 (:data:`~pumice.cluster.protocol.GANG_KINDS`), so that PodGroups of one name in one
