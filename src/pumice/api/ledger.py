@@ -215,7 +215,10 @@ class Ledger:
                 self._parts[job.uid] = part
                 self._changes += 1
                 block = self._sums[:, self._slots[queue]]
-                block -= old.units
+                if self._counts[queue] == 1:  # (its own part alone: summed afresh)
+                    block[...] = 0.0
+                else:
+                    block -= old.units
                 block += rows
                 self._stamps[queue] = next(_STAMPS)
                 self.affinity_jobs += part.affinity - old.affinity
