@@ -3,10 +3,13 @@ order of updates and removals (queues that empty and come back included)."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 from tests.kit import node, pod, podgroup, queue
 
 from pumice.api.ledger import Ledger
+from pumice.api.task import TaskStatus
 from pumice.cache.build import SourcedObject, build_snapshot
 
 
@@ -107,3 +110,50 @@ def test_a_queues_stamp_moves_with_its_sums_alone():
     # Another ledger over the same jobs carries none of these stamps.
     fresh = Ledger.of(snap.space, jobs)
     assert not set(fresh.stamps(names)) & set(kept.stamps(names))
+
+
+def test_sums_follow_tasks_through_their_lives_and_jobs_made_anew():
+    """Tasks bound, running, finished one by one (a queue with one job and queues with
+    several), jobs admitted, and jobs made anew as they were (a cycle's job rebuilt):
+    after each change the kept sums equal sums taken at once, and a job made anew as
+    it was leaves its queue's stamp where it was."""
+    snap = _snapshot()
+    jobs = {j.uid: j for j in sorted(snap.jobs.values(), key=lambda j: j.uid)}
+    kept = Ledger(snap.space)
+    for job in jobs.values():
+        kept.update(job)
+    alone = Ledger(snap.space)  # (a ledger whose queues hold one job each)
+    for job in jobs.values():
+        if job.uid.endswith("j2-0"):
+            alone.update(job)
+    names = kept.queues_with_jobs(snap.queues)
+
+    def check() -> None:
+        _same(kept, Ledger.of(snap.space, jobs.values()), snap.queues)
+        solo = [j for j in jobs.values() if j.uid.endswith("j2-0")]
+        _same(alone, Ledger.of(snap.space, solo), snap.queues)
+
+    for step in (TaskStatus.BINDING, TaskStatus.RUNNING, TaskStatus.SUCCEEDED):
+        for job in jobs.values():
+            for task in list(job.tasks.values()):
+                if task.status in (TaskStatus.PENDING, TaskStatus.BINDING, TaskStatus.RUNNING):
+                    job.update_status(task, step)
+                    job.phase = "Running"
+                    kept.update(job)
+                    if job.uid.endswith("j2-0"):
+                        alone.update(job)
+                    check()
+    for job in jobs.values():  # (a task comes: pending moves, allocated stays)
+        extra = copy.copy(next(iter(job.tasks.values())))
+        extra.uid, extra.status = f"{extra.uid}-extra", TaskStatus.PENDING
+        job.add_task(extra)
+        kept.update(job)
+        if job.uid.endswith("j2-0"):
+            alone.update(job)
+        check()
+    stamps = kept.stamps(names)
+    for uid, job in list(jobs.items()):
+        jobs[uid] = copy.deepcopy(job)
+        kept.update(jobs[uid])
+    assert kept.stamps(names) == stamps
+    check()

@@ -149,3 +149,22 @@ def test_cluster_total_follows_allocatable_and_left_out_nodes_cycle_after_cycle(
     assert totals() == (2000, 2000)
     store.modify("Node", "n1", _ready("True"))
     assert totals() == (6000, 6000)
+
+
+def test_a_node_whose_pods_come_to_use_more_than_it_has_leaves_and_rejoins() -> None:
+    """Out of sync by its pods alone, its allocatable the same: a node that another
+    scheduler's pods overfill is left out of the next snapshot (the node table's
+    bounds for its quick answer are kept from the snapshot before), and back once a
+    pod goes; each time as a snapshot built from the objects has it."""
+    store = MemoryCluster()
+    store.create_all([queue("default"), node("n1", cpu="2"), node("n2", cpu="8")])
+    store.create(pod("a", cpu="1", node="n1", scheduler="other"))
+    cache = SchedulerCache(store)
+    assert cache.snapshot().nodes.names == ["n1", "n2"]
+    store.create(pod("b", cpu="2", node="n1", scheduler="other"))
+    snap = cache.snapshot()
+    assert snap.nodes.names == ["n2"] == _rebuilt(store).nodes.names
+    assert snap.nodes.left_out["n1"].reason == OUT_OF_SYNC
+    assert cache.snapshot().nodes.names == ["n2"]  # (kept: nothing changed)
+    store.delete("Pod", "default/b")
+    assert cache.snapshot().nodes.names == ["n1", "n2"] == _rebuilt(store).nodes.names

@@ -46,6 +46,9 @@ class QueueSums:
 class _Part:
     job: JobInfo  # (kept so that the identity in ``key`` stays the job's)
     key: tuple  # what the part was computed from: identity, task index version, phase
+    #: What the units are computed from, as bytes (queue, allocated, pending, inqueue
+    #: demand, minResources): a job whose inputs are the same has the same units.
+    inputs: tuple
     queue: str
     #: allocated, pending, inqueue and elastic, one row each, in integer units.
     units: np.ndarray
@@ -161,7 +164,8 @@ class Ledger:
         when neither the task index nor the phase moved since (a status rewrite); the
         sums and the queue's stamp stay as they are when the part comes out the same
         (a pod that starts running: taking it away and adding it back, in integer
-        units, gives the same sums)."""
+        units, gives the same sums), and the part is not computed again when what it
+        is computed from is the same (the job's vectors, compared as bytes)."""
         if self._read_only:
             raise RuntimeError("a ledger summed at once (Ledger.of) cannot be updated")
         key = (id(job), job.version, job.phase, job.queue, job.min_available)
@@ -170,12 +174,28 @@ class Ledger:
             return
         minres = job.min_resources
         allocated = job.allocated
-        elastic = allocated - minres if minres is not None else allocated
+        pending = job.pending_request
         demand = job.inqueue_demand()
+        queue = job.queue
+        inputs = (
+            queue,
+            allocated.tobytes(),
+            pending.tobytes(),
+            None if demand is None else demand.tobytes(),
+            None if minres is None else minres.tobytes(),
+        )
+        affinity = any(t.pod_affinity is not None for t in job.tasks.values())
+        if old is not None and old.inputs == inputs:
+            # The same part (a pod that starts running, a job rebuilt as it was): only
+            # what it was computed from is kept anew.
+            self._parts[job.uid] = _Part(job, key, inputs, queue, old.units, affinity)
+            self.affinity_jobs += affinity - old.affinity
+            return
+        elastic = allocated - minres if minres is not None else allocated
         rows = np.array(
             (
                 allocated,
-                job.pending_request,
+                pending,
                 self.space.zeros() if demand is None else demand,
                 np.maximum(elastic, 0.0),
             )
@@ -183,10 +203,7 @@ class Ledger:
         if self._scaled:
             rows *= self._scale
             np.rint(rows, out=rows)
-        queue = job.queue
-        part = _Part(
-            job, key, queue, rows, any(t.pod_affinity is not None for t in job.tasks.values())
-        )
+        part = _Part(job, key, inputs, queue, rows, affinity)
         if old is not None:
             if old.queue == queue and old.units.tobytes() == rows.tobytes():
                 self._parts[job.uid] = part
@@ -194,6 +211,18 @@ class Ledger:
                 return
             if old.queue != queue or old.units[2].tobytes() != rows[2].tobytes():
                 self._inqueue_moves += 1
+            if old.queue == queue:  # (the queue keeps its job count and its block)
+                self._parts[job.uid] = part
+                self._changes += 1
+                block = self._sums[:, self._slots[queue]]
+                if self._counts[queue] == 1:  # (its own part alone: summed afresh)
+                    block[...] = 0.0
+                else:
+                    block -= old.units
+                block += rows
+                self._stamps[queue] = next(_STAMPS)
+                self.affinity_jobs += part.affinity - old.affinity
+                return
             self._take_out(job.uid)
         elif rows[2].any():
             self._inqueue_moves += 1

@@ -145,11 +145,11 @@ class NodeTable:
         #: One holder for a table and its copies (those that leave nodes out share
         #: theirs), so that the sum a session's copy takes is kept for the next.
         self._total_of: list[tuple[np.ndarray, np.ndarray] | None] = [None]
-        #: (version, label columns, specs, allocatable, :meth:`leaving`'s answer) as
-        #: :meth:`copy` last asked: asked again while none of them moved (a cycle
-        #: after one that changed no node), the answer stands.
-        self._left_of: tuple[int, NodeIndex, list[NodeSpec], np.ndarray, np.ndarray | None] | None
-        self._left_of = None
+        #: (version, label columns, specs, allocatable, :meth:`leaving`'s answer, the
+        #: bounds and readiness of :meth:`_none_leaving`) as :meth:`copy` last asked:
+        #: asked again while none of them moved (a cycle after one that changed no
+        #: node), the answer stands.
+        self._left_of: _LeftOf | None = None
 
     def __len__(self) -> int:
         return len(self.names)
@@ -232,15 +232,22 @@ class NodeTable:
         memo = self._left_of
         if (
             memo is not None
-            and memo[0] == self.version
             and memo[1] is self.labels
             and memo[2] is self.specs
             and memo[3] is self.allocatable
         ):
-            out = memo[4]
+            if memo[0] == self.version:
+                out = memo[4]
+            else:
+                bound, unready = memo[5], memo[6]
+                out = None if self._none_leaving(bound, unready) else self.leaving()
+                self._left_of = (self.version, *memo[1:4], out, bound, unready)
         else:
-            out = self.leaving()
-            self._left_of = (self.version, self.labels, self.specs, self.allocatable, out)
+            bound, unready = self._bounds()
+            out = None if self._none_leaving(bound, unready) else self.leaving()
+            self._left_of = (
+                self.version, self.labels, self.specs, self.allocatable, out, bound, unready
+            )  # fmt: skip
         if out is not None:
             return self._subset(out)
         other = NodeTable.__new__(NodeTable)
@@ -266,6 +273,28 @@ class NodeTable:
         other._total_of = self._total_of
         other._left_of = None
         return other
+
+    def _bounds(self) -> tuple[np.ndarray, bool]:
+        """What :meth:`_none_leaving` compares with, kept while the label columns,
+        specs and allocatable stay the same: allocatable with the ``pods`` column
+        unbounded, and whether a node is not ready (as :meth:`leaving` reads it)."""
+        bound = self.allocatable.copy()
+        if len(bound):
+            bound[:, self.space.index[PODS]] = np.inf
+        labels = self.labels
+        if labels.specs is self.specs:
+            unready = bool(labels.not_ready.any())
+        else:
+            unready = any(not s.ready for s in self.specs)
+        return bound, unready
+
+    def _none_leaving(self, bound: np.ndarray, unready: bool) -> bool:
+        """True when :meth:`leaving` would answer None, told in one comparison for the
+        common case (every node ready, none using more than its allocatable); False
+        when :meth:`leaving` must be asked. Sound because used beyond allocatable by
+        more than the slack is used above allocatable (a float difference has the sign
+        of the exact one)."""
+        return not unready and not np.count_nonzero(self.used > bound)
 
     def _subset(self, out: np.ndarray) -> NodeTable:
         """:meth:`copy` without the rows of ``out``.
@@ -423,6 +452,10 @@ class NodeTable:
         if got is None or got[0] is not self.allocatable:
             got = holder[0] = (self.allocatable, self.allocatable.sum(axis=0))
         return got[1].copy()
+
+
+#: See ``NodeTable._left_of``.
+_LeftOf = tuple[int, NodeIndex, list[NodeSpec], np.ndarray, np.ndarray | None, np.ndarray, bool]
 
 
 class _Subset:

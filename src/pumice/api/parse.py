@@ -856,7 +856,8 @@ class PodGroupRecord:
         return job_uid(self.api, self.namespace, self.name)
 
 
-_PG_PHASES = frozenset({"Pending", "Inqueue", "Running", "Unknown", "Completed"})
+#: The phases a PodGroup status may say.
+PODGROUP_PHASES = frozenset({"Pending", "Inqueue", "Running", "Unknown", "Completed"})
 
 
 def podgroup_status(obj: Mapping[str, Any]) -> tuple[str, list[dict], tuple[int, int, int]]:
@@ -864,7 +865,7 @@ def podgroup_status(obj: Mapping[str, Any]) -> tuple[str, list[dict], tuple[int,
     Apart from :func:`parse_podgroup` for the status writes that change nothing else."""
     status = as_mapping(obj.get("status"), "status")
     phase = as_str(status.get("phase"), "status.phase") or "Pending"
-    if phase not in _PG_PHASES:
+    if phase not in PODGROUP_PHASES:
         raise InputError(f"unknown phase {shown(phase)}", field="status.phase")
     conditions = [
         dict(as_mapping(c, f"status.conditions[{i}]"))

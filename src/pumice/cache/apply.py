@@ -11,9 +11,11 @@ A Volcano PodGroup's status is written when the cycle's differs from what the ca
 last saw (the records keep it as a comparison key, :data:`~pumice.cache.records.StatusKey`,
 taken when the status is read: a cycle's comparison walks only the cycle's side), and
 not even that for the updates a living session carried from a cycle this applier
-compared whole (``Decisions.carried``: a parked backlog's status costs nothing here);
-another dialect's in its own vocabulary (:mod:`pumice.cluster.gang_status`),
-when it differs from what the object says.
+compared whole (``Decisions.carried``: a parked backlog's status costs nothing here).
+What is written is told to the records, which then know its echo on the watch without
+parsing it (:meth:`~pumice.cache.records.Records.wrote`). Another dialect's gang status
+is written in its own vocabulary (:mod:`pumice.cluster.gang_status`), when it differs
+from what the object says.
 
 Contract: :meth:`DecisionApplier.apply` never raises for a stale decision (the pod went
 away in between): the cluster refuses it and it is reported as refused.
@@ -183,6 +185,9 @@ class DecisionApplier:
                 succeeded=upd.succeeded,
                 failed=upd.failed,
             ):
+                self.records.wrote(
+                    uid, phase, upd.conditions, (upd.running, upd.succeeded, upd.failed)
+                )
                 self._unsure.pop(uid, None)
             else:
                 self._unsure[uid] = None

@@ -458,7 +458,9 @@ class SchedulerCache:
             job = jobs.pop(uid)
             blocked[uid] = base.queueless_reason(job, self.bad_queues)
             blocked_queues[uid] = job.queue
-        active = (base.unsettled | base.dirty) - base.queueless
+        active = base.unsettled | base.dirty
+        if base.queueless:
+            active -= base.queueless
         self._unlent |= base.dirty
         base.dirty = set()
         self._lent_jobs = []

@@ -7,7 +7,9 @@ key that the base model is built from (:mod:`pumice.cache.base`) and snapshots l
 An update of an object the cache holds re-reads only what may change: a pod's node,
 phase, deletion mark, annotations and device claims (:meth:`Records.update_pod`); a
 PodGroup whose spec and annotations stand as they were only its status
-(:meth:`Records.take_podgroup`).
+(:meth:`Records.take_podgroup`), and not even that when it is what the scheduler last
+wrote (:meth:`Records.wrote`): most PodGroup events are the scheduler's own status write
+coming back.
 
 Gangs of other dialects come under kinds of their own
 (:data:`~pumice.cluster.protocol.GANG_KINDS`), so that PodGroups of one name in one
@@ -127,6 +129,9 @@ class Records:
         #: write is compared with (see :func:`status_key`): kept as the status is read,
         #: so that comparing a cycle's status with it costs no walk of the conditions.
         self.pg_status: dict[str, StatusKey] = {}
+        #: The status the scheduler last wrote to each Volcano PodGroup, by job uid:
+        #: (phase, conditions, counts) as handed to the cluster (see :meth:`wrote`).
+        self.pg_written: dict[str, tuple[str, list[dict[str, Any]], tuple[int, int, int]]] = {}
         #: Each PodGroup's spec and annotations as last parsed: a write that changes
         #: neither (a status update) only re-reads the status.
         self.pg_seen: dict[tuple[str, str], tuple] = {}
@@ -159,6 +164,7 @@ class Records:
                 self.pg_objects.pop(prev, None)
                 self.gang_seen.pop(prev, None)
                 self.pg_status.pop(prev, None)
+                self.pg_written.pop(prev, None)
             self.pgs_r[rec.uid] = rec
             self.pg_uids[(kind, key)] = rec.uid
             self.pg_objects[rec.uid] = (kind, key)
@@ -216,7 +222,23 @@ class Records:
         self.pg_objects.pop(uid, None)
         self.gang_seen.pop(uid, None)
         self.pg_status.pop(uid, None)
+        self.pg_written.pop(uid, None)
         return uid
+
+    def wrote(self, uid: str, phase: str, conditions: Any, counts: tuple[int, int, int]) -> None:
+        """The scheduler wrote this status to Volcano PodGroup ``uid``: kept so that its
+        echo on the watch is recognised without parsing it (:meth:`take_podgroup`).
+        Only what parsing would take as it is is kept (a phase of a PodGroup, a list
+        of conditions, int32 counts of at least 0): anything else is parsed."""
+        if (
+            phase in parse.PODGROUP_PHASES
+            and type(conditions) is list
+            and all(type(c) is dict for c in conditions)
+            and all(type(n) is int and 0 <= n <= parse.INT32_MAX for n in counts)
+        ):
+            self.pg_written[uid] = (phase, conditions, counts)
+        else:
+            self.pg_written.pop(uid, None)
 
     def take_podgroup(
         self, kind: str, key: str, obj: Mapping[str, Any]
@@ -233,21 +255,53 @@ class Records:
         annotations = (obj.get("metadata") or {}).get("annotations")
         now_seen = (obj.get("apiVersion"), spec, annotations)
         seen = self.pg_seen.get((kind, key))
-        if old is not None and seen is not None and seen == now_seen:
+        if old is not None and prev is not None and seen is not None and seen == now_seen:
             if old.api != "volcano":
-                self.gang_seen[old.uid] = copy_tree(dict(obj.get("status") or {}))
+                self.gang_seen[prev] = copy_tree(dict(obj.get("status") or {}))
                 return old, None
             # Only the status moved (the scheduler's own writes, mostly): read that.
-            try:
-                phase, conditions, counts = parse.podgroup_status(obj)
-            except InputError as err:
-                raise err.located(obj=f"PodGroup {key}") from None
+            echo = self._echo(prev, obj.get("status"))
+            if echo is not None:
+                phase, conditions, counts = echo
+            else:
+                try:
+                    phase, conditions, counts = parse.podgroup_status(obj)
+                except InputError as err:
+                    raise err.located(obj=f"PodGroup {key}") from None
             old.phase, old.conditions, old.counts = phase, conditions, counts
-            self.pg_status[old.uid] = status_key(phase, counts, conditions)
+            self.pg_status[prev] = status_key(phase, counts, conditions)
             return old, old
         rec = self.record(kind, key, obj)
         self.pg_seen[(kind, key)] = copy_tree(now_seen)
         return old, rec
+
+    def _echo(
+        self, uid: str, status: Any
+    ) -> tuple[str, list[dict[str, Any]], tuple[int, int, int]] | None:
+        """What :func:`~pumice.api.parse.podgroup_status` reads of ``status`` when it
+        says what the scheduler last wrote to ``uid`` (:meth:`wrote`), else None.
+
+        Why: most PodGroup events are the scheduler's own status write coming back,
+        and comparing it with the write costs a fraction of validating it field by
+        field. The comparison is by value (a real cluster's event is a fresh object,
+        the server's times added to the conditions: it is then parsed), and only
+        what parsing would take unchanged passes: the same phase, counts of the same
+        ints (absent as 0), the same list of conditions (a copy of each is kept, as
+        parsing keeps)."""
+        written = self.pg_written.get(uid)
+        if written is None or type(status) is not dict:
+            return None
+        phase, conditions, counts = written
+        if status.get("phase") != phase:
+            return None
+        for k, n in zip(("running", "succeeded", "failed"), counts, strict=True):
+            got = status.get(k)
+            if (got if got is not None else 0) != n or (got is not None and type(got) is not int):
+                return None
+        seen = status.get("conditions")
+        if type(seen) is not list or seen != conditions:
+            return None
+        return phase, [dict(c) for c in seen], counts
 
     def take_workload(self, ev: WatchEvent) -> str | None:
         """A Workload's event: the Workload's key (``namespace/name``) when what the
