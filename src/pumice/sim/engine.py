@@ -424,6 +424,8 @@ class Simulation:
         manager = self.manager
         if manager is None:
             return
+        if manager.idle() and not self.kubelet.watch.pending():
+            return  # (nothing new since the last call: its wake-up stands; most calls)
         for _ in range(_SETTLE):
             ran = manager.step()
             self.kubelet.sync()
