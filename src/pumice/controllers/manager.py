@@ -12,7 +12,9 @@ cluster.
 
 ``step`` is the whole loop body and returns when nothing is left to do now; ``next_due``
 says when the next requeue falls due, so a caller sleeps (or advances virtual time)
-until then or until new events arrive. A reconcile that raises is logged and retried
+until then or until new events arrive; ``idle`` says whether a step now would do
+nothing (no event unread, no requeue due), which the simulator asks before stepping at
+the end of every instant. A reconcile that raises is logged and retried
 with a backoff; it never stops the other controllers.
 """
 
