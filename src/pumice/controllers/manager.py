@@ -12,7 +12,9 @@ cluster.
 
 ``step`` is the whole loop body and returns when nothing is left to do now; ``next_due``
 says when the next requeue falls due, so a caller sleeps (or advances virtual time)
-until then or until new events arrive. A reconcile that raises is logged and retried
+until then or until new events arrive; ``idle`` says whether a step now would do
+nothing (no event unread, no requeue due), which the simulator asks before stepping at
+the end of every instant. A reconcile that raises is logged and retried
 with a backoff; it never stops the other controllers.
 """
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from pumice.cluster.protocol import WatchEvent
@@ -66,6 +68,8 @@ class Manager:
         self.controllers = list(controllers)
         kinds = sorted({k for c in self.controllers for k in c.kinds})
         self._watch = store.watch(kinds)
+        #: How many events wait unread, where the watch can tell (see :meth:`idle`).
+        self._unread: Callable[[], int] | None = getattr(self._watch, "pending", None)
         #: Per kind, the controllers (by number) whose ``kinds`` name it.
         self._routes: dict[str, list[tuple[int, Controller]]] = {
             k: [(i, c) for i, c in enumerate(self.controllers) if k in c.kinds] for k in kinds
@@ -90,6 +94,16 @@ class Manager:
                 return t
             heapq.heappop(self._due)  # superseded by an earlier due time
         return None
+
+    def idle(self) -> bool:
+        """Whether a :meth:`step` now would do nothing and leave :meth:`next_due` as it
+        is: the first step was taken, no event waits (False where the watch cannot
+        tell) and no requeue is due. A caller that steps after every change asks this
+        first, which costs no drain."""
+        unread = self._unread
+        if not self._started or unread is None or unread():
+            return False
+        return not (self._due and self._due[0][0] <= self.store.now())
 
     def step(self) -> int:
         """Reconcile every key that events or due requeues concern; how many reconciles

@@ -36,7 +36,8 @@ job controller
 (:class:`~pumice.controllers.job.JobController`, the code ``pumice controllers`` runs
 on a cluster) runs under a :class:`~pumice.controllers.manager.Manager`
 over the same store (a :class:`~pumice.sim.apiserver.SimStore`), on the virtual clock:
-the manager steps at the end of every instant that had events and before each cycle,
+the manager steps at the end of every instant that had events and before each cycle
+(not when it is idle: no event for it or the kubelet, no requeue due),
 and the clock gets a wake-up when a requeue (a policy timeout, a TTL) falls due. The
 PodGroups and pods it creates are work for the next cycle (a period after the cycle
 that admitted the job). ``SimOptions(job_controller=False)`` (or
@@ -424,6 +425,8 @@ class Simulation:
         manager = self.manager
         if manager is None:
             return
+        if manager.idle() and not self.kubelet.watch.pending():
+            return  # (nothing new since the last call: its wake-up stands; most calls)
         for _ in range(_SETTLE):
             ran = manager.step()
             self.kubelet.sync()

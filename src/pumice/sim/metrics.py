@@ -161,21 +161,24 @@ def water_fill(
 ) -> np.ndarray:
     """Weighted max-min fair division of ``total`` (R) among queues (Q x R ``demand``),
     each capped by its ``capability`` (Q x R, +inf = unlimited): proportion's deserved."""
+    # (array methods rather than numpy's functions, and the loop's constants taken
+    # once: the arrays are a few queues by a few resources, so the calls are the cost)
     want = np.minimum(demand, capability)
     deserved = np.zeros_like(want)
     remaining = total.astype(np.float64).copy()
-    active = np.any(want > 1e-9, axis=1)
+    active = (want > 1e-9).any(axis=1)
+    settled = 1e-6 * np.maximum(want, 1.0)
     for _ in range(len(weights) + 1):
-        if not active.any() or not np.any(remaining > 1e-9):
+        if not active.any() or not (remaining > 1e-9).any():
             break
         w = np.where(active, weights, 0.0)
-        portion = np.outer(w / w.sum(), remaining)
+        portion = (w / w.sum())[:, np.newaxis] * remaining[np.newaxis, :]
         new = np.minimum(deserved + portion, want)
         delta = new - deserved
         deserved = new
         remaining = np.maximum(remaining - delta.sum(axis=0), 0.0)
-        active = np.any(want - deserved > 1e-6 * np.maximum(want, 1.0), axis=1)
-        if not np.any(delta > 1e-9):
+        active = (want - deserved > settled).any(axis=1)
+        if not (delta > 1e-9).any():
             break
     return deserved
 
@@ -198,6 +201,10 @@ class Metrics:
         self.resources.sort(key=lambda r: ({"cpu": 0, "memory": 1}.get(r, 2), r))
         self.index = {r: i for i, r in enumerate(self.resources)}
         self.total = np.array([allocatable[r] for r in self.resources], dtype=np.float64)
+        #: The resources the cluster has, and what a share of each is taken of (1 for
+        #: those it has none of, whose shares are 0).
+        self._present = self.total > 0
+        self._over = np.where(self._present, self.total, 1.0)
         self.queues = [q.name for q in queues]
         self.queue_index = {q: i for i, q in enumerate(self.queues)}
         nq, nr = len(self.queues), len(self.resources)
@@ -491,10 +498,18 @@ class Metrics:
         """Keep ``pending``'s explanations of the jobs that have not started and of
         those waiting."""
         keys, get = pending.keys(), pending.__getitem__
-        unstarted = keys & self._unstarted.keys()
-        self._said.update(zip(unstarted, map(get, unstarted), strict=True))
-        waiting = keys & self._waiting.keys()
-        self._reason.update(zip(waiting, map(get, waiting), strict=True))
+        # (Most cycles explain only jobs that have not started and wait: those are
+        # kept whole, without a set of them to build.)
+        if keys <= self._unstarted.keys():
+            self._said.update(pending)
+        else:
+            unstarted = keys & self._unstarted.keys()
+            self._said.update(zip(unstarted, map(get, unstarted), strict=True))
+        if keys <= self._waiting.keys():
+            self._reason.update(pending)
+        else:
+            waiting = keys & self._waiting.keys()
+            self._reason.update(zip(waiting, map(get, waiting), strict=True))
 
     def say_reasons(self) -> None:
         """Write each unstarted job's latest explanation into its record."""
@@ -522,22 +537,21 @@ class Metrics:
         self._advance(now)
         s = self.series
         s.time.append(now)
-        total = self.total
+        total, present, over = self.total, self._present, self._over
         with np.errstate(divide="ignore", invalid="ignore"):
-            util = np.where(total > 0, self.used / np.where(total > 0, total, 1.0), 0.0)
-            s.utilization.append([round(float(x), 6) for x in util])
-            shares = np.where(total > 0, self.alloc / np.where(total > 0, total, 1.0), 0.0)
-            deserved = water_fill(
-                total, np.maximum(self.demand, 0.0), self.weights, self.capability
-            )
-            dshare = np.where(total > 0, deserved / np.where(total > 0, total, 1.0), 0.0)
-            want = np.minimum(np.maximum(self.demand, 0.0), self.capability)
-            wshare = np.where(total > 0, want / np.where(total > 0, total, 1.0), 0.0)
-        s.queue_share.append([round(float(x), 6) for x in shares.max(axis=1, initial=0.0)])
-        s.queue_deserved.append([round(float(x), 6) for x in dshare.max(axis=1, initial=0.0)])
+            util = np.where(present, self.used / over, 0.0)
+            s.utilization.append([round(x, 6) for x in util.tolist()])
+            shares = np.where(present, self.alloc / over, 0.0)
+            demand = np.maximum(self.demand, 0.0)
+            deserved = water_fill(total, demand, self.weights, self.capability)
+            dshare = np.where(present, deserved / over, 0.0)
+            want = np.minimum(demand, self.capability)
+            wshare = np.where(present, want / over, 0.0)
+        s.queue_share.append([round(x, 6) for x in shares.max(axis=1, initial=0.0).tolist()])
+        s.queue_deserved.append([round(x, 6) for x in dshare.max(axis=1, initial=0.0).tolist()])
         s.pending.append(self.pending_jobs)
         s.running.append(self.running_jobs)
-        s.queue_demand.append([round(float(x), 6) for x in wshare.max(axis=1, initial=0.0)])
+        s.queue_demand.append([round(x, 6) for x in wshare.max(axis=1, initial=0.0).tolist()])
         jobs, reason = self.jobs, self._reason
         for uid in self._waiting:
             text = reason.get(uid)

@@ -225,31 +225,9 @@ def _pods(
     if job.priority_class and priority_classes is not None:
         priority = priority_classes.get(job.priority_class)
     for task in job.tasks:
-        requests = render_resources(task.requests)
-        limits = {k: v for k, v in requests.items() if k not in (CPU, MEMORY)}
-        resources: dict[str, Any] = {"requests": requests}
-        if limits:
-            resources["limits"] = limits
+        resources = _resources(task)
         for i in range(task.replicas):
-            spec: dict[str, Any] = {
-                "schedulerName": scheduler_name,
-                "restartPolicy": "Never",
-                "containers": [
-                    {
-                        "name": "main",
-                        "image": SIM_IMAGE,
-                        "resources": {k: dict(v) for k, v in resources.items()},
-                    }
-                ],
-            }
-            if job.priority_class:
-                spec["priorityClassName"] = job.priority_class
-            if priority is not None:
-                spec["priority"] = priority
-            if task.volumes:
-                spec["volumes"] = copy_tree(list(task.volumes))
-            if task.resource_claims:
-                spec["resourceClaims"] = copy_tree(list(task.resource_claims))
+            spec = _pod_spec(job, task, resources, scheduler_name, priority)
             meta: dict[str, Any] = {
                 "name": pod_name(job, task, i),
                 "namespace": job.namespace,
@@ -268,6 +246,48 @@ def _pods(
     return objects
 
 
+def _resources(task: TaskSpec) -> dict[str, Any]:
+    """A container's ``resources`` for ``task``: its requests as quantities, those
+    beyond cpu and memory also as limits."""
+    requests = render_resources(task.requests)
+    limits = {k: v for k, v in requests.items() if k not in (CPU, MEMORY)}
+    resources: dict[str, Any] = {"requests": requests}
+    if limits:
+        resources["limits"] = limits
+    return resources
+
+
+def _pod_spec(
+    job: JobSpec,
+    task: TaskSpec,
+    resources: Mapping[str, Mapping[str, str]],
+    scheduler_name: str,
+    priority: int | None,
+) -> dict[str, Any]:
+    """The ``spec`` of a pod of ``task`` before it joins its gang (a new one per pod:
+    nothing in it is shared with ``resources`` or ``task``)."""
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler_name,
+        "restartPolicy": "Never",
+        "containers": [
+            {
+                "name": "main",
+                "image": SIM_IMAGE,
+                "resources": {k: dict(v) for k, v in resources.items()},
+            }
+        ],
+    }
+    if job.priority_class:
+        spec["priorityClassName"] = job.priority_class
+    if priority is not None:
+        spec["priority"] = priority
+    if task.volumes:
+        spec["volumes"] = copy_tree(list(task.volumes))
+    if task.resource_claims:
+        spec["resourceClaims"] = copy_tree(list(task.resource_claims))
+    return spec
+
+
 #: The policies a job of the PodGroup model becomes a Volcano Job with: what that
 #: model does (an eviction restarts the whole job; a failed pod is left failed and the
 #: job fails once all its pods ended).
@@ -281,17 +301,20 @@ def volcano_job(job: JobSpec, *, scheduler_name: str = "volcano") -> dict[str, A
     :func:`job_objects` renders (as templates), the same ``minAvailable`` (and per-task
     minimums), queue and priority class, and the policies of the PodGroup model
     (:data:`MODEL_POLICIES`), with the simulation annotations."""
-    pods = job_objects(job, scheduler_name=scheduler_name)[1:]
+    # (a template per task: the spec :func:`job_objects` gives the first pod of the
+    # first task of that name, without rendering the others)
     first: dict[str, dict[str, Any]] = {}
-    for pod in pods:
-        first.setdefault(pod["metadata"]["annotations"][ANNOTATION_TASK_SPEC], pod)
+    for task in job.tasks:
+        if task.replicas > 0 and task.name not in first:
+            template = _pod_spec(job, task, _resources(task), scheduler_name, None)
+            _join(job, {}, template)
+            first[task.name] = template
     tasks = []
     for task in job.tasks:
-        pod = first[task.name]
         tspec: dict[str, Any] = {
             "name": task.name,
             "replicas": task.replicas,
-            "template": {"spec": pod["spec"]},
+            "template": {"spec": first[task.name]},
         }
         if task.min_available is not None:
             tspec["minAvailable"] = task.min_available

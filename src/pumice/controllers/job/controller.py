@@ -331,6 +331,12 @@ class JobController:
             job, changed = self._index_pod(event.type, event.key, event.obj)
             return (job,) if job and changed else ()
         if event.kind == "PodGroup":
+            if event.type != DELETED:
+                # (most PodGroup events are the scheduler's status writes, which leave
+                # what a reconcile reads as it was: then whose it is is not read)
+                last = self._groups.get(event.key)
+                if last is not None and _group_view(event.obj) == last:
+                    return ()
             job = _job_ref(event.obj)
             return (job,) if job and self._group_changed(event) else ()
         if event.kind == "Command":
