@@ -87,7 +87,9 @@ class EnqueueAction:
         queues one after the other, in queue order, each with all its jobs in job order.
         That is how it is written here, with one sort of the queues instead of a heap
         operation per job; and when no job can be admitted, without the orders at all
-        (see :func:`_refuse_all`)."""
+        (see :func:`_refuse_all`). When some can, the parked jobs the first voting
+        function rejected at once are said refused in their turn without being put in
+        order (see :func:`_serve`)."""
         jobs_of: dict[str, list[JobInfo]] = {}
         # Only Pending jobs have anything to enqueue: the active ones and the parked.
         # The parked ones the first voting function rejects at once (see
@@ -100,23 +102,40 @@ class EnqueueAction:
             jobs_of.setdefault(job.queue, []).append(job)
         if _refuse_all(ssn, jobs_of, vote):
             return
-        first, refused_jobs = (vote.first, vote.jobs()) if vote is not None else ("", [])
-        refused = {job.uid for job in refused_jobs}
-        for job in refused_jobs:
-            jobs_of.setdefault(job.queue, []).append(job)
         jkey = job_key(ssn)  # job order cannot change during enqueue either
+        # The parked jobs the first function rejected are refused by it in their turn
+        # (see _parked_refused), by queue; with a job key they are not put in order
+        # with the others (see _serve).
+        refused_of: dict[str, list[JobInfo]] = {}
+        for job in vote.jobs() if vote is not None else ():
+            refused_of.setdefault(job.queue, []).append(job)
+        first = vote.first if vote is not None else ""
+        refused: set[str] = set()
+        if jkey is None:  # (put in order with the others, from a heap)
+            for name, jobs in refused_of.items():
+                jobs_of.setdefault(name, []).extend(jobs)
+                refused.update(job.uid for job in jobs)
+            refused_of = {}
 
         def cmp(a: QueueInfo, b: QueueInfo) -> int:
             return -1 if ssn.queue_less(a, b) else (1 if ssn.queue_less(b, a) else 0)
 
-        queues = sorted((ssn.queues[name] for name in jobs_of), key=functools.cmp_to_key(cmp))
-        refusal = refusals(ssn)
+        names = jobs_of.keys() | refused_of.keys()
+        queues = sorted((ssn.queues[name] for name in names), key=functools.cmp_to_key(cmp))
+        text_for = refusal_texts(ssn)
         unparked = False
         for queue in queues:
-            for job in _in_order(ssn, jobs_of[queue.name], jkey):
-                if not queue.is_open():
-                    ssn.not_enqueued[job.uid] = f"{NOT_ENQUEUED}queue {queue.name} is {queue.state}"
-                    continue
+            jobs = jobs_of.get(queue.name, [])
+            rejected = refused_of.get(queue.name)
+            if not queue.is_open():
+                closed = f"{NOT_ENQUEUED}queue {queue.name} is {queue.state}"
+                for job in itertools.chain(jobs, rejected or ()):  # (in any order)
+                    ssn.not_enqueued[job.uid] = closed
+                continue
+            ordered = _in_order(ssn, jobs, jkey)
+            if rejected:
+                ordered = _serve(ordered, rejected, jkey, ssn, text_for(first))
+            for job in ordered:
                 if job.min_resources is None:
                     admitted, refuser = True, None
                 elif job.uid in refused:  # (and still is: see _parked_refused)
@@ -130,9 +149,43 @@ class EnqueueAction:
                     if ssn.parked:
                         unparked |= _unpark(ssn, job)
                 else:
-                    ssn.not_enqueued[job.uid] = refusal(refuser, job)
+                    ssn.not_enqueued[job.uid] = text_for(refuser)(job)
         if unparked:  # (the active jobs are in uid order)
             ssn.active = dict(sorted(ssn.active.items()))
+
+
+def _serve(
+    ordered: Iterator[JobInfo],
+    rejected: list[JobInfo],
+    key: Callable[[JobInfo], tuple] | None,
+    ssn: Session,
+    said: Callable[[JobInfo], Text],
+) -> Iterator[JobInfo]:
+    """The jobs of an open queue for the loop to decide on, in job order (``ordered``),
+    while the parked jobs of the queue the first voting function rejected
+    (``rejected``, in any order; ``key`` is the job key) are said refused (``said``)
+    just before the first job that comes after them in job order is decided, or at
+    the end: each in its turn, when the cycle's figures are what they are when the
+    loop in order refuses it, without putting them in order (nothing the loop does
+    for a job it refuses moves those figures, and where no other job of the queue is
+    decided on, none of them needs its key)."""
+    not_enqueued = ssn.not_enqueued
+    keys: list[tuple] | None = None
+    for job in ordered:
+        if rejected and key is not None:
+            if keys is None:
+                keys = list(map(key, rejected))
+            at = key(job)
+            before = [k < at for k in keys]
+            if True in before:
+                turn = list(itertools.compress(rejected, before))
+                not_enqueued.update(zip([j.uid for j in turn], map(said, turn), strict=True))
+                after = [not b for b in before]
+                rejected = list(itertools.compress(rejected, after))
+                keys = list(itertools.compress(keys, after))
+        yield job
+    if rejected:
+        not_enqueued.update(zip([j.uid for j in rejected], map(said, rejected), strict=True))
 
 
 def _unpark(ssn: Session, job: JobInfo) -> bool:
