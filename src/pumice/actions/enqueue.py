@@ -123,6 +123,7 @@ class EnqueueAction:
         names = jobs_of.keys() | refused_of.keys()
         queues = sorted((ssn.queues[name] for name in names), key=functools.cmp_to_key(cmp))
         text_for = refusal_texts(ssn)
+        say = _Turns(ssn, vote, text_for) if refused_of and vote is not None else None
         unparked = False
         for queue in queues:
             jobs = jobs_of.get(queue.name, [])
@@ -133,8 +134,8 @@ class EnqueueAction:
                     ssn.not_enqueued[job.uid] = closed
                 continue
             ordered = _in_order(ssn, jobs, jkey)
-            if rejected:
-                ordered = _serve(ordered, rejected, jkey, ssn, text_for(first))
+            if rejected and say is not None:
+                ordered = _serve(ordered, rejected, jkey, say)
             for job in ordered:
                 if job.min_resources is None:
                     admitted, refuser = True, None
@@ -150,6 +151,8 @@ class EnqueueAction:
                         unparked |= _unpark(ssn, job)
                 else:
                     ssn.not_enqueued[job.uid] = text_for(refuser)(job)
+        if say is not None:
+            say.lay()
         if unparked:  # (the active jobs are in uid order)
             ssn.active = dict(sorted(ssn.active.items()))
 
@@ -158,18 +161,16 @@ def _serve(
     ordered: Iterator[JobInfo],
     rejected: list[JobInfo],
     key: Callable[[JobInfo], tuple] | None,
-    ssn: Session,
-    said: Callable[[JobInfo], Text],
+    say: _Turns,
 ) -> Iterator[JobInfo]:
     """The jobs of an open queue for the loop to decide on, in job order (``ordered``),
     while the parked jobs of the queue the first voting function rejected
-    (``rejected``, in any order; ``key`` is the job key) are said refused (``said``)
+    (``rejected``, in any order; ``key`` is the job key) are said refused (``say``)
     just before the first job that comes after them in job order is decided, or at
-    the end: each in its turn, when the cycle's figures are what they are when the
-    loop in order refuses it, without putting them in order (nothing the loop does
-    for a job it refuses moves those figures, and where no other job of the queue is
-    decided on, none of them needs its key)."""
-    not_enqueued = ssn.not_enqueued
+    the end: each in its turn, on the cycle's figures as the loop in order would
+    find them when it refused the job, without putting them in order (they are
+    refused without a vote, which moves nothing; and where no other job of the queue
+    is decided on, none of them needs its key)."""
     keys: list[tuple] | None = None
     for job in ordered:
         if rejected and key is not None:
@@ -178,14 +179,74 @@ def _serve(
             at = key(job)
             before = [k < at for k in keys]
             if True in before:
-                turn = list(itertools.compress(rejected, before))
-                not_enqueued.update(zip([j.uid for j in turn], map(said, turn), strict=True))
+                say(list(itertools.compress(rejected, before)))
                 after = [not b for b in before]
                 rejected = list(itertools.compress(rejected, after))
                 keys = list(itertools.compress(keys, after))
         yield job
     if rejected:
-        not_enqueued.update(zip([j.uid for j in rejected], map(said, rejected), strict=True))
+        say(rejected)
+
+
+class _Turns:
+    """Says why the parked jobs the first voting function rejected (``vote``) are
+    refused, a group of them at a time, each group on the cycle's figures as they
+    stand when it is said (see :func:`_serve`): one by one (``Session.not_enqueued``),
+    or, those that are not valid gangs, where the refusing plugin can say many on the
+    same figures (``explain_each``, see :func:`_lay_refusals`), as one layer for the
+    cycle (:meth:`lay`), each job's sentence on the figures of its group."""
+
+    __slots__ = ("each", "head", "invalid", "said", "says", "ssn", "vote")
+
+    def __init__(
+        self,
+        ssn: Session,
+        vote: _ParkedVote,
+        text_for: Callable[[str | None], Callable[[JobInfo], Text]],
+    ) -> None:
+        self.ssn = ssn
+        self.vote = vote
+        self.said = text_for(vote.first)
+        self.head = f"{NOT_ENQUEUED}{vote.first}: "
+        plugin = next((p for p in ssn.plugins if p.name == vote.first), None)
+        self.each: Callable[..., Callable[[JobInfo], str]] | None = (
+            getattr(plugin, "explain_each", None) if plugin is not None else None
+        )
+        #: Per row of the vote's rows: not a valid gang; and the function that says
+        #: its refusal, once said in the layer.
+        self.invalid: list[bool] = vote.rows.invalid.tolist()
+        self.says: list[Callable[[JobInfo], str] | None] = [None] * len(self.invalid)
+
+    def __call__(self, jobs: list[JobInfo]) -> None:
+        not_enqueued = self.ssn.not_enqueued
+        if self.each is None:
+            not_enqueued.update(zip([j.uid for j in jobs], map(self.said, jobs), strict=True))
+            return
+        index, invalid, says = self.vote.rows.index, self.invalid, self.says
+        now: Callable[[JobInfo], str] | None = None
+        for job in jobs:
+            row = index[job.uid]
+            if invalid[row]:
+                if now is None:
+                    now = self.each(self.ssn, self.head)
+                says[row] = now
+            else:
+                not_enqueued[job.uid] = self.said(job)
+
+    def lay(self) -> None:
+        """Hand over the layer of the jobs said in it (``Session.refused_parked``)."""
+        says = self.says
+        keep = [s is not None for s in says]
+        count = keep.count(True)
+        if not count:
+            return
+        rows = self.vote.rows
+        index = rows.index
+
+        def say(job: JobInfo) -> str:
+            return says[index[job.uid]](job)  # type: ignore[misc]
+
+        self.ssn.refused_parked = Layer(rows.jobs, rows.uids, keep, index, say, count)
 
 
 def _unpark(ssn: Session, job: JobInfo) -> bool:

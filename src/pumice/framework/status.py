@@ -262,10 +262,16 @@ class _Explainer:
         )  # fmt: skip
         own = job.verdicts.recall(_OWN, stamp)
         if own is None:
+            # (With the objects whose ids the stamp names: no id is reused meanwhile.)
             own = job.verdicts.keep(
                 _OWN,
                 stamp,
-                (never_fits(self.ssn, job, self.limits), gang_short(job), job.min_resources),
+                (
+                    never_fits(self.ssn, job, self.limits),
+                    gang_short(job),
+                    job.min_resources,
+                    self.limits.held,
+                ),
             )
         never = own[0]
         stage, said = self._stage_reason(job, pending, own[1])
