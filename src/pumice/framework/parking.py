@@ -75,11 +75,14 @@ class Rows:
     (not changed) when the jobs parked are others."""
 
     __slots__ = (
-        "all_invalid", "at", "every", "index", "invalid", "jobs", "matrix", "parked", "uids"
+        "all_invalid", "at", "every", "index", "invalid", "jobs", "keys", "matrix", "parked",
+        "uids",
     )  # fmt: skip
 
     def __init__(self, uids: list[str], parked: tuple[Parked, ...], space: ResourceSpace) -> None:
         self.parked = parked
+        #: The uid of each parked job, in parking order.
+        self.keys = uids
         #: Every parked job, in parking order.
         self.every = list(map(_JOB, parked))
         wants = list(map(_WANTS, self.every))
@@ -113,22 +116,21 @@ class Rows:
         self.all_invalid = bool(self.invalid.all())
 
     @classmethod
-    def after(
-        cls, last: Rows, uids: list[str], parked: tuple[Parked, ...], space: ResourceSpace
-    ) -> Rows:
-        """``Rows(uids, parked, space)``, made from ``last`` where ``parked`` is what
-        ``last`` parked less some jobs, then more (as :attr:`Parking.kept` changes from
-        cycle to cycle: a job unparked leaves its place, one parked comes last): the
-        rows that stay are taken as they are, only the new ones are worked out."""
+    def after(cls, last: Rows, kept: dict[str, Parked], space: ResourceSpace) -> Rows:
+        """``Rows(list(kept), tuple(kept.values()), space)``, made from ``last`` where
+        ``kept`` is what ``last`` parked less some jobs, then more (as
+        :attr:`Parking.kept` changes from cycle to cycle: a job unparked leaves its
+        place, one parked comes last): the rows that stay are taken as they are, only
+        the new ones are worked out."""
+        uids, parked = list(kept), tuple(kept.values())
         old = last.parked
-        ids = set(map(id, parked))
-        alive = list(map(ids.__contains__, map(id, old)))
+        alive = list(map(operator.is_, old, map(kept.get, last.keys)))
         stay = alive.count(True)
         if not all(map(operator.is_, itertools.compress(old, alive), parked[:stay])):
             return cls(uids, parked, space)  # (not in that order)
         new = cls(uids[stay:], parked[stay:], space)
         rows = cls.__new__(cls)
-        rows.parked = parked
+        rows.parked, rows.keys = parked, uids
         rows.every = [*itertools.compress(last.every, alive), *new.every]
         stays = np.array(alive, dtype=bool)
         if last.jobs is last.every and new.jobs is new.every:  # (all ask minResources)
@@ -181,7 +183,7 @@ class Parking:
             rows = self._rows = (
                 Rows(list(self.kept), now, space)
                 if rows is None or rows.matrix.shape[1] != space.size
-                else Rows.after(rows, list(self.kept), now, space)
+                else Rows.after(rows, self.kept, space)
             )
         return rows
 
