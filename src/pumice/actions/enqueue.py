@@ -18,7 +18,7 @@ import numpy as np
 from pumice.api.job import INQUEUE, JobInfo
 from pumice.api.queue import QueueInfo
 from pumice.conf.arguments import Arguments
-from pumice.framework.orders import job_key
+from pumice.framework.orders import job_key, queue_key
 from pumice.framework.parking import Rows
 from pumice.framework.pqueue import PriorityQueue
 from pumice.framework.said import Layer, Text
@@ -121,7 +121,11 @@ class EnqueueAction:
             return -1 if ssn.queue_less(a, b) else (1 if ssn.queue_less(b, a) else 0)
 
         names = jobs_of.keys() | refused_of.keys()
-        queues = sorted((ssn.queues[name] for name in names), key=functools.cmp_to_key(cmp))
+        qkey = queue_key(ssn)  # (the same order, where the plugins offer keys)
+        queues = sorted(
+            (ssn.queues[name] for name in names),
+            key=functools.cmp_to_key(cmp) if qkey is None else qkey,
+        )
         text_for = refusal_texts(ssn)
         say = _Turns(ssn, vote, text_for) if refused_of and vote is not None else None
         unparked = False
