@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from pumice.api.job import COMPLETED, INQUEUE, PENDING, RUNNING, UNKNOWN, JobInfo
+from pumice.api.job import COMPLETED, INQUEUE, PENDING, RUNNING, UNKNOWN, FitError, JobInfo
 from pumice.api.quantity import plural
 from pumice.api.queue import QueueInfo
 from pumice.api.task import READY_STATUSES, TaskStatus
 from pumice.framework.decisions import PodGroupUpdate
 from pumice.framework.limits import GENERIC_LIMIT, QueueRefusal
 from pumice.framework.never import Limits, never_fits
-from pumice.framework.said import Text, join
+from pumice.framework.said import Said, Text, join
 from pumice.framework.session import Session
 
 SCHEDULED_STATUSES = frozenset(
@@ -202,6 +202,13 @@ def stage_and_reason(ssn: Session, job: JobInfo, limits: Limits | None = None) -
     return _Explainer(ssn, Limits(ssn) if limits is None else limits)(job)
 
 
+def _no_node(gang: str, task: str, err: FitError) -> str:
+    """Why a job waits whose task ``task`` found no node (``err``), after how its
+    gang falls short (``gang``, or "")."""
+    detail = f"task {task}: {err.render()}"
+    return f"{gang}; {detail}" if gang else detail
+
+
 #: The stages that can stop a waiting job, in the order a job passes them:
 #: ``not-schedulable`` (the job itself is refused: too few pods for its gang, no such
 #: queue, ...), ``enqueue`` (not admitted yet: the queue's capability, overcommit,
@@ -301,10 +308,11 @@ class _Explainer:
         detail = ""
         stage = ALLOCATE
         if job.fit_errors:
+            # (Said when read: a fit error is read-only once recorded.)
             uid, err = next(iter(job.fit_errors.items()))
             name = job.tasks[uid].name if uid in job.tasks else uid
-            detail = f"task {name}: {err.render()}"
-        elif job.note:
+            return ALLOCATE, Said(_no_node, gang, name, err)
+        if job.note:
             if isinstance(job.note, QueueRefusal):
                 stage = QUEUE
             detail = _named_refusal(self.ssn, queue, job.note, self.named)
