@@ -29,22 +29,15 @@ from pumice.framework.verdicts import timeless
 NOT_ENQUEUED = "not enqueued: "
 
 
-def refusals(ssn: Session) -> Callable[[str | None, JobInfo], Text]:
-    """``refusal(plugin, job)``: a sentence naming the gate that refused ``job`` and why
-    (after :data:`NOT_ENQUEUED`).
+def refusal_texts(ssn: Session) -> Callable[[str | None], Callable[[JobInfo], Text]]:
+    """``text_for(plugin)``: the function saying why ``plugin`` refused a job, as a
+    sentence naming the gate that refused it and why (after :data:`NOT_ENQUEUED`).
     A refused backlog asks this for every job in every cycle: each refusing plugin's
     explanation is looked up once per session, and a plugin that can say it later
     (``explain_later(ssn, job, head)``, see :mod:`pumice.framework.said`) hands over the
     facts it would quote, after ``head``, instead of the sentence (and one that can say
     many with the same figures, ``explain_each``, says the parked jobs' refusals as one
-    layer: see :func:`_lay_refusals`)."""
-    text_for = refusal_texts(ssn)
-    return lambda plugin_name, job: text_for(plugin_name)(job)
-
-
-def refusal_texts(ssn: Session) -> Callable[[str | None], Callable[[JobInfo], Text]]:
-    """``text_for(plugin)``: the function saying why ``plugin`` refused a job (see
-    :func:`refusals`), looked up once per plugin, for callers that say many at once."""
+    layer: see :func:`_lay_refusals` and :class:`_Turns`)."""
     texts: dict[str | None, Callable[[JobInfo], Text]] = {}
 
     def text_for(plugin_name: str | None) -> Callable[[JobInfo], Text]:
