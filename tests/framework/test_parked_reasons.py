@@ -91,3 +91,31 @@ def test_a_copy_of_the_explanations_holds_the_layer_by_reference() -> None:
     assert copy.held()[1] == layers
     assert dict(copy) == dict(decisions.pending)
     assert len(copy) == len(held) + sum(map(len, layers)) == 3
+
+
+def test_in_a_cycle_that_admits_a_job_each_parked_refusal_quotes_the_figures_of_its_turn() -> None:
+    # A gang created after the small jobs comes after them in job order: the cycle
+    # that admits one refuses it on the figures that count the small job in, and the
+    # gangs before it on the figures before.
+    late = podgroup("big-late", min_member=2, phase="Pending", min_resources={"cpu": "40"},
+                    created="2024-01-03T00:00:00Z")  # fmt: skip
+    living_store, living_cache = _world()
+    fresh_store, fresh_cache = _world()
+    for store, cache in ((living_store, living_cache), (fresh_store, fresh_cache)):
+        store.create_all([late])
+        cache.sync()
+    living = _fresh()
+    for _ in range(2):  # (the gangs parked)
+        _cycle(living_cache, living)
+        _cycle(fresh_cache, _fresh())
+    for store, cache in ((living_store, living_cache), (fresh_store, fresh_cache)):
+        store.create_all([_small(1)])
+        cache.sync()
+    decisions = _cycle(living_cache, living)
+    expected = dict(_cycle(fresh_cache, _fresh()).pending)
+    assert expected["default/small-1"].startswith("admitted")
+    assert decisions.pending.held()[1]  # (the parked gangs' refusals as one layer)
+    said = dict(decisions.pending)
+    assert said == expected
+    assert said["default/big-a"] != said["default/big-late"]
+    assert said["default/big-a"] == said["default/big-b"]

@@ -18,7 +18,7 @@ import numpy as np
 from pumice.api.job import INQUEUE, JobInfo
 from pumice.api.queue import QueueInfo
 from pumice.conf.arguments import Arguments
-from pumice.framework.orders import job_key
+from pumice.framework.orders import job_key, queue_key
 from pumice.framework.parking import Rows
 from pumice.framework.pqueue import PriorityQueue
 from pumice.framework.said import Layer, Text
@@ -29,22 +29,15 @@ from pumice.framework.verdicts import timeless
 NOT_ENQUEUED = "not enqueued: "
 
 
-def refusals(ssn: Session) -> Callable[[str | None, JobInfo], Text]:
-    """``refusal(plugin, job)``: a sentence naming the gate that refused ``job`` and why
-    (after :data:`NOT_ENQUEUED`).
+def refusal_texts(ssn: Session) -> Callable[[str | None], Callable[[JobInfo], Text]]:
+    """``text_for(plugin)``: the function saying why ``plugin`` refused a job, as a
+    sentence naming the gate that refused it and why (after :data:`NOT_ENQUEUED`).
     A refused backlog asks this for every job in every cycle: each refusing plugin's
     explanation is looked up once per session, and a plugin that can say it later
     (``explain_later(ssn, job, head)``, see :mod:`pumice.framework.said`) hands over the
     facts it would quote, after ``head``, instead of the sentence (and one that can say
     many with the same figures, ``explain_each``, says the parked jobs' refusals as one
-    layer: see :func:`_lay_refusals`)."""
-    text_for = refusal_texts(ssn)
-    return lambda plugin_name, job: text_for(plugin_name)(job)
-
-
-def refusal_texts(ssn: Session) -> Callable[[str | None], Callable[[JobInfo], Text]]:
-    """``text_for(plugin)``: the function saying why ``plugin`` refused a job (see
-    :func:`refusals`), looked up once per plugin, for callers that say many at once."""
+    layer: see :func:`_lay_refusals` and :class:`_Turns`)."""
     texts: dict[str | None, Callable[[JobInfo], Text]] = {}
 
     def text_for(plugin_name: str | None) -> Callable[[JobInfo], Text]:
@@ -87,7 +80,9 @@ class EnqueueAction:
         queues one after the other, in queue order, each with all its jobs in job order.
         That is how it is written here, with one sort of the queues instead of a heap
         operation per job; and when no job can be admitted, without the orders at all
-        (see :func:`_refuse_all`)."""
+        (see :func:`_refuse_all`). When some can, the parked jobs the first voting
+        function rejected at once are said refused in their turn without being put in
+        order (see :func:`_serve`)."""
         jobs_of: dict[str, list[JobInfo]] = {}
         # Only Pending jobs have anything to enqueue: the active ones and the parked.
         # The parked ones the first voting function rejects at once (see
@@ -100,23 +95,45 @@ class EnqueueAction:
             jobs_of.setdefault(job.queue, []).append(job)
         if _refuse_all(ssn, jobs_of, vote):
             return
-        first, refused_jobs = (vote.first, vote.jobs()) if vote is not None else ("", [])
-        refused = {job.uid for job in refused_jobs}
-        for job in refused_jobs:
-            jobs_of.setdefault(job.queue, []).append(job)
         jkey = job_key(ssn)  # job order cannot change during enqueue either
+        # The parked jobs the first function rejected are refused by it in their turn
+        # (see _parked_refused), by queue; with a job key they are not put in order
+        # with the others (see _serve).
+        refused_of: dict[str, list[JobInfo]] = {}
+        for job in vote.jobs() if vote is not None else ():
+            refused_of.setdefault(job.queue, []).append(job)
+        first = vote.first if vote is not None else ""
+        refused: set[str] = set()
+        if jkey is None:  # (put in order with the others, from a heap)
+            for name, jobs in refused_of.items():
+                jobs_of.setdefault(name, []).extend(jobs)
+                refused.update(job.uid for job in jobs)
+            refused_of = {}
 
         def cmp(a: QueueInfo, b: QueueInfo) -> int:
             return -1 if ssn.queue_less(a, b) else (1 if ssn.queue_less(b, a) else 0)
 
-        queues = sorted((ssn.queues[name] for name in jobs_of), key=functools.cmp_to_key(cmp))
-        refusal = refusals(ssn)
+        names = jobs_of.keys() | refused_of.keys()
+        qkey = queue_key(ssn)  # (the same order, where the plugins offer keys)
+        queues = sorted(
+            (ssn.queues[name] for name in names),
+            key=functools.cmp_to_key(cmp) if qkey is None else qkey,
+        )
+        text_for = refusal_texts(ssn)
+        say = _Turns(ssn, vote, text_for) if refused_of and vote is not None else None
         unparked = False
         for queue in queues:
-            for job in _in_order(ssn, jobs_of[queue.name], jkey):
-                if not queue.is_open():
-                    ssn.not_enqueued[job.uid] = f"{NOT_ENQUEUED}queue {queue.name} is {queue.state}"
-                    continue
+            jobs = jobs_of.get(queue.name, [])
+            rejected = refused_of.get(queue.name)
+            if not queue.is_open():
+                closed = f"{NOT_ENQUEUED}queue {queue.name} is {queue.state}"
+                for job in itertools.chain(jobs, rejected or ()):  # (in any order)
+                    ssn.not_enqueued[job.uid] = closed
+                continue
+            ordered = _in_order(ssn, jobs, jkey)
+            if rejected and say is not None:
+                ordered = _serve(ordered, rejected, jkey, say)
+            for job in ordered:
                 if job.min_resources is None:
                     admitted, refuser = True, None
                 elif job.uid in refused:  # (and still is: see _parked_refused)
@@ -130,9 +147,103 @@ class EnqueueAction:
                     if ssn.parked:
                         unparked |= _unpark(ssn, job)
                 else:
-                    ssn.not_enqueued[job.uid] = refusal(refuser, job)
+                    ssn.not_enqueued[job.uid] = text_for(refuser)(job)
+        if say is not None:
+            say.lay()
         if unparked:  # (the active jobs are in uid order)
             ssn.active = dict(sorted(ssn.active.items()))
+
+
+def _serve(
+    ordered: Iterator[JobInfo],
+    rejected: list[JobInfo],
+    key: Callable[[JobInfo], tuple] | None,
+    say: _Turns,
+) -> Iterator[JobInfo]:
+    """The jobs of an open queue for the loop to decide on, in job order (``ordered``),
+    while the parked jobs of the queue the first voting function rejected
+    (``rejected``, in any order; ``key`` is the job key) are said refused (``say``)
+    just before the first job that comes after them in job order is decided, or at
+    the end: each in its turn, on the cycle's figures as the loop in order would
+    find them when it refused the job, without putting them in order (they are
+    refused without a vote, which moves nothing; and where no other job of the queue
+    is decided on, none of them needs its key)."""
+    keys: list[tuple] | None = None
+    for job in ordered:
+        if rejected and key is not None:
+            if keys is None:
+                keys = list(map(key, rejected))
+            at = key(job)
+            before = [k < at for k in keys]
+            if True in before:
+                say(list(itertools.compress(rejected, before)))
+                after = [not b for b in before]
+                rejected = list(itertools.compress(rejected, after))
+                keys = list(itertools.compress(keys, after))
+        yield job
+    if rejected:
+        say(rejected)
+
+
+class _Turns:
+    """Says why the parked jobs the first voting function rejected (``vote``) are
+    refused, a group of them at a time, each group on the cycle's figures as they
+    stand when it is said (see :func:`_serve`): one by one (``Session.not_enqueued``),
+    or, those that are not valid gangs, where the refusing plugin can say many on the
+    same figures (``explain_each``, see :func:`_lay_refusals`), as one layer for the
+    cycle (:meth:`lay`), each job's sentence on the figures of its group."""
+
+    __slots__ = ("each", "head", "invalid", "said", "says", "ssn", "vote")
+
+    def __init__(
+        self,
+        ssn: Session,
+        vote: _ParkedVote,
+        text_for: Callable[[str | None], Callable[[JobInfo], Text]],
+    ) -> None:
+        self.ssn = ssn
+        self.vote = vote
+        self.said = text_for(vote.first)
+        self.head = f"{NOT_ENQUEUED}{vote.first}: "
+        plugin = next((p for p in ssn.plugins if p.name == vote.first), None)
+        self.each: Callable[..., Callable[[JobInfo], str]] | None = (
+            getattr(plugin, "explain_each", None) if plugin is not None else None
+        )
+        #: Per row of the vote's rows: not a valid gang; and the function that says
+        #: its refusal, once said in the layer.
+        self.invalid: list[bool] = vote.rows.invalid.tolist()
+        self.says: list[Callable[[JobInfo], str] | None] = [None] * len(self.invalid)
+
+    def __call__(self, jobs: list[JobInfo]) -> None:
+        not_enqueued = self.ssn.not_enqueued
+        if self.each is None:
+            not_enqueued.update(zip([j.uid for j in jobs], map(self.said, jobs), strict=True))
+            return
+        index, invalid, says = self.vote.rows.index, self.invalid, self.says
+        now: Callable[[JobInfo], str] | None = None
+        for job in jobs:
+            row = index[job.uid]
+            if invalid[row]:
+                if now is None:
+                    now = self.each(self.ssn, self.head)
+                says[row] = now
+            else:
+                not_enqueued[job.uid] = self.said(job)
+
+    def lay(self) -> None:
+        """Hand over the layer of the jobs said in it (``Session.refused_parked``)."""
+        says = self.says
+        keep = [s is not None for s in says]
+        count = keep.count(True)
+        if not count:
+            return
+        rows = self.vote.rows
+        index = rows.index
+
+        def say(job: JobInfo) -> str:
+            return says[index[job.uid]](job)  # type: ignore[misc]
+
+        self.ssn.refused_parked = Layer(rows.jobs, rows.uids, keep, index, say, count)
 
 
 def _unpark(ssn: Session, job: JobInfo) -> bool:

@@ -51,8 +51,9 @@ class Limits:
         )
         self._largest: dict[tuple, Vector | None] = {}
         self._tasks: dict[tuple, str] = {}
-        self._for_tasks = _checks(ssn, "allocatable")
-        self._for_admission = _checks(ssn, "job_enqueueable")
+        #: The plugins' checks, looked up when first asked (most cycles answer every
+        #: job from what its ``verdicts`` kept).
+        self._checks: dict[str, list[CapabilityCheck]] = {}
         #: What every answer here depends on besides the job: the configuration (which
         #: plugins ask), the nodes' allocatable resources and labels (arrays replaced,
         #: never written, when a node changes), whether nodes are left out. Queue specs
@@ -69,6 +70,13 @@ class Limits:
         #: The limit a queue refusal names, per queue (``status._named_refusal``): the
         #: plugins' figures stand while a session explains.
         self.refusal_limits: dict[str, str | None] = {}
+
+    def _checks_of(self, hook: str) -> list[CapabilityCheck]:
+        """The ``capability_exceeded`` checks of the plugins deciding ``hook``."""
+        got = self._checks.get(hook)
+        if got is None:
+            got = self._checks[hook] = _checks(self.ssn, hook)
+        return got
 
     def largest(self, selector: tuple[tuple[str, str], ...]) -> Vector | None:
         """Per resource, the most any node matching ``selector`` offers (None when no
@@ -108,7 +116,7 @@ class Limits:
                     f"asks {name} {format_amount(name, float(req[d]))}, the largest {which} "
                     f"has {format_amount(name, float(largest[d]))}"
                 )
-        return self._capability(queue, task.resreq, self._for_tasks, "asks")
+        return self._capability(queue, task.resreq, self._checks_of("allocatable"), "asks")
 
     def gang(self, job: JobInfo) -> str:
         """Why ``job``'s gang can never run whole ("its 8 tasks ask nvidia.com/gpu 64 at
@@ -130,15 +138,16 @@ class Limits:
                     f"its {k} tasks ask {name} {format_amount(name, float(least[d]))} at "
                     f"least, all nodes together have {format_amount(name, float(total[d]))}"
                 )
-        why = self._capability(job.queue, least, self._for_tasks, "ask at least")
+        why = self._capability(job.queue, least, self._checks_of("allocatable"), "ask at least")
         return f"its {k} tasks {why}" if why else ""
 
     def admission(self, job: JobInfo) -> str:
         """Why ``job``'s minResources can never be admitted to its queue, or ""."""
         if job.min_resources is None:
             return ""
-        why = self._capability(job.queue, job.min_resources, self._for_admission, "ask for")
-        if why or not self._for_admission or self._allocatable is None:
+        for_admission = self._checks_of("job_enqueueable")
+        why = self._capability(job.queue, job.min_resources, for_admission, "ask for")
+        if why or not for_admission or self._allocatable is None:
             return why
         # Those plugins also hold a queue to the cluster's total where no capability is
         # set: minResources beyond it are never admitted while the cluster stays.

@@ -75,11 +75,14 @@ class Rows:
     (not changed) when the jobs parked are others."""
 
     __slots__ = (
-        "all_invalid", "at", "every", "index", "invalid", "jobs", "matrix", "parked", "uids"
+        "all_invalid", "at", "every", "index", "invalid", "jobs", "keys", "matrix", "parked",
+        "uids",
     )  # fmt: skip
 
     def __init__(self, uids: list[str], parked: tuple[Parked, ...], space: ResourceSpace) -> None:
         self.parked = parked
+        #: The uid of each parked job, in parking order.
+        self.keys = uids
         #: Every parked job, in parking order.
         self.every = list(map(_JOB, parked))
         wants = list(map(_WANTS, self.every))
@@ -112,6 +115,41 @@ class Rows:
         #: Every row is not a valid gang (the usual backlog: no pods yet).
         self.all_invalid = bool(self.invalid.all())
 
+    @classmethod
+    def after(cls, last: Rows, kept: dict[str, Parked], space: ResourceSpace) -> Rows:
+        """``Rows(list(kept), tuple(kept.values()), space)``, made from ``last`` where
+        ``kept`` is what ``last`` parked less some jobs, then more (as
+        :attr:`Parking.kept` changes from cycle to cycle: a job unparked leaves its
+        place, one parked comes last): the rows that stay are taken as they are, only
+        the new ones are worked out."""
+        uids, parked = list(kept), tuple(kept.values())
+        old = last.parked
+        alive = list(map(operator.is_, old, map(kept.get, last.keys)))
+        stay = alive.count(True)
+        if not all(map(operator.is_, itertools.compress(old, alive), parked[:stay])):
+            return cls(uids, parked, space)  # (not in that order)
+        new = cls(uids[stay:], parked[stay:], space)
+        rows = cls.__new__(cls)
+        rows.parked, rows.keys = parked, uids
+        rows.every = [*itertools.compress(last.every, alive), *new.every]
+        stays = np.array(alive, dtype=bool)
+        if last.jobs is last.every and new.jobs is new.every:  # (all ask minResources)
+            rows.jobs, rows.uids, rows.at = rows.every, uids, np.arange(len(uids))
+            rows.matrix = np.concatenate([last.matrix[stays], new.matrix])
+            rows.invalid = np.concatenate([last.invalid[stays], new.invalid])
+        else:
+            row_stays = stays[last.at]
+            place = np.cumsum(stays) - 1  # (the new place of a job that stays)
+            rows.at = np.concatenate([place[last.at[row_stays]], new.at + stay])
+            kept_rows = row_stays.tolist()
+            rows.jobs = [*itertools.compress(last.jobs, kept_rows), *new.jobs]
+            rows.uids = [*itertools.compress(last.uids, kept_rows), *new.uids]
+            rows.matrix = np.concatenate([last.matrix[row_stays], new.matrix])
+            rows.invalid = np.concatenate([last.invalid[row_stays], new.invalid])
+        rows.index = dict(zip(rows.uids, range(len(rows.uids)), strict=True))
+        rows.all_invalid = bool(rows.invalid.all())
+        return rows
+
 
 _JOB = operator.attrgetter("job")
 _WANTS = operator.attrgetter("min_resources")
@@ -142,7 +180,11 @@ class Parking:
             or len(rows.parked) != len(now)
             or not all(map(operator.is_, rows.parked, now))
         ):
-            rows = self._rows = Rows(list(self.kept), now, space)
+            rows = self._rows = (
+                Rows(list(self.kept), now, space)
+                if rows is None or rows.matrix.shape[1] != space.size
+                else Rows.after(rows, self.kept, space)
+            )
         return rows
 
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from pumice.api.job import COMPLETED, INQUEUE, PENDING, RUNNING, UNKNOWN, JobInfo
+from pumice.api.job import COMPLETED, INQUEUE, PENDING, RUNNING, UNKNOWN, FitError, JobInfo
 from pumice.api.quantity import plural
 from pumice.api.queue import QueueInfo
 from pumice.api.task import READY_STATUSES, TaskStatus
 from pumice.framework.decisions import PodGroupUpdate
 from pumice.framework.limits import GENERIC_LIMIT, QueueRefusal
 from pumice.framework.never import Limits, never_fits
-from pumice.framework.said import Text, join
+from pumice.framework.said import Said, Text, join
 from pumice.framework.session import Session
 
 SCHEDULED_STATUSES = frozenset(
@@ -35,40 +35,57 @@ def podgroup_phase(ssn: Session, job: JobInfo, unschedulable: bool) -> str:
     return INQUEUE
 
 
+_PIPELINED, _RUNNING, _SUCCEEDED = TaskStatus.PIPELINED, TaskStatus.RUNNING, TaskStatus.SUCCEEDED
+_FAILED, _BOUND = TaskStatus.FAILED, TaskStatus.BOUND
+
+
 def update_podgroups(ssn: Session) -> None:
     """Derive each job's podgroup phase, and list every task left pipelined (whether its
     statement was committed or kept because the job is pipelined but not yet ready)."""
     podgroups = ssn.decisions.podgroups
+    pipelined_of = ssn.decisions.pipelined
+    invalid, session = ssn.invalid, ssn.uid
     # (A settled job's status is already what it would be; a parked job's stands: see
     # framework/parking.py. Neither is active.)
-    for job in ssn.active.values():
-        if job.uid in ssn.invalid:
+    for uid, job in ssn.active.items():
+        if uid in invalid:
             continue
-        pipelined = job.by_status.get(TaskStatus.PIPELINED)
+        by_status = job.by_status
+        pipelined = by_status.get(_PIPELINED)
         if pipelined:
             for t in pipelined.values():
-                ssn.decisions.pipelined[t.key] = t.node or ""
-        upd = podgroups.get(job.uid)
+                pipelined_of[t.key] = t.node or ""
+        upd = podgroups.get(uid)
         if upd is None:
-            upd = podgroups[job.uid] = PodGroupUpdate(phase="")
-        unschedulable = False
-        for c in upd.conditions:
-            if c.get("type") == "Unschedulable" and c.get("transitionID") == ssn.uid:
-                unschedulable = True
-                break
-        upd.phase = podgroup_phase(ssn, job, unschedulable)
-        upd.running = len(job.by_status.get(TaskStatus.RUNNING, ()))
-        upd.succeeded = len(job.by_status.get(TaskStatus.SUCCEEDED, ()))
-        upd.failed = len(job.by_status.get(TaskStatus.FAILED, ()))
-    for uid, (job, _reason) in ssn.invalid.items():
+            upd = podgroups[uid] = PodGroupUpdate(phase="")
+        running = len(by_status.get(_RUNNING, ()))
+        succeeded = len(by_status.get(_SUCCEEDED, ()))
+        failed = len(by_status.get(_FAILED, ()))
+        # podgroup_phase's rule, with the counts at hand.
+        if running and _unschedulable(upd, session):
+            upd.phase = UNKNOWN
+        else:
+            scheduled = running + succeeded + failed + len(by_status.get(_BOUND, ()))
+            if scheduled >= job.min_available:
+                upd.phase = COMPLETED if succeeded == scheduled else RUNNING
+            else:
+                upd.phase = INQUEUE if job.phase == INQUEUE else PENDING
+        upd.running = running
+        upd.succeeded = succeeded
+        upd.failed = failed
+    for uid, (job, _reason) in invalid.items():
         upd = podgroups.get(uid)
         if upd is None:  # (setdefault would build an update for every invalid job)
             upd = podgroups[uid] = PodGroupUpdate(phase="")
         upd.phase = job.phase
 
 
-def _waiting_tasks(job: JobInfo) -> int:
-    return len(job.by_status.get(TaskStatus.PENDING, ()))
+def _unschedulable(upd: PodGroupUpdate, session: str) -> bool:
+    """Whether ``upd`` says its job unschedulable in this very cycle (``session``)."""
+    for c in upd.conditions:
+        if c.get("type") == "Unschedulable" and c.get("transitionID") == session:
+            return True
+    return False
 
 
 _PLACED = READY_STATUSES | {TaskStatus.PIPELINED}
@@ -182,14 +199,14 @@ def stage_and_reason(ssn: Session, job: JobInfo, limits: Limits | None = None) -
     """The stage that stopped ``job`` this cycle (one of :data:`STAGES`) and
     :func:`pending_reason`'s sentence (made when read, where the stage that stopped
     the job can say it then: see :mod:`pumice.framework.said`)."""
-    if limits is None:
-        limits = Limits(ssn)
-    never = never_fits(ssn, job, limits)
-    stage, said = _stage_reason(ssn, job, limits.refusal_limits)
-    reason = join("; ", [never, said]) if never else said
-    # Why preempt or reclaim, run for the job, could not help it (actions/eviction.py).
-    notes = ssn.eviction_notes.get(job.uid)
-    return stage, (join("; ", [reason, *notes]) if notes else reason)
+    return _Explainer(ssn, Limits(ssn) if limits is None else limits)(job)
+
+
+def _no_node(gang: str, task: str, err: FitError) -> str:
+    """Why a job waits whose task ``task`` found no node (``err``), after how its
+    gang falls short (``gang``, or "")."""
+    detail = f"task {task}: {err.render()}"
+    return f"{gang}; {detail}" if gang else detail
 
 
 #: The stages that can stop a waiting job, in the order a job passes them:
@@ -202,43 +219,123 @@ NOT_SCHEDULABLE, ENQUEUE, QUEUE, ALLOCATE = "not-schedulable", "enqueue", "queue
 STAGES = (NOT_SCHEDULABLE, ENQUEUE, QUEUE, ALLOCATE)
 
 
-def _stage_reason(
-    ssn: Session, job: JobInfo, named: dict[str, str | None] | None = None
-) -> tuple[str, Text]:
-    """The stage that stopped ``job`` this cycle, and why (``named``: see
-    :func:`_named_refusal`)."""
-    queue = ssn.queues[job.queue]
-    if job.uid in ssn.not_enqueued:
-        return ENQUEUE, ssn.not_enqueued[job.uid]
-    if job.is_pending():
-        if "enqueue" in ssn.config.actions:
-            return ENQUEUE, "not enqueued yet: waiting for admission by the enqueue action"
-        return ENQUEUE, "not enqueued: no action admits Pending jobs in this configuration"
-    if not queue.is_open():
-        return QUEUE, f"queue {queue.name} is {queue.state}: it accepts no new work"
-    placed = job.ready_num() + job.waiting_num()
-    gang = gang_short(job)
-    detail = ""
-    stage = ALLOCATE
-    if job.fit_errors:
-        uid, err = next(iter(job.fit_errors.items()))
-        name = job.tasks[uid].name if uid in job.tasks else uid
-        detail = f"task {name}: {err.render()}"
-    elif job.note:
-        if isinstance(job.note, QueueRefusal):
+#: ``JobInfo.verdicts`` key: what of a waiting job's explanation depends on the job
+#: alone and the world of :class:`Limits` (what :func:`never_fits` and
+#: :func:`gang_short` say), under the union of their stamps.
+_OWN = "status.own"
+
+
+class _Explainer:
+    """Says the stage that stopped a job and why (see :func:`stage_and_reason`), for
+    the jobs of one cycle's close: what the cycle's state answers the same for every
+    job (the configuration, a queue's state, an overused queue's explanation) is
+    looked up once, and what the job alone answers (``never_fits``, ``gang_short``)
+    once per change of the job, with one stamp for both. Nothing moves while a cycle
+    explains."""
+
+    __slots__ = (
+        "closed", "limits", "named", "not_enqueued", "notes", "overused", "overused_said",
+        "plugins", "queues", "space", "ssn", "waiting_admission", "world",
+    )  # fmt: skip
+
+    def __init__(self, ssn: Session, limits: Limits) -> None:
+        self.ssn = ssn
+        self.limits = limits
+        self.world = limits.world
+        self.named = limits.refusal_limits
+        self.not_enqueued = ssn.not_enqueued
+        self.queues = ssn.queues
+        self.overused = ssn.overused_queues
+        self.notes = ssn.eviction_notes
+        self.plugins = ssn.plugins
+        self.space = ssn.space
+        self.waiting_admission = (
+            "not enqueued yet: waiting for admission by the enqueue action"
+            if "enqueue" in ssn.config.actions
+            else "not enqueued: no action admits Pending jobs in this configuration"
+        )
+        #: Queue -> why a job of it waits, where the queue alone says (closed; used
+        #: its deserved share).
+        self.closed: dict[str, str] = {}
+        self.overused_said: dict[str, str] = {}
+
+    def __call__(self, job: JobInfo) -> tuple[str, Text]:
+        pending = job.is_pending()
+        tentative = job.tentative
+        stamp = (
+            job.version, pending, job.min_available, job.queue, id(job.min_resources),
+            self.world, tentative, job.tentative_at_most,
+            tuple(job.tentative_roles.items()) if tentative else (),
+        )  # fmt: skip
+        own = job.verdicts.recall(_OWN, stamp)
+        if own is None:
+            # (With the objects whose ids the stamp names: no id is reused meanwhile.)
+            own = job.verdicts.keep(
+                _OWN,
+                stamp,
+                (
+                    never_fits(self.ssn, job, self.limits),
+                    gang_short(job),
+                    job.min_resources,
+                    self.limits.held,
+                ),
+            )
+        never = own[0]
+        stage, said = self._stage_reason(job, pending, own[1])
+        reason = join("; ", [never, said]) if never else said
+        # Why preempt or reclaim, run for the job, could not help it (actions/eviction.py).
+        if self.notes:
+            notes = self.notes.get(job.uid)
+            if notes:
+                return stage, join("; ", [reason, *notes])
+        return stage, reason
+
+    def _stage_reason(self, job: JobInfo, pending: bool, gang: str) -> tuple[str, Text]:
+        """The stage that stopped ``job`` this cycle, and why (``gang``: what
+        :func:`gang_short` says of it)."""
+        queue = self.queues[job.queue]
+        if job.uid in self.not_enqueued:
+            return ENQUEUE, self.not_enqueued[job.uid]
+        if pending:
+            return ENQUEUE, self.waiting_admission
+        if not queue.is_open():
+            said = self.closed.get(queue.name)
+            if said is None:
+                said = self.closed[queue.name] = (
+                    f"queue {queue.name} is {queue.state}: it accepts no new work"
+                )
+            return QUEUE, said
+        detail = ""
+        stage = ALLOCATE
+        if job.fit_errors:
+            # (Said when read: a fit error is read-only once recorded.)
+            uid, err = next(iter(job.fit_errors.items()))
+            name = job.tasks[uid].name if uid in job.tasks else uid
+            return ALLOCATE, Said(_no_node, gang, name, err)
+        if job.note:
+            if isinstance(job.note, QueueRefusal):
+                stage = QUEUE
+            detail = _named_refusal(self.ssn, queue, job.note, self.named)
+        elif job.queue in self.overused:
             stage = QUEUE
-        detail = _named_refusal(ssn, queue, job.note, named)
-    elif job.queue in ssn.overused_queues:
-        stage = QUEUE
-        detail = f"queue {job.queue} has used its deserved share this cycle"
-        for plugin in ssn.plugins:
-            explain = getattr(plugin, "explain_overused", None)
-            if explain is not None:
-                detail = explain(queue, ssn.space)
-    elif not detail and placed >= job.min_available:
-        detail = "more tasks than the gang minimum; they wait for free resources"
-    said = f"{gang}; {detail}" if gang and detail else gang or detail or "waiting for resources"
-    return stage, said
+            detail = self._overused(queue)
+        elif job.ready_num() + job.waiting_num() >= job.min_available:
+            detail = "more tasks than the gang minimum; they wait for free resources"
+        said = f"{gang}; {detail}" if gang and detail else gang or detail or "waiting for resources"
+        return stage, said
+
+    def _overused(self, queue: QueueInfo) -> str:
+        """Why a job of ``queue``, which has used its deserved share, waits: as the
+        last plugin that explains it says."""
+        detail = self.overused_said.get(queue.name)
+        if detail is None:
+            detail = f"queue {queue.name} has used its deserved share this cycle"
+            for plugin in self.plugins:
+                explain = getattr(plugin, "explain_overused", None)
+                if explain is not None:
+                    detail = explain(queue, self.space)
+            self.overused_said[queue.name] = detail
+        return detail
 
 
 def explain_pending(ssn: Session) -> None:
@@ -262,7 +359,7 @@ def explain_pending(ssn: Session) -> None:
             )
         else:
             d.pending[uid] = f"not schedulable: {reason}"
-    limits = Limits(ssn)
+    explain = _Explainer(ssn, Limits(ssn))
     # The parked jobs, refused by enqueue all of them: those not valid as gangs (the
     # many) said at once, as the invalid ones above; by reference, as enqueue said
     # them, where it said them as one layer (``Session.refused_parked``: their stage
@@ -283,10 +380,15 @@ def explain_pending(ssn: Session) -> None:
             for uid in apart:
                 p = parked[uid]
                 if p.reason is None:
-                    stages[uid], d.pending[uid] = stage_and_reason(ssn, p.job, limits)
-    for job in ssn.active.values():
-        if job.uid in ssn.invalid:
+                    stages[uid], d.pending[uid] = explain(p.job)
+    not_valid = ssn.invalid
+    pending_tasks = TaskStatus.PENDING
+    said: list[tuple[str, Text]] = []
+    for uid, job in ssn.active.items():
+        if uid in not_valid:
             continue
-        if _waiting_tasks(job) == 0 and not job.is_pending():
+        if not job.by_status.get(pending_tasks) and not job.is_pending():
             continue
-        stages[job.uid], d.pending[job.uid] = stage_and_reason(ssn, job, limits)
+        stages[uid], why = explain(job)
+        said.append((uid, why))
+    d.pending.hold(said)

@@ -279,18 +279,29 @@ class GangPlugin:
         for uid, (_job, reason) in invalid.items():
             set_condition(ssn, uid, UNSCHEDULABLE, NOT_ENOUGH_PODS, reason)
         ready_now = self._ready_now
-        for job in ssn.active.values():
-            if job.uid in invalid:
+        podgroups, session = ssn.decisions.podgroups, ssn.uid
+        pipelined = TaskStatus.PIPELINED
+        for uid, job in ssn.active.items():
+            if uid in invalid:
                 continue
             if ready_now(job):
-                set_condition(ssn, job.uid, SCHEDULED, "tasks in gang are ready to be scheduled")
-                continue
-            # Volcano counts only tasks that hold resources; pipelined ones still wait.
-            missing = max(job.min_available - job.ready_num(), 0)
-            msg = f"{missing}/{len(job.tasks)} tasks in gang unschedulable"
-            if job.waiting_num():
-                msg += f" ({job.waiting_num()} pipelined onto resources being released)"
-            set_condition(ssn, job.uid, UNSCHEDULABLE, NOT_ENOUGH_RESOURCES, msg)
+                ctype, reason, msg = SCHEDULED, "tasks in gang are ready to be scheduled", ""
+            else:
+                # Volcano counts only tasks that hold resources; pipelined ones still wait.
+                ctype, reason = UNSCHEDULABLE, NOT_ENOUGH_RESOURCES
+                missing = max(job.min_available - job.ready_num(), 0)
+                msg = f"{missing}/{len(job.tasks)} tasks in gang unschedulable"
+                waiting = job.by_status.get(pipelined)
+                if waiting:
+                    msg += f" ({len(waiting)} pipelined onto resources being released)"
+            if uid in podgroups:
+                set_condition(ssn, uid, ctype, reason, msg)
+            else:  # (the common case: every waiting job, every cycle)
+                podgroups[uid] = PodGroupUpdate(
+                    "",
+                    [{"type": ctype, "status": "True", "reason": reason, "message": msg,
+                      "transitionID": session}],
+                )  # fmt: skip
         self.timeouts.close(ssn, ready_now, set_condition)
 
 
