@@ -333,14 +333,10 @@ class ProportionPlugin:
             got = sums[k]
             was = built.get(name)
             row = b"" if same else whole[k * width : (k + 1) * width]
-            if (
-                was is None
-                or name in dirty
-                or was[0] is not got
-                or was[1] is not rows
-                or not (same or was[2] == row)
-            ):
+            if was is None or name in dirty or was[0] is not got or was[1] is not rows:
                 self._build(k, rows, got, deserved, row if row else deserved[k].tobytes())
+            elif not (same or was[2] == row):
+                self._redeserve(name, k, got, deserved, row)
         dirty.clear()
         attrs = self.attrs
         if list(attrs) != names:  # (queues came: the attrs in name order, as the rows)
@@ -368,6 +364,24 @@ class ProportionPlugin:
             rows.real_cap[k], _share_of(alloc_row, des_row),
         )  # fmt: skip
         self._built[name] = (got, rows, row)
+        self._runs_stand(name, des_row, alloc_row)
+
+    def _redeserve(self, name: str, k: int, got: _Sums, deserved: np.ndarray, row: bytes) -> None:
+        """:meth:`_build` of queue ``name`` (the ``k``-th) when only its deserved share
+        moved (its sums and the fixed rows are those it was built from, and no event
+        wrote it since): its attr takes the new share (bytes ``row``) in place."""
+        built = self._built
+        attr = self.attrs[name]
+        des_row = deserved[k].tolist()
+        attr.deserved = deserved[k]
+        attr.share = _share_of(got.alloc_list, des_row)
+        was = built[name]
+        built[name] = (got, was[1], row)
+        self._runs_stand(name, des_row, got.alloc_list)
+
+    def _runs_stand(self, name: str, des_row: list[float], alloc_row: list[float]) -> None:
+        """Forget the queue's ``allocatable_run`` answers unless its deserved share and
+        its allocation are what they were counted with."""
         # allocatable_run's answers stand while the queue's deserved share and its
         # allocation are what they were when they were counted: kept from the last
         # cycle for a queue that had no allocation event since and whose figures came
