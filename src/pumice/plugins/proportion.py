@@ -11,6 +11,7 @@ take its queue past its capability.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from operator import is_
@@ -135,8 +136,8 @@ class _Sums:
     with the ledger's stamp and the mask they were clipped with: kept while both stand.
     """
 
-    __slots__ = ("alloc_list", "allocated", "elastic", "inqueue", "mask", "request",
-                 "request_bytes", "stamp")  # fmt: skip
+    __slots__ = ("_live", "alloc_list", "allocated", "elastic", "inqueue", "mask", "request",
+                 "request_bytes", "request_list", "stamp")  # fmt: skip
 
     def __init__(self, stamp: int, mask: np.ndarray, sums: np.ndarray) -> None:
         self.stamp, self.mask = stamp, mask
@@ -148,6 +149,19 @@ class _Sums:
         self.request = request
         self.request_bytes = request.tobytes()
         self.alloc_list: list[float] = clipped[0].tolist()
+        self.request_list: list[float] = request.tolist()
+        #: (rows, the resources the queue's water fill walks there, whether one it
+        #: skips falls short of the request): see :func:`_live`.
+        self._live: tuple[_Rows, list[int], bool] | None = None
+
+    def live(self, rows: _Rows, k: int) -> tuple[list[int], bool]:
+        """:func:`_live` of this queue as the ``k``-th of ``rows`` (kept for the last
+        rows)."""
+        got = self._live
+        if got is None or got[0] is not rows:
+            got = self._live = (rows, *_live(rows.cap_list[k], self.request_list,
+                                             rows.guarantee_list[k]))  # fmt: skip
+        return got[1], got[2]
 
 
 class _Rows:
@@ -155,7 +169,8 @@ class _Rows:
     guarantees, real capabilities and weights, and the water fill's fixed inputs as
     bytes. Read-only: every cycle with the same queues shares them."""
 
-    __slots__ = ("guarantee", "inputs", "queues", "real_cap", "weight", "weights")
+    __slots__ = ("cap_list", "guarantee", "guarantee_list", "inputs", "queues", "real_cap",
+                 "total_list", "weight", "weight_list", "weights")  # fmt: skip
 
     def __init__(self, fixed: _Fixed, names: list[str]) -> None:
         self.queues = [fixed.by_name[n] for n in names]
@@ -173,6 +188,11 @@ class _Rows:
         self.inputs = b"".join(
             m.tobytes() for m in (fixed.total, self.real_cap, self.guarantee, self.weight)
         )
+        # (the water fill's inputs in plain floats)
+        self.total_list: list[float] = fixed.total.tolist()
+        self.cap_list: list[list[float]] = real_cap.tolist()
+        self.guarantee_list: list[list[float]] = self.guarantee.tolist()
+        self.weight_list: list[float] = self.weight.tolist()
 
 
 class _Fixed:
@@ -220,6 +240,115 @@ class _Fixed:
 
 #: How many water-fill results a plugin keeps by their inputs (oldest dropped first).
 _FILLED_KEPT = 256
+
+
+def _live(c: list[float], r: list[float], g: list[float]) -> tuple[list[int], bool]:
+    """The resources a queue's water fill must walk (capability ``c``, request ``r``,
+    guarantee ``g``), and whether one it need not falls short of the request.
+
+    A resource whose guarantee is zero and whose capability or request is zero (a
+    resource the queue does not ask for: most queues ask for no GPU, say) keeps a
+    deserved share of exactly 0.0 in every round: whatever the round adds is capped
+    back to the zero, or, if it takes away, raised back to the guarantee. That holds
+    when the three figures are finite where it matters and no zero is a negative zero
+    (then the float is the same, not only equal): the request and guarantee finite,
+    the capability not negative; with the total finite too (:func:`_fill_rows`
+    checks), everything the rounds add stays finite."""
+    size = len(r)
+    if not all(map(math.isfinite, r)) or not all(map(math.isfinite, g)):
+        return list(range(size)), False
+    live, short = [], False
+    for k in range(size):
+        ck, rk, gk = c[k], r[k], g[k]
+        if (
+            gk == 0.0
+            and (ck == 0.0 or rk == 0.0)
+            and ck >= 0.0
+            and rk >= 0.0
+            and math.copysign(1.0, ck) > 0.0
+            and math.copysign(1.0, rk) > 0.0
+            and math.copysign(1.0, gk) > 0.0
+        ):
+            if not rk <= 0.0:
+                short = True
+        else:
+            live.append(k)
+    return live, short
+
+
+def _fill_rows(
+    total: list[float],
+    weights: list[int],
+    req: list[list[float]],
+    cp: list[list[float]],
+    gu: list[list[float]],
+    w: list[float],
+    live: list[list[int]],
+    short: list[bool],
+) -> list[list[float]]:
+    """The water fill's rounds from zero deserved shares, in plain floats: a dozen
+    queues by four resources is too small for numpy's calls to pay. Every step is the
+    vector form's, element by element (sums over queues add rows in name order), so
+    the floats are the same.
+
+    Each queue walks only the resources ``live`` lists for it (see :func:`_live`: the
+    others keep 0.0 and move no sums), and is never met by reaching its request when
+    ``short`` says one it skips falls short of it. With a total that is not finite,
+    every resource is walked."""
+    n, size = len(weights), len(total)
+    rows, dims = range(n), range(size)
+    if not all(map(math.isfinite, total)):
+        every = list(dims)
+        live, short = [every] * n, [False] * n
+    des = [[0.0] * size for _ in rows]
+    met = [False] * n
+    remaining = list(total)
+    while True:
+        open_rows = [i for i in rows if not met[i]]
+        total_weight = sum(weights[i] for i in open_rows)
+        if total_weight == 0:
+            break
+        increased, decreased = [0.0] * size, [0.0] * size
+        for i in open_rows:
+            part = w[i] / total_weight
+            old, c, r, g = des[i], cp[i], req[i], gu[i]
+            new = old.copy()
+            reached = not short[i]
+            for k in live[i]:
+                # max(min(min(old + remaining * part, c), r), g), with the builtins'
+                # choices spelled out (their calls are most of the fill's time).
+                was = old[k]
+                x = was + remaining[k] * part
+                if c[k] < x:
+                    x = c[k]
+                rk = r[k]
+                if rk < x:
+                    x = rk
+                if g[k] > x:
+                    x = g[k]
+                new[k] = x
+                if not rk <= x:
+                    reached = False
+                if x == was:  # (a zero diff, either sign: adds nothing to the sums)
+                    continue
+                # increased += max(diff, 0.0), decreased += max(-diff, 0.0) (a - d is
+                # a + -d); a NaN goes into both, as there.
+                diff = x - was
+                if diff > 0.0:
+                    increased[k] += diff
+                elif diff < 0.0:
+                    decreased[k] -= diff
+                else:
+                    increased[k] += diff
+                    decreased[k] -= diff
+            if reached or new == old:
+                met[i] = True
+            des[i] = new
+        old_remaining = remaining
+        remaining = [remaining[k] - increased[k] + decreased[k] for k in dims]
+        if all(v < 0.1 for v in remaining) or remaining == old_remaining:
+            break
+    return des
 
 
 class ProportionPlugin:
@@ -682,11 +811,15 @@ class ProportionPlugin:
         key = (rows.inputs, tuple([s.request_bytes for s in sums]))
         got = self._filled.get(key)
         if got is None:
-            request = np.array([s.request for s in sums])
-            got = self._fill(
-                fixed.total, rows.weights, np.zeros(request.shape), request, rows.real_cap,
-                rows.guarantee, rows.weight,
-            )  # fmt: skip
+            lives = [s.live(rows, k) for k, s in enumerate(sums)]
+            got = np.array(
+                _fill_rows(
+                    rows.total_list, rows.weights, [s.request_list for s in sums],
+                    rows.cap_list, rows.guarantee_list, rows.weight_list,
+                    [live for live, _ in lives], [short for _, short in lives],
+                ),
+                dtype=np.float64,
+            ).reshape(len(sums), fixed.total.size)  # fmt: skip
             got.setflags(write=False)
             self._filled[key] = got
             if len(self._filled) > _FILLED_KEPT:
@@ -703,52 +836,14 @@ class ProportionPlugin:
         guarantee: np.ndarray,
         weight: np.ndarray,
     ) -> np.ndarray:
-        """The rounds, in plain floats: a dozen queues by four resources is too small
-        for numpy's calls to pay. Every step is the vector form's, element by element
-        (sums over queues add rows in name order), so the floats are the same."""
-        rows, dims = range(len(weights)), range(total.size)
-        des, req, cp, gu = deserved.tolist(), request.tolist(), cap.tolist(), guarantee.tolist()
-        w = weight.tolist()
-        met = [False] * len(weights)
-        remaining = total.tolist()
-        while True:
-            open_rows = [i for i in rows if not met[i]]
-            total_weight = sum(weights[i] for i in open_rows)
-            if total_weight == 0:
-                break
-            increased, decreased = [0.0] * total.size, [0.0] * total.size
-            for i in open_rows:
-                part = w[i] / total_weight
-                old, c, r, g = des[i], cp[i], req[i], gu[i]
-                new = []
-                reached = True
-                for k in dims:
-                    # max(min(min(old + remaining * part, c), r), g), with the builtins'
-                    # choices spelled out (their calls are most of the fill's time).
-                    x = old[k] + remaining[k] * part
-                    if c[k] < x:
-                        x = c[k]
-                    if r[k] < x:
-                        x = r[k]
-                    if g[k] > x:
-                        x = g[k]
-                    new.append(x)
-                    if not r[k] <= x:
-                        reached = False
-                    # increased += max(diff, 0.0), decreased += max(-diff, 0.0): adding
-                    # a zero to these sums (never -0.0) changes nothing.
-                    diff = x - old[k]
-                    if not diff < 0.0:
-                        increased[k] += diff
-                    if not -diff < 0.0:
-                        decreased[k] += -diff
-                if reached or new == old:
-                    met[i] = True
-                des[i] = new
-            old_remaining = remaining
-            remaining = [remaining[k] - increased[k] + decreased[k] for k in dims]
-            if all(v < 0.1 for v in remaining) or remaining == old_remaining:
-                break
+        """:func:`_fill_rows` of matrices, from zero deserved shares (``deserved``, for
+        its shape)."""
+        req, cp, gu = request.tolist(), cap.tolist(), guarantee.tolist()
+        lives = [_live(c, r, g) for c, r, g in zip(cp, req, gu, strict=True)]
+        des = _fill_rows(
+            total.tolist(), weights, req, cp, gu, weight.tolist(),
+            [live for live, _ in lives], [short for _, short in lives],
+        )  # fmt: skip
         return np.array(des, dtype=np.float64).reshape(deserved.shape)
 
     # -- explanations -------------------------------------------------------------------
