@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import chain
 from operator import is_
 from typing import TypeVar
 
@@ -136,8 +137,8 @@ class _Sums:
     with the ledger's stamp and the mask they were clipped with: kept while both stand.
     """
 
-    __slots__ = ("_live", "alloc_list", "allocated", "elastic", "inqueue", "mask", "request",
-                 "request_bytes", "request_list", "stamp")  # fmt: skip
+    __slots__ = ("alloc_list", "allocated", "elastic", "inqueue", "live", "mask", "request",
+                 "request_bytes", "request_list", "rows", "short", "stamp")  # fmt: skip
 
     def __init__(self, stamp: int, mask: np.ndarray, sums: np.ndarray) -> None:
         self.stamp, self.mask = stamp, mask
@@ -150,18 +151,18 @@ class _Sums:
         self.request_bytes = request.tobytes()
         self.alloc_list: list[float] = clipped[0].tolist()
         self.request_list: list[float] = request.tolist()
-        #: (rows, the resources the queue's water fill walks there, whether one it
-        #: skips falls short of the request): see :func:`_live`.
-        self._live: tuple[_Rows, list[int], bool] | None = None
+        #: The rows the two below were worked out for (see :meth:`place`).
+        self.rows: _Rows | None = None
+        #: :func:`_live` of the queue there: the resources its water fill walks, and
+        #: whether one it skips falls short of the request.
+        self.live: list[int] = []
+        self.short = False
 
-    def live(self, rows: _Rows, k: int) -> tuple[list[int], bool]:
-        """:func:`_live` of this queue as the ``k``-th of ``rows`` (kept for the last
-        rows)."""
-        got = self._live
-        if got is None or got[0] is not rows:
-            got = self._live = (rows, *_live(rows.cap_list[k], self.request_list,
-                                             rows.guarantee_list[k]))  # fmt: skip
-        return got[1], got[2]
+    def place(self, rows: _Rows, k: int) -> None:
+        """Work out :attr:`live` and :attr:`short` for the queue as the ``k``-th of
+        ``rows``."""
+        self.rows = rows
+        self.live, self.short = _live(rows.cap_list[k], self.request_list, rows.guarantee_list[k])
 
 
 class _Rows:
@@ -407,6 +408,9 @@ class ProportionPlugin:
             self._mask = mask
             for m in memos:
                 m.clear()
+            # (allocatable_run's answers follow from the requests' shared dimensions)
+            self._runs.clear()
+            self._run_stamps.clear()
             clip = self._clip
             self._clip_req = _per_request(clip, memos[0])  # the same values as clip(t.resreq)
             self._share_asks = _per_request(self._asks, memos[1])
@@ -451,6 +455,8 @@ class ProportionPlugin:
             got = kept_sums.get(name)
             if got is None or got.stamp != stamp or got.mask is not mask:
                 got = kept_sums[name] = _Sums(stamp, mask, ledger.sums_of(name))
+            if got.rows is not rows:
+                got.place(rows, len(sums))
             sums.append(got)
         deserved = self._water_fill(fixed, rows, sums)
         same = last is not None and deserved is last[3]
@@ -619,19 +625,20 @@ class ProportionPlugin:
             checks and the allocation events in between."""
             if not q.is_open():
                 return 0
-            attr = self.attrs.get(q.name)
-            asks = self._share_asks(task.resreq)
-            if attr is None or not asks:
-                return limit
             req = task.resreq
             memo = runs.get(q.name)
+            if memo is not None:  # (an answer is kept only for a queue with an attr)
+                got = memo.get(id(req))
+                if got is not None and got[0] is req and (got[1] < got[2] or limit <= got[2]):
+                    return min(got[1], limit)
+            attr = self.attrs.get(q.name)
+            asks = self._share_asks(req)
+            if attr is None or not asks:
+                return limit
             if memo is None:
                 memo = runs[q.name] = {}
-            got = memo.get(id(req))
-            if got is not None and got[0] is req and (got[1] < got[2] or limit <= got[2]):
-                return min(got[1], limit)
             des, alloc = attr.deserved.tolist(), attr.allocated.tolist()
-            add = self._clip_req(req).tolist()
+            add = self._clipped_list(req)
             n = limit
             for k, r in asks:
                 n = run_length(r, des[k], alloc[k], add[k], n)
@@ -811,15 +818,14 @@ class ProportionPlugin:
         key = (rows.inputs, tuple([s.request_bytes for s in sums]))
         got = self._filled.get(key)
         if got is None:
-            lives = [s.live(rows, k) for k, s in enumerate(sums)]
-            got = np.array(
-                _fill_rows(
-                    rows.total_list, rows.weights, [s.request_list for s in sums],
-                    rows.cap_list, rows.guarantee_list, rows.weight_list,
-                    [live for live, _ in lives], [short for _, short in lives],
-                ),
-                dtype=np.float64,
-            ).reshape(len(sums), fixed.total.size)  # fmt: skip
+            des = _fill_rows(
+                rows.total_list, rows.weights, [s.request_list for s in sums], rows.cap_list,
+                rows.guarantee_list, rows.weight_list, [s.live for s in sums],
+                [s.short for s in sums],
+            )  # fmt: skip
+            size = fixed.total.size
+            got = np.fromiter(chain.from_iterable(des), np.float64, len(des) * size)
+            got = got.reshape(len(des), size)
             got.setflags(write=False)
             self._filled[key] = got
             if len(self._filled) > _FILLED_KEPT:
