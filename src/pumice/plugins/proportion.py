@@ -400,8 +400,9 @@ class ProportionPlugin:
 
         The cost follows what changed: a queue's figures are taken again only when the
         ledger's stamp of its sums moved, the water fill runs only for inputs it has
-        not seen lately, and a queue's attr is built again only when its figures or its
-        deserved share moved or an event of the last cycle wrote it."""
+        not seen lately, and a queue's attr is built again only when its figures moved
+        or an event of the last cycle wrote it (a deserved share that moved alone is
+        written into it)."""
         mask = ssn.space.share
         memos = self._memos
         if mask is not self._mask or max(map(len, memos)) > _MEMO_KEPT:
