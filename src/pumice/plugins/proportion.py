@@ -386,6 +386,7 @@ class ProportionPlugin:
         #: queue -> its figures when its ``_runs`` were counted (see on_cycle_open).
         self._run_stamps: dict[str, list[float]] = {}
         self._gives_nothing: dict[str, set[int]] = {}
+        self._over: dict[str, bool] = {}
         self._admission: dict[str, tuple[list[float], ...]] = {}
         #: The per-request memos, kept from cycle to cycle while the shared dimensions
         #: are the same object (their answers follow from the request and those alone).
@@ -418,6 +419,7 @@ class ProportionPlugin:
             self._clipped_list = _per_request(lambda req: self._clip_req(req).tolist(), memos[2])
         self._gives_nothing.clear()
         self._admission.clear()
+        self._over.clear()
         self._refusals = {}
         self._queues = ssn.queues
         fixed = self._fixed_figures(ssn)
@@ -578,6 +580,9 @@ class ProportionPlugin:
         admission = self._admission
         # The queues whose attr this cycle's events wrote: built again at the next open.
         dirty = self._dirty
+        # queue -> overused's answer, forgotten with the queue's next allocation event
+        # (and at every open: the deserved shares move).
+        over = self._over
 
         def queue_order(a: QueueInfo, b: QueueInfo) -> int:
             if a.priority != b.priority:
@@ -594,18 +599,29 @@ class ProportionPlugin:
         # floats over the few dimensions, the same comparisons as the vector forms.
 
         def overused(q: QueueInfo) -> bool:
+            got = over.get(q.name)
+            if got is not None:
+                return got
             attr = self.attrs.get(q.name)
             if attr is None:
                 return False
             alloc = attr.allocated.tolist()
-            for k, d in enumerate(attr.deserved.tolist()):  # noqa: SIM110 - hot path
+            got = True
+            for k, d in enumerate(attr.deserved.tolist()):
                 if not d <= alloc[k]:
-                    return False
-            return True
+                    got = False
+                    break
+            over[q.name] = got
+            return got
 
         def allocatable(q: QueueInfo, task: TaskInfo) -> bool:
             if not q.is_open():
                 return False
+            memo = runs.get(q.name)
+            if memo is not None:  # (a run counted from one step or more answers this)
+                got = memo.get(id(task.resreq))
+                if got is not None and got[0] is task.resreq and got[2] >= 1:
+                    return got[1] > 0
             attr = self.attrs.get(q.name)
             if attr is None:
                 return True
@@ -778,6 +794,7 @@ class ProportionPlugin:
                     attr.share = _share(attr)
                     dirty.add(job.queue)
                     runs.pop(job.queue, None)
+                    over.pop(job.queue, None)
                     admission.pop(job.queue, None)
                     run_stamps.pop(job.queue, None)
                     gives_nothing.pop(job.queue, None)
@@ -791,6 +808,7 @@ class ProportionPlugin:
                     attr.share = _share(attr)
                     dirty.add(job.queue)
                     runs.pop(job.queue, None)
+                    over.pop(job.queue, None)
                     admission.pop(job.queue, None)
                     run_stamps.pop(job.queue, None)
                     gives_nothing.pop(job.queue, None)
