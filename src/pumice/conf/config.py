@@ -107,9 +107,22 @@ class SchedulerConfig:
     #: The ``metrics`` section (Volcano's string map: ``type``, ``address``,
     #: ``interval``...), checked: where nodes' measured load comes from, and how often.
     metrics: Mapping[str, str] = field(default_factory=dict)
+    #: :meth:`instances`, kept once asked (the tiers never change; every cycle asks).
+    _instances: tuple[PluginOption, ...] | None = field(
+        default=None, init=False, compare=False, repr=False
+    )
+    #: :meth:`action_arguments` by action, kept once asked (read-only views).
+    _action_arguments: dict[str, Arguments] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
 
     def action_arguments(self, name: str) -> Arguments:
-        return self.configurations.get(name) or Arguments({}, f"action {name}")
+        got = self._action_arguments.get(name)
+        if got is None:
+            got = self._action_arguments[name] = self.configurations.get(name) or Arguments(
+                {}, f"action {name}"
+            )
+        return got
 
     def plugin_names(self) -> list[str]:
         return [p.name for t in self.tiers for p in t.plugins]
@@ -119,8 +132,12 @@ class SchedulerConfig:
         last entry. Volcano builds every entry, but its session keeps each plugin's
         functions by name, so the last entry's instance (its arguments) is the one
         asked, in every tier the plugin is listed in, under each entry's flags."""
-        last = {p.name: p for t in self.tiers for p in t.plugins}
-        return tuple(p for t in self.tiers for p in t.plugins if last[p.name] is p)
+        got = self._instances
+        if got is None:
+            last = {p.name: p for t in self.tiers for p in t.plugins}
+            got = tuple(p for t in self.tiers for p in t.plugins if last[p.name] is p)
+            object.__setattr__(self, "_instances", got)  # (frozen: a cache, not a field)
+        return got
 
 
 def parse_config(

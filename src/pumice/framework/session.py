@@ -113,7 +113,8 @@ class Session:
     def renew(self, snapshot: Snapshot) -> None:
         """Start the next cycle on ``snapshot``: the registrations stay, everything the
         last cycle knew or decided goes (including what actions hung on the session)."""
-        self.forget_cycle()
+        if len(self.__dict__) != len(_LIVING):  # (else closed with keep: nothing left)
+            self.forget_cycle()
         self._begin(snapshot)
 
     def forget_cycle(self) -> None:
@@ -349,15 +350,16 @@ def renew_session(
     start = perf_counter() if observer is not None else 0.0
     ssn.renew(snapshot)
     ssn.handlers = []
+    handlers = ssn.handlers
     for k, opt in enumerate(ssn.config.instances()):
-        plugin = ssn.plugins[k]
-        if living(plugin):
-            ssn.handlers.extend(ssn.handlers_of[k])
+        cycle_open = getattr(ssn.plugins[k], "on_cycle_open", None)
+        if cycle_open is not None:  # (the plugin lives: see living)
+            handlers.extend(ssn.handlers_of[k])
             if observer is None:
-                plugin.on_cycle_open(ssn)
+                cycle_open(ssn)
             else:
                 t = perf_counter()
-                plugin.on_cycle_open(ssn)
+                cycle_open(ssn)
                 observer.plugin_opened(opt.name, perf_counter() - t)
             continue
         plugin = ssn.plugins[k] = plugins.create(opt.name, opt.arguments)

@@ -39,6 +39,12 @@ class OvercommitPlugin:
         #: The resource space the factors and dimensions above were worked out for.
         self._space: ResourceSpace | None = None
         self._factors = np.zeros(0)
+        #: What the cluster can take at the factor (``idle``, and as floats), and the
+        #: bytes of what it was worked out from (what is in use, the total).
+        self.idle = np.zeros(0)
+        self._idle_list: list[float] = []
+        self._idle_dims = np.zeros(0)  # (idle in the shared dimensions)
+        self._idle_of = b""
         #: The cluster's part of a refusal by the resources short, for ``_parts_for``
         #: (the ``_lists`` it was worked out with).
         self._parts: dict[tuple[int, ...], tuple[str, str]] = {}
@@ -70,7 +76,7 @@ class OvercommitPlugin:
         def refuses(wants: np.ndarray) -> np.ndarray:
             # enqueueable's rejection, for rows of minResources at once.
             dims = self._share_dims
-            inq, idle = self.inqueue[dims], self.idle[dims]
+            inq, idle = self.inqueue[dims], self._idle_dims
             w = wants[:, dims]
             return ((w > 0) & (inq + w > idle)).any(axis=1)
 
@@ -90,12 +96,21 @@ class OvercommitPlugin:
             self._factors = factors
             self._share_dims = np.flatnonzero(space.share).tolist()
             self._share_names = [(k, space.names[k]) for k in self._share_dims]
+            self._idle_of = b""
         used = ssn.nodes.used.sum(axis=0) if len(ssn.nodes) else space.zeros()
-        self.idle = np.where(space.share, ssn.total * self._factors - used, np.inf)
+        # What the cluster can take follows from its total and what is in use alone:
+        # kept while both are the same floats (a cycle that started or ended no pod).
+        figures = used.tobytes() + ssn.total.tobytes()
+        if figures != self._idle_of:
+            self._idle_of = figures
+            self.idle = np.where(space.share, ssn.total * self._factors - used, np.inf)
+            self._idle_list = self.idle.tolist()
+            self._idle_dims = self.idle[self._share_dims]
         self.inqueue = ssn.snapshot.job_ledger().inqueue_total(ssn.queues)
-        # Plain floats, asked once per pending job: idle is fixed for the cycle and
-        # inqueue changes only when a job is admitted.
-        self._lists = (self.inqueue.tolist(), self.idle.tolist())
+        # Plain floats, asked once per pending job: idle is fixed for the cycle (the
+        # array and the list are never written) and inqueue changes only when a job is
+        # admitted.
+        self._lists = (self.inqueue.tolist(), self._idle_list)
 
     def explain(self, ssn: Session, job: JobInfo) -> str:
         """Which resources the cluster is short of for admitting ``job``, at which

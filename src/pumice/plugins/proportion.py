@@ -11,8 +11,10 @@ take its queue past its capability.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import chain
 from operator import is_
 from typing import TypeVar
 
@@ -135,8 +137,8 @@ class _Sums:
     with the ledger's stamp and the mask they were clipped with: kept while both stand.
     """
 
-    __slots__ = ("alloc_list", "allocated", "elastic", "inqueue", "mask", "request",
-                 "request_bytes", "stamp")  # fmt: skip
+    __slots__ = ("alloc_list", "allocated", "elastic", "inqueue", "live", "mask", "request",
+                 "request_bytes", "request_list", "rows", "short", "stamp")  # fmt: skip
 
     def __init__(self, stamp: int, mask: np.ndarray, sums: np.ndarray) -> None:
         self.stamp, self.mask = stamp, mask
@@ -148,6 +150,19 @@ class _Sums:
         self.request = request
         self.request_bytes = request.tobytes()
         self.alloc_list: list[float] = clipped[0].tolist()
+        self.request_list: list[float] = request.tolist()
+        #: The rows the two below were worked out for (see :meth:`place`).
+        self.rows: _Rows | None = None
+        #: :func:`_live` of the queue there: the resources its water fill walks, and
+        #: whether one it skips falls short of the request.
+        self.live: list[int] = []
+        self.short = False
+
+    def place(self, rows: _Rows, k: int) -> None:
+        """Work out :attr:`live` and :attr:`short` for the queue as the ``k``-th of
+        ``rows``."""
+        self.rows = rows
+        self.live, self.short = _live(rows.cap_list[k], self.request_list, rows.guarantee_list[k])
 
 
 class _Rows:
@@ -155,7 +170,8 @@ class _Rows:
     guarantees, real capabilities and weights, and the water fill's fixed inputs as
     bytes. Read-only: every cycle with the same queues shares them."""
 
-    __slots__ = ("guarantee", "inputs", "queues", "real_cap", "weight", "weights")
+    __slots__ = ("cap_list", "guarantee", "guarantee_list", "inputs", "queues", "real_cap",
+                 "total_list", "weight", "weight_list", "weights")  # fmt: skip
 
     def __init__(self, fixed: _Fixed, names: list[str]) -> None:
         self.queues = [fixed.by_name[n] for n in names]
@@ -173,6 +189,11 @@ class _Rows:
         self.inputs = b"".join(
             m.tobytes() for m in (fixed.total, self.real_cap, self.guarantee, self.weight)
         )
+        # (the water fill's inputs in plain floats)
+        self.total_list: list[float] = fixed.total.tolist()
+        self.cap_list: list[list[float]] = real_cap.tolist()
+        self.guarantee_list: list[list[float]] = self.guarantee.tolist()
+        self.weight_list: list[float] = self.weight.tolist()
 
 
 class _Fixed:
@@ -222,6 +243,115 @@ class _Fixed:
 _FILLED_KEPT = 256
 
 
+def _live(c: list[float], r: list[float], g: list[float]) -> tuple[list[int], bool]:
+    """The resources a queue's water fill must walk (capability ``c``, request ``r``,
+    guarantee ``g``), and whether one it need not falls short of the request.
+
+    A resource whose guarantee is zero and whose capability or request is zero (a
+    resource the queue does not ask for: most queues ask for no GPU, say) keeps a
+    deserved share of exactly 0.0 in every round: whatever the round adds is capped
+    back to the zero, or, if it takes away, raised back to the guarantee. That holds
+    when the three figures are finite where it matters and no zero is a negative zero
+    (then the float is the same, not only equal): the request and guarantee finite,
+    the capability not negative; with the total finite too (:func:`_fill_rows`
+    checks), everything the rounds add stays finite."""
+    size = len(r)
+    if not all(map(math.isfinite, r)) or not all(map(math.isfinite, g)):
+        return list(range(size)), False
+    live, short = [], False
+    for k in range(size):
+        ck, rk, gk = c[k], r[k], g[k]
+        if (
+            gk == 0.0
+            and (ck == 0.0 or rk == 0.0)
+            and ck >= 0.0
+            and rk >= 0.0
+            and math.copysign(1.0, ck) > 0.0
+            and math.copysign(1.0, rk) > 0.0
+            and math.copysign(1.0, gk) > 0.0
+        ):
+            if not rk <= 0.0:
+                short = True
+        else:
+            live.append(k)
+    return live, short
+
+
+def _fill_rows(
+    total: list[float],
+    weights: list[int],
+    req: list[list[float]],
+    cp: list[list[float]],
+    gu: list[list[float]],
+    w: list[float],
+    live: list[list[int]],
+    short: list[bool],
+) -> list[list[float]]:
+    """The water fill's rounds from zero deserved shares, in plain floats: a dozen
+    queues by four resources is too small for numpy's calls to pay. Every step is the
+    vector form's, element by element (sums over queues add rows in name order), so
+    the floats are the same.
+
+    Each queue walks only the resources ``live`` lists for it (see :func:`_live`: the
+    others keep 0.0 and move no sums), and is never met by reaching its request when
+    ``short`` says one it skips falls short of it. With a total that is not finite,
+    every resource is walked."""
+    n, size = len(weights), len(total)
+    rows, dims = range(n), range(size)
+    if not all(map(math.isfinite, total)):
+        every = list(dims)
+        live, short = [every] * n, [False] * n
+    des = [[0.0] * size for _ in rows]
+    met = [False] * n
+    remaining = list(total)
+    while True:
+        open_rows = [i for i in rows if not met[i]]
+        total_weight = sum(weights[i] for i in open_rows)
+        if total_weight == 0:
+            break
+        increased, decreased = [0.0] * size, [0.0] * size
+        for i in open_rows:
+            part = w[i] / total_weight
+            old, c, r, g = des[i], cp[i], req[i], gu[i]
+            new = old.copy()
+            reached = not short[i]
+            for k in live[i]:
+                # max(min(min(old + remaining * part, c), r), g), with the builtins'
+                # choices spelled out (their calls are most of the fill's time).
+                was = old[k]
+                x = was + remaining[k] * part
+                if c[k] < x:
+                    x = c[k]
+                rk = r[k]
+                if rk < x:
+                    x = rk
+                if g[k] > x:
+                    x = g[k]
+                new[k] = x
+                if not rk <= x:
+                    reached = False
+                if x == was:  # (a zero diff, either sign: adds nothing to the sums)
+                    continue
+                # increased += max(diff, 0.0), decreased += max(-diff, 0.0) (a - d is
+                # a + -d); a NaN goes into both, as there.
+                diff = x - was
+                if diff > 0.0:
+                    increased[k] += diff
+                elif diff < 0.0:
+                    decreased[k] -= diff
+                else:
+                    increased[k] += diff
+                    decreased[k] -= diff
+            if reached or new == old:
+                met[i] = True
+            des[i] = new
+        old_remaining = remaining
+        remaining = [remaining[k] - increased[k] + decreased[k] for k in dims]
+        if all(v < 0.1 for v in remaining) or remaining == old_remaining:
+            break
+    return des
+
+
 class ProportionPlugin:
     name = "proportion"
     valid_until = timeless  # (answers do not depend on the clock)
@@ -256,6 +386,7 @@ class ProportionPlugin:
         #: queue -> its figures when its ``_runs`` were counted (see on_cycle_open).
         self._run_stamps: dict[str, list[float]] = {}
         self._gives_nothing: dict[str, set[int]] = {}
+        self._over: dict[str, bool] = {}
         self._admission: dict[str, tuple[list[float], ...]] = {}
         #: The per-request memos, kept from cycle to cycle while the shared dimensions
         #: are the same object (their answers follow from the request and those alone).
@@ -270,20 +401,25 @@ class ProportionPlugin:
 
         The cost follows what changed: a queue's figures are taken again only when the
         ledger's stamp of its sums moved, the water fill runs only for inputs it has
-        not seen lately, and a queue's attr is built again only when its figures or its
-        deserved share moved or an event of the last cycle wrote it."""
+        not seen lately, and a queue's attr is built again only when its figures moved
+        or an event of the last cycle wrote it (a deserved share that moved alone is
+        written into it)."""
         mask = ssn.space.share
         memos = self._memos
         if mask is not self._mask or max(map(len, memos)) > _MEMO_KEPT:
             self._mask = mask
             for m in memos:
                 m.clear()
+            # (allocatable_run's answers follow from the requests' shared dimensions)
+            self._runs.clear()
+            self._run_stamps.clear()
             clip = self._clip
             self._clip_req = _per_request(clip, memos[0])  # the same values as clip(t.resreq)
             self._share_asks = _per_request(self._asks, memos[1])
             self._clipped_list = _per_request(lambda req: self._clip_req(req).tolist(), memos[2])
         self._gives_nothing.clear()
         self._admission.clear()
+        self._over.clear()
         self._refusals = {}
         self._queues = ssn.queues
         fixed = self._fixed_figures(ssn)
@@ -322,6 +458,8 @@ class ProportionPlugin:
             got = kept_sums.get(name)
             if got is None or got.stamp != stamp or got.mask is not mask:
                 got = kept_sums[name] = _Sums(stamp, mask, ledger.sums_of(name))
+            if got.rows is not rows:
+                got.place(rows, len(sums))
             sums.append(got)
         deserved = self._water_fill(fixed, rows, sums)
         same = last is not None and deserved is last[3]
@@ -333,14 +471,10 @@ class ProportionPlugin:
             got = sums[k]
             was = built.get(name)
             row = b"" if same else whole[k * width : (k + 1) * width]
-            if (
-                was is None
-                or name in dirty
-                or was[0] is not got
-                or was[1] is not rows
-                or not (same or was[2] == row)
-            ):
+            if was is None or name in dirty or was[0] is not got or was[1] is not rows:
                 self._build(k, rows, got, deserved, row if row else deserved[k].tobytes())
+            elif not (same or was[2] == row):
+                self._redeserve(name, k, got, deserved, row)
         dirty.clear()
         attrs = self.attrs
         if list(attrs) != names:  # (queues came: the attrs in name order, as the rows)
@@ -368,6 +502,24 @@ class ProportionPlugin:
             rows.real_cap[k], _share_of(alloc_row, des_row),
         )  # fmt: skip
         self._built[name] = (got, rows, row)
+        self._runs_stand(name, des_row, alloc_row)
+
+    def _redeserve(self, name: str, k: int, got: _Sums, deserved: np.ndarray, row: bytes) -> None:
+        """:meth:`_build` of queue ``name`` (the ``k``-th) when only its deserved share
+        moved (its sums and the fixed rows are those it was built from, and no event
+        wrote it since): its attr takes the new share (bytes ``row``) in place."""
+        built = self._built
+        attr = self.attrs[name]
+        des_row = deserved[k].tolist()
+        attr.deserved = deserved[k]
+        attr.share = _share_of(got.alloc_list, des_row)
+        was = built[name]
+        built[name] = (got, was[1], row)
+        self._runs_stand(name, des_row, got.alloc_list)
+
+    def _runs_stand(self, name: str, des_row: list[float], alloc_row: list[float]) -> None:
+        """Forget the queue's ``allocatable_run`` answers unless its deserved share and
+        its allocation are what they were counted with."""
         # allocatable_run's answers stand while the queue's deserved share and its
         # allocation are what they were when they were counted: kept from the last
         # cycle for a queue that had no allocation event since and whose figures came
@@ -428,6 +580,9 @@ class ProportionPlugin:
         admission = self._admission
         # The queues whose attr this cycle's events wrote: built again at the next open.
         dirty = self._dirty
+        # queue -> overused's answer, forgotten with the queue's next allocation event
+        # (and at every open: the deserved shares move).
+        over = self._over
 
         def queue_order(a: QueueInfo, b: QueueInfo) -> int:
             if a.priority != b.priority:
@@ -444,18 +599,29 @@ class ProportionPlugin:
         # floats over the few dimensions, the same comparisons as the vector forms.
 
         def overused(q: QueueInfo) -> bool:
+            got = over.get(q.name)
+            if got is not None:
+                return got
             attr = self.attrs.get(q.name)
             if attr is None:
                 return False
             alloc = attr.allocated.tolist()
-            for k, d in enumerate(attr.deserved.tolist()):  # noqa: SIM110 - hot path
+            got = True
+            for k, d in enumerate(attr.deserved.tolist()):
                 if not d <= alloc[k]:
-                    return False
-            return True
+                    got = False
+                    break
+            over[q.name] = got
+            return got
 
         def allocatable(q: QueueInfo, task: TaskInfo) -> bool:
             if not q.is_open():
                 return False
+            memo = runs.get(q.name)
+            if memo is not None:  # (a run counted from one step or more answers this)
+                got = memo.get(id(task.resreq))
+                if got is not None and got[0] is task.resreq and got[2] >= 1:
+                    return got[1] > 0
             attr = self.attrs.get(q.name)
             if attr is None:
                 return True
@@ -476,19 +642,20 @@ class ProportionPlugin:
             checks and the allocation events in between."""
             if not q.is_open():
                 return 0
-            attr = self.attrs.get(q.name)
-            asks = self._share_asks(task.resreq)
-            if attr is None or not asks:
-                return limit
             req = task.resreq
             memo = runs.get(q.name)
+            if memo is not None:  # (an answer is kept only for a queue with an attr)
+                got = memo.get(id(req))
+                if got is not None and got[0] is req and (got[1] < got[2] or limit <= got[2]):
+                    return min(got[1], limit)
+            attr = self.attrs.get(q.name)
+            asks = self._share_asks(req)
+            if attr is None or not asks:
+                return limit
             if memo is None:
                 memo = runs[q.name] = {}
-            got = memo.get(id(req))
-            if got is not None and got[0] is req and (got[1] < got[2] or limit <= got[2]):
-                return min(got[1], limit)
             des, alloc = attr.deserved.tolist(), attr.allocated.tolist()
-            add = self._clip_req(req).tolist()
+            add = self._clipped_list(req)
             n = limit
             for k, r in asks:
                 n = run_length(r, des[k], alloc[k], add[k], n)
@@ -627,6 +794,7 @@ class ProportionPlugin:
                     attr.share = _share(attr)
                     dirty.add(job.queue)
                     runs.pop(job.queue, None)
+                    over.pop(job.queue, None)
                     admission.pop(job.queue, None)
                     run_stamps.pop(job.queue, None)
                     gives_nothing.pop(job.queue, None)
@@ -640,6 +808,7 @@ class ProportionPlugin:
                     attr.share = _share(attr)
                     dirty.add(job.queue)
                     runs.pop(job.queue, None)
+                    over.pop(job.queue, None)
                     admission.pop(job.queue, None)
                     run_stamps.pop(job.queue, None)
                     gives_nothing.pop(job.queue, None)
@@ -668,11 +837,14 @@ class ProportionPlugin:
         key = (rows.inputs, tuple([s.request_bytes for s in sums]))
         got = self._filled.get(key)
         if got is None:
-            request = np.array([s.request for s in sums])
-            got = self._fill(
-                fixed.total, rows.weights, np.zeros(request.shape), request, rows.real_cap,
-                rows.guarantee, rows.weight,
+            des = _fill_rows(
+                rows.total_list, rows.weights, [s.request_list for s in sums], rows.cap_list,
+                rows.guarantee_list, rows.weight_list, [s.live for s in sums],
+                [s.short for s in sums],
             )  # fmt: skip
+            size = fixed.total.size
+            got = np.fromiter(chain.from_iterable(des), np.float64, len(des) * size)
+            got = got.reshape(len(des), size)
             got.setflags(write=False)
             self._filled[key] = got
             if len(self._filled) > _FILLED_KEPT:
@@ -689,52 +861,14 @@ class ProportionPlugin:
         guarantee: np.ndarray,
         weight: np.ndarray,
     ) -> np.ndarray:
-        """The rounds, in plain floats: a dozen queues by four resources is too small
-        for numpy's calls to pay. Every step is the vector form's, element by element
-        (sums over queues add rows in name order), so the floats are the same."""
-        rows, dims = range(len(weights)), range(total.size)
-        des, req, cp, gu = deserved.tolist(), request.tolist(), cap.tolist(), guarantee.tolist()
-        w = weight.tolist()
-        met = [False] * len(weights)
-        remaining = total.tolist()
-        while True:
-            open_rows = [i for i in rows if not met[i]]
-            total_weight = sum(weights[i] for i in open_rows)
-            if total_weight == 0:
-                break
-            increased, decreased = [0.0] * total.size, [0.0] * total.size
-            for i in open_rows:
-                part = w[i] / total_weight
-                old, c, r, g = des[i], cp[i], req[i], gu[i]
-                new = []
-                reached = True
-                for k in dims:
-                    # max(min(min(old + remaining * part, c), r), g), with the builtins'
-                    # choices spelled out (their calls are most of the fill's time).
-                    x = old[k] + remaining[k] * part
-                    if c[k] < x:
-                        x = c[k]
-                    if r[k] < x:
-                        x = r[k]
-                    if g[k] > x:
-                        x = g[k]
-                    new.append(x)
-                    if not r[k] <= x:
-                        reached = False
-                    # increased += max(diff, 0.0), decreased += max(-diff, 0.0): adding
-                    # a zero to these sums (never -0.0) changes nothing.
-                    diff = x - old[k]
-                    if not diff < 0.0:
-                        increased[k] += diff
-                    if not -diff < 0.0:
-                        decreased[k] += -diff
-                if reached or new == old:
-                    met[i] = True
-                des[i] = new
-            old_remaining = remaining
-            remaining = [remaining[k] - increased[k] + decreased[k] for k in dims]
-            if all(v < 0.1 for v in remaining) or remaining == old_remaining:
-                break
+        """:func:`_fill_rows` of matrices, from zero deserved shares (``deserved``, for
+        its shape)."""
+        req, cp, gu = request.tolist(), cap.tolist(), guarantee.tolist()
+        lives = [_live(c, r, g) for c, r, g in zip(cp, req, gu, strict=True)]
+        des = _fill_rows(
+            total.tolist(), weights, req, cp, gu, weight.tolist(),
+            [live for live, _ in lives], [short for _, short in lives],
+        )  # fmt: skip
         return np.array(des, dtype=np.float64).reshape(deserved.shape)
 
     # -- explanations -------------------------------------------------------------------
