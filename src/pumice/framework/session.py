@@ -108,6 +108,11 @@ class Session:
         #: What a living session parks from cycle to cycle (None: parking does not
         #: hold for the configuration; see :mod:`pumice.framework.parking`).
         self.parking: Parking | None = None
+        #: What :func:`renew_session` does when every plugin lives: each plugin's
+        #: ``on_cycle_open`` and the event handlers of them all, in configuration order
+        #: (worked out at the first renewal; None until then, two empty lists when some
+        #: plugin is built anew for each cycle).
+        self.renewal: tuple[list[Callable[[Session], None]], list[EventHandler]] | None = None
         self._begin(snapshot)
 
     def renew(self, snapshot: Snapshot) -> None:
@@ -347,6 +352,18 @@ def renew_session(
     per-cycle state in ``on_cycle_open``; each of the others is built anew and opens as
     it would in a new session, in place of its last cycle's self. The hook table and
     the event handlers stay in configuration order either way."""
+    if observer is None:
+        renewal = ssn.renewal
+        if renewal is None:
+            renewal = ssn.renewal = _renewal(ssn)
+        cycle_opens, handlers_all = renewal
+        if cycle_opens:
+            ssn.renew(snapshot)
+            ssn.handlers = handlers_all.copy()
+            for open_cycle in cycle_opens:
+                open_cycle(ssn)
+            _mark_invalid(ssn)
+            return ssn
     start = perf_counter() if observer is not None else 0.0
     ssn.renew(snapshot)
     ssn.handlers = []
@@ -368,6 +385,22 @@ def renew_session(
     if observer is not None:
         observer.session_opened(perf_counter() - start)
     return ssn
+
+
+def _renewal(ssn: Session) -> tuple[list[Callable[[Session], None]], list[EventHandler]]:
+    """:attr:`Session.renewal` of ``ssn``: the same every cycle while every plugin
+    lives (their registrations and handlers stay); empty when one does not."""
+    cycle_opens: list[Callable[[Session], None]] = []
+    handlers: list[EventHandler] = []
+    for k, plugin in enumerate(ssn.plugins):
+        cycle_open = getattr(plugin, "on_cycle_open", None)
+        if cycle_open is None:
+            return [], []
+        cycle_opens.append(cycle_open)
+        handlers.extend(ssn.handlers_of[k])
+    if len(cycle_opens) != len(ssn.config.instances()):
+        return [], []
+    return cycle_opens, handlers
 
 
 def _open(
@@ -453,6 +486,7 @@ def _release(ssn: Session) -> None:
     ssn.handlers = []
     ssn.handlers_of = []
     ssn.plugins = []
+    ssn.renewal = None
     ssn.fastpath = None
 
 
@@ -461,6 +495,10 @@ def _retire(ssn: Session) -> None:
     registered is dropped (its closures hold the cycle's snapshot), and so is the
     cycle's own state. Living plugins keep their last figures until the next cycle's
     ``on_cycle_open`` replaces them."""
+    if ssn.renewal is not None and ssn.renewal[0]:  # (every plugin lives: nothing to drop)
+        ssn.handlers = []
+        ssn.forget_cycle()
+        return
     for k, plugin in enumerate(ssn.plugins):
         if not living(plugin):
             ssn.hooks.drop(plugin.name)
@@ -470,7 +508,7 @@ def _retire(ssn: Session) -> None:
 
 
 #: What a session keeps from cycle to cycle when it lives (see :func:`renew_session`).
-_LIVING = ("config", "hooks", "handlers", "plugins", "handlers_of", "parking")
+_LIVING = ("config", "hooks", "handlers", "plugins", "handlers_of", "parking", "renewal")
 
 
 __all__ = [

@@ -14,13 +14,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import chain
-from operator import is_
+from itertools import chain, compress
+from operator import is_, ne
 from typing import TypeVar
 
 import numpy as np
 
 from pumice.api.job import JobInfo
+from pumice.api.ledger import Ledger
 from pumice.api.queue import QueueInfo
 from pumice.api.resources import ResourceSpace
 from pumice.api.task import TaskInfo
@@ -170,10 +171,14 @@ class _Rows:
     guarantees, real capabilities and weights, and the water fill's fixed inputs as
     bytes. Read-only: every cycle with the same queues shares them."""
 
-    __slots__ = ("cap_list", "guarantee", "guarantee_list", "inputs", "queues", "real_cap",
-                 "total_list", "weight", "weight_list", "weights")  # fmt: skip
+    __slots__ = (
+        "cap_list", "guarantee", "guarantee_list", "inputs", "names", "queues", "real_cap",
+        "row_of", "total_list", "weight", "weight_list", "weights",
+    )  # fmt: skip
 
     def __init__(self, fixed: _Fixed, names: list[str]) -> None:
+        self.names = list(names)
+        self.row_of = {n: k for k, n in enumerate(names)}
         self.queues = [fixed.by_name[n] for n in names]
         self.guarantee = fixed.guarantees[[fixed.row_of[n] for n in names]]
         real_cap = fixed.free + self.guarantee
@@ -241,6 +246,35 @@ class _Fixed:
 
 #: How many water-fill results a plugin keeps by their inputs (oldest dropped first).
 _FILLED_KEPT = 256
+
+
+class _Filled:
+    """A water fill's deserved shares, one row per queue (read-only), and each row's
+    bytes (what a queue's attr is compared with): the same objects for the same inputs.
+    """
+
+    __slots__ = ("deserved", "row_bytes")
+
+    def __init__(self, deserved: np.ndarray) -> None:
+        self.deserved = deserved
+        width = deserved.itemsize * deserved.shape[1]
+        whole = deserved.tobytes()
+        self.row_bytes = [whole[k * width : (k + 1) * width] for k in range(deserved.shape[0])]
+
+
+class _Last:
+    """What the last cycle's figures were worked out from and came to: the fixed rows,
+    the queues' stamps and sums (name order), their requests' bytes (the water fill's
+    key) and the fill. Every queue's attr was built or re-deserved from these."""
+
+    __slots__ = ("filled", "requests", "rows", "stamps", "sums")
+
+    def __init__(
+        self, rows: _Rows, stamps: list[int], sums: list[_Sums], requests: list[bytes],
+        filled: _Filled,
+    ) -> None:  # fmt: skip
+        self.rows, self.stamps, self.sums, self.requests = rows, stamps, sums, requests
+        self.filled = filled
 
 
 def _live(c: list[float], r: list[float], g: list[float]) -> tuple[list[int], bool]:
@@ -367,7 +401,7 @@ class ProportionPlugin:
         self._mask = np.zeros(0, dtype=bool)
         self._guarantees = False  # does any queue have a guarantee (the derived limit)
         #: Water-fill results by their inputs (see :meth:`_water_fill`).
-        self._filled: dict[tuple[bytes, tuple[bytes, ...]], np.ndarray] = {}
+        self._filled: dict[tuple[bytes, tuple[bytes, ...]], _Filled] = {}
         #: The figures that follow from the queues' specs (see :meth:`_fixed_figures`).
         self._fixed: _Fixed | None = None
         #: queue -> its sums as the cycle opened (kept with the ledger's stamp).
@@ -379,7 +413,7 @@ class ProportionPlugin:
         self._dirty: set[str] = set()
         #: The last cycle's fixed rows, its queues' stamps, their sums and the water
         #: fill: the figures stand while the rows and the stamps do.
-        self._last: tuple[_Rows, list[int], list[_Sums], np.ndarray] | None = None
+        self._last: _Last | None = None
         #: The cycle's memos (see :meth:`on_cycle_open` and :meth:`on_session_open`).
         self._share_dims: list[int] = []
         self._runs: dict[str, dict[int, tuple[Vector, int, int]]] = {}
@@ -413,13 +447,13 @@ class ProportionPlugin:
             # (allocatable_run's answers follow from the requests' shared dimensions)
             self._runs.clear()
             self._run_stamps.clear()
+            self._over.clear()
+            self._admission.clear()
             clip = self._clip
             self._clip_req = _per_request(clip, memos[0])  # the same values as clip(t.resreq)
             self._share_asks = _per_request(self._asks, memos[1])
             self._clipped_list = _per_request(lambda req: self._clip_req(req).tolist(), memos[2])
         self._gives_nothing.clear()
-        self._admission.clear()
-        self._over.clear()
         self._refusals = {}
         self._queues = ssn.queues
         fixed = self._fixed_figures(ssn)
@@ -433,27 +467,24 @@ class ProportionPlugin:
         ledger = ssn.snapshot.job_ledger()
         names = ledger.queues_with_jobs(ssn.queues)
         dirty = self._dirty
-        if list(self.attrs) != names:
-            self._forget(names)
         if not names:
+            if self.attrs:
+                self._forget(names)
             self._last = None
             dirty.clear()
             return
         rows = fixed.rows(names)
         stamps = ledger.stamps(names)
         last = self._last
-        if last is not None and last[0] is rows and last[1] == stamps:
-            # Nothing the figures follow moved: only the attrs the last cycle's events
-            # wrote are built again.
-            if dirty:
-                sums, deserved = last[2], last[3]
-                for k, name in enumerate(names):
-                    if name in dirty:
-                        self._build(k, rows, sums[k], deserved, deserved[k].tobytes())
-                dirty.clear()
+        if last is not None and last.rows is rows:
+            # The same queues on the same fixed figures: only the queues whose sums
+            # moved or whose attr an event wrote are looked at one by one.
+            self._follow(fixed, last, stamps, ledger)
             return
+        if list(self.attrs) != names:
+            self._forget(names)
         kept_sums = self._sums
-        sums = []
+        sums: list[_Sums] = []
         for name, stamp in zip(names, stamps, strict=True):
             got = kept_sums.get(name)
             if got is None or got.stamp != stamp or got.mask is not mask:
@@ -461,19 +492,18 @@ class ProportionPlugin:
             if got.rows is not rows:
                 got.place(rows, len(sums))
             sums.append(got)
-        deserved = self._water_fill(fixed, rows, sums)
-        same = last is not None and deserved is last[3]
-        self._last = (rows, stamps, sums, deserved)
-        width = deserved.itemsize * deserved.shape[1]
-        whole = b"" if same else deserved.tobytes()
+        requests = [s.request_bytes for s in sums]
+        filled = self._water_fill(fixed, rows, sums, requests)
+        self._last = _Last(rows, stamps, sums, requests, filled)
+        deserved, row_bytes = filled.deserved, filled.row_bytes
         built = self._built
         for k, name in enumerate(names):
             got = sums[k]
             was = built.get(name)
-            row = b"" if same else whole[k * width : (k + 1) * width]
+            row = row_bytes[k]
             if was is None or name in dirty or was[0] is not got or was[1] is not rows:
-                self._build(k, rows, got, deserved, row if row else deserved[k].tobytes())
-            elif not (same or was[2] == row):
+                self._build(k, rows, got, deserved, row)
+            elif was[2] != row:
                 self._redeserve(name, k, got, deserved, row)
         dirty.clear()
         attrs = self.attrs
@@ -482,10 +512,55 @@ class ProportionPlugin:
             attrs.clear()  # (in place: the registered functions hold the dict)
             attrs.update((name, by_name[name]) for name in names)
 
+    def _follow(self, fixed: _Fixed, last: _Last, stamps: list[int], ledger: Ledger) -> None:
+        """:meth:`on_cycle_open` when the queues with jobs and the fixed rows are the
+        last cycle's (``last``): every attr was built from ``last``, so a queue's attr is
+        built again only when its sums moved (its stamp) or an event wrote it, and
+        re-deserved when only its row of the water fill moved."""
+        rows = last.rows
+        names = rows.names
+        dirty = self._dirty
+        if last.stamps == stamps:
+            # Nothing the figures follow moved: only the attrs the last cycle's events
+            # wrote are built again.
+            if dirty:
+                sums, filled = last.sums, last.filled
+                for name in dirty:
+                    k = rows.row_of[name]
+                    self._build(k, rows, sums[k], filled.deserved, filled.row_bytes[k])
+                dirty.clear()
+            return
+        moved = list(compress(range(len(stamps)), map(ne, stamps, last.stamps)))
+        sums, requests = last.sums.copy(), last.requests.copy()
+        kept_sums = self._sums
+        mask = self._mask
+        for k in moved:
+            got = kept_sums[names[k]] = _Sums(stamps[k], mask, ledger.sums_of(names[k]))
+            got.place(rows, k)
+            sums[k] = got
+            requests[k] = got.request_bytes
+        filled = self._water_fill(fixed, rows, sums, requests)
+        self._last = _Last(rows, stamps, sums, requests, filled)
+        deserved, row_bytes = filled.deserved, filled.row_bytes
+        build = dirty.union([names[k] for k in moved]) if dirty else {names[k] for k in moved}
+        if filled is not last.filled:
+            for k in compress(range(len(names)), map(ne, row_bytes, last.filled.row_bytes)):
+                name = names[k]
+                if name not in build:
+                    self._redeserve(name, k, sums[k], deserved, row_bytes[k])
+        for name in build:
+            k = rows.row_of[name]
+            self._build(k, rows, sums[k], deserved, row_bytes[k])
+        dirty.clear()
+
     def _forget(self, names: list[str]) -> None:
         """What is kept for each queue, of the queues ``names`` alone (queues went)."""
         keep = set(names)
-        for kept in (self.attrs, self._sums, self._built, self._runs, self._run_stamps):
+        kept_per_queue = (
+            self.attrs, self._sums, self._built, self._runs, self._run_stamps, self._over,
+            self._admission,
+        )  # fmt: skip
+        for kept in kept_per_queue:
             for name in [n for n in kept if n not in keep]:
                 del kept[name]
 
@@ -502,6 +577,7 @@ class ProportionPlugin:
             rows.real_cap[k], _share_of(alloc_row, des_row),
         )  # fmt: skip
         self._built[name] = (got, rows, row)
+        self._admission.pop(name, None)
         self._runs_stand(name, des_row, alloc_row)
 
     def _redeserve(self, name: str, k: int, got: _Sums, deserved: np.ndarray, row: bytes) -> None:
@@ -525,9 +601,11 @@ class ProportionPlugin:
         # cycle for a queue that had no allocation event since and whose figures came
         # back the same (a backlog that waits asks the same questions every cycle). A
         # queue whose attr stands kept both.
+        # overused's answer follows from the same two.
         figures = des_row + alloc_row
         if self._run_stamps.get(name) != figures:
             self._runs.pop(name, None)
+            self._over.pop(name, None)
             self._run_stamps[name] = figures
 
     def _fixed_figures(self, ssn: Session) -> _Fixed:
@@ -576,12 +654,13 @@ class ProportionPlugin:
         gives_nothing = self._gives_nothing
         # queue -> its allocated, inqueue, elastic and real capability as lists, for the
         # admission vote of each waiting job: forgotten when the queue's allocation or
-        # admitted demand moves.
+        # admitted demand moves, or its attr is built again at an open.
         admission = self._admission
         # The queues whose attr this cycle's events wrote: built again at the next open.
         dirty = self._dirty
         # queue -> overused's answer, forgotten with the queue's next allocation event
-        # (and at every open: the deserved shares move).
+        # and when an open finds its deserved share or allocation moved (it follows
+        # from those two alone: a queue whose figures stand keeps it across cycles).
         over = self._over
 
         def queue_order(a: QueueInfo, b: QueueInfo) -> int:
@@ -822,7 +901,9 @@ class ProportionPlugin:
         ssn.on("preemptive", self.name, preemptive, run=preemptive_run)
         ssn.add_event_handler(EventHandler(on_allocate, on_deallocate))
 
-    def _water_fill(self, fixed: _Fixed, rows: _Rows, sums: list[_Sums]) -> np.ndarray:
+    def _water_fill(
+        self, fixed: _Fixed, rows: _Rows, sums: list[_Sums], requests: list[bytes]
+    ) -> _Filled:
         """The deserved shares, one row per queue (name order): Volcano's loop, with the
         queues as rows of matrices. Within one round every queue that still wants more
         takes its weight's part of what remained at the start of the round, so the rows
@@ -833,8 +914,8 @@ class ProportionPlugin:
         A pure function of its inputs, which most cycles repeat (a task moving from
         pending to allocated leaves a queue's request as it was): the last few hundred
         answers are kept by their inputs (read-only, and the same object for the same
-        inputs)."""
-        key = (rows.inputs, tuple([s.request_bytes for s in sums]))
+        inputs). ``requests`` are the bytes of the queues' requests (``_Sums``)."""
+        key = (rows.inputs, tuple(requests))
         got = self._filled.get(key)
         if got is None:
             des = _fill_rows(
@@ -843,10 +924,10 @@ class ProportionPlugin:
                 [s.short for s in sums],
             )  # fmt: skip
             size = fixed.total.size
-            got = np.fromiter(chain.from_iterable(des), np.float64, len(des) * size)
-            got = got.reshape(len(des), size)
-            got.setflags(write=False)
-            self._filled[key] = got
+            flat = np.fromiter(chain.from_iterable(des), np.float64, len(des) * size)
+            deserved = flat.reshape(len(des), size)
+            deserved.setflags(write=False)
+            got = self._filled[key] = _Filled(deserved)
             if len(self._filled) > _FILLED_KEPT:
                 del self._filled[next(iter(self._filled))]
         return got
