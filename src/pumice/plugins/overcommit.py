@@ -45,6 +45,13 @@ class OvercommitPlugin:
         self._idle_list: list[float] = []
         self._idle_dims = np.zeros(0)  # (idle in the shared dimensions)
         self._idle_of = b""
+        #: The node table's log and position (``NodeTable.origin``) and the total's
+        #: bytes ``idle`` was last found for: while neither moved, no node's use did.
+        self._idle_at: tuple[list[int], int, bytes] | None = None
+        #: The shared dimensions as an index array, and ``inqueue`` in them for the
+        #: ``_lists`` it was taken with (see ``refuses``).
+        self._dims_index = np.zeros(0, dtype=np.intp)
+        self._inq_dims: tuple[object, np.ndarray] | None = None
         #: The cluster's part of a refusal by the resources short, for ``_parts_for``
         #: (the ``_lists`` it was worked out with).
         self._parts: dict[tuple[int, ...], tuple[str, str]] = {}
@@ -75,8 +82,12 @@ class OvercommitPlugin:
 
         def refuses(wants: np.ndarray) -> np.ndarray:
             # enqueueable's rejection, for rows of minResources at once.
-            dims = self._share_dims
-            inq, idle = self.inqueue[dims], self._idle_dims
+            dims = self._dims_index
+            lists = self._lists
+            kept = self._inq_dims
+            if kept is None or kept[0] is not lists:  # (``_lists`` is replaced as it moves)
+                kept = self._inq_dims = (lists, self.inqueue[dims])
+            inq, idle = kept[1], self._idle_dims
             w = wants[:, dims]
             return ((w > 0) & (inq + w > idle)).any(axis=1)
 
@@ -95,17 +106,33 @@ class OvercommitPlugin:
                     factors[space.index[name]] = f
             self._factors = factors
             self._share_dims = np.flatnonzero(space.share).tolist()
+            self._dims_index = np.array(self._share_dims, dtype=np.intp)
             self._share_names = [(k, space.names[k]) for k in self._share_dims]
             self._idle_of = b""
-        used = ssn.nodes.used.sum(axis=0) if len(ssn.nodes) else space.zeros()
+            self._idle_at = None
         # What the cluster can take follows from its total and what is in use alone:
         # kept while both are the same floats (a cycle that started or ended no pod).
-        figures = used.tobytes() + ssn.total.tobytes()
-        if figures != self._idle_of:
-            self._idle_of = figures
-            self.idle = np.where(space.share, ssn.total * self._factors - used, np.inf)
-            self._idle_list = self.idle.tolist()
-            self._idle_dims = self.idle[self._share_dims]
+        # What is in use is not summed again while the node table's log says no node
+        # changed since the last cycle (the session's copy has changed nothing yet).
+        nodes = ssn.nodes
+        total_bytes = ssn.total.tobytes()
+        origin = nodes.origin if not nodes.changes else None
+        at = self._idle_at
+        if (
+            at is None
+            or origin is None
+            or at[0] is not origin[0]
+            or at[1] != origin[1]
+            or at[2] != total_bytes
+        ):
+            used = nodes.used.sum(axis=0) if len(nodes) else space.zeros()
+            figures = used.tobytes() + total_bytes
+            if figures != self._idle_of:
+                self._idle_of = figures
+                self.idle = np.where(space.share, ssn.total * self._factors - used, np.inf)
+                self._idle_list = self.idle.tolist()
+                self._idle_dims = self.idle[self._share_dims]
+            self._idle_at = None if origin is None else (origin[0], origin[1], total_bytes)
         self.inqueue = ssn.snapshot.job_ledger().inqueue_total(ssn.queues)
         # Plain floats, asked once per pending job: idle is fixed for the cycle (the
         # array and the list are never written) and inqueue changes only when a job is
