@@ -196,8 +196,13 @@ class DrfPlugin:
         if cluster is None or cluster.mask is not mask or cluster.total_bytes != total.tobytes():
             cluster = self._cluster = _Cluster(total, mask)
         self._dims = cluster.dims
-        allocated = self.allocated = _Allocations(ssn.jobs)
-        self.share = _Shares(allocated, cluster.dims, cluster.stamp)
+        # The last cycle's tables, emptied for this one (nothing outside the plugin
+        # holds them from one cycle to the next).
+        allocated, share = self.allocated, self.share
+        allocated.clear()
+        allocated.jobs = ssn.jobs
+        share.clear()
+        share.dims, share.stamp = cluster.dims, cluster.stamp
         # The jobs whose tasks may be allocated or pipelined hold what they held as the
         # cycle opened, moved by the session's events from there.
         for uid, job in ssn.active.items():

@@ -331,28 +331,29 @@ def _fill_rows(
     ``short`` says one it skips falls short of it. With a total that is not finite,
     every resource is walked."""
     n, size = len(weights), len(total)
-    rows, dims = range(n), range(size)
+    dims = range(size)
     if not all(map(math.isfinite, total)):
         every = list(dims)
         live, short = [every] * n, [False] * n
-    des = [[0.0] * size for _ in rows]
-    met = [False] * n
+    des = [[0.0] * size for _ in range(n)]
+    # The queues still open, and their weights' sum (whole numbers: the same sum as
+    # adding the open queues' weights afresh every round).
+    open_rows = list(range(n))
+    total_weight = sum(weights)
     remaining = list(total)
-    while True:
-        open_rows = [i for i in rows if not met[i]]
-        total_weight = sum(weights[i] for i in open_rows)
-        if total_weight == 0:
-            break
+    while total_weight != 0:
         increased, decreased = [0.0] * size, [0.0] * size
+        still = []
+        left_weight = total_weight
         for i in open_rows:
             part = w[i] / total_weight
-            old, c, r, g = des[i], cp[i], req[i], gu[i]
-            new = old.copy()
+            row, c, r, g = des[i], cp[i], req[i], gu[i]
             reached = not short[i]
+            moved = False  # (any share not equal to what it was: else the queue is met)
             for k in live[i]:
                 # max(min(min(old + remaining * part, c), r), g), with the builtins'
                 # choices spelled out (their calls are most of the fill's time).
-                was = old[k]
+                was = row[k]
                 x = was + remaining[k] * part
                 if c[k] < x:
                     x = c[k]
@@ -361,11 +362,12 @@ def _fill_rows(
                     x = rk
                 if g[k] > x:
                     x = g[k]
-                new[k] = x
+                row[k] = x
                 if not rk <= x:
                     reached = False
                 if x == was:  # (a zero diff, either sign: adds nothing to the sums)
                     continue
+                moved = True
                 # increased += max(diff, 0.0), decreased += max(-diff, 0.0) (a - d is
                 # a + -d); a NaN goes into both, as there.
                 diff = x - was
@@ -376,9 +378,11 @@ def _fill_rows(
                 else:
                     increased[k] += diff
                     decreased[k] -= diff
-            if reached or new == old:
-                met[i] = True
-            des[i] = new
+            if reached or not moved:
+                left_weight -= weights[i]
+            else:
+                still.append(i)
+        open_rows, total_weight = still, left_weight
         old_remaining = remaining
         remaining = [remaining[k] - increased[k] + decreased[k] for k in dims]
         if all(v < 0.1 for v in remaining) or remaining == old_remaining:
