@@ -108,11 +108,9 @@ class Session:
         #: What a living session parks from cycle to cycle (None: parking does not
         #: hold for the configuration; see :mod:`pumice.framework.parking`).
         self.parking: Parking | None = None
-        #: What :func:`renew_session` does when every plugin lives: each plugin's
-        #: ``on_cycle_open`` and the event handlers of them all, in configuration order
-        #: (worked out at the first renewal; None until then, two empty lists when some
-        #: plugin is built anew for each cycle).
-        self.renewal: tuple[list[Callable[[Session], None]], list[EventHandler]] | None = None
+        #: What a living session's cycles call when every plugin lives (see
+        #: :class:`Renewal`): worked out at the first renewal, None until then.
+        self.renewal: Renewal | None = None
         self._begin(snapshot)
 
     def renew(self, snapshot: Snapshot) -> None:
@@ -355,12 +353,11 @@ def renew_session(
     if observer is None:
         renewal = ssn.renewal
         if renewal is None:
-            renewal = ssn.renewal = _renewal(ssn)
-        cycle_opens, handlers_all = renewal
-        if cycle_opens:
+            renewal = ssn.renewal = Renewal(ssn)
+        if renewal.lives:
             ssn.renew(snapshot)
-            ssn.handlers = handlers_all.copy()
-            for open_cycle in cycle_opens:
+            ssn.handlers = renewal.handlers.copy()
+            for open_cycle in renewal.opens:
                 open_cycle(ssn)
             _mark_invalid(ssn)
             return ssn
@@ -387,20 +384,33 @@ def renew_session(
     return ssn
 
 
-def _renewal(ssn: Session) -> tuple[list[Callable[[Session], None]], list[EventHandler]]:
-    """:attr:`Session.renewal` of ``ssn``: the same every cycle while every plugin
-    lives (their registrations and handlers stay); empty when one does not."""
-    cycle_opens: list[Callable[[Session], None]] = []
-    handlers: list[EventHandler] = []
-    for k, plugin in enumerate(ssn.plugins):
-        cycle_open = getattr(plugin, "on_cycle_open", None)
-        if cycle_open is None:
-            return [], []
-        cycle_opens.append(cycle_open)
-        handlers.extend(ssn.handlers_of[k])
-    if len(cycle_opens) != len(ssn.config.instances()):
-        return [], []
-    return cycle_opens, handlers
+class Renewal:
+    """What the cycles of a living session call when every configured plugin lives:
+    each plugin's ``on_cycle_open`` and ``on_session_close`` (those it has), and the
+    event handlers of them all, in configuration order. The plugins, their
+    registrations and their handlers stay from cycle to cycle, so this is worked out
+    once. ``lives`` is False (and the lists empty) when some plugin is built anew for
+    each cycle: then every cycle looks the plugins up."""
+
+    __slots__ = ("closes", "handlers", "lives", "opens")
+
+    def __init__(self, ssn: Session) -> None:
+        self.opens: list[Callable[[Session], None]] = []
+        self.closes: list[Callable[[Session], None]] = []
+        self.handlers: list[EventHandler] = []
+        self.lives = len(ssn.plugins) == len(ssn.config.instances())
+        for k, plugin in enumerate(ssn.plugins):
+            cycle_open = getattr(plugin, "on_cycle_open", None)
+            if cycle_open is None or not self.lives:
+                self.lives = False
+                break
+            self.opens.append(cycle_open)
+            close = getattr(plugin, "on_session_close", None)
+            if close is not None:
+                self.closes.append(close)
+            self.handlers.extend(ssn.handlers_of[k])
+        if not self.lives:
+            self.opens, self.closes, self.handlers = [], [], []
 
 
 def _open(
@@ -453,7 +463,11 @@ def close_session(
     if extra:
         ssn.active.update((uid, ssn.jobs[uid]) for uid in extra)
         ssn.active = dict(sorted(ssn.active.items()))
-    if observer is None:
+    renewal = ssn.renewal
+    if observer is None and renewal is not None and renewal.lives:
+        for close_cycle in renewal.closes:
+            close_cycle(ssn)
+    elif observer is None:
         for plugin in ssn.plugins:
             close = getattr(plugin, "on_session_close", None)
             if close is not None:
@@ -495,7 +509,7 @@ def _retire(ssn: Session) -> None:
     registered is dropped (its closures hold the cycle's snapshot), and so is the
     cycle's own state. Living plugins keep their last figures until the next cycle's
     ``on_cycle_open`` replaces them."""
-    if ssn.renewal is not None and ssn.renewal[0]:  # (every plugin lives: nothing to drop)
+    if ssn.renewal is not None and ssn.renewal.lives:  # (nothing to drop)
         ssn.handlers = []
         ssn.forget_cycle()
         return
@@ -514,6 +528,7 @@ _LIVING = ("config", "hooks", "handlers", "plugins", "handlers_of", "parking", "
 __all__ = [
     "CycleObserver",
     "EventHandler",
+    "Renewal",
     "Session",
     "close_session",
     "living",
