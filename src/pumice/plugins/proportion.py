@@ -246,6 +246,8 @@ class _Fixed:
 
 #: How many water-fill results a plugin keeps by their inputs (oldest dropped first).
 _FILLED_KEPT = 256
+#: How many sums a plugin keeps per queue by their bytes (oldest dropped first).
+_SUMS_SEEN = 16
 
 
 class _Filled:
@@ -410,6 +412,8 @@ class ProportionPlugin:
         self._fixed: _Fixed | None = None
         #: queue -> its sums as the cycle opened (kept with the ledger's stamp).
         self._sums: dict[str, _Sums] = {}
+        #: queue -> its last few sums by their bytes (see :meth:`_sums_of`).
+        self._seen: dict[str, dict[bytes, _Sums]] = {}
         #: queue -> what its attr was built from: its sums, the fixed rows and its
         #: deserved share's bytes (an attr stands while they do and nothing wrote it).
         self._built: dict[str, tuple[_Sums, _Rows, bytes]] = {}
@@ -492,7 +496,7 @@ class ProportionPlugin:
         for name, stamp in zip(names, stamps, strict=True):
             got = kept_sums.get(name)
             if got is None or got.stamp != stamp or got.mask is not mask:
-                got = kept_sums[name] = _Sums(stamp, mask, ledger.sums_of(name))
+                got = kept_sums[name] = self._sums_of(name, stamp, ledger)
             if got.rows is not rows:
                 got.place(rows, len(sums))
             sums.append(got)
@@ -537,10 +541,10 @@ class ProportionPlugin:
         moved = list(compress(range(len(stamps)), map(ne, stamps, last.stamps)))
         sums, requests = last.sums.copy(), last.requests.copy()
         kept_sums = self._sums
-        mask = self._mask
         for k in moved:
-            got = kept_sums[names[k]] = _Sums(stamps[k], mask, ledger.sums_of(names[k]))
-            got.place(rows, k)
+            got = kept_sums[names[k]] = self._sums_of(names[k], stamps[k], ledger)
+            if got.rows is not rows:
+                got.place(rows, k)
             sums[k] = got
             requests[k] = got.request_bytes
         filled = self._water_fill(fixed, rows, sums, requests)
@@ -557,12 +561,30 @@ class ProportionPlugin:
             self._build(k, rows, sums[k], deserved, row_bytes[k])
         dirty.clear()
 
+    def _sums_of(self, name: str, stamp: int, ledger: Ledger) -> _Sums:
+        """Queue ``name``'s :class:`_Sums` for the ledger's ``stamp``: one of its last
+        few when the sums are the same floats again (a job that starts and ends, a
+        pod that comes and goes), with what was worked out for it; else new."""
+        sums = ledger.sums_of(name)
+        key = sums.tobytes()
+        seen = self._seen.get(name)
+        if seen is None:
+            seen = self._seen[name] = {}
+        got = seen.get(key)
+        if got is None or got.mask is not self._mask:
+            got = seen[key] = _Sums(stamp, self._mask, sums)
+            if len(seen) > _SUMS_SEEN:
+                del seen[next(iter(seen))]
+        else:
+            got.stamp = stamp
+        return got
+
     def _forget(self, names: list[str]) -> None:
         """What is kept for each queue, of the queues ``names`` alone (queues went)."""
         keep = set(names)
         kept_per_queue = (
             self.attrs, self._sums, self._built, self._runs, self._run_stamps, self._over,
-            self._admission,
+            self._admission, self._seen,
         )  # fmt: skip
         for kept in kept_per_queue:
             for name in [n for n in kept if n not in keep]:
