@@ -50,8 +50,10 @@ from pumice.framework.fit import fits, predicate_filter
 from pumice.framework.session import Session
 from pumice.framework.slots import SlotMemory, SlotView
 
-#: Up to this many changed rows are refreshed one by one in plain floats.
-SCALAR_ROWS = 24
+#: Up to this many changed rows are refreshed one by one in plain floats: a row costs
+#: about a sixteenth of the vector pass over a few rows (fit masks and every scorer's
+#: arrays), measured on the demo's nodes.
+SCALAR_ROWS = 16
 #: A shape kept from an earlier session is adopted while the cache logged at most this
 #: many changes per node since.
 ADOPT_LOG = 16
@@ -420,7 +422,13 @@ class FastPath:
             shape.ok_now[i] = now_ok
             shape.n_now += 1 if now_ok else -1
         ctx = shape.ctx
-        if ctx is not None:
+        if ctx is not None and not fut_ok:
+            # A row that cannot take the shape is not scored: its masked scores say so,
+            # and its total is read only once a change makes it fit, which rescores it
+            # (as ``_score_all`` leaves such rows).
+            assert shape.m_now is not None and shape.m_future is not None
+            shape.m_now[i] = shape.m_future[i] = -np.inf
+        elif ctx is not None:
             scorers = self.separable
             if len(scorers) == 2:  # the default configuration: nodeorder and binpack
                 t = scorers[0].one(task, i, ctx[0]) + scorers[1].one(task, i, ctx[1])
