@@ -58,6 +58,15 @@ def update_podgroups(ssn: Session) -> None:
         upd = podgroups.get(uid)
         if upd is None:
             upd = podgroups[uid] = PodGroupUpdate(phase="")
+        if not job.ready_num():  # (a gang that waits: none running, bound or succeeded)
+            failed = len(by_status.get(_FAILED, ()))
+            if failed >= job.min_available:
+                upd.phase = COMPLETED if not failed else RUNNING
+            else:
+                upd.phase = INQUEUE if job.phase == INQUEUE else PENDING
+            upd.running = upd.succeeded = 0
+            upd.failed = failed
+            continue
         running = len(by_status.get(_RUNNING, ()))
         succeeded = len(by_status.get(_SUCCEEDED, ()))
         failed = len(by_status.get(_FAILED, ()))
