@@ -174,20 +174,29 @@ def _serve(
     refused without a vote, which moves nothing; and where no other job of the queue
     is decided on, none of them needs its key). ``ordered_keys``: the key of each
     job of ``ordered`` (no job's key moves while enqueue decides on the others)."""
-    keys: list[tuple] | None = None
+    # The rejected jobs in key order (``rank``), as places in ``rejected``; those before
+    # ``said`` in it are said. Job order is total, so the ones to say before a job
+    # are the next ones in that order whose key is smaller than the job's.
+    keys: list[tuple] = []
+    rank: list[int] = []
+    said = 0
     for job, at in zip(ordered, ordered_keys, strict=True):
-        if rejected:
-            if keys is None:
+        if said < len(rejected):
+            if not rank:
                 keys = list(map(key, rejected))
-            before = [k < at for k in keys]
-            if True in before:
-                say(list(itertools.compress(rejected, before)))
-                after = [not b for b in before]
-                rejected = list(itertools.compress(rejected, after))
-                keys = list(itertools.compress(keys, after))
+                rank = sorted(range(len(rejected)), key=keys.__getitem__)
+            end = said
+            while end < len(rank) and keys[rank[end]] < at:
+                end += 1
+            if end > said:
+                say([rejected[i] for i in sorted(rank[said:end])])  # (in parking order)
+                said = end
         yield job
-    if rejected:
-        say(rejected)
+    if not rank:
+        if rejected:
+            say(rejected)
+    elif said < len(rank):
+        say([rejected[i] for i in sorted(rank[said:])])
 
 
 class _Turns:
