@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from pumice.api.job import INQUEUE, JobInfo
+from pumice.api.job import INQUEUE, PENDING, JobInfo
 from pumice.api.queue import QueueInfo
 from pumice.conf.arguments import Arguments
 from pumice.framework.orders import job_key, queue_key
@@ -89,7 +89,7 @@ class EnqueueAction:
         # _parked_refused) join the others only when the loop in order runs.
         vote = _parked_refused(ssn)
         for job in ssn.active.values():
-            if job.is_pending():
+            if job.phase == PENDING:
                 jobs_of.setdefault(job.queue, []).append(job)
         for job in vote.unrefused if vote is not None else [p.job for p in ssn.parked.values()]:
             jobs_of.setdefault(job.queue, []).append(job)
@@ -130,9 +130,13 @@ class EnqueueAction:
                 for job in itertools.chain(jobs, rejected or ()):  # (in any order)
                     ssn.not_enqueued[job.uid] = closed
                 continue
-            ordered = _in_order(ssn, jobs, jkey)
-            if rejected and say is not None:
-                ordered = _serve(ordered, rejected, jkey, say)
+            if rejected and say is not None and jkey is not None:
+                # (The keys the sort made are the ones _serve compares: made once.)
+                keys = list(map(jkey, jobs))
+                at = sorted(range(len(jobs)), key=keys.__getitem__)
+                ordered = _serve([jobs[i] for i in at], rejected, jkey, say, [keys[i] for i in at])
+            else:
+                ordered = _in_order(ssn, jobs, jkey)
             for job in ordered:
                 if job.min_resources is None:
                     admitted, refuser = True, None
@@ -155,10 +159,11 @@ class EnqueueAction:
 
 
 def _serve(
-    ordered: Iterator[JobInfo],
+    ordered: Iterable[JobInfo],
     rejected: list[JobInfo],
-    key: Callable[[JobInfo], tuple] | None,
+    key: Callable[[JobInfo], tuple],
     say: _Turns,
+    ordered_keys: Sequence[tuple],
 ) -> Iterator[JobInfo]:
     """The jobs of an open queue for the loop to decide on, in job order (``ordered``),
     while the parked jobs of the queue the first voting function rejected
@@ -167,22 +172,31 @@ def _serve(
     the end: each in its turn, on the cycle's figures as the loop in order would
     find them when it refused the job, without putting them in order (they are
     refused without a vote, which moves nothing; and where no other job of the queue
-    is decided on, none of them needs its key)."""
-    keys: list[tuple] | None = None
-    for job in ordered:
-        if rejected and key is not None:
-            if keys is None:
+    is decided on, none of them needs its key). ``ordered_keys``: the key of each
+    job of ``ordered`` (no job's key moves while enqueue decides on the others)."""
+    # The rejected jobs in key order (``rank``), as places in ``rejected``; those before
+    # ``said`` in it are said. Job order is total, so the ones to say before a job
+    # are the next ones in that order whose key is smaller than the job's.
+    keys: list[tuple] = []
+    rank: list[int] = []
+    said = 0
+    for job, at in zip(ordered, ordered_keys, strict=True):
+        if said < len(rejected):
+            if not rank:
                 keys = list(map(key, rejected))
-            at = key(job)
-            before = [k < at for k in keys]
-            if True in before:
-                say(list(itertools.compress(rejected, before)))
-                after = [not b for b in before]
-                rejected = list(itertools.compress(rejected, after))
-                keys = list(itertools.compress(keys, after))
+                rank = sorted(range(len(rejected)), key=keys.__getitem__)
+            end = said
+            while end < len(rank) and keys[rank[end]] < at:
+                end += 1
+            if end > said:
+                say([rejected[i] for i in sorted(rank[said:end])])  # (in parking order)
+                said = end
         yield job
-    if rejected:
-        say(rejected)
+    if not rank:
+        if rejected:
+            say(rejected)
+    elif said < len(rank):
+        say([rejected[i] for i in sorted(rank[said:])])
 
 
 class _Turns:

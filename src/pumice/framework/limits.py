@@ -11,6 +11,7 @@ words it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -44,7 +45,9 @@ def cluster_total(guarantees: bool) -> str:
 def amounts(space: ResourceSpace, v: Vector | Sequence[float], dims: Iterable[int]) -> str:
     """``cpu 8, memory 16Gi``: ``v`` in the resources ``dims``."""
     names = space.names
-    return ", ".join(f"{names[d]} {format_amount(names[d], float(v[d]))}" for d in dims)
+    # (Floats from a list: indexing an array makes a numpy scalar per amount.)
+    vs = v.tolist() if isinstance(v, np.ndarray) else v
+    return ", ".join(f"{names[d]} {format_amount(names[d], float(vs[d]))}" for d in dims)
 
 
 def describe(
@@ -55,12 +58,19 @@ def describe(
     groups: dict[str, list[int]] = {}
     for d in dims:
         groups.setdefault(sources[d], []).append(d)
-    return " and ".join(f"{src} ({amounts(space, limit, ds)})" for src, ds in groups.items())
+    values = limit.tolist() if isinstance(limit, np.ndarray) else limit
+    return " and ".join(f"{src} ({amounts(space, values, ds)})" for src, ds in groups.items())
 
 
 def finite_dims(limit: Vector, mask: np.ndarray) -> list[int]:
     """The resources of ``mask`` where ``limit`` is a number (not unlimited) above 0."""
-    return np.flatnonzero(mask & np.isfinite(limit) & (limit > 0)).tolist()
+    if limit.ndim != 1 or mask.shape != limit.shape or mask.dtype != np.bool_:
+        return np.flatnonzero(mask & np.isfinite(limit) & (limit > 0)).tolist()
+    # (In plain floats: a queue's vector has a handful of resources, where numpy's
+    # per-call cost is most of the work.)
+    inf = math.inf
+    pairs = enumerate(zip(mask.tolist(), limit.tolist(), strict=True))
+    return [d for d, (m, x) in pairs if m and 0 < x < inf]
 
 
 __all__ = [

@@ -126,6 +126,8 @@ class Rows:
         old = last.parked
         alive = list(map(operator.is_, old, map(kept.get, last.keys)))
         stay = alive.count(True)
+        if stay == len(old) and all(map(operator.is_, old, parked)):
+            return cls._appended(last, uids, parked)  # (only more parked: the usual change)
         if not all(map(operator.is_, itertools.compress(old, alive), parked[:stay])):
             return cls(uids, parked, space)  # (not in that order)
         new = cls(uids[stay:], parked[stay:], space)
@@ -148,6 +150,45 @@ class Rows:
             rows.invalid = np.concatenate([last.invalid[row_stays], new.invalid])
         rows.index = dict(zip(rows.uids, range(len(rows.uids)), strict=True))
         rows.all_invalid = bool(rows.invalid.all())
+        return rows
+
+    @classmethod
+    def _appended(cls, last: Rows, uids: list[str], parked: tuple[Parked, ...]) -> Rows:
+        """:meth:`after` where ``parked`` is ``last.parked`` and more: the new rows
+        are put after the last ones, in plain lists until the one matrix."""
+        n = len(last.parked)
+        added = parked[n:]
+        jobs = list(map(_JOB, added))
+        wants = list(map(_WANTS, jobs))
+        asks = [w is not None for w in wants]
+        rows = cls.__new__(cls)
+        rows.parked, rows.keys = parked, uids
+        rows.every = [*last.every, *jobs]
+        if False in asks:
+            at = [n + k for k, a in enumerate(asks) if a]
+            jobs = [j for j, a in zip(jobs, asks, strict=True) if a]
+            wants = [w for w, a in zip(wants, asks, strict=True) if a]
+            added = tuple(p for p, a in zip(added, asks, strict=True) if a)
+            new_uids = [uids[k] for k in at]
+        else:
+            at = list(range(n, len(uids)))
+            new_uids = uids[n:]
+        if last.jobs is last.every and len(at) == len(parked) - n:  # (all ask minResources)
+            rows.jobs, rows.uids, rows.at = rows.every, uids, np.arange(len(uids))
+        else:
+            rows.jobs = [*last.jobs, *jobs]
+            rows.uids = [*last.uids, *new_uids]
+            rows.at = np.concatenate([last.at, np.array(at, dtype=np.intp)])
+        invalid = [p.reason is not None for p in added]
+        if wants:
+            rows.matrix = np.vstack([last.matrix, *wants])
+            rows.invalid = np.concatenate([last.invalid, np.array(invalid, dtype=bool)])
+        else:
+            rows.matrix, rows.invalid = last.matrix, last.invalid
+        index = rows.index = dict(last.index)
+        m = len(last.uids)
+        index.update(zip(new_uids, range(m, m + len(new_uids)), strict=True))
+        rows.all_invalid = last.all_invalid and False not in invalid
         return rows
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pumice.api.job import COMPLETED, INQUEUE, PENDING, RUNNING, UNKNOWN, FitError, JobInfo
 from pumice.api.quantity import plural
-from pumice.api.queue import QueueInfo
+from pumice.api.queue import OPEN, QueueInfo
 from pumice.api.task import READY_STATUSES, TaskStatus
 from pumice.framework.decisions import PodGroupUpdate
 from pumice.framework.limits import GENERIC_LIMIT, QueueRefusal
@@ -58,6 +58,15 @@ def update_podgroups(ssn: Session) -> None:
         upd = podgroups.get(uid)
         if upd is None:
             upd = podgroups[uid] = PodGroupUpdate(phase="")
+        if not job.ready_num():  # (a gang that waits: none running, bound or succeeded)
+            failed = len(by_status.get(_FAILED, ()))
+            if failed >= job.min_available:
+                upd.phase = COMPLETED if not failed else RUNNING
+            else:
+                upd.phase = INQUEUE if job.phase == INQUEUE else PENDING
+            upd.running = upd.succeeded = 0
+            upd.failed = failed
+            continue
         running = len(by_status.get(_RUNNING, ()))
         succeeded = len(by_status.get(_SUCCEEDED, ()))
         failed = len(by_status.get(_FAILED, ()))
@@ -260,7 +269,7 @@ class _Explainer:
         self.overused_said: dict[str, str] = {}
 
     def __call__(self, job: JobInfo) -> tuple[str, Text]:
-        pending = job.is_pending()
+        pending = job.phase == PENDING
         tentative = job.tentative
         stamp = (
             job.version, pending, job.min_available, job.queue, id(job.min_resources),
@@ -294,24 +303,26 @@ class _Explainer:
         """The stage that stopped ``job`` this cycle, and why (``gang``: what
         :func:`gang_short` says of it)."""
         queue = self.queues[job.queue]
-        if job.uid in self.not_enqueued:
-            return ENQUEUE, self.not_enqueued[job.uid]
+        said = self.not_enqueued.get(job.uid)
+        if said is not None:
+            return ENQUEUE, said
         if pending:
             return ENQUEUE, self.waiting_admission
-        if not queue.is_open():
+        if queue.state != OPEN:
             said = self.closed.get(queue.name)
             if said is None:
                 said = self.closed[queue.name] = (
                     f"queue {queue.name} is {queue.state}: it accepts no new work"
                 )
             return QUEUE, said
+        fit_errors = job.fit_errors
+        if fit_errors:
+            # (Said when read: a fit error is read-only once recorded.)
+            for uid, err in fit_errors.items():
+                task = job.tasks.get(uid)
+                return ALLOCATE, Said(_no_node, gang, uid if task is None else task.name, err)
         detail = ""
         stage = ALLOCATE
-        if job.fit_errors:
-            # (Said when read: a fit error is read-only once recorded.)
-            uid, err = next(iter(job.fit_errors.items()))
-            name = job.tasks[uid].name if uid in job.tasks else uid
-            return ALLOCATE, Said(_no_node, gang, name, err)
         if job.note:
             if isinstance(job.note, QueueRefusal):
                 stage = QUEUE
@@ -374,8 +385,9 @@ def explain_pending(ssn: Session) -> None:
         else:
             apart = list(parked)
             invalid = [uid for uid, p in parked.items() if p.reason is not None]
-        stages.update(dict.fromkeys(invalid, ENQUEUE))
-        d.pending.hold(zip(invalid, map(ssn.not_enqueued.__getitem__, invalid), strict=True))
+        if invalid:
+            stages.update(dict.fromkeys(invalid, ENQUEUE))
+            d.pending.hold(zip(invalid, map(ssn.not_enqueued.__getitem__, invalid), strict=True))
         if len(invalid) + (len(layer) if layer is not None else 0) < len(parked):
             for uid in apart:
                 p = parked[uid]
@@ -387,7 +399,7 @@ def explain_pending(ssn: Session) -> None:
     for uid, job in ssn.active.items():
         if uid in not_valid:
             continue
-        if not job.by_status.get(pending_tasks) and not job.is_pending():
+        if job.phase != PENDING and not job.by_status.get(pending_tasks):
             continue
         stages[uid], why = explain(job)
         said.append((uid, why))

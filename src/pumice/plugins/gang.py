@@ -260,7 +260,11 @@ class GangPlugin:
         valid = self.timeouts.valid(ssn, _valid)
         ready, pipelined = self._ready, _pipelined
         # (Only active jobs are asked whether they are valid or ready.)
-        sub_groups = any(j.sub_groups for j in ssn.active.values())
+        sub_groups = False
+        for j in ssn.active.values():  # (no generator: asked every cycle)
+            if j.sub_groups:
+                sub_groups = True
+                break
         if sub_groups:
             valid, ready, pipelined = _with_sub_groups(ssn, valid, ready, pipelined)
         own = sub_groups or valid is not _valid
