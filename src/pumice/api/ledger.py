@@ -293,19 +293,18 @@ class Ledger:
         kept = self._last_inqueue
         if kept is not None and kept[0] == self._inqueue_moves and kept[1] == names:
             return kept[2].copy()
-        rows = []
         kept_rows = self._inqueue_rows
         stamps = self._stamps
-        for name in names:
+        total = [0.0] * self.space.size
+        for name in names:  # (plain floats, queue after queue: the same additions)
             stamp = stamps[name]
             got = kept_rows.get(name)
             if got is None or got[0] != stamp:
-                got = kept_rows[name] = (stamp, self.sums_of(name)[2].tolist())
-            rows.append(got[1])
-        total = [0.0] * self.space.size
-        for row in rows:  # (plain floats, queue after queue: the same additions)
-            for k, x in enumerate(row):
-                total[k] += x
+                # (the inqueue row of sums_of: the same division, of that row alone)
+                row = self._sums[2, self._slots[name]]
+                row = row / self._scale if self._scaled else row
+                got = kept_rows[name] = (stamp, row.tolist())
+            total = [a + b for a, b in zip(total, got[1], strict=True)]
         summed = np.array(total, dtype=np.float64)
         self._last_inqueue = (self._inqueue_moves, names, summed)
         return summed.copy()

@@ -454,12 +454,12 @@ class SchedulerCache:
         if len(nodes.changes) > MAX_NODE_LOG:
             nodes.changes = []  # (the views kept on the old log start afresh)
         blocked_queues: dict[str, str] = {}
-        for uid in sorted(base.queueless):
-            job = jobs.pop(uid)
-            blocked[uid] = base.queueless_reason(job, self.bad_queues)
-            blocked_queues[uid] = job.queue
         active = base.unsettled | base.dirty
         if base.queueless:
+            for uid in sorted(base.queueless):
+                job = jobs.pop(uid)
+                blocked[uid] = base.queueless_reason(job, self.bad_queues)
+                blocked_queues[uid] = job.queue
             active -= base.queueless
         self._unlent |= base.dirty
         base.dirty = set()
@@ -490,7 +490,7 @@ class SchedulerCache:
             default_priority=base.model.default_priority,
             blocked=blocked,
             blocked_queues=blocked_queues,
-            pdbs=[self.pdbs_r[k] for k in sorted(self.pdbs_r)],
+            pdbs=[self.pdbs_r[k] for k in sorted(self.pdbs_r)] if self.pdbs_r else [],
             active=active if self.track_active else None,
             ledger=base.ledger,
             slot_memory=self.slot_memory,
