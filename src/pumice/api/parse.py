@@ -66,6 +66,8 @@ def object_name(obj: Mapping[str, Any]) -> str:
 
 def as_mapping(value: Any, path: str) -> Mapping[str, Any]:
     """``value`` as a mapping (None: an empty one), or an InputError naming ``path``."""
+    if type(value) is dict:  # (the usual, told without an abstract-class check)
+        return value
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -126,6 +128,8 @@ def copy_tree(value: Any, memo: dict[int, Any] | None = None) -> Any:
 def as_str(value: Any, path: str, *, required: bool = False) -> str:
     """``value`` as text (None: empty, or an error when ``required``; YAML's numbers as
     written), or an InputError naming ``path``."""
+    if type(value) is str:  # (the usual)
+        return value
     if value is None:
         if required:
             raise InputError("is required", field=path)
@@ -164,6 +168,8 @@ def as_int(value: Any, path: str, default: int, *, minimum: int | None = None) -
 
 def _key(key: Any, path: str) -> str:
     """A map's key as text (YAML gives numbers and booleans as they are)."""
+    if type(key) is str:  # (the usual)
+        return key
     if isinstance(key, int) and abs(key) > 10**40:
         raise InputError(f"invalid key {shown_text(key)}", field=path)
     return str(key)
