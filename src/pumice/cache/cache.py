@@ -160,11 +160,14 @@ class SchedulerCache:
                 if kind in WORKLOAD_KINDS and not gang_apis.is_kubernetes_workload(obj):
                     continue
                 key = object_key(kind, obj)
+                # (a PodGroup's spec is kept as seen, so that its first status write
+                # re-reads only the status: see Records.take_podgroup)
+                take = records.take_podgroup if kind in PODGROUP_KINDS else records.record
                 if on_bad is None:
-                    records.record(kind, key, obj)
+                    take(kind, key, obj)
                     continue
                 try:
-                    records.record(kind, key, obj)
+                    take(kind, key, obj)
                 except InputError as err:
                     self._bad(kind, key, obj, err)
         self._rebuild()
