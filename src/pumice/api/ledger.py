@@ -78,6 +78,9 @@ class Ledger:
         self.space = space
         self._scale = np.array([1.0 if _integral(n) else 1000.0 for n in space.names])
         self._scaled = not bool(np.all(self._scale == 1.0))
+        #: A zero vector, read only (a part's inqueue row when the job claims nothing).
+        self._zero = space.zeros()
+        self._zero.setflags(write=False)
         self._parts: dict[str, _Part] = {}
         #: Queue -> job count, for the queues that have jobs.
         self._counts: dict[str, int] = {}
@@ -191,15 +194,11 @@ class Ledger:
             self._parts[job.uid] = _Part(job, key, inputs, queue, old.units, affinity)
             self.affinity_jobs += affinity - old.affinity
             return
-        elastic = allocated - minres if minres is not None else allocated
-        rows = np.array(
-            (
-                allocated,
-                pending,
-                self.space.zeros() if demand is None else demand,
-                np.maximum(elastic, 0.0),
-            )
-        )
+        rows = np.array((allocated, pending, self._zero if demand is None else demand, allocated))
+        elastic = rows[3]  # (allocated beyond minResources, at least 0: in place)
+        if minres is not None:
+            elastic -= minres
+        np.maximum(elastic, 0.0, out=elastic)
         if self._scaled:
             rows *= self._scale
             np.rint(rows, out=rows)
