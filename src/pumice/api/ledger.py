@@ -78,6 +78,9 @@ class Ledger:
         self.space = space
         self._scale = np.array([1.0 if _integral(n) else 1000.0 for n in space.names])
         self._scaled = not bool(np.all(self._scale == 1.0))
+        #: A zero vector, read only (a part's inqueue row when the job claims nothing).
+        self._zero = space.zeros()
+        self._zero.setflags(write=False)
         self._parts: dict[str, _Part] = {}
         #: Queue -> job count, for the queues that have jobs.
         self._counts: dict[str, int] = {}
@@ -191,15 +194,11 @@ class Ledger:
             self._parts[job.uid] = _Part(job, key, inputs, queue, old.units, affinity)
             self.affinity_jobs += affinity - old.affinity
             return
-        elastic = allocated - minres if minres is not None else allocated
-        rows = np.array(
-            (
-                allocated,
-                pending,
-                self.space.zeros() if demand is None else demand,
-                np.maximum(elastic, 0.0),
-            )
-        )
+        rows = np.array((allocated, pending, self._zero if demand is None else demand, allocated))
+        elastic = rows[3]  # (allocated beyond minResources, at least 0: in place)
+        if minres is not None:
+            elastic -= minres
+        np.maximum(elastic, 0.0, out=elastic)
         if self._scaled:
             rows *= self._scale
             np.rint(rows, out=rows)
@@ -293,19 +292,18 @@ class Ledger:
         kept = self._last_inqueue
         if kept is not None and kept[0] == self._inqueue_moves and kept[1] == names:
             return kept[2].copy()
-        rows = []
         kept_rows = self._inqueue_rows
         stamps = self._stamps
-        for name in names:
+        total = [0.0] * self.space.size
+        for name in names:  # (plain floats, queue after queue: the same additions)
             stamp = stamps[name]
             got = kept_rows.get(name)
             if got is None or got[0] != stamp:
-                got = kept_rows[name] = (stamp, self.sums_of(name)[2].tolist())
-            rows.append(got[1])
-        total = [0.0] * self.space.size
-        for row in rows:  # (plain floats, queue after queue: the same additions)
-            for k, x in enumerate(row):
-                total[k] += x
+                # (the inqueue row of sums_of: the same division, of that row alone)
+                row = self._sums[2, self._slots[name]]
+                row = row / self._scale if self._scaled else row
+                got = kept_rows[name] = (stamp, row.tolist())
+            total = [a + b for a, b in zip(total, got[1], strict=True)]
         summed = np.array(total, dtype=np.float64)
         self._last_inqueue = (self._inqueue_moves, names, summed)
         return summed.copy()

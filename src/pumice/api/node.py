@@ -264,11 +264,11 @@ class NodeTable:
         other.tasks = list(self.tasks)
         other._shared, other._owned = True, set()
         other.affinity = self.affinity
-        other.ports = {k: dict(v) for k, v in self.ports.items()}
+        other.ports = {k: dict(v) for k, v in self.ports.items()} if self.ports else {}
         other.version = 0
         other.changes = []
         other.origin = (self.changes, len(self.changes))
-        other.left_out = dict(self.left_out)
+        other.left_out = dict(self.left_out) if self.left_out else {}
         other._session = None
         other._total_of = self._total_of
         other._left_of = None

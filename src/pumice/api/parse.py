@@ -66,6 +66,8 @@ def object_name(obj: Mapping[str, Any]) -> str:
 
 def as_mapping(value: Any, path: str) -> Mapping[str, Any]:
     """``value`` as a mapping (None: an empty one), or an InputError naming ``path``."""
+    if type(value) is dict:  # (the usual, told without an abstract-class check)
+        return value
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -126,6 +128,8 @@ def copy_tree(value: Any, memo: dict[int, Any] | None = None) -> Any:
 def as_str(value: Any, path: str, *, required: bool = False) -> str:
     """``value`` as text (None: empty, or an error when ``required``; YAML's numbers as
     written), or an InputError naming ``path``."""
+    if type(value) is str:  # (the usual)
+        return value
     if value is None:
         if required:
             raise InputError("is required", field=path)
@@ -164,6 +168,8 @@ def as_int(value: Any, path: str, default: int, *, minimum: int | None = None) -
 
 def _key(key: Any, path: str) -> str:
     """A map's key as text (YAML gives numbers and booleans as they are)."""
+    if type(key) is str:  # (the usual)
+        return key
     if isinstance(key, int) and abs(key) > 10**40:
         raise InputError(f"invalid key {shown_text(key)}", field=path)
     return str(key)
@@ -171,7 +177,16 @@ def _key(key: Any, path: str) -> str:
 
 def as_labels(value: Any, path: str) -> dict[str, str]:
     """``value`` as a map of text to text (labels, annotations, selectors), or an
-    InputError naming ``path`` or the entry."""
+    InputError naming ``path`` or the entry (a new dict)."""
+    if value is None:
+        return {}
+    if type(value) is dict:
+        # (the usual: text already, taken as it is; every pod has two such maps)
+        for k, v in value.items():
+            if type(k) is not str or type(v) is not str:
+                break
+        else:
+            return dict(value)
     out = {}
     for k, v in as_mapping(value, path).items():
         key = _key(k, path)
@@ -189,10 +204,25 @@ def timestamp(value: Any, path: str) -> float:
         if not abs(value) < 1e12:  # (NaN too) some 30,000 years
             raise InputError(f"invalid timestamp {shown_text(value)}", field=path)
         return float(value)
+    if type(value) is str:  # (the usual: pods made together carry one time, read once)
+        got = _TIMES.get(value)
+        if got is not None:
+            return got
     try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+        got = datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
     except ValueError as exc:
         raise InputError(f"invalid timestamp {shown(value)}", field=path) from exc
+    if type(value) is str:
+        if len(_TIMES) >= _TIMES_KEPT:
+            _TIMES.clear()
+        _TIMES[value] = got
+    return got
+
+
+#: RFC 3339 text -> its time, as :func:`timestamp` last read it (at most
+#: ``_TIMES_KEPT``; cleared when full).
+_TIMES: dict[str, float] = {}
+_TIMES_KEPT = 4096
 
 
 _NATIVE = frozenset({"cpu", "memory", "pods", "ephemeral-storage"})
@@ -810,7 +840,16 @@ def _pod_affinity(spec: Mapping[str, Any]) -> PodAffinity | None:
 
 def pod_scheduled_at(status: Mapping[str, Any]) -> float:
     """When the PodScheduled condition turned True (Volcano's cdp plugin reads it)."""
-    for i, c in enumerate(as_list(status.get("conditions"), "status.conditions")):
+    conditions = status.get("conditions")
+    if type(conditions) is list:  # (the usual: a list of dicts, read without checks)
+        for i, c in enumerate(conditions):
+            if type(c) is not dict:
+                break
+            if c.get("type") == "PodScheduled" and c.get("status") == "True":
+                return timestamp(c.get("lastTransitionTime"), f"status.conditions[{i}]")
+        else:
+            return 0.0
+    for i, c in enumerate(as_list(conditions, "status.conditions")):
         c = as_mapping(c, f"status.conditions[{i}]")
         if c.get("type") == "PodScheduled" and c.get("status") == "True":
             return timestamp(c.get("lastTransitionTime"), f"status.conditions[{i}]")

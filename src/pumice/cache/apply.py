@@ -113,7 +113,11 @@ class DecisionApplier:
         cluster = self.cluster
         out = ApplyResult()
         wrote = bool(decisions.evictions or decisions.binds)
-        reasons = {a.get("task"): str(a.get("reason", "")) for a in decisions.audit if "task" in a}
+        reasons = (
+            {a.get("task"): str(a.get("reason", "")) for a in decisions.audit if "task" in a}
+            if decisions.evictions
+            else {}
+        )
         for pod in decisions.evictions:
             if cluster.evict(pod, reasons.get(pod, "")):
                 out.evicted.append(pod)
@@ -136,14 +140,15 @@ class DecisionApplier:
         podgroups = decisions.podgroups
         compare = self._to_compare(decisions, changes)
         self.base.status_moved.clear()
+        agreed_get, said_get = agreed.get, said.get
         for uid, upd in compare:
-            last = agreed.get(uid)
-            if last is not None and last[0] is upd and last[1] is said.get(uid):
+            seen = said_get(uid)
+            last = agreed_get(uid)
+            if last is not None and last[0] is upd and last[1] is seen:
                 # The same update (a parked job's status, carried from the last cycle)
                 # against the same status the cluster had: it agrees again. The hot
                 # path of a busy cycle's apply, once per waiting job.
                 continue
-            seen = said.get(uid)
             if seen is None:  # (not a Volcano PodGroup the cache holds, as a rule)
                 rec = pgs_r.get(uid)
                 if rec is None or rec.api != "volcano":

@@ -162,10 +162,10 @@ class BaseModel:
     def podgroup_changed(self, old: parse.PodGroupRecord | None, rec: parse.PodGroupRecord) -> None:
         """A PodGroup's record went from ``old`` (None: new) to ``rec``: its job made
         anew when what the job is made of changed, else its phase and notes taken."""
-        if old is not None and old.uid != rec.uid:
+        uid = rec.uid
+        if old is not None and old is not rec and old.uid != uid:
             self.drop_job(old.uid)  # (now a PodGroup of another API group)
             old = None
-        uid = rec.uid
         job = self.jobs.get(uid)
         if old is None or job is None:
             self.add_job(rec)

@@ -160,11 +160,14 @@ class SchedulerCache:
                 if kind in WORKLOAD_KINDS and not gang_apis.is_kubernetes_workload(obj):
                     continue
                 key = object_key(kind, obj)
+                # (a PodGroup's spec is kept as seen, so that its first status write
+                # re-reads only the status: see Records.take_podgroup)
+                take = records.take_podgroup if kind in PODGROUP_KINDS else records.record
                 if on_bad is None:
-                    records.record(kind, key, obj)
+                    take(kind, key, obj)
                     continue
                 try:
-                    records.record(kind, key, obj)
+                    take(kind, key, obj)
                 except InputError as err:
                     self._bad(kind, key, obj, err)
         self._rebuild()
@@ -454,12 +457,12 @@ class SchedulerCache:
         if len(nodes.changes) > MAX_NODE_LOG:
             nodes.changes = []  # (the views kept on the old log start afresh)
         blocked_queues: dict[str, str] = {}
-        for uid in sorted(base.queueless):
-            job = jobs.pop(uid)
-            blocked[uid] = base.queueless_reason(job, self.bad_queues)
-            blocked_queues[uid] = job.queue
         active = base.unsettled | base.dirty
         if base.queueless:
+            for uid in sorted(base.queueless):
+                job = jobs.pop(uid)
+                blocked[uid] = base.queueless_reason(job, self.bad_queues)
+                blocked_queues[uid] = job.queue
             active -= base.queueless
         self._unlent |= base.dirty
         base.dirty = set()
@@ -490,7 +493,7 @@ class SchedulerCache:
             default_priority=base.model.default_priority,
             blocked=blocked,
             blocked_queues=blocked_queues,
-            pdbs=[self.pdbs_r[k] for k in sorted(self.pdbs_r)],
+            pdbs=[self.pdbs_r[k] for k in sorted(self.pdbs_r)] if self.pdbs_r else [],
             active=active if self.track_active else None,
             ledger=base.ledger,
             slot_memory=self.slot_memory,
