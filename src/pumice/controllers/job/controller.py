@@ -127,14 +127,16 @@ def _job_ref(obj: Mapping[str, Any]) -> str | None:
 def merge_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON merge patch that turns ``old`` into ``new`` (empty when equal)."""
     out: dict[str, Any] = {}
-    for k in old:
-        if k not in new:
-            out[k] = None
+    if old.keys() - new.keys():  # (most diffs remove nothing)
+        for k in old:
+            if k not in new:
+                out[k] = None
     for k, v in new.items():
         o = old.get(k)
         if o == v:
             continue  # (equal trees have no diff: compared at once, not key by key)
-        if is_mapping(v) and is_mapping(o):
+        t = type(v)  # (a status is made of dicts, texts and counts: told without a call)
+        if (t is dict or (t is not int and t is not str and is_mapping(v))) and is_mapping(o):
             sub = merge_diff(o, v)
             if sub:
                 out[k] = sub
@@ -282,7 +284,9 @@ class JobController:
             uid = str((pod.get("metadata") or {}).get("uid", ""))
             if uid in self._killed:
                 self._killed.discard(uid)
-            else:
+            elif self.store.get(KIND, job) is not None:
+                # (a pod of a Job that is gone, taken by the garbage collector, is no
+                # eviction: its reconcile forgets the Job, whatever it noted of it)
                 name = str(pod["metadata"]["name"])
                 self._evicted.setdefault(job, {})[name] = Eviction(
                     name, task_of(pod), version_of(pod), uid, PodView.of(pod).owner
