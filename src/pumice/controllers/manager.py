@@ -153,7 +153,8 @@ class Manager:
             log.exception("controller %s: reconcile %s failed; again in %.0f s", c.name, key, delay)
             self.requeue(i, key, delay)
             return
-        self._errors.pop((i, key), None)
+        if self._errors:  # (none failed: most runs)
+            self._errors.pop((i, key), None)
         if after is not None:
             self.requeue(i, key, after)
 
