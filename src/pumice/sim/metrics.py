@@ -450,9 +450,10 @@ class Metrics:
             held, layers = pending.held()
         else:
             held, layers = dict(pending), ()
-        if names:
-            held = dict(zip(map(names.get, held, held), held.values(), strict=True))
-        self._keep(held)
+        if held:  # (none in many cycles: all that wait are in layers)
+            if names:
+                held = dict(zip(map(names.get, held, held), held.values(), strict=True))
+            self._keep(held)
         last, self._cells = self._cells, []
         if self._cells_restarts != self.restarts or self._cells_names is not names:
             last = []
