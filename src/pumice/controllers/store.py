@@ -217,17 +217,24 @@ class MemoryStore:
         # An event carries the object as it is now, so every event of one object in a
         # batch reads the same owners: each object is indexed once, as its last event
         # leaves it (None: gone). Creations are numbered in the order they happened.
+        events = self._all.drain()
+        if not events:
+            return
         last: dict[tuple[str, str], Mapping[str, Any] | None] = {}
-        for ev in self._all.drain():
+        created, seq = self._created, self._seq
+        for ev in events:
             ref = (ev.kind, ev.key)
             if ev.type == DELETED:
-                self._created.pop(ref, None)
+                created.pop(ref, None)
                 last[ref] = None
                 continue
             if ev.type == ADDED:
-                self._created[ref] = next(self._seq)
+                created[ref] = next(seq)
             last[ref] = ev.obj
+        owners = self._owners
         for ref, obj in last.items():
+            if obj is not None and owner_uids(obj) == owners.get(ref, ()):
+                continue  # (owned as it was, or by none: most objects)
             self._index(ref, obj)
 
     def _dependents(self, uid: str) -> list[tuple[str, str]]:
