@@ -14,8 +14,9 @@ cluster.
 says when the next requeue falls due, so a caller sleeps (or advances virtual time)
 until then or until new events arrive; ``idle`` says whether a step now would do
 nothing (no event unread, no requeue due), which the simulator asks before stepping at
-the end of every instant. A reconcile that raises is logged and retried
-with a backoff; it never stops the other controllers.
+the end of every instant, and again once its kubelet took in what a step wrote. A
+reconcile that raises is logged and retried with a backoff; it never stops the other
+controllers.
 """
 
 from __future__ import annotations
@@ -153,7 +154,8 @@ class Manager:
             log.exception("controller %s: reconcile %s failed; again in %.0f s", c.name, key, delay)
             self.requeue(i, key, delay)
             return
-        self._errors.pop((i, key), None)
+        if self._errors:  # (none failed: most runs)
+            self._errors.pop((i, key), None)
         if after is not None:
             self.requeue(i, key, after)
 

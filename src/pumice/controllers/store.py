@@ -65,9 +65,10 @@ def is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
 def merge_patch(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
     """Apply a JSON merge patch (RFC 7386) to ``target`` in place."""
     for k, v in patch.items():
+        t = type(v)  # (texts, counts and lists told without a call: most values)
         if v is None:
             target.pop(k, None)
-        elif is_mapping(v):
+        elif t is dict or (t is not str and t is not int and t is not list and is_mapping(v)):
             cur = target.get(k)
             if not isinstance(cur, dict):
                 cur = target[k] = {}
@@ -216,17 +217,24 @@ class MemoryStore:
         # An event carries the object as it is now, so every event of one object in a
         # batch reads the same owners: each object is indexed once, as its last event
         # leaves it (None: gone). Creations are numbered in the order they happened.
+        events = self._all.drain()
+        if not events:
+            return
         last: dict[tuple[str, str], Mapping[str, Any] | None] = {}
-        for ev in self._all.drain():
+        created, seq = self._created, self._seq
+        for ev in events:
             ref = (ev.kind, ev.key)
             if ev.type == DELETED:
-                self._created.pop(ref, None)
+                created.pop(ref, None)
                 last[ref] = None
                 continue
             if ev.type == ADDED:
-                self._created[ref] = next(self._seq)
+                created[ref] = next(seq)
             last[ref] = ev.obj
+        owners = self._owners
         for ref, obj in last.items():
+            if obj is not None and owner_uids(obj) == owners.get(ref, ()):
+                continue  # (owned as it was, or by none: most objects)
             self._index(ref, obj)
 
     def _dependents(self, uid: str) -> list[tuple[str, str]]:
@@ -305,19 +313,21 @@ class MemoryStore:
         return self.cluster.clock()
 
     def stamp(self) -> str:
-        now = self.now()
-        if now != self._stamped[0]:  # (a reconcile and its writes share an instant)
-            if not math.isfinite(now):
-                text = rfc3339(now)  # (what the API's format makes of it, error or not)
-            else:  # rfc3339(now), its date kept per day: whole seconds, UTC
-                day, second = divmod(math.floor(now), 86400)
-                if day != self._day[0]:
-                    self._day = (day, rfc3339(day * 86400)[:11])
-                hours, rest = divmod(second, 3600)
-                minutes, seconds = divmod(rest, 60)
-                text = f"{self._day[1]}{hours:02d}:{minutes:02d}:{seconds:02d}Z"
-            self._stamped = (now, text)
-        return self._stamped[1]
+        now = self.cluster.clock()
+        stamped = self._stamped
+        if now == stamped[0]:  # (a reconcile and its writes share an instant)
+            return stamped[1]
+        if not math.isfinite(now):
+            text = rfc3339(now)  # (what the API's format makes of it, error or not)
+        else:  # rfc3339(now), its date kept per day: whole seconds, UTC
+            day, second = divmod(math.floor(now), 86400)
+            if day != self._day[0]:
+                self._day = (day, rfc3339(day * 86400)[:11])
+            hours, rest = divmod(second, 3600)
+            minutes, seconds = divmod(rest, 60)
+            text = f"{self._day[1]}{hours:02d}:{minutes:02d}:{seconds:02d}Z"
+        self._stamped = (now, text)
+        return text
 
 
 __all__ = [

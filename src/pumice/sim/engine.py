@@ -430,8 +430,8 @@ class Simulation:
         for _ in range(_SETTLE):
             ran = manager.step()
             self.kubelet.sync()
-            if not ran:
-                break
+            if not ran or manager.idle():
+                break  # (idle: the kubelet wrote nothing the controllers watch)
         due = manager.next_due()
         if due is not None and due not in self._wakes:
             self._wakes.add(due)

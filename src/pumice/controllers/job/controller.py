@@ -127,14 +127,16 @@ def _job_ref(obj: Mapping[str, Any]) -> str | None:
 def merge_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON merge patch that turns ``old`` into ``new`` (empty when equal)."""
     out: dict[str, Any] = {}
-    for k in old:
-        if k not in new:
-            out[k] = None
+    if old.keys() - new.keys():  # (most diffs remove nothing)
+        for k in old:
+            if k not in new:
+                out[k] = None
     for k, v in new.items():
         o = old.get(k)
         if o == v:
             continue  # (equal trees have no diff: compared at once, not key by key)
-        if is_mapping(v) and is_mapping(o):
+        t = type(v)  # (a status is made of dicts, texts and counts: told without a call)
+        if (t is dict or (t is not int and t is not str and is_mapping(v))) and is_mapping(o):
             sub = merge_diff(o, v)
             if sub:
                 out[k] = sub
@@ -154,27 +156,35 @@ class _Plan:
     key: str
     podgroup: str
     events: frozenset[str]
-    slots: tuple[tuple[TaskSpec, int, str], ...]
+    #: Per pod the spec wants: its task, index, name and (task name, index).
+    slots: tuple[tuple[TaskSpec, int, str, tuple[str, int]], ...]
     #: (task name, index) -> the name of that pod.
     names: dict[tuple[str, int], str]
     #: Each task's priorityClassName ("" for none), in the spec's order.
     classes: tuple[str, ...]
+    #: Whether an event its policies name is read off the pods (see ``_READ_OFF_PODS``).
+    reads_pods: bool
+    #: Whether a policy times ``PodPending`` (the pods it creates start the timer).
+    times_pending: bool
 
     @classmethod
     def of(cls, spec: JobSpec) -> _Plan:
         slots = tuple(
-            (task, i, f"{spec.name}-{task.name}-{i}")
+            (task, i, f"{spec.name}-{task.name}-{i}", (task.name, i))
             for task in spec.tasks
             for i in range(task.replicas)
         )
+        events = policy_events(spec)
         return cls(
             spec=spec,
             key=spec.key,
             podgroup=f"{spec.namespace}/{spec.podgroup_name}",
-            events=policy_events(spec),
+            events=events,
             slots=slots,
-            names={(task.name, i): name for task, i, name in slots},
+            names={at: name for _task, _i, name, at in slots},
             classes=tuple(str(t.pod_spec.get("priorityClassName") or "") for t in spec.tasks),
+            reads_pods=not events.isdisjoint(_READ_OFF_PODS),
+            times_pending="PodPending" in events or "*" in events,
         )
 
 
@@ -282,7 +292,9 @@ class JobController:
             uid = str((pod.get("metadata") or {}).get("uid", ""))
             if uid in self._killed:
                 self._killed.discard(uid)
-            else:
+            elif self.store.get(KIND, job) is not None:
+                # (a pod of a Job that is gone, taken by the garbage collector, is no
+                # eviction: its reconcile forgets the Job, whatever it noted of it)
                 name = str(pod["metadata"]["name"])
                 self._evicted.setdefault(job, {})[name] = Eviction(
                     name, task_of(pod), version_of(pod), uid, PodView.of(pod).owner
@@ -624,10 +636,14 @@ class JobController:
                 )
                 action = st.SYNC
             again.append(0.0)
-        else:
+        elif plan.reads_pods or pg_phase == "Unknown" or self._evicted.get(key):
             action, task, pod_target = self._from_events(
                 key, spec, plan.events, pods, version, pg_phase, now, again
             )
+        else:  # (most reconciles: see _from_events)
+            started = self._since.get(key)
+            if started:
+                started.clear()
         if action != st.SYNC:
             self._record(job, "Normal", "ExecuteAction", f"Start to execute action {action}")
 
@@ -676,7 +692,7 @@ class JobController:
             self._settle(key, job, run.status.phase)
         else:  # moved: the new phase may have work of its own (its write calls for it)
             self._settled.pop(key, None)
-        if run.created and ("PodPending" in plan.events or "*" in plan.events):
+        if run.created and plan.times_pending:
             again.append(0.0)  # the pods it created start PodPending's timer now
         after = self._ttl(run, key)
         if after is not None:
@@ -809,8 +825,8 @@ class JobController:
         admitted = pg is not None and pg_phase not in ("", "Pending")
         have = {(p.task, p.index): p for p in run.pods}
         creates: list[dict[str, Any]] = []
-        for task, i, name in run.plan.slots:
-            pod = have.get((task.name, i))
+        for task, i, name, at in run.plan.slots:
+            pod = have.get(at)
             if pod is not None and pod.name == name:
                 if pod.terminating:
                     counts.terminating += 1
@@ -828,10 +844,12 @@ class JobController:
         if creates:
             run.created = True
             known = self._pods.setdefault(spec.key, {})
+            jobs = self._pod_jobs
             for made in self.store.create_all(creates):  # (a Job's pods at once, on a cluster)
                 if made is not None:  # counted Pending above: its creation coming back is not news
                     view = PodView.of(made)
                     known[view.key] = view
+                    jobs[view.key] = spec.key
         names = run.plan.names
         for pod in run.pods:  # beyond the spec (scaled down, a task gone)
             if names.get((pod.task, pod.index)) == pod.name:

@@ -79,15 +79,6 @@ SOFT = frozenset({"Succeeded", "Failed"})
 NONE: frozenset[str] = frozenset()
 
 
-#: The pod phases counted by name, and the field of :class:`Counts` each counts in.
-_COUNTED = {
-    "Pending": "pending",
-    "Running": "running",
-    "Succeeded": "succeeded",
-    "Failed": "failed",
-}
-
-
 @dataclass(slots=True)
 class Counts:
     """The job's pods by phase, and per task (``status.taskStatusCount``)."""
@@ -102,12 +93,24 @@ class Counts:
 
     def add(self, task: str, phase: str) -> None:
         """Count one pod of ``task`` in ``phase`` (not terminating)."""
-        attr = _COUNTED.get(phase, "unknown")
-        setattr(self, attr, getattr(self, attr) + 1)
+        # (the fields by name, not through getattr and setattr: a reconcile counts
+        # every pod of its Job)
+        if phase == "Running":
+            self.running += 1
+        elif phase == "Pending":
+            self.pending += 1
+        elif phase == "Succeeded":
+            self.succeeded += 1
+        elif phase == "Failed":
+            self.failed += 1
+        else:
+            self.unknown += 1
+            phase = "Unknown"
         if task:
-            by = self.tasks.setdefault(task, {})
-            key = phase if phase in _COUNTED else "Unknown"
-            by[key] = by.get(key, 0) + 1
+            by = self.tasks.get(task)
+            if by is None:
+                by = self.tasks[task] = {}
+            by[phase] = by.get(phase, 0) + 1
 
     @property
     def alive(self) -> bool:
