@@ -65,6 +65,12 @@ def place(
         if err is not None:
             job.fit_errors[task.uid] = err
             return False
+    err = fastpath.no_room(task)
+    if err is not None:  # (the fast path knows why: no pass over the nodes)
+        job.fit_errors[task.uid] = err
+        if memo_key is not None:
+            fastpath.no_fit[memo_key] = err
+        return False
     blocked, reasons = predicate_filter(ssn, task)
     future = nodes.future_idle()
     feasible = fits(task.init_resreq, future)

@@ -325,6 +325,32 @@ class FastPath:
         self._views[key] = (version, view)
         return view
 
+    def no_room(self, task: TaskInfo) -> FitError | None:
+        """Why no node can take ``task``, once :meth:`choose` has found none: the fit
+        error of its shape's slot view, where the view has no slot on any node. It is
+        the error the long way gives (each node under the first predicate refusing
+        it, else under every resource it is short of; the nodes left out under their
+        reason), read from a view kept row by row instead of a pass over every node:
+        a backlog of single pods that fit nowhere asks it for each pod shape in every
+        cycle. None where the fast path does not apply, or where the predicates'
+        answers may differ between tasks of a shape or move with other pods (the
+        long way then explains)."""
+        if (
+            not self.enabled
+            or self.per_task
+            or self.affinity_about
+            or task.host_ports
+            or task.nonzero is None
+            or task.spread
+            or task.pod_affinity is not None
+            or self.ssn.attaching(task)
+        ):
+            return None
+        view = self.slot_view(task, shape_key(task))
+        if view is None or view.total:
+            return None
+        return view.fit_error(len(self.nodes))
+
     # -- keeping a shape current --------------------------------------------------------
 
     def _memory(self) -> SlotMemory:
