@@ -36,7 +36,7 @@ from pumice.framework.session import (
     renew_session,
 )
 from pumice.framework.status import explain_pending, update_podgroups
-from pumice.framework.verdicts import timeless, valid_until
+from pumice.framework.verdicts import valid_until
 from pumice.framework.waiting import line_up
 from pumice.plugins import default_registry as default_plugins
 
@@ -272,7 +272,7 @@ class Scheduler:
         if not self.repeat or snapshot.stamp is None:
             return
         stamp = (snapshot.stamp, snapshot.active)
-        until = valid_until(ssn, _clocked([*ssn.plugins, *actions]))
+        until = valid_until(ssn, [*ssn.plugins, *actions])
         if until <= ssn.now:
             snapshot.verdicts.forget(CYCLE_KEY)
             return
@@ -280,25 +280,6 @@ class Scheduler:
         d = ssn.decisions
         kept = _Cycle(self, ssn.now, until, d, list(d.notes), observer)
         snapshot.verdicts.keep(CYCLE_KEY, stamp, kept)
-
-
-def _clocked(parts: list[Any]) -> list[Any]:
-    """``parts`` less those whose class declares ``valid_until = timeless`` (and that
-    do not set their own): the same earliest time, without asking every plugin and
-    action of every cycle (their classes are looked at once)."""
-    clocked = []
-    for part in parts:
-        cls = type(part)
-        timeless_ = _TIMELESS.get(cls)
-        if timeless_ is None:
-            timeless_ = _TIMELESS[cls] = getattr(cls, "valid_until", None) is timeless
-        if not timeless_ or "valid_until" in getattr(part, "__dict__", ()):
-            clocked.append(part)
-    return clocked
-
-
-#: Per class of plugin or action: whether it declares ``valid_until = timeless``.
-_TIMELESS: dict[type, bool] = {}
 
 
 def _lines(wanted: Callable[[int], bool]) -> Callable[[Session], None]:
