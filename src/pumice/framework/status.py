@@ -370,7 +370,7 @@ def explain_pending(ssn: Session) -> None:
             )
         else:
             d.pending[uid] = f"not schedulable: {reason}"
-    # (Made when the first job is to be explained: many cycles explain none.)
+    # (Made when the first job is to be explained: some cycles explain none.)
     explain: _Explainer | None = None
     # The parked jobs, refused by enqueue all of them: those not valid as gangs (the
     # many) said at once, as the invalid ones above; by reference, as enqueue said
