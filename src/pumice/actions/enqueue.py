@@ -319,7 +319,7 @@ def _refuse_all(ssn: Session, jobs_of: dict[str, list[JobInfo]], vote: _ParkedVo
     queues = ssn.queues
     parked_refused: list[JobInfo] = []
     if vote is not None and vote.count:
-        if all(q.is_open() for q in queues.values()):
+        if all(map(QueueInfo.is_open, queues.values())):
             parked_refused = _lay_refusals(ssn, vote)
         else:
             parked_refused = vote.jobs()

@@ -54,12 +54,33 @@ def describe(
     space: ResourceSpace, limit: Vector, sources: Sequence[str], dims: Iterable[int]
 ) -> str:
     """``its capability (cpu 8) and its deserved share (memory 4Gi)``: ``limit`` in the
-    resources ``dims``, grouped by each resource's source (in ``sources``)."""
-    groups: dict[str, list[int]] = {}
-    for d in dims:
-        groups.setdefault(sources[d], []).append(d)
+    resources ``dims``, grouped by each resource's source (in ``sources``).
+
+    The sentence is a function of each named resource's name, amount and source
+    alone, and an explanation asks it again in every cycle that explains a queue's
+    refusal, mostly with the same figures: it is kept by those (a few sentences, and
+    forgotten all at once past :data:`_DESCRIBED_MAX`)."""
     values = limit.tolist() if isinstance(limit, np.ndarray) else limit
-    return " and ".join(f"{src} ({amounts(space, values, ds)})" for src, ds in groups.items())
+    if not isinstance(dims, list | tuple):
+        dims = list(dims)
+    names = space.names
+    key = tuple([(names[d], values[d], sources[d]) for d in dims])
+    said = _described.get(key)
+    if said is None:
+        groups: dict[str, list[int]] = {}
+        for d in dims:
+            groups.setdefault(sources[d], []).append(d)
+        said = " and ".join(f"{src} ({amounts(space, values, ds)})" for src, ds in groups.items())
+        if len(_described) >= _DESCRIBED_MAX:
+            _described.clear()
+        _described[key] = said
+    return said
+
+
+#: :func:`describe`'s sentences by what they quote: ((name, amount, source) per
+#: resource named, in order) -> sentence.
+_described: dict[tuple[tuple[str, float, str], ...], str] = {}
+_DESCRIBED_MAX = 1024
 
 
 def finite_dims(limit: Vector, mask: np.ndarray) -> list[int]:

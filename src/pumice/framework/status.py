@@ -370,7 +370,8 @@ def explain_pending(ssn: Session) -> None:
             )
         else:
             d.pending[uid] = f"not schedulable: {reason}"
-    explain = _Explainer(ssn, Limits(ssn))
+    # (Made when the first job is to be explained: some cycles explain none.)
+    explain: _Explainer | None = None
     # The parked jobs, refused by enqueue all of them: those not valid as gangs (the
     # many) said at once, as the invalid ones above; by reference, as enqueue said
     # them, where it said them as one layer (``Session.refused_parked``: their stage
@@ -392,6 +393,8 @@ def explain_pending(ssn: Session) -> None:
             for uid in apart:
                 p = parked[uid]
                 if p.reason is None:
+                    if explain is None:
+                        explain = _Explainer(ssn, Limits(ssn))
                     stages[uid], d.pending[uid] = explain(p.job)
     not_valid = ssn.invalid
     pending_tasks = TaskStatus.PENDING
@@ -401,6 +404,8 @@ def explain_pending(ssn: Session) -> None:
             continue
         if job.phase != PENDING and not job.by_status.get(pending_tasks):
             continue
+        if explain is None:
+            explain = _Explainer(ssn, Limits(ssn))
         stages[uid], why = explain(job)
         said.append((uid, why))
     d.pending.hold(said)

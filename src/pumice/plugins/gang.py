@@ -285,7 +285,12 @@ class GangPlugin:
         ready_now = self._ready_now
         podgroups, session = ssn.decisions.podgroups, ssn.uid
         pipelined = TaskStatus.PIPELINED
+        # Only gangs of the dialects with timeouts have clocks to start, stop or run
+        # out (``GangTimeouts.applies``): a cycle of Volcano jobs alone has none.
+        timed = False
         for uid, job in ssn.active.items():
+            if job.api != "volcano":
+                timed = True
             if uid in invalid:
                 continue
             if ready_now(job):
@@ -306,7 +311,8 @@ class GangPlugin:
                     [{"type": ctype, "status": "True", "reason": reason, "message": msg,
                       "transitionID": session}],
                 )  # fmt: skip
-        self.timeouts.close(ssn, ready_now, set_condition)
+        if timed:
+            self.timeouts.close(ssn, ready_now, set_condition)
 
 
 def set_condition(ssn: Session, uid: str, ctype: str, reason: str, message: str = "") -> None:
