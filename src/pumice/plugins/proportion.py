@@ -156,20 +156,21 @@ class _Sums:
         request = clipped[0] + clipped[1]
         request_bytes = request.tobytes()
         if like is not None and like.request_bytes == request_bytes:
-            self.request, self.request_bytes = like.request, like.request_bytes
-            self.request_list = like.request_list
-            self.rows, self.live, self.short = like.rows, like.live, like.short
-            return
-        request.setflags(write=False)
-        self.request = request
-        self.request_bytes = request_bytes
-        self.request_list: list[float] = request.tolist()
+            request, request_list = like.request, like.request_list
+            rows, live, short = like.rows, like.live, like.short
+        else:
+            request.setflags(write=False)
+            request_list = request.tolist()
+            rows, live, short = None, [], False
+        self.request: Vector = request
+        self.request_bytes: bytes = request_bytes
+        self.request_list: list[float] = request_list
         #: The rows the two below were worked out for (see :meth:`place`).
-        self.rows: _Rows | None = None
+        self.rows: _Rows | None = rows
         #: :func:`_live` of the queue there: the resources its water fill walks, and
         #: whether one it skips falls short of the request.
-        self.live: list[int] = []
-        self.short = False
+        self.live: list[int] = live
+        self.short: bool = short
 
     def place(self, rows: _Rows, k: int) -> None:
         """Work out :attr:`live` and :attr:`short` for the queue as the ``k``-th of
@@ -578,9 +579,7 @@ class ProportionPlugin:
             self._build(k, rows, sums[k], deserved, row_bytes[k])
         dirty.clear()
 
-    def _sums_of(
-        self, name: str, stamp: int, ledger: Ledger, like: _Sums | None = None
-    ) -> _Sums:
+    def _sums_of(self, name: str, stamp: int, ledger: Ledger, like: _Sums | None = None) -> _Sums:
         """Queue ``name``'s :class:`_Sums` for the ledger's ``stamp``: one of its last
         few when the sums are the same floats again (a job that starts and ends, a
         pod that comes and goes), with what was worked out for it; else new (with
