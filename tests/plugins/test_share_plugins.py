@@ -6,7 +6,6 @@ import types
 
 import numpy as np
 import yaml
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.kit import conf, node, pod, podgroup, priority_class, queue, run
