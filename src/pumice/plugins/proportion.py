@@ -351,6 +351,11 @@ def _fill_rows(
         every = list(dims)
         live, short = [every] * n, [False] * n
     des = [[0.0] * size for _ in range(n)]
+    # Per queue, each resource it walks with its capability, request and guarantee
+    # there (taken once: the rounds read them again and again).
+    walks = [
+        [(k, c[k], r[k], g[k]) for k in ks] for ks, c, r, g in zip(live, cp, req, gu, strict=True)
+    ]
     # The queues still open, and their weights' sum (whole numbers: the same sum as
     # adding the open queues' weights afresh every round).
     open_rows = list(range(n))
@@ -362,21 +367,20 @@ def _fill_rows(
         left_weight = total_weight
         for i in open_rows:
             part = w[i] / total_weight
-            row, c, r, g = des[i], cp[i], req[i], gu[i]
+            row = des[i]
             reached = not short[i]
             moved = False  # (any share not equal to what it was: else the queue is met)
-            for k in live[i]:
+            for k, ck, rk, gk in walks[i]:
                 # max(min(min(old + remaining * part, c), r), g), with the builtins'
                 # choices spelled out (their calls are most of the fill's time).
                 was = row[k]
                 x = was + remaining[k] * part
-                if c[k] < x:
-                    x = c[k]
-                rk = r[k]
+                if ck < x:
+                    x = ck
                 if rk < x:
                     x = rk
-                if g[k] > x:
-                    x = g[k]
+                if gk > x:
+                    x = gk
                 row[k] = x
                 if not rk <= x:
                     reached = False
