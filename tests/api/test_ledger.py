@@ -4,6 +4,7 @@ order of updates and removals (queues that empty and come back included)."""
 from __future__ import annotations
 
 import copy
+import random
 
 import numpy as np
 from tests.kit import node, pod, podgroup, queue
@@ -76,6 +77,34 @@ def test_kept_sums_equal_fresh_sums():
     _names, m = kept.matrices(snap.queues)
     m.allocated += 1.0
     _same(kept, Ledger.of(snap.space, jobs), snap.queues)
+
+
+def test_the_admitted_total_follows_jobs_coming_and_going_in_any_queue():
+    """overcommit's total of what the admitted jobs ask is kept from one call to the
+    next, the sum up to the first queue that moved taken as it was: after every job
+    that comes or goes, in any queue, it is the sum of the queues' rows afresh."""
+    snap = _snapshot()
+    jobs = sorted(snap.jobs.values(), key=lambda j: j.uid)
+    kept = Ledger(snap.space)
+    held: list = []
+    rng = random.Random(7)
+    for _step in range(120):
+        out = [j for j in jobs if j not in held]
+        if held and (not out or rng.random() < 0.5):
+            job = held.pop(rng.randrange(len(held)))
+            kept.remove(job.uid)
+        else:
+            job = rng.choice(out)
+            held.append(job)
+            kept.update(job)
+        total = kept.inqueue_total(snap.queues)
+        fresh = Ledger.of(snap.space, held)
+        _names, m = fresh.matrices(snap.queues)
+        summed = np.zeros(snap.space.size)
+        for row in m.inqueue:
+            summed = summed + row
+        assert total.tobytes() == summed.tobytes()
+        _same(kept, fresh, snap.queues)
 
 
 def test_a_queues_stamp_moves_with_its_sums_alone():

@@ -42,7 +42,7 @@ def _figures(ssn) -> dict:
     plugin = next(p for p in ssn.plugins if getattr(p, "name", "") == "proportion")
     return {
         name: [getattr(a, f).tobytes() for f in ("deserved", "allocated", "request", "inqueue")]
-        + [a.share]
+        + [a.share, plugin.refusal_limit(name, ssn.space)]
         for name, a in plugin.attrs.items()
     }
 

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import types
+
+import numpy as np
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.kit import conf, node, pod, podgroup, priority_class, queue, run
 
+from pumice.cache.build import SourcedObject, build_snapshot
+from pumice.conf.config import parse_config
+from pumice.framework.session import close_session, open_session, renew_session
+from pumice.plugins import default_registry
 from pumice.plugins.proportion import run_length
 
 
@@ -181,3 +189,41 @@ def test_run_length_at_float_boundaries():
         (3.0, float.fromhex("0x1.c7fffffffffffp+6"), 15.0),
     ):
         assert run_length(r, d, a, r, 100) == _stepped(r, d, a, r, 100) < 100
+
+
+def test_overcommits_vote_on_many_rows_follows_what_is_admitted_and_in_use() -> None:
+    """overcommit's vote on rows of minResources at once is kept while the rows and
+    its figures stand: asked again with the same rows after a job was admitted, or in
+    the next cycle with a pod in use, it answers for the figures of that moment."""
+    config = parse_config(yaml.safe_load(conf("enqueue", ["overcommit"], [])))
+    registry = default_registry()
+    base = [queue(), node("n1", cpu="4", memory="8Gi")]
+    first = build_snapshot([SourcedObject(o) for o in base])
+    ssn = open_session(first, config, registry)
+    cpu = first.space.index["cpu"]
+
+    def wants(*cores: float) -> np.ndarray:
+        rows = np.zeros((len(cores), first.space.size))
+        rows[:, cpu] = [c * 1000.0 for c in cores]
+        rows.setflags(write=False)
+        return rows
+
+    def vote(ssn, rows: np.ndarray) -> list[bool]:
+        fn = ssn.hooks.flat("job_enqueueable")[0]
+        return np.asarray(ssn.hooks.facet("job_enqueueable", fn, "refuses")(rows)).tolist()
+
+    rows = wants(2, 4)  # (4 cpu at factor 1.2: 4.8 to take)
+    assert vote(ssn, rows) == [False, False]
+    assert vote(ssn, rows) == [False, False]
+    admitted = types.SimpleNamespace(min_resources=wants(2)[0])
+    ssn.hooks.flat("job_enqueued")[0](admitted)
+    assert vote(ssn, rows) == [False, True]
+    close_session(ssn, keep=True)
+    busy = build_snapshot(
+        [SourcedObject(o) for o in [*base, pod("p", cpu="3", node="n1", phase="Running")]]
+    )
+    ssn = renew_session(ssn, busy, registry)
+    assert vote(ssn, rows) == [True, True]  # (3 of the 4 cpu in use: 1.8 left to take)
+    close_session(ssn, keep=True)
+    ssn = renew_session(ssn, build_snapshot([SourcedObject(o) for o in base]), registry)
+    assert vote(ssn, rows) == [False, False]

@@ -78,6 +78,8 @@ class Ledger:
         self.space = space
         self._scale = np.array([1.0 if _integral(n) else 1000.0 for n in space.names])
         self._scaled = not bool(np.all(self._scale == 1.0))
+        #: The scale once per row of a queue's sums (dividing by it takes no broadcast).
+        self._scale_rows = np.tile(self._scale, (_ROWS, 1))
         #: A zero vector, read only (a part's inqueue row when the job claims nothing).
         self._zero = space.zeros()
         self._zero.setflags(write=False)
@@ -111,8 +113,11 @@ class Ledger:
         self._stamps: dict[str, int] = {}
         #: Queue -> (stamp, its sums in canonical units): see :meth:`sums_of`.
         self._rows: dict[str, tuple[int, np.ndarray]] = {}
-        #: Queue -> (stamp, the inqueue row of its sums as floats): see inqueue_total.
-        self._inqueue_rows: dict[str, tuple[int, list[float]]] = {}
+        #: Queue -> (stamp, the bytes of the inqueue row of its sums in integer units,
+        #: that row as floats): see inqueue_total.
+        self._inqueue_rows: dict[str, tuple[int, bytes, list[float]]] = {}
+        #: The rows inqueue_total last summed (in order) and the sum after each.
+        self._partials: tuple[list[list[float]], list[list[float]]] = ([], [])
         #: Jobs with a task that has required inter-pod (anti-)affinity.
         self.affinity_jobs = 0
 
@@ -287,26 +292,52 @@ class Ledger:
         overcommit asks this at every session open, and needs no copy of the matrices.
         Kept until a part with something in its inqueue row comes or goes (a job
         admitted, bound or gone) or other queues are summed: most cycles move only
-        allocations, and cost a comparison here."""
+        allocations, and cost a comparison here. When it moves, the sum up to the first
+        queue whose row is another is taken as it was."""
         names = self.queues_with_jobs(queues)
         kept = self._last_inqueue
         if kept is not None and kept[0] == self._inqueue_moves and kept[1] == names:
             return kept[2].copy()
-        kept_rows = self._inqueue_rows
-        stamps = self._stamps
-        total = [0.0] * self.space.size
-        for name in names:  # (plain floats, queue after queue: the same additions)
-            stamp = stamps[name]
-            got = kept_rows.get(name)
-            if got is None or got[0] != stamp:
-                # (the inqueue row of sums_of: the same division, of that row alone)
-                row = self._sums[2, self._slots[name]]
-                row = row / self._scale if self._scaled else row
-                got = kept_rows[name] = (stamp, row.tolist())
-            total = [a + b for a, b in zip(total, got[1], strict=True)]
+        rows = self._inqueue_lists(names)
+        # The sum so far after each queue: the part before the first queue whose row
+        # is another than last time is taken as it was (the same additions).
+        last_rows, partials = self._partials
+        start = 0
+        for row, was in zip(rows, last_rows, strict=False):  # (lengths may differ)
+            if row is not was:
+                break
+            start += 1
+        del partials[start:]
+        total = partials[-1] if partials else [0.0] * self.space.size
+        for row in rows[start:]:  # (plain floats, queue after queue: the same additions)
+            total = [a + b for a, b in zip(total, row, strict=True)]
+            partials.append(total)
+        self._partials = (rows, partials)
         summed = np.array(total, dtype=np.float64)
         self._last_inqueue = (self._inqueue_moves, names, summed)
         return summed.copy()
+
+    def _inqueue_lists(self, names: list[str]) -> list[list[float]]:
+        """The inqueue rows of the queues ``names`` (queues with jobs) in canonical
+        units, as lists: the same list while the row's units are the same floats (a
+        queue whose allocation alone moved keeps it)."""
+        kept_rows = self._inqueue_rows
+        stamps = self._stamps
+        out = []
+        for name in names:
+            stamp = stamps[name]
+            got = kept_rows.get(name)
+            if got is None or got[0] != stamp:
+                units = self._sums[2, self._slots[name]]
+                key = units.tobytes()
+                if got is None or got[1] != key:
+                    # (the inqueue row of sums_of: the same division, of that row alone)
+                    row = units / self._scale if self._scaled else units
+                    got = kept_rows[name] = (stamp, key, row.tolist())
+                else:
+                    got = kept_rows[name] = (stamp, key, got[2])
+            out.append(got[2])
+        return out
 
     def queues_with_jobs(self, queues: Iterable[str]) -> list[str]:
         """The queues of ``queues`` that have jobs, in name order (a new list). Kept
@@ -336,7 +367,7 @@ class Ledger:
         got = self._rows.get(queue)
         if got is None or got[0] != stamp:
             rows = self._sums[:, self._slots[queue]]
-            rows = rows / self._scale if self._scaled else rows.copy()
+            rows = rows / self._scale_rows if self._scaled else rows.copy()
             rows.setflags(write=False)
             got = self._rows[queue] = (stamp, rows)
         return got[1]

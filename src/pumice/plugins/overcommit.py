@@ -51,7 +51,13 @@ class OvercommitPlugin:
         #: The shared dimensions as an index array, and ``inqueue`` in them for the
         #: ``_lists`` it was taken with (see ``refuses``).
         self._dims_index = np.zeros(0, dtype=np.intp)
-        self._inq_dims: tuple[object, np.ndarray] | None = None
+        self._inq_dims: tuple[object, np.ndarray, bytes] | None = None
+        #: ``refuses``' last answer: the rows and dimensions it was asked with (kept
+        #: alive, compared by identity), the bytes of ``inqueue`` and ``idle`` in those
+        #: dimensions, and the answer.
+        self._refused: tuple[np.ndarray, np.ndarray, tuple[bytes, bytes], np.ndarray] | None
+        self._refused = None
+        self._idle_dims_bytes = b""
         #: The cluster's part of a refusal by the resources short, for ``_parts_for``
         #: (the ``_lists`` it was worked out with).
         self._parts: dict[tuple[int, ...], tuple[str, str]] = {}
@@ -81,15 +87,27 @@ class OvercommitPlugin:
                 self._lists = (self.inqueue.tolist(), self._lists[1])
 
         def refuses(wants: np.ndarray) -> np.ndarray:
-            # enqueueable's rejection, for rows of minResources at once.
+            """enqueueable's rejection, for rows of minResources at once (read-only).
+
+            A waiting backlog hands the same rows (read-only, replaced when the jobs
+            change) from cycle to cycle: the answer is kept with the rows, the
+            dimensions and the figures it was found with, and stands while they do."""
             dims = self._dims_index
             lists = self._lists
             kept = self._inq_dims
             if kept is None or kept[0] is not lists:  # (``_lists`` is replaced as it moves)
-                kept = self._inq_dims = (lists, self.inqueue[dims])
+                inq = self.inqueue[dims]
+                kept = self._inq_dims = (lists, inq, inq.tobytes())
             inq, idle = kept[1], self._idle_dims
+            figures = (kept[2], self._idle_dims_bytes)
+            last = self._refused
+            if last is not None and last[0] is wants and last[1] is dims and last[2] == figures:
+                return last[3]
             w = wants[:, dims]
-            return ((w > 0) & (inq + w > idle)).any(axis=1)
+            refused = ((w > 0) & (inq + w > idle)).any(axis=1)
+            refused.setflags(write=False)
+            self._refused = (wants, dims, figures, refused)
+            return refused
 
         ssn.on("job_enqueueable", self.name, enqueueable, pure=enqueueable, refuses=refuses)
         ssn.on("job_enqueued", self.name, enqueued)
@@ -132,6 +150,7 @@ class OvercommitPlugin:
                 self.idle = np.where(space.share, ssn.total * self._factors - used, np.inf)
                 self._idle_list = self.idle.tolist()
                 self._idle_dims = self.idle[self._share_dims]
+                self._idle_dims_bytes = self._idle_dims.tobytes()
             self._idle_at = None if origin is None else (origin[0], origin[1], total_bytes)
         self.inqueue = ssn.snapshot.job_ledger().inqueue_total(ssn.queues)
         # Plain floats, asked once per pending job: idle is fixed for the cycle (the

@@ -141,23 +141,36 @@ class _Sums:
     __slots__ = ("alloc_list", "allocated", "elastic", "inqueue", "live", "mask", "request",
                  "request_bytes", "request_list", "rows", "short", "stamp")  # fmt: skip
 
-    def __init__(self, stamp: int, mask: np.ndarray, sums: np.ndarray) -> None:
+    def __init__(
+        self, stamp: int, mask: np.ndarray, sums: np.ndarray, like: _Sums | None = None
+    ) -> None:
+        """The sums ``sums`` (the ledger's rows) clipped with ``mask``. ``like``, the
+        queue's sums before (clipped with the same mask), lends what follows from the
+        request alone when the request is the same (a task that starts moves its
+        resources from pending to allocated)."""
         self.stamp, self.mask = stamp, mask
         clipped = np.where(mask, sums, 0.0)  # (allocated, pending, inqueue, elastic)
         clipped.setflags(write=False)
         self.allocated, self.inqueue, self.elastic = clipped[0], clipped[2], clipped[3]
-        request = clipped[0] + clipped[1]
-        request.setflags(write=False)
-        self.request = request
-        self.request_bytes = request.tobytes()
         self.alloc_list: list[float] = clipped[0].tolist()
-        self.request_list: list[float] = request.tolist()
+        request = clipped[0] + clipped[1]
+        request_bytes = request.tobytes()
+        if like is not None and like.request_bytes == request_bytes:
+            request, request_list = like.request, like.request_list
+            rows, live, short = like.rows, like.live, like.short
+        else:
+            request.setflags(write=False)
+            request_list = request.tolist()
+            rows, live, short = None, [], False
+        self.request: Vector = request
+        self.request_bytes: bytes = request_bytes
+        self.request_list: list[float] = request_list
         #: The rows the two below were worked out for (see :meth:`place`).
-        self.rows: _Rows | None = None
+        self.rows: _Rows | None = rows
         #: :func:`_live` of the queue there: the resources its water fill walks, and
         #: whether one it skips falls short of the request.
-        self.live: list[int] = []
-        self.short = False
+        self.live: list[int] = live
+        self.short: bool = short
 
     def place(self, rows: _Rows, k: int) -> None:
         """Work out :attr:`live` and :attr:`short` for the queue as the ``k``-th of
@@ -338,6 +351,11 @@ def _fill_rows(
         every = list(dims)
         live, short = [every] * n, [False] * n
     des = [[0.0] * size for _ in range(n)]
+    # Per queue, each resource it walks with its capability, request and guarantee
+    # there (taken once: the rounds read them again and again).
+    walks = [
+        [(k, c[k], r[k], g[k]) for k in ks] for ks, c, r, g in zip(live, cp, req, gu, strict=True)
+    ]
     # The queues still open, and their weights' sum (whole numbers: the same sum as
     # adding the open queues' weights afresh every round).
     open_rows = list(range(n))
@@ -349,21 +367,20 @@ def _fill_rows(
         left_weight = total_weight
         for i in open_rows:
             part = w[i] / total_weight
-            row, c, r, g = des[i], cp[i], req[i], gu[i]
+            row = des[i]
             reached = not short[i]
             moved = False  # (any share not equal to what it was: else the queue is met)
-            for k in live[i]:
+            for k, ck, rk, gk in walks[i]:
                 # max(min(min(old + remaining * part, c), r), g), with the builtins'
                 # choices spelled out (their calls are most of the fill's time).
                 was = row[k]
                 x = was + remaining[k] * part
-                if c[k] < x:
-                    x = c[k]
-                rk = r[k]
+                if ck < x:
+                    x = ck
                 if rk < x:
                     x = rk
-                if g[k] > x:
-                    x = g[k]
+                if gk > x:
+                    x = gk
                 row[k] = x
                 if not rk <= x:
                     reached = False
@@ -402,6 +419,8 @@ class ProportionPlugin:
         self.attrs: dict[str, QueueAttr] = {}
         #: queue -> (the figures quoted, the sentence): see :meth:`explain_enqueue`.
         self._refusals: dict[str, tuple[bytes, str]] = {}
+        #: queue -> (the figures named, the words): see :meth:`refusal_limit`.
+        self._limits: dict[str, tuple[bytes, QueueInfo, np.ndarray, ResourceSpace, str]] = {}
         #: The session's queues and shared dimensions, for explanations.
         self._queues: dict[str, QueueInfo] = {}
         self._mask = np.zeros(0, dtype=bool)
@@ -541,13 +560,16 @@ class ProportionPlugin:
         moved = list(compress(range(len(stamps)), map(ne, stamps, last.stamps)))
         sums, requests = last.sums.copy(), last.requests.copy()
         kept_sums = self._sums
+        asked = False  # (some queue's request moved: else the water fill stands)
         for k in moved:
-            got = kept_sums[names[k]] = self._sums_of(names[k], stamps[k], ledger)
+            got = kept_sums[names[k]] = self._sums_of(names[k], stamps[k], ledger, sums[k])
             if got.rows is not rows:
                 got.place(rows, k)
             sums[k] = got
-            requests[k] = got.request_bytes
-        filled = self._water_fill(fixed, rows, sums, requests)
+            if got.request_bytes != requests[k]:
+                requests[k] = got.request_bytes
+                asked = True
+        filled = self._water_fill(fixed, rows, sums, requests) if asked else last.filled
         self._last = _Last(rows, stamps, sums, requests, filled)
         deserved, row_bytes = filled.deserved, filled.row_bytes
         build = dirty.union([names[k] for k in moved]) if dirty else {names[k] for k in moved}
@@ -561,18 +583,22 @@ class ProportionPlugin:
             self._build(k, rows, sums[k], deserved, row_bytes[k])
         dirty.clear()
 
-    def _sums_of(self, name: str, stamp: int, ledger: Ledger) -> _Sums:
+    def _sums_of(self, name: str, stamp: int, ledger: Ledger, like: _Sums | None = None) -> _Sums:
         """Queue ``name``'s :class:`_Sums` for the ledger's ``stamp``: one of its last
         few when the sums are the same floats again (a job that starts and ends, a
-        pod that comes and goes), with what was worked out for it; else new."""
+        pod that comes and goes), with what was worked out for it; else new (with
+        what ``like``, its sums before, lends: see :class:`_Sums`)."""
         sums = ledger.sums_of(name)
         key = sums.tobytes()
         seen = self._seen.get(name)
         if seen is None:
             seen = self._seen[name] = {}
         got = seen.get(key)
-        if got is None or got.mask is not self._mask:
-            got = seen[key] = _Sums(stamp, self._mask, sums)
+        mask = self._mask
+        if got is None or got.mask is not mask:
+            got = seen[key] = _Sums(
+                stamp, mask, sums, like if like is not None and like.mask is mask else None
+            )
             if len(seen) > _SUMS_SEEN:
                 del seen[next(iter(seen))]
         else:
@@ -584,7 +610,7 @@ class ProportionPlugin:
         keep = set(names)
         kept_per_queue = (
             self.attrs, self._sums, self._built, self._runs, self._run_stamps, self._over,
-            self._admission, self._seen,
+            self._admission, self._seen, self._limits,
         )  # fmt: skip
         for kept in kept_per_queue:
             for name in [n for n in kept if n not in keep]:
@@ -596,11 +622,12 @@ class ProportionPlugin:
         q = rows.queues[k]
         name = q.name
         alloc_row, des_row = got.alloc_list, deserved[k].tolist()
-        # (the share in plain floats: the same comparisons and divisions as _share)
+        # (the share in plain floats: the same comparisons and divisions as _share;
+        # the vectors are shared, read-only: the events replace them as they move)
         self.attrs[name] = QueueAttr(
-            name, q.weight, deserved[k], got.allocated.copy(), got.request,
-            got.inqueue.copy(), got.elastic, rows.guarantee[k], q.capability,
-            rows.real_cap[k], _share_of(alloc_row, des_row),
+            name, q.weight, deserved[k], got.allocated, got.request, got.inqueue,
+            got.elastic, rows.guarantee[k], q.capability, rows.real_cap[k],
+            _share_of(alloc_row, des_row),
         )  # fmt: skip
         self._built[name] = (got, rows, row)
         self._admission.pop(name, None)
@@ -794,7 +821,7 @@ class ProportionPlugin:
                 return -1
             attr = self.attrs.get(job.queue)
             if attr is not None and job.min_resources is not None:
-                attr.inqueue += clip(job.min_resources)
+                attr.inqueue = attr.inqueue + clip(job.min_resources)
                 dirty.add(job.queue)
                 admission.pop(job.queue, None)
             return 1
@@ -895,7 +922,7 @@ class ProportionPlugin:
             if job is not None:
                 attr = attrs.get(job.queue)
                 if attr is not None:
-                    attr.allocated += self._clip_req(task.resreq)
+                    attr.allocated = attr.allocated + self._clip_req(task.resreq)
                     attr.share = _share(attr)
                     dirty.add(job.queue)
                     runs.pop(job.queue, None)
@@ -909,7 +936,7 @@ class ProportionPlugin:
             if job is not None:
                 attr = attrs.get(job.queue)
                 if attr is not None:
-                    attr.allocated -= self._clip_req(task.resreq)
+                    attr.allocated = attr.allocated - self._clip_req(task.resreq)
                     attr.share = _share(attr)
                     dirty.add(job.queue)
                     runs.pop(job.queue, None)
@@ -1009,10 +1036,26 @@ class ProportionPlugin:
         attr, q = self.attrs.get(queue), self._queues.get(queue)
         if attr is None or q is None:
             return None
+        # The same words for the same figures: a waiting backlog asks for each queue in
+        # every cycle, and its deserved share moves far less often.
+        # (The queue, mask and space compared by identity: replaced, never changed.)
+        deserved = attr.deserved.tobytes()
+        got = self._limits.get(queue)
+        if (
+            got is not None
+            and got[1] is q
+            and got[2] is self._mask
+            and got[3] is space
+            and got[0] == deserved
+        ):
+            return got[4]
         dims = finite_dims(attr.deserved, self._mask)
         if not dims:
-            return "its deserved share (nothing)"
-        return describe(space, attr.deserved, self._deserved_sources(q, attr), dims)
+            text = "its deserved share (nothing)"
+        else:
+            text = describe(space, attr.deserved, self._deserved_sources(q, attr), dims)
+        self._limits[queue] = (deserved, q, self._mask, space, text)
+        return text
 
     def explain_overused(self, q: QueueInfo, space: ResourceSpace) -> str:
         attr = self.attrs.get(q.name)
