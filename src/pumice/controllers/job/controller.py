@@ -127,7 +127,7 @@ def _job_ref(obj: Mapping[str, Any]) -> str | None:
 def merge_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON merge patch that turns ``old`` into ``new`` (empty when equal)."""
     out: dict[str, Any] = {}
-    if old.keys() - new.keys():  # (most diffs remove nothing)
+    if not old.keys() <= new.keys():  # (most diffs remove nothing: told without a set)
         for k in old:
             if k not in new:
                 out[k] = None
@@ -136,7 +136,9 @@ def merge_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]
         if o == v:
             continue  # (equal trees have no diff: compared at once, not key by key)
         t = type(v)  # (a status is made of dicts, texts and counts: told without a call)
-        if (t is dict or (t is not int and t is not str and is_mapping(v))) and is_mapping(o):
+        if (t is dict or (t is not int and t is not str and is_mapping(v))) and (
+            type(o) is dict or is_mapping(o)
+        ):
             sub = merge_diff(o, v)
             if sub:
                 out[k] = sub
@@ -407,12 +409,6 @@ class JobController:
         self._pg_kept.pop(key, None)
         self._plans.pop(key, None)
 
-    def _plan(self, key: str, spec: JobSpec) -> _Plan:
-        plan = self._plans.get(key)
-        if plan is None or plan.spec is not spec:
-            plan = self._plans[key] = _Plan.of(spec)
-        return plan
-
     def _parse(self, key: str, job: Mapping[str, Any]) -> JobSpec:
         """:func:`parse_job` of ``job``, or the last parse of an equal Job (the fields
         it reads compared with a copy taken when it was parsed; the spec by its
@@ -565,15 +561,10 @@ class JobController:
     def _settle(self, key: str, job: Mapping[str, Any], phase: str) -> None:
         """The last reconcile acted in ``phase`` and left the Job in it: its status
         write coming back needs no reconcile."""
-        self._settled[key] = ((job.get("metadata") or {}).get("generation"), phase)
+        self._settled[key] = (_generation(job), phase)
 
     def _record(self, job: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
         record_event(self.store, job, type_, reason, message, self._event_counts)
-
-    def _pods_of(self, key: str, uid: str) -> list[PodView]:
-        """The Job's pods (controlled by this uid: not an earlier Job's of the name), as
-        the watch last showed them."""
-        return [p for p in self._pods.get(key, {}).values() if p.owner == uid]
 
     def _priority(self, name: str) -> int:
         pc = self.store.get("PriorityClass", name)
@@ -608,16 +599,21 @@ class JobController:
     def _drive(self, job: Mapping[str, Any], key: str, spec: JobSpec, phase: str) -> float | None:
         status = job.get("status") or {}
         version = int(status.get("version") or 0)
-        now = self.store.now()
-        plan = self._plan(key, spec)
-        pods = self._pods_of(key, spec.uid)
+        plan = self._plans.get(key)  # (the plan of this parse, made once per parse)
+        if plan is None or plan.spec is not spec:
+            plan = self._plans[key] = _Plan.of(spec)
+        uid = spec.uid
+        # The Job's pods as the watch last showed them, those controlled by this uid
+        # (not an earlier Job's of the name).
+        known = self._pods.get(key)
+        pods = [p for p in known.values() if p.owner == uid] if known else []
         pg = self.store.get("PodGroup", plan.podgroup)
-        pg_phase = str(((pg or {}).get("status") or {}).get("phase") or "")
+        pg_phase = str(((pg or {}).get("status") or {}).get("phase") or "") if pg else ""
         again: list[float] = []
 
         # -- the request --
         action, task, pod_target = st.SYNC, "", ""
-        command = self._next_command(key, spec.uid)
+        command = self._next_command(key, uid) if self._commands.get(key) else None
         if command is not None:
             action = command
             self._record(
@@ -638,7 +634,7 @@ class JobController:
             again.append(0.0)
         elif plan.reads_pods or pg_phase == "Unknown" or self._evicted.get(key):
             action, task, pod_target = self._from_events(
-                key, spec, plan.events, pods, version, pg_phase, now, again
+                key, spec, plan.events, pods, version, pg_phase, self.store.now(), again
             )
         else:  # (most reconciles: see _from_events)
             started = self._since.get(key)
@@ -648,7 +644,10 @@ class JobController:
             self._record(job, "Normal", "ExecuteAction", f"Start to execute action {action}")
 
         # -- the work --
-        step = st.decide(phase or st.PENDING, action, task=task, pod=pod_target)
+        if task or pod_target:
+            step = st.decide(phase or st.PENDING, action, task=task, pod=pod_target)
+        else:  # (most reconciles: a cheaper key for decide's cache)
+            step = st.decide(phase or st.PENDING, action)
         run = _Run(
             job=job,
             spec=spec,
@@ -662,7 +661,7 @@ class JobController:
             ),
             version=version,
             resources=dict(status.get("controlledResources") or {}),
-            plugins=build_plugins(spec, keygen=self.keygen),
+            plugins=build_plugins(spec, keygen=self.keygen) if spec.plugins else [],
             changed=not phase or (status.get("state") or {}).get("reason") == INVALID,
         )
         try:
@@ -689,14 +688,15 @@ class JobController:
         if run.status.phase == (phase or st.PENDING) or (
             command is None and action == st.SYNC and self._idle_in_new_phase(run, step)
         ):
-            self._settle(key, job, run.status.phase)
+            self._settled[key] = (_generation(job), run.status.phase)  # (_settle)
         else:  # moved: the new phase may have work of its own (its write calls for it)
             self._settled.pop(key, None)
         if run.created and plan.times_pending:
             again.append(0.0)  # the pods it created start PodPending's timer now
-        after = self._ttl(run, key)
-        if after is not None:
-            again.append(after)
+        if spec.ttl is not None:
+            after = self._ttl(run, key)
+            if after is not None:
+                again.append(after)
         return min(again) if again else None
 
     @staticmethod
@@ -799,7 +799,9 @@ class JobController:
 
     def _sync(self, run: _Run, pg: Mapping[str, Any] | None, pg_phase: str) -> None:
         spec, counts = run.spec, run.status.counts
-        if run.status.phase == st.PENDING:
+        if not run.plugins:
+            pass  # (most Jobs)
+        elif run.status.phase == st.PENDING:
             self._plugins_add(run)
         else:
             for p in run.plugins:
@@ -823,15 +825,16 @@ class JobController:
                 if now is not None:
                     self._groups[_key(pg)] = _group_view(now)
         admitted = pg is not None and pg_phase not in ("", "Pending")
-        have = {(p.task, p.index): p for p in run.pods}
+        have = {(p.task, p.index): p for p in run.pods} if run.pods else {}
         creates: list[dict[str, Any]] = []
+        add = counts.add
         for task, i, name, at in run.plan.slots:
             pod = have.get(at)
             if pod is not None and pod.name == name:
                 if pod.terminating:
                     counts.terminating += 1
                 else:
-                    counts.add(task.name, pod.phase)
+                    add(task.name, pod.phase)
                 continue
             if not admitted:
                 continue
@@ -923,9 +926,15 @@ class JobController:
             new["version"] = run.version
         if run.status.retry_count:
             new["retryCount"] = run.status.retry_count
-        if c.tasks:
+        tasks = c.tasks
+        if len(tasks) == 1:  # (most Jobs: one task, its pods mostly in one phase)
+            for t, ph in tasks.items():
+                new["taskStatusCount"] = {
+                    t: {"phase": dict(sorted(ph.items())) if len(ph) > 1 else dict(ph)}
+                }
+        elif tasks:
             new["taskStatusCount"] = {
-                t: {"phase": dict(sorted(ph.items()))} for t, ph in sorted(c.tasks.items())
+                t: {"phase": dict(sorted(ph.items()))} for t, ph in sorted(tasks.items())
             }
         if run.resources:
             new["controlledResources"] = dict(sorted(run.resources.items()))
@@ -990,6 +999,11 @@ def _group_view(pg: Mapping[str, Any]) -> tuple[Any, ...] | None:
         return None
     phase = str((pg.get("status") or {}).get("phase") or "")
     return (meta.get("uid"), generation, phase not in ("", "Pending"), phase == "Unknown")
+
+
+def _generation(obj: Mapping[str, Any]) -> Any:
+    """``metadata.generation`` of ``obj`` (None without one)."""
+    return (obj.get("metadata") or {}).get("generation")
 
 
 def _key(obj: Mapping[str, Any]) -> str:
