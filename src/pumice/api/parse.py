@@ -1009,7 +1009,75 @@ def podgroup_status(obj: Mapping[str, Any]) -> tuple[str, list[dict], tuple[int,
     return phase, conditions, (running, succeeded, failed)
 
 
+#: The fields of a :class:`PodGroupRecord` that :func:`parse_podgroup` reads from the
+#: PodGroup's spec alone (with the default queue): see ``_PODGROUP_SPECS``.
+_PODGROUP_SPEC_FIELDS = (
+    "min_member",
+    "min_task_member",
+    "min_resources",
+    "min_quota",
+    "queue",
+    "priority_class",
+    "network_topology",
+    "sub_groups",
+)
+#: The dict fields among them, copied for each record.
+_PODGROUP_SPEC_DICTS = ("min_task_member", "min_resources", "min_quota")
+
+#: The spec fields of the PodGroups parsed, by their spec's ``marshal`` bytes and the
+#: default queue (at most ``_POD_SPECS_KEPT``; cleared when full): the PodGroups of one
+#: template share a spec (see ``_POD_SPECS``, kept the same way).
+_PODGROUP_SPECS: dict[tuple[bytes, str], dict[str, Any]] = {}
+
+
 def parse_podgroup(obj: Mapping[str, Any], default_queue: str = DEFAULT_QUEUE) -> PodGroupRecord:
+    """A PodGroup's record. The fields read from its spec alone are taken from the last
+    PodGroup of the same spec when there was one (see ``_PODGROUP_SPECS``); the rest is
+    read as :func:`_parse_podgroup` reads it, in its order (so that a bad PodGroup's
+    first error is the same: a spec parsed before raises none)."""
+    meta = as_mapping(obj.get("metadata"), "metadata")
+    name = as_str(meta.get("name"), "metadata.name", required=True)
+    spec = as_mapping(obj.get("spec"), "spec")
+    key: tuple[bytes, str] | None = None
+    if type(spec) is dict:
+        try:
+            key = (marshal.dumps(spec), default_queue)
+        except (ValueError, TypeError):
+            key = None
+    known = _PODGROUP_SPECS.get(key) if key is not None else None
+    if known is None:
+        rec = _parse_podgroup(obj, default_queue)
+        if key is not None:
+            if len(_PODGROUP_SPECS) >= _POD_SPECS_KEPT:
+                _PODGROUP_SPECS.clear()
+            made = {f: getattr(rec, f) for f in _PODGROUP_SPEC_FIELDS}
+            for f in _PODGROUP_SPEC_DICTS:
+                if made[f] is not None:
+                    made[f] = dict(made[f])
+            _PODGROUP_SPECS[key] = made
+        return rec
+    phase, conditions, counts = podgroup_status(obj)
+    rec = PodGroupRecord(
+        namespace=as_str(meta.get("namespace"), "metadata.namespace") or "default",
+        name=name,
+        phase=phase,
+        conditions=conditions,
+        creation=timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        annotations=as_labels(meta.get("annotations"), "metadata.annotations"),
+        counts=counts,
+        labels=as_labels(meta.get("labels"), "metadata.labels"),
+        **known,
+    )
+    rec.min_task_member = dict(rec.min_task_member)
+    if rec.min_resources is not None:
+        rec.min_resources = dict(rec.min_resources)
+    if rec.min_quota is not None:
+        rec.min_quota = dict(rec.min_quota)
+    return rec
+
+
+def _parse_podgroup(obj: Mapping[str, Any], default_queue: str) -> PodGroupRecord:
+    """A PodGroup's record, every field read from ``obj``."""
     meta = as_mapping(obj.get("metadata"), "metadata")
     name = as_str(meta.get("name"), "metadata.name", required=True)
     spec = as_mapping(obj.get("spec"), "spec")
