@@ -9,6 +9,7 @@ turns records into the model.
 from __future__ import annotations
 
 import copy
+import marshal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -662,7 +663,98 @@ def _controller_uid(meta: Mapping[str, Any]) -> str:
     return ""
 
 
+#: The fields of a :class:`PodRecord` that :func:`parse_pod` reads from the pod's spec
+#: alone, with two annotations (``volcano.sh/revocable-zone`` or
+#: ``volcano.sh/preemptable`` for the placement, the NUMA policy): see ``_POD_SPECS``.
+_SPEC_FIELDS = (
+    "scheduler_name",
+    "node_name",
+    "resreq",
+    "init_resreq",
+    "priority",
+    "priority_class",
+    "preemption_policy",
+    "placement",
+    "host_ports",
+    "pod_affinity",
+    "spread",
+    "containers",
+    "devices",
+    "numa",
+)
+
+#: The spec fields (``_SPEC_FIELDS``) of the pods parsed, by their spec's ``marshal``
+#: bytes and the two annotation values they also read (at most ``_POD_SPECS_KEPT``;
+#: cleared when full). Why: a job's pods (and the jobs of one template) share one spec,
+#: whose requests, placement and affinity are most of a pod's parse; ``marshal`` tells
+#: ``True`` from ``1`` and ``1`` from ``1.0`` and refuses every type but the exact
+#: builtins, so equal bytes mean a spec that parses the same (the fields are read-only
+#: values but the request dicts, which are copied).
+_POD_SPECS: dict[tuple[bytes, bool, str], dict[str, Any]] = {}
+_POD_SPECS_KEPT = 1024
+
+
+def _pod_spec_key(
+    spec: Mapping[str, Any], annotations: dict[str, str]
+) -> tuple[bytes, bool, str] | None:
+    """The key of ``spec`` (with the annotations it is read with) in ``_POD_SPECS``;
+    None when it has none (a type ``marshal`` refuses: parsed each time)."""
+    if type(spec) is not dict:
+        return None
+    try:
+        raw = marshal.dumps(spec)
+    except (ValueError, TypeError):
+        return None
+    return raw, revocable_zone(annotations) == "*", annotations.get(NUMA_POLICY_ANNOTATION, "")
+
+
 def parse_pod(obj: Mapping[str, Any]) -> PodRecord:
+    """A pod's record. The fields read from its spec alone are taken from the last pod
+    of the same spec when there was one (see ``_POD_SPECS``); the rest is read as
+    :func:`_parse_pod` reads it, in its order (so that a bad pod's first error is the
+    same: a spec parsed before raises none)."""
+    meta = as_mapping(obj.get("metadata"), "metadata")
+    name = as_str(meta.get("name"), "metadata.name", required=True)
+    namespace = as_str(meta.get("namespace"), "metadata.namespace") or "default"
+    spec = as_mapping(obj.get("spec"), "spec")
+    status = as_mapping(obj.get("status"), "status")
+    annotations = as_labels(meta.get("annotations"), "metadata.annotations")
+    key = _pod_spec_key(spec, annotations)
+    known = _POD_SPECS.get(key) if key is not None else None
+    if known is None:
+        rec = _parse_pod(obj)
+        if key is not None:
+            if len(_POD_SPECS) >= _POD_SPECS_KEPT:
+                _POD_SPECS.clear()
+            made = {f: getattr(rec, f) for f in _SPEC_FIELDS}
+            made["resreq"], made["init_resreq"] = dict(rec.resreq), dict(rec.init_resreq)
+            _POD_SPECS[key] = made
+        return rec
+    labels = as_labels(meta.get("labels"), "metadata.labels")
+    gang = _gang_ref(spec, labels)
+    rec = PodRecord(
+        uid=as_str(meta.get("uid"), "metadata.uid") or f"{namespace}/{name}",
+        namespace=namespace,
+        name=name,
+        phase=as_str(status.get("phase"), "status.phase") or "Pending",
+        terminating=meta.get("deletionTimestamp") is not None,
+        creation=timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        group=annotations.get(GROUP_ANNOTATION, ""),
+        annotations=annotations,
+        labels=labels,
+        scheduled_at=pod_scheduled_at(status),
+        owner=_controller_uid(meta),
+        gang=None if annotations.get(GROUP_ANNOTATION) else gang,
+        claims=pod_claims(spec, name),
+        device_claims=pod_device_claims(spec, status, namespace),
+        **known,
+    )
+    rec.resreq, rec.init_resreq = dict(rec.resreq), dict(rec.init_resreq)
+    return rec
+
+
+def _parse_pod(obj: Mapping[str, Any]) -> PodRecord:
+    """A pod's record, every field read from ``obj``."""
     meta = as_mapping(obj.get("metadata"), "metadata")
     name = as_str(meta.get("name"), "metadata.name", required=True)
     namespace = as_str(meta.get("namespace"), "metadata.namespace") or "default"
@@ -917,7 +1009,75 @@ def podgroup_status(obj: Mapping[str, Any]) -> tuple[str, list[dict], tuple[int,
     return phase, conditions, (running, succeeded, failed)
 
 
+#: The fields of a :class:`PodGroupRecord` that :func:`parse_podgroup` reads from the
+#: PodGroup's spec alone (with the default queue): see ``_PODGROUP_SPECS``.
+_PODGROUP_SPEC_FIELDS = (
+    "min_member",
+    "min_task_member",
+    "min_resources",
+    "min_quota",
+    "queue",
+    "priority_class",
+    "network_topology",
+    "sub_groups",
+)
+#: The dict fields among them, copied for each record.
+_PODGROUP_SPEC_DICTS = ("min_task_member", "min_resources", "min_quota")
+
+#: The spec fields of the PodGroups parsed, by their spec's ``marshal`` bytes and the
+#: default queue (at most ``_POD_SPECS_KEPT``; cleared when full): the PodGroups of one
+#: template share a spec (see ``_POD_SPECS``, kept the same way).
+_PODGROUP_SPECS: dict[tuple[bytes, str], dict[str, Any]] = {}
+
+
 def parse_podgroup(obj: Mapping[str, Any], default_queue: str = DEFAULT_QUEUE) -> PodGroupRecord:
+    """A PodGroup's record. The fields read from its spec alone are taken from the last
+    PodGroup of the same spec when there was one (see ``_PODGROUP_SPECS``); the rest is
+    read as :func:`_parse_podgroup` reads it, in its order (so that a bad PodGroup's
+    first error is the same: a spec parsed before raises none)."""
+    meta = as_mapping(obj.get("metadata"), "metadata")
+    name = as_str(meta.get("name"), "metadata.name", required=True)
+    spec = as_mapping(obj.get("spec"), "spec")
+    key: tuple[bytes, str] | None = None
+    if type(spec) is dict:
+        try:
+            key = (marshal.dumps(spec), default_queue)
+        except (ValueError, TypeError):
+            key = None
+    known = _PODGROUP_SPECS.get(key) if key is not None else None
+    if known is None:
+        rec = _parse_podgroup(obj, default_queue)
+        if key is not None:
+            if len(_PODGROUP_SPECS) >= _POD_SPECS_KEPT:
+                _PODGROUP_SPECS.clear()
+            made = {f: getattr(rec, f) for f in _PODGROUP_SPEC_FIELDS}
+            for f in _PODGROUP_SPEC_DICTS:
+                if made[f] is not None:
+                    made[f] = dict(made[f])
+            _PODGROUP_SPECS[key] = made
+        return rec
+    phase, conditions, counts = podgroup_status(obj)
+    rec = PodGroupRecord(
+        namespace=as_str(meta.get("namespace"), "metadata.namespace") or "default",
+        name=name,
+        phase=phase,
+        conditions=conditions,
+        creation=timestamp(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        annotations=as_labels(meta.get("annotations"), "metadata.annotations"),
+        counts=counts,
+        labels=as_labels(meta.get("labels"), "metadata.labels"),
+        **known,
+    )
+    rec.min_task_member = dict(rec.min_task_member)
+    if rec.min_resources is not None:
+        rec.min_resources = dict(rec.min_resources)
+    if rec.min_quota is not None:
+        rec.min_quota = dict(rec.min_quota)
+    return rec
+
+
+def _parse_podgroup(obj: Mapping[str, Any], default_queue: str) -> PodGroupRecord:
+    """A PodGroup's record, every field read from ``obj``."""
     meta = as_mapping(obj.get("metadata"), "metadata")
     name = as_str(meta.get("name"), "metadata.name", required=True)
     spec = as_mapping(obj.get("spec"), "spec")

@@ -230,15 +230,24 @@ class Records:
         echo on the watch is recognised without parsing it (:meth:`take_podgroup`).
         Only what parsing would take as it is is kept (a phase of a PodGroup, a list
         of conditions, int32 counts of at least 0): anything else is parsed."""
+        running, succeeded, failed = counts
         if (
             phase in parse.PODGROUP_PHASES
             and type(conditions) is list
-            and all(type(c) is dict for c in conditions)
-            and all(type(n) is int and 0 <= n <= parse.INT32_MAX for n in counts)
+            and type(running) is int
+            and type(succeeded) is int
+            and type(failed) is int
+            and 0 <= running <= parse.INT32_MAX
+            and 0 <= succeeded <= parse.INT32_MAX
+            and 0 <= failed <= parse.INT32_MAX
         ):
-            self.pg_written[uid] = (phase, conditions, counts)
-        else:
-            self.pg_written.pop(uid, None)
+            for c in conditions:  # (one or two, as a rule: no generator for them)
+                if type(c) is not dict:
+                    break
+            else:
+                self.pg_written[uid] = (phase, conditions, counts)
+                return
+        self.pg_written.pop(uid, None)
 
     def take_podgroup(
         self, kind: str, key: str, obj: Mapping[str, Any]
