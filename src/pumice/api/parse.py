@@ -708,21 +708,33 @@ def _pod_spec_key(
     return raw, revocable_zone(annotations) == "*", annotations.get(NUMA_POLICY_ANNOTATION, "")
 
 
-def parse_pod(obj: Mapping[str, Any]) -> PodRecord:
-    """A pod's record. The fields read from its spec alone are taken from the last pod
-    of the same spec when there was one (see ``_POD_SPECS``); the rest is read as
-    :func:`_parse_pod` reads it, in its order (so that a bad pod's first error is the
-    same: a spec parsed before raises none)."""
+#: A pod's metadata, name, namespace, spec, status and annotations.
+_PodHead = tuple[Mapping[str, Any], str, str, Mapping[str, Any], Mapping[str, Any], dict[str, str]]
+
+
+def _pod_head(obj: Mapping[str, Any]) -> _PodHead:
+    """What every pod's record starts from, read in this order (a bad pod's first
+    error comes from here): metadata, name, namespace, spec, status, annotations."""
     meta = as_mapping(obj.get("metadata"), "metadata")
     name = as_str(meta.get("name"), "metadata.name", required=True)
     namespace = as_str(meta.get("namespace"), "metadata.namespace") or "default"
     spec = as_mapping(obj.get("spec"), "spec")
     status = as_mapping(obj.get("status"), "status")
     annotations = as_labels(meta.get("annotations"), "metadata.annotations")
+    return meta, name, namespace, spec, status, annotations
+
+
+def parse_pod(obj: Mapping[str, Any]) -> PodRecord:
+    """A pod's record. The fields read from its spec alone are taken from the last pod
+    of the same spec when there was one (see ``_POD_SPECS``); the rest is read as
+    :func:`_parse_pod` reads it, in its order (so that a bad pod's first error is the
+    same: a spec parsed before raises none)."""
+    head = _pod_head(obj)
+    meta, name, namespace, spec, status, annotations = head
     key = _pod_spec_key(spec, annotations)
     known = _POD_SPECS.get(key) if key is not None else None
     if known is None:
-        rec = _parse_pod(obj)
+        rec = _parse_pod(obj, head)
         if key is not None:
             if len(_POD_SPECS) >= _POD_SPECS_KEPT:
                 _POD_SPECS.clear()
@@ -753,14 +765,9 @@ def parse_pod(obj: Mapping[str, Any]) -> PodRecord:
     return rec
 
 
-def _parse_pod(obj: Mapping[str, Any]) -> PodRecord:
-    """A pod's record, every field read from ``obj``."""
-    meta = as_mapping(obj.get("metadata"), "metadata")
-    name = as_str(meta.get("name"), "metadata.name", required=True)
-    namespace = as_str(meta.get("namespace"), "metadata.namespace") or "default"
-    spec = as_mapping(obj.get("spec"), "spec")
-    status = as_mapping(obj.get("status"), "status")
-    annotations = as_labels(meta.get("annotations"), "metadata.annotations")
+def _parse_pod(obj: Mapping[str, Any], head: _PodHead) -> PodRecord:
+    """A pod's record, every field read from ``obj`` (``head``: its :func:`_pod_head`)."""
+    meta, name, namespace, spec, status, annotations = head
 
     containers = as_list(spec.get("containers"), "spec.containers")
     resreq: dict[str, float] = {}
