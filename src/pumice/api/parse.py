@@ -694,16 +694,42 @@ _POD_SPECS: dict[tuple[bytes, bool, str], dict[str, Any]] = {}
 _POD_SPECS_KEPT = 1024
 
 
+def _spec_bytes(spec: Mapping[str, Any]) -> bytes | None:
+    """``spec``'s ``marshal`` bytes, the key of the spec memos (``_POD_SPECS``,
+    ``_PODGROUP_SPECS``); None for a type ``marshal`` refuses (parsed each time)."""
+    if type(spec) is not dict:
+        return None
+    try:
+        return marshal.dumps(spec)
+    except (ValueError, TypeError):
+        return None
+
+
+def _keep_spec(
+    kept: dict[Any, dict[str, Any]],
+    key: Any,
+    rec: Any,
+    fields: tuple[str, ...],
+    dicts: tuple[str, ...],
+) -> None:
+    """Keep ``rec``'s spec ``fields`` in ``kept`` under ``key`` (cleared when full), the
+    ``dicts`` among them copied: a record's dicts are its own."""
+    if len(kept) >= _POD_SPECS_KEPT:
+        kept.clear()
+    made = {f: getattr(rec, f) for f in fields}
+    for f in dicts:
+        if made[f] is not None:
+            made[f] = dict(made[f])
+    kept[key] = made
+
+
 def _pod_spec_key(
     spec: Mapping[str, Any], annotations: dict[str, str]
 ) -> tuple[bytes, bool, str] | None:
     """The key of ``spec`` (with the annotations it is read with) in ``_POD_SPECS``;
     None when it has none (a type ``marshal`` refuses: parsed each time)."""
-    if type(spec) is not dict:
-        return None
-    try:
-        raw = marshal.dumps(spec)
-    except (ValueError, TypeError):
+    raw = _spec_bytes(spec)
+    if raw is None:
         return None
     return raw, revocable_zone(annotations) == "*", annotations.get(NUMA_POLICY_ANNOTATION, "")
 
@@ -736,11 +762,7 @@ def parse_pod(obj: Mapping[str, Any]) -> PodRecord:
     if known is None:
         rec = _parse_pod(obj, head)
         if key is not None:
-            if len(_POD_SPECS) >= _POD_SPECS_KEPT:
-                _POD_SPECS.clear()
-            made = {f: getattr(rec, f) for f in _SPEC_FIELDS}
-            made["resreq"], made["init_resreq"] = dict(rec.resreq), dict(rec.init_resreq)
-            _POD_SPECS[key] = made
+            _keep_spec(_POD_SPECS, key, rec, _SPEC_FIELDS, ("resreq", "init_resreq"))
         return rec
     labels = as_labels(meta.get("labels"), "metadata.labels")
     gang = _gang_ref(spec, labels)
@@ -1045,23 +1067,13 @@ def parse_podgroup(obj: Mapping[str, Any], default_queue: str = DEFAULT_QUEUE) -
     meta = as_mapping(obj.get("metadata"), "metadata")
     name = as_str(meta.get("name"), "metadata.name", required=True)
     spec = as_mapping(obj.get("spec"), "spec")
-    key: tuple[bytes, str] | None = None
-    if type(spec) is dict:
-        try:
-            key = (marshal.dumps(spec), default_queue)
-        except (ValueError, TypeError):
-            key = None
+    raw = _spec_bytes(spec)
+    key = (raw, default_queue) if raw is not None else None
     known = _PODGROUP_SPECS.get(key) if key is not None else None
     if known is None:
         rec = _parse_podgroup(obj, default_queue)
         if key is not None:
-            if len(_PODGROUP_SPECS) >= _POD_SPECS_KEPT:
-                _PODGROUP_SPECS.clear()
-            made = {f: getattr(rec, f) for f in _PODGROUP_SPEC_FIELDS}
-            for f in _PODGROUP_SPEC_DICTS:
-                if made[f] is not None:
-                    made[f] = dict(made[f])
-            _PODGROUP_SPECS[key] = made
+            _keep_spec(_PODGROUP_SPECS, key, rec, _PODGROUP_SPEC_FIELDS, _PODGROUP_SPEC_DICTS)
         return rec
     phase, conditions, counts = podgroup_status(obj)
     rec = PodGroupRecord(
