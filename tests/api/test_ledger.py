@@ -186,3 +186,99 @@ def test_sums_follow_tasks_through_their_lives_and_jobs_made_anew():
         kept.update(jobs[uid])
     assert kept.stamps(names) == stamps
     check()
+
+
+def _random_snapshot(rng: random.Random):
+    """Jobs of random sizes and requests, fractions of a GPU among them (scaled by
+    1,000 and rounded into whole units, ties to even included)."""
+    objs = [node("n1", cpu="512", memory="4Ti", gpu="64")]
+    for q in range(3):
+        objs.append(queue(f"q{q}"))
+    gpus = (None, "1", "0.5", "0.001", "0.333", "2.5", "0.0005")
+    for j in range(12):
+        name = f"j{j}"
+        minres = {"cpu": f"{rng.randrange(1, 9000)}m", "memory": f"{rng.randrange(1, 64)}Mi"}
+        gpu = rng.choice(gpus)
+        if gpu is not None:
+            minres["nvidia.com/gpu"] = gpu
+        objs.append(
+            podgroup(
+                name,
+                queue=f"q{rng.randrange(3)}",
+                min_member=rng.randrange(1, 4),
+                phase=rng.choice(("Pending", "Inqueue", "Running")),
+                min_resources=minres if rng.random() < 0.8 else None,
+            )
+        )
+        for i in range(rng.randrange(1, 5)):
+            objs.append(
+                pod(
+                    f"{name}-{i}",
+                    group=name,
+                    cpu=f"{rng.randrange(1, 4000)}m",
+                    memory=f"{rng.randrange(1, 2**20)}Ki",
+                    gpu=rng.choice(gpus),
+                )
+            )
+    return build_snapshot([SourcedObject(o) for o in objs])
+
+
+def test_kept_sums_equal_fresh_sums_over_random_changes():
+    """Parts and sums are kept as plain floats: after every one of many random changes
+    (tasks moving between statuses, phases, queues, minMember, jobs made anew, gone and
+    back), the kept matrices, rows and admitted total are the very floats (compared as
+    bytes) that sums taken at once with numpy give."""
+    statuses = (
+        TaskStatus.PENDING,
+        TaskStatus.ALLOCATED,
+        TaskStatus.PIPELINED,
+        TaskStatus.BINDING,
+        TaskStatus.BOUND,
+        TaskStatus.RUNNING,
+        TaskStatus.SUCCEEDED,
+        TaskStatus.FAILED,
+    )
+    for seed in range(4):
+        rng = random.Random(seed)
+        snap = _random_snapshot(rng)
+        jobs = {j.uid: j for j in sorted(snap.jobs.values(), key=lambda j: j.uid)}
+        held = dict(jobs)
+        kept = Ledger(snap.space)
+        for job in held.values():
+            kept.update(job)
+        for _step in range(300):
+            uid = rng.choice(sorted(jobs))
+            job = jobs[uid]
+            roll = rng.random()
+            if uid not in held:
+                held[uid] = job
+                kept.update(job)
+            elif roll < 0.5:
+                task = rng.choice(list(job.tasks.values()))
+                job.update_status(task, rng.choice(statuses))
+            elif roll < 0.65:
+                job.phase = rng.choice(("Pending", "Inqueue", "Running", "Completed"))
+            elif roll < 0.75:
+                job.queue = f"q{rng.randrange(3)}"
+            elif roll < 0.8:
+                job.min_available = rng.randrange(1, 5)
+            elif roll < 0.9:
+                job = jobs[uid] = held[uid] = copy.deepcopy(job)
+            else:
+                del held[uid]
+                kept.remove(uid)
+                continue
+            if uid in held:
+                kept.update(job)
+            fresh = Ledger.of(snap.space, held.values())
+            _same(kept, fresh, snap.queues)
+            names = kept.queues_with_jobs(snap.queues)
+            _names, m = fresh.matrices(snap.queues)
+            for k, name in enumerate(names):
+                rows = np.array([m.allocated[k], m.pending[k], m.inqueue[k], m.elastic[k]])
+                assert kept.sums_of(name).tobytes() == rows.tobytes()
+            for field in ("jobs", "allocated", "pending", "inqueue", "elastic"):
+                assert (
+                    getattr(kept.matrices(snap.queues)[1], field).tobytes()
+                    == getattr(m, field).tobytes()
+                )

@@ -50,8 +50,9 @@ class _Part:
     #: demand, minResources): a job whose inputs are the same has the same units.
     inputs: tuple
     queue: str
-    #: allocated, pending, inqueue and elastic, one row each, in integer units.
-    units: np.ndarray
+    #: allocated, pending, inqueue and elastic, one row after the other (a flat list of
+    #: 4 x dimensions plain floats), in integer units.
+    units: list[float]
     affinity: bool
 
 
@@ -72,7 +73,13 @@ class Ledger:
 
     Contract: call :meth:`update` after every change of a job (its tasks' statuses,
     its phase, its spec) and :meth:`remove` when it goes; :meth:`matrices` then equals
-    that of :meth:`of` over the same jobs."""
+    that of :meth:`of` over the same jobs.
+
+    A job's part and a queue's sums are kept as plain floats, not numpy rows: a part is
+    a few numbers, and numpy's cost per call is many times its arithmetic on them. The
+    floats are the same: every operation is the IEEE double one numpy does element by
+    element (a product, a rounding half to even, a difference, a sum), in the same
+    order."""
 
     def __init__(self, space: ResourceSpace) -> None:
         self.space = space
@@ -80,20 +87,14 @@ class Ledger:
         self._scaled = not bool(np.all(self._scale == 1.0))
         #: The scale once per row of a queue's sums (dividing by it takes no broadcast).
         self._scale_rows = np.tile(self._scale, (_ROWS, 1))
-        #: A zero vector, read only (a part's inqueue row when the job claims nothing).
-        self._zero = space.zeros()
-        self._zero.setflags(write=False)
+        #: The scale as floats, once per row of a part (flat, as a part's units are).
+        self._scale_flat: list[float] = self._scale_rows.ravel().tolist()
         self._parts: dict[str, _Part] = {}
         #: Queue -> job count, for the queues that have jobs.
         self._counts: dict[str, int] = {}
-        #: Queue -> its row block in ``_sums`` (a queue keeps it until its last job goes,
-        #: when the block is zeroed and freed).
-        self._slots: dict[str, int] = {}
-        self._free: list[int] = []
-        #: The sums: (allocated, pending, inqueue, elastic) x queue slot x dimensions,
-        #: so that a job's part goes in or out in one operation and a session's
-        #: matrices are taken in one.
-        self._sums = np.zeros((_ROWS, 4, space.size))
+        #: Queue -> its sums: (allocated, pending, inqueue, elastic) one row after the
+        #: other, a flat list of plain floats in integer units, for the queues with jobs.
+        self._sums: dict[str, list[float]] = {}
         self._read_only = False
         #: Bumped by every change of the sums; keys the last matrices handed out.
         self._changes = 0
@@ -113,9 +114,9 @@ class Ledger:
         self._stamps: dict[str, int] = {}
         #: Queue -> (stamp, its sums in canonical units): see :meth:`sums_of`.
         self._rows: dict[str, tuple[int, np.ndarray]] = {}
-        #: Queue -> (stamp, the bytes of the inqueue row of its sums in integer units,
-        #: that row as floats): see inqueue_total.
-        self._inqueue_rows: dict[str, tuple[int, bytes, list[float]]] = {}
+        #: Queue -> (stamp, the inqueue row of its sums in integer units, that row in
+        #: canonical units): see inqueue_total.
+        self._inqueue_rows: dict[str, tuple[int, list[float], list[float]]] = {}
         #: The rows inqueue_total last summed (in order) and the sum after each.
         self._partials: tuple[list[list[float]], list[list[float]]] = ([], [])
         #: Jobs with a task that has required inter-pod (anti-)affinity.
@@ -142,11 +143,12 @@ class Ledger:
                 np.array([zero if d is None else d for d in demands]),
                 np.maximum(alloc - minres, 0.0),
             )
-            slot = ledger._slot(queue)
             ledger._counts[queue] = len(members)
             ledger._stamps[queue] = next(_STAMPS)
-            for k, m in enumerate(mats):
-                ledger._sums[k, slot] = ledger._units(m).sum(axis=0)
+            # (whole units: the sums are exact in any order of addition)
+            ledger._sums[queue] = (
+                np.array([ledger._units(m).sum(axis=0) for m in mats]).ravel().tolist()
+            )
         ledger._read_only = True
         return ledger
 
@@ -154,18 +156,31 @@ class Ledger:
         """``v`` in integer units (a new array)."""
         return np.rint(v * self._scale) if self._scaled else v.copy()
 
-    def _slot(self, queue: str) -> int:
-        """A zeroed block of ``_sums`` for ``queue``, which has none."""
-        if self._free:
-            slot = self._free.pop()
+    def _part_units(
+        self,
+        allocated: list[float],
+        pending: list[float],
+        demand: list[float] | None,
+        minres: list[float] | None,
+    ) -> list[float]:
+        """A part's rows, flat, in integer units: allocated, pending, inqueue demand
+        (zeros when None) and elastic (allocated beyond ``minres``, at least 0), each
+        scaled and rounded half to even as ``np.rint`` does."""
+        if minres is None:
+            elastic = [a if a >= 0.0 else 0.0 for a in allocated]
         else:
-            slot = len(self._slots)
-            if slot == self._sums.shape[1]:
-                grown = np.zeros((_ROWS, 2 * slot, self.space.size))
-                grown[:, :slot] = self._sums
-                self._sums = grown
-        self._slots[queue] = slot
-        return slot
+            elastic = [
+                e if (e := a - m) >= 0.0 else 0.0 for a, m in zip(allocated, minres, strict=True)
+            ]
+        flat = [
+            *allocated,
+            *pending,
+            *([0.0] * len(allocated) if demand is None else demand),
+            *elastic,
+        ]
+        if not self._scaled:
+            return flat
+        return [float(round(x * s)) for x, s in zip(flat, self._scale_flat, strict=True)]
 
     def update(self, job: JobInfo) -> None:
         """Take ``job``'s part as it is now (replacing the part it had). Nothing to do
@@ -196,57 +211,59 @@ class Ledger:
         if old is not None and old.inputs == inputs:
             # The same part (a pod that starts running, a job rebuilt as it was): only
             # what it was computed from is kept anew.
-            self._parts[job.uid] = _Part(job, key, inputs, queue, old.units, affinity)
+            old.job, old.key = job, key
             self.affinity_jobs += affinity - old.affinity
+            old.affinity = affinity
             return
-        rows = np.array((allocated, pending, self._zero if demand is None else demand, allocated))
-        elastic = rows[3]  # (allocated beyond minResources, at least 0: in place)
-        if minres is not None:
-            elastic -= minres
-        np.maximum(elastic, 0.0, out=elastic)
-        if self._scaled:
-            rows *= self._scale
-            np.rint(rows, out=rows)
-        part = _Part(job, key, inputs, queue, rows, affinity)
+        units = self._part_units(
+            allocated.tolist(),
+            pending.tolist(),
+            None if demand is None else demand.tolist(),
+            None if minres is None else minres.tolist(),
+        )
+        part = _Part(job, key, inputs, queue, units, affinity)
+        size = self.space.size
         if old is not None:
-            if old.queue == queue and old.units.tobytes() == rows.tobytes():
+            if old.queue == queue and old.units == units:
                 self._parts[job.uid] = part
                 self.affinity_jobs += part.affinity - old.affinity
                 return
-            if old.queue != queue or old.units[2].tobytes() != rows[2].tobytes():
+            if old.queue != queue or old.units[2 * size : 3 * size] != units[2 * size : 3 * size]:
                 self._inqueue_moves += 1
-            if old.queue == queue:  # (the queue keeps its job count and its block)
+            if old.queue == queue:  # (the queue keeps its job count and its sums)
                 self._parts[job.uid] = part
                 self._changes += 1
-                block = self._sums[:, self._slots[queue]]
                 if self._counts[queue] == 1:  # (its own part alone: summed afresh)
-                    block[...] = 0.0
+                    self._sums[queue] = [0.0 + u for u in units]
                 else:
-                    block -= old.units
-                block += rows
+                    sums = self._sums[queue]
+                    self._sums[queue] = [
+                        (s - o) + u for s, o, u in zip(sums, old.units, units, strict=True)
+                    ]
                 self._stamps[queue] = next(_STAMPS)
                 self.affinity_jobs += part.affinity - old.affinity
                 return
             self._take_out(job.uid)
-        elif rows[2].any():
+        elif any(units[2 * size : 3 * size]):
             self._inqueue_moves += 1
         self._parts[job.uid] = part
         self._changes += 1
-        slot = self._slots.get(queue)
-        if slot is None:
-            slot = self._slot(queue)
-        count = self._counts.get(queue, 0)
-        if count == 0:
+        was = self._sums.get(queue)
+        if was is None:
             self._members += 1
-        self._counts[queue] = count + 1
-        self._sums[:, slot] += rows
+            self._counts[queue] = 1
+            self._sums[queue] = [0.0 + u for u in units]
+        else:
+            self._counts[queue] += 1
+            self._sums[queue] = [s + u for s, u in zip(was, units, strict=True)]
         self._stamps[queue] = next(_STAMPS)
         self.affinity_jobs += part.affinity
 
     def remove(self, uid: str) -> None:
         """Take job ``uid``'s part away (the job is gone)."""
         part = self._take_out(uid)
-        if part is not None and part.units[2].any():
+        size = self.space.size
+        if part is not None and any(part.units[2 * size : 3 * size]):
             self._inqueue_moves += 1
 
     def _take_out(self, uid: str) -> _Part | None:
@@ -263,12 +280,11 @@ class Ledger:
             del self._stamps[queue]
             self._rows.pop(queue, None)
             self._inqueue_rows.pop(queue, None)
-            slot = self._slots.pop(queue)
-            self._sums[:, slot] = 0.0
-            self._free.append(slot)
+            del self._sums[queue]
         else:
             self._counts[queue] = count
-            self._sums[:, self._slots[queue]] -= part.units
+            sums = self._sums[queue]
+            self._sums[queue] = [s - u for s, u in zip(sums, part.units, strict=True)]
             self._stamps[queue] = next(_STAMPS)
         self.affinity_jobs -= part.affinity
         return part
@@ -323,19 +339,24 @@ class Ledger:
         queue whose allocation alone moved keeps it)."""
         kept_rows = self._inqueue_rows
         stamps = self._stamps
+        size = self.space.size
+        scale = self._scale_flat[:size]
         out = []
         for name in names:
             stamp = stamps[name]
             got = kept_rows.get(name)
             if got is None or got[0] != stamp:
-                units = self._sums[2, self._slots[name]]
-                key = units.tobytes()
-                if got is None or got[1] != key:
+                units = self._sums[name][2 * size : 3 * size]
+                if got is None or got[1] != units:
                     # (the inqueue row of sums_of: the same division, of that row alone)
-                    row = units / self._scale if self._scaled else units
-                    got = kept_rows[name] = (stamp, key, row.tolist())
+                    row = (
+                        [u / s for u, s in zip(units, scale, strict=True)]
+                        if self._scaled
+                        else units
+                    )
+                    got = kept_rows[name] = (stamp, units, row)
                 else:
-                    got = kept_rows[name] = (stamp, key, got[2])
+                    got = kept_rows[name] = (stamp, units, got[2])
             out.append(got[2])
         return out
 
@@ -366,8 +387,9 @@ class Ledger:
         stamp = self._stamps[queue]
         got = self._rows.get(queue)
         if got is None or got[0] != stamp:
-            rows = self._sums[:, self._slots[queue]]
-            rows = rows / self._scale_rows if self._scaled else rows.copy()
+            rows = np.array(self._sums[queue]).reshape(_ROWS, self.space.size)
+            if self._scaled:
+                rows /= self._scale_rows
             rows.setflags(write=False)
             got = self._rows[queue] = (stamp, rows)
         return got[1]
@@ -387,9 +409,11 @@ class Ledger:
         if not names:
             z = np.zeros((0, self.space.size))
             return QueueSums(np.zeros(0, dtype=int), z, z.copy(), z.copy(), z.copy())
-        got = self._sums[:, [self._slots[n] for n in names]]  # (a new array)
+        sums = self._sums
+        got = np.array([sums[n] for n in names]).reshape(len(names), _ROWS, self.space.size)
+        got = got.transpose(1, 0, 2).copy()  # (rows by kind, then queue: contiguous)
         if self._scaled:
-            got = got / self._scale
+            got /= self._scale
         counts = np.array([self._counts[n] for n in names])
         return QueueSums(counts, got[0], got[1], got[2], got[3])
 
