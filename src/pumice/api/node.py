@@ -72,6 +72,7 @@ class NodeTable:
     """All nodes of a snapshot: static specs plus resource matrices (nodes x dims)."""
 
     __slots__ = (
+        "_borrowed",
         "_left_of",
         "_owned",
         "_session",
@@ -120,6 +121,11 @@ class NodeTable:
         #: a cycle touches few nodes of a large cluster).
         self._shared = False
         self._owned: set[int] = set()
+        #: For a copy: its resource matrices (``idle``, ``used``, ``releasing``,
+        #: ``pipelined``, ``nonzero``) and its ``tasks`` list are still the very objects
+        #: of the table it was copied from, until its first change copies them (see
+        #: :meth:`copy`).
+        self._borrowed = False
         #: Tasks on the nodes with required inter-pod (anti-)affinity terms.
         self.affinity = 0
         #: (protocol, host port) -> {node index: pods using it}
@@ -226,9 +232,19 @@ class NodeTable:
         return notes
 
     def copy(self) -> NodeTable:
-        """The table a session works on: an independent copy of the mutable state (specs
-        are shared, being immutable) holding only the nodes a session takes (see
-        :meth:`leaving`); the others are named in the copy's ``left_out``."""
+        """The table a session works on: a copy of the mutable state (specs are shared,
+        being immutable) holding only the nodes a session takes (see :meth:`leaving`);
+        the others are named in the copy's ``left_out``.
+
+        Copied on write: the copy's changes (:meth:`add_task`, :meth:`remove_task`,
+        :meth:`respec`) never reach this table. When it takes every node, the copy
+        borrows this table's resource matrices and task list until its first change
+        copies them (about half the cycles of a simulation change no node, and the
+        copy costs as much as the rest of the snapshot), and its task rows until that
+        row changes. Like the task rows shared since before, what is borrowed follows
+        this table's own later changes: a copy stands for this table as it is now, for
+        as long as this table does not change (a session runs between two changes of
+        the scheduler cache)."""
         memo = self._left_of
         if (
             memo is not None
@@ -256,13 +272,13 @@ class NodeTable:
         )  # fmt: skip
         other.allocatable = self.allocatable
         other.labels = self.labels
-        other.nonzero = self.nonzero.copy()
-        other.idle = self.idle.copy()
-        other.used = self.used.copy()
-        other.releasing = self.releasing.copy()
-        other.pipelined = self.pipelined.copy()
-        other.tasks = list(self.tasks)
-        other._shared, other._owned = True, set()
+        other.nonzero = self.nonzero
+        other.idle = self.idle
+        other.used = self.used
+        other.releasing = self.releasing
+        other.pipelined = self.pipelined
+        other.tasks = self.tasks
+        other._shared, other._owned, other._borrowed = True, set(), True
         other.affinity = self.affinity
         other.ports = {k: dict(v) for k, v in self.ports.items()} if self.ports else {}
         other.version = 0
@@ -324,7 +340,7 @@ class NodeTable:
         other.releasing = self.releasing[keep]
         other.pipelined = self.pipelined[keep]
         other.tasks = [self.tasks[i] for i in keep.tolist()]
-        other._shared, other._owned = True, set()
+        other._shared, other._owned, other._borrowed = True, set(), False
         gone = np.flatnonzero(out).tolist()
         other.affinity = self.affinity - sum(
             1 for i in gone for t in self.tasks[i].values() if t.pod_affinity is not None
@@ -347,8 +363,20 @@ class NodeTable:
         return other
 
     def _own(self, i: int) -> None:
+        if self._borrowed:
+            self._unborrow()
         self.tasks[i] = dict(self.tasks[i])
         self._owned.add(i)
+
+    def _unborrow(self) -> None:
+        """Copy what this copy borrowed (see :meth:`copy`), before its first change."""
+        self.nonzero = self.nonzero.copy()
+        self.idle = self.idle.copy()
+        self.used = self.used.copy()
+        self.releasing = self.releasing.copy()
+        self.pipelined = self.pipelined.copy()
+        self.tasks = list(self.tasks)
+        self._borrowed = False
 
     def future_idle(self, rows: np.ndarray | None = None) -> np.ndarray:
         """What a task may be pipelined onto, per node (of ``rows``, or all): idle plus
@@ -430,6 +458,8 @@ class NodeTable:
         allocatable row moves and idle with it. Arrays and lists shared with copies are
         replaced, not written; the label columns are the caller's to rebuild once a
         batch of changes is in (``labels = NodeIndex(specs)``)."""
+        if self._borrowed:
+            self._unborrow()
         self.specs = [*self.specs[:i], spec, *self.specs[i + 1 :]]
         new = self.space.vector(spec.allocatable)
         delta = new - self.allocatable[i]
