@@ -422,6 +422,29 @@ class NodeTable:
         self.version += 1
         self.changes.append(i)
 
+    def accounted_alike(self, i: int, task: TaskInfo, status: TaskStatus) -> bool:
+        """True when ``task``, accounted on row ``i`` with its status, would be
+        accounted with the very same floats under ``status``: the same matrices take it
+        (a bound pod that starts running), and taking it off and back on
+        (:meth:`remove_task`, then :meth:`add_task` with ``status``) gives back every
+        float the row holds, bit for bit (the round trip is computed, not written).
+        The caller may then change the task's status without touching the table:
+        nothing of the node moves, and nothing is logged as changed."""
+        if status in TERMINATED_STATUSES or _ACCOUNT.get(task.status, 0) != _ACCOUNT.get(status, 0):
+            return False
+        nonzero = task.nonzero
+        if nonzero is None or self.tasks[i].get(task.uid) is not task:
+            return False
+        req = task.resreq
+        if not _back(self.nonzero[i], nonzero):
+            return False
+        if status == TaskStatus.PIPELINED:
+            return _back(self.pipelined[i], req)
+        idle = self.idle[i]  # (idle gives the request back, then takes it again)
+        if ((idle + req) - req).tobytes() != idle.tobytes() or not _back(self.used[i], req):
+            return False
+        return status != TaskStatus.RELEASING or _back(self.releasing[i], req)
+
     def remove_task(self, i: int, task: TaskInfo) -> None:
         """Undo :meth:`add_task` for ``task`` with the status it was added with."""
         if task.uid not in self.tasks[i]:
@@ -482,6 +505,16 @@ class NodeTable:
         if got is None or got[0] is not self.allocatable:
             got = holder[0] = (self.allocatable, self.allocatable.sum(axis=0))
         return got[1].copy()
+
+
+#: The matrices a task of each status is accounted in (see :meth:`NodeTable.add_task`):
+#: pipelined (1), idle and used (0, every status not named), and releasing too (2).
+_ACCOUNT = {TaskStatus.PIPELINED: 1, TaskStatus.RELEASING: 2}
+
+
+def _back(row: np.ndarray, v: np.ndarray) -> bool:
+    """``v`` taken from ``row`` and added back gives ``row``, bit for bit."""
+    return bool(((row - v) + v).tobytes() == row.tobytes())
 
 
 #: See ``NodeTable._left_of``.

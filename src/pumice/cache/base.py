@@ -343,7 +343,16 @@ class BaseModel:
         new_node = rec.node_name or None
         if status == task.status and new_node == task.node:
             return
-        self.place(task, None)
+        # On the same node and accounted alike (a bound pod that starts running), the
+        # task is not taken off its node and put back: nothing of the node moves.
+        i = (
+            self.nodes.index.get(new_node)
+            if new_node is not None and new_node == task.node
+            else None
+        )
+        stays = i is not None and self.nodes.accounted_alike(i, task, status)
+        if not stays:
+            self.place(task, None)
         if job is not None:
             job.update_status(task, status)
             if job.bare:
@@ -353,7 +362,8 @@ class BaseModel:
             self.touch(job)
         else:
             task.status = status
-        self.place(task, new_node)
+        if not stays:
+            self.place(task, new_node)
 
     def place(self, task: TaskInfo, node: str | None) -> None:
         """Take ``task`` off its node (``node`` None) or account it on ``node``."""
