@@ -10,7 +10,8 @@ only re-reads what a pod may change (node, phase, deletion mark).
 
 This module takes the events in (deciding, per event, whether the base changes in
 place or is rebuilt) and hands the base out. :meth:`SchedulerCache.snapshot` hands the
-base to a cycle: the node table copied (its task rows on first write), the jobs and
+base to a cycle: the node table copied on write (its matrices and task rows are the
+base's until the cycle changes them), the jobs and
 tasks *shared*, with the jobs the cycle must look at named (``Snapshot.active``: not
 settled, or changed since the last cycle) and the per-queue sums kept job by job
 (:mod:`pumice.api.ledger`), so that a cycle's cost follows its active jobs, not the
@@ -443,7 +444,9 @@ class SchedulerCache:
         table too, while no job is left out: see
         :meth:`BaseModel.lend_jobs <pumice.cache.base.BaseModel.lend_jobs>`), so that a
         cycle costs what it looks at (its active jobs: see ``Snapshot.active``), not the
-        size of the cluster; the node table is copied (its task rows on first write).
+        size of the cluster; the node table is copied on write (see
+        :meth:`NodeTable.copy <pumice.api.node.NodeTable.copy>`: its matrices and task
+        rows are the base's until the cycle changes them).
         Whatever the cycle writes into shared jobs is undone by :meth:`settle`, which
         :meth:`apply` runs first (and the next snapshot, if no apply came between).
         """
