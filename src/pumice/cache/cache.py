@@ -11,9 +11,9 @@ only re-reads what a pod may change (node, phase, deletion mark).
 This module takes the events in (deciding, per event, whether the base changes in
 place or is rebuilt) and hands the base out. :meth:`SchedulerCache.snapshot` hands the
 base to a cycle: the node table copied on write (its matrices and task rows are the
-base's until the cycle changes them), the jobs and
-tasks *shared*, with the jobs the cycle must look at named (``Snapshot.active``: not
-settled, or changed since the last cycle) and the per-queue sums kept job by job
+base's until the cycle changes them), the jobs and tasks *shared*, with the jobs the
+cycle must look at named (``Snapshot.active``: not settled, or changed since the last
+cycle) and the per-queue sums kept job by job
 (:mod:`pumice.api.ledger`), so that a cycle's cost follows its active jobs, not the
 cluster's size. A cycle writes into the jobs it works on; :meth:`SchedulerCache.settle`
 undoes that before anything else happens. The result decides as the snapshot
