@@ -71,11 +71,9 @@ class Manager:
         self._watch = store.watch(kinds)
         #: How many events wait unread, where the watch can tell (see :meth:`idle`).
         self._unread: Callable[[], int] | None = getattr(self._watch, "pending", None)
-        #: Per kind, the controllers (by number, with their ``keys_for``) whose
-        #: ``kinds`` name it.
-        self._routes: dict[str, list[tuple[int, Callable[[WatchEvent], Iterable[str]]]]] = {
-            k: [(i, c.keys_for) for i, c in enumerate(self.controllers) if k in c.kinds]
-            for k in kinds
+        #: Per kind, the controllers (by number) whose ``kinds`` name it.
+        self._routes: dict[str, list[tuple[int, Controller]]] = {
+            k: [(i, c) for i, c in enumerate(self.controllers) if k in c.kinds] for k in kinds
         }
         self._due: list[tuple[float, int, int, str]] = []
         self._seq = itertools.count()
@@ -127,12 +125,9 @@ class Manager:
                     for key in c.resync():
                         work[i][key] = None
             for event in events:
-                for i, keys_for in routes.get(event.kind, ()):
-                    keys = keys_for(event)
-                    if keys:  # (most events concern no key: an empty tuple)
-                        mine = work[i]
-                        for key in keys:
-                            mine[key] = None
+                for i, c in routes.get(event.kind, ()):
+                    for key in c.keys_for(event):
+                        work[i][key] = None
             while self._due and self._due[0][0] <= now:
                 t, _s, i, key = heapq.heappop(self._due)
                 if self._when.get((i, key)) == t:
