@@ -218,3 +218,32 @@ def test_a_podgroup_of_terabytes_is_read_by_the_scheduler():
     assert record.min_quota["requests.memory"] == 12289 * 2**30
     w.schedule()  # the cycle reads it too, and leaves the gang waiting for room
     assert w.podgroup(key)["status"]["phase"] == "Pending"
+
+
+def test_a_podgroup_known_unchanged_since_made_is_what_the_job_says():
+    """The controller notes the PodGroup it just made as needing no patch (without
+    building it again on the next reconcile): that holds, a fresh comparison finds
+    nothing to change; and a change of its spec by someone else is still undone."""
+    from pumice.controllers.job.pods import podgroup_changes
+
+    w = World(queues=("default", "research"))
+    w.cluster.create(priority_class("high", 1000))
+    key = w.submit(job_yaml(PS_WORKER))
+    pg = w.podgroup(key)
+    assert pg is not None
+    job = w.job(key)
+    assert job is not None
+    spec = parse_job(job, default_queue="default", default_scheduler="volcano")
+
+    def priority(name: str) -> int:
+        return 1000 if name == "high" else 0
+
+    assert podgroup_changes(pg, spec, priority) == {}
+    pg_key = f"{pg['metadata']['namespace']}/{pg['metadata']['name']}"
+    w.store.patch("PodGroup", pg_key, {"spec": {"minMember": 1, "minTaskMember": {"ps": 0}}})
+    w.step()
+    pg = w.podgroup(key)
+    assert pg is not None
+    assert pg["spec"]["minMember"] == 3
+    assert pg["spec"]["minTaskMember"] == {"ps": 1, "worker": 2}
+    assert podgroup_changes(pg, spec, priority) == {}

@@ -108,3 +108,75 @@ def test_a_watch_gets_the_kinds_it_asks_for_from_when_it_is_made() -> None:
         ("ADDED", "Secret", "default/t"),
         ("DELETED", "ConfigMap", "default/first"),
     ]
+
+
+def _index_from_scratch(cluster: MemoryCluster) -> dict[str, set[tuple[str, str]]]:
+    """Who owns what, read off every object as it is now."""
+    owned: dict[str, set[tuple[str, str]]] = {}
+    for kind, objs in cluster.objects.items():
+        for key, obj in objs.items():
+            for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
+                owned.setdefault(ref["uid"], set()).add((kind, key))
+    return owned
+
+
+def test_the_ownership_index_kept_without_status_writes_is_the_one_read_off_the_objects() -> None:
+    """The store's ownership watch is not told of binds, evictions and status writes
+    (which leave owners as they were): the index it keeps is still the one the
+    objects say, whichever writes came between two reads of it."""
+    cluster = MemoryCluster()
+    store = MemoryStore(cluster)
+    cluster.create({"kind": "Node", "metadata": {"name": "n1"}})
+    owner = store.create(configmap("owner"))
+    assert owner is not None
+    uid = owner["metadata"]["uid"]
+    ref = [{"kind": "ConfigMap", "name": "owner", "uid": uid, "controller": True}]
+    for i in range(4):
+        store.create({"kind": "Pod", "metadata": {"name": f"p{i}", "ownerReferences": list(ref)}})
+    store.create({"kind": "PodGroup", "metadata": {"name": "g"}})
+    store.create(configmap("later"))
+    writes = [
+        lambda: cluster.bind("default/p0", "n1"),
+        lambda: cluster.set_pod_phase("default/p0", "Running"),
+        lambda: store.patch(
+            "Pod", "default/p1", {"status": {"phase": "Failed"}}, subresource="status"
+        ),
+        lambda: cluster.update_podgroup_status("default/g", "Inqueue"),
+        lambda: store.patch("Pod", "default/p2", {"metadata": {"ownerReferences": None}}),
+        lambda: store.patch("ConfigMap", "default/later", {"metadata": {"ownerReferences": ref}}),
+        lambda: cluster.evict("default/p0", "make room"),
+        lambda: cluster.evict("default/p3", "make room"),  # (on no node: deleted)
+        lambda: store.patch("PodGroup", "default/g", {"metadata": {"ownerReferences": ref}}),
+        lambda: cluster.update_podgroup_status("default/g", "Running"),
+    ]  # fmt: skip
+    for write in writes:
+        write()
+        fresh = _index_from_scratch(cluster)
+        assert {u: sorted(store._dependents(u)) for u in fresh} == {
+            u: sorted(refs) for u, refs in fresh.items()
+        }
+    assert store.delete("ConfigMap", "default/owner")
+    assert sorted(cluster.objects["Pod"]) == ["default/p2"]
+    assert names(store) == []
+    assert cluster.objects["PodGroup"] == {}
+
+
+def test_an_owners_only_watch_misses_no_creation_deletion_or_change_of_owners() -> None:
+    """What an ``owners_only`` watch gets: every creation and deletion and every write
+    that may change owners, not the binds, evictions and status writes the others
+    get (in the same order as theirs)."""
+    cluster = MemoryCluster()
+    cluster.create({"kind": "Node", "metadata": {"name": "n1"}})
+    owners, every = cluster.watch(["Pod"], owners_only=True), cluster.watch(["Pod"])
+    cluster.create({"kind": "Pod", "metadata": {"name": "p", "namespace": "default"}})
+    cluster.bind("default/p", "n1")
+    cluster.set_pod_phase("default/p", "Running")
+    cluster.modify("Pod", "default/p", lambda p: p["metadata"].update(ownerReferences=[]))
+    cluster.modify(
+        "Pod", "default/p", lambda p: p["status"].update(phase="Failed"), keeps_owners=True
+    )
+    cluster.evict("default/p")
+    cluster.delete("Pod", "default/p")
+    assert owners.owners_only and not every.owners_only
+    assert [e.type for e in owners.drain()] == ["ADDED", "MODIFIED", "DELETED"]
+    assert [e.type for e in every.drain()] == ["ADDED"] + ["MODIFIED"] * 5 + ["DELETED"]

@@ -53,7 +53,7 @@ class SimStore(MemoryStore):
                         obj["metadata"]["deletionTimestamp"] = now
                         obj["metadata"]["deletionGracePeriodSeconds"] = grace
 
-                    self.cluster.modify("Pod", key, mark)
+                    self.cluster.modify("Pod", key, mark, keeps_owners=True)
                 return True
         return super().delete(kind, key, cascade=cascade)
 

@@ -501,6 +501,28 @@ class JobController:
             self._pg_kept[plan.key] = (spec, min_res, seen)
         return patch
 
+    def _keep_made(
+        self,
+        key: str,
+        made: Mapping[str, Any],
+        built: dict[str, Any],
+        spec: JobSpec,
+        min_res: dict[str, str],
+    ) -> None:
+        """Note the PodGroup just created for the Job ``key`` as needing no change (see
+        :meth:`_podgroup_patch`) when the store created the very object built (the
+        in-memory store keeps what it is given, filling in only metadata): its spec is
+        then what :func:`podgroup_changes` builds for the same parse and minResources,
+        so the next reconcile need not build it again to find nothing to patch. A store
+        that answers with its own copy (the API server's, which may have defaulted
+        fields) is compared on the next reconcile, as before."""
+        if made is not built:
+            return
+        meta = made.get("metadata") or {}
+        generation = meta.get("generation")
+        if isinstance(generation, int):
+            self._pg_kept[key] = (spec, min_res, (meta.get("uid"), generation))
+
     def reconcile(self, key: str) -> float | None:
         if not self._indexed:
             self._build_index()
@@ -811,12 +833,13 @@ class JobController:
             initiate = run.status.phase == st.PENDING
             mounts = ensure_claims(spec, self.store, run.resources, initiate=initiate)
         if pg is None:
-            made = self.store.create(
-                build_podgroup(spec, self._priority, min_res=self._min_resources(spec, run.plan))
-            )
+            min_res = self._min_resources(spec, run.plan)
+            built = build_podgroup(spec, self._priority, min_res=min_res)
+            made = self.store.create(built)
             run.wrote = True
             if made is not None:  # its creation coming back changes nothing
                 self._groups[_key(made)] = _group_view(made)
+                self._keep_made(run.plan.key, made, built, spec, min_res)
         else:
             patch = self._podgroup_patch(pg, spec, run.plan)
             run.wrote = bool(patch)
