@@ -654,8 +654,9 @@ class ProportionPlugin:
         self._runs_stand(name, des_row, got.alloc_list)
 
     def _runs_stand(self, name: str, des_row: list[float], alloc_row: list[float]) -> None:
-        """Forget the queue's ``allocatable_run`` answers unless its deserved share and
-        its allocation are what they were counted with."""
+        """Let go of the queue's current ``allocatable_run`` answers unless its deserved
+        share and its allocation are what they were counted with (they stay kept by
+        those figures: see :meth:`_runs_for`)."""
         # allocatable_run's answers stand while the queue's deserved share and its
         # allocation are what they were when they were counted: kept from the last
         # cycle for a queue that had no allocation event since and whose figures came
