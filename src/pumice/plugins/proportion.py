@@ -261,9 +261,6 @@ class _Fixed:
 _FILLED_KEPT = 256
 #: How many sums a plugin keeps per queue by their bytes (oldest dropped first).
 _SUMS_SEEN = 16
-#: How many ``allocatable_run`` memos a plugin keeps per queue, by the figures they
-#: were counted on (least recently used dropped first).
-_RUNS_SEEN = 32
 
 
 class _Filled:
@@ -447,9 +444,6 @@ class ProportionPlugin:
         #: The cycle's memos (see :meth:`on_cycle_open` and :meth:`on_session_open`).
         self._share_dims: list[int] = []
         self._runs: dict[str, dict[int, tuple[Vector, int, int]]] = {}
-        #: queue -> its last few ``_runs`` memos by the figures they were counted on
-        #: (see :meth:`_runs_for`).
-        self._runs_by: dict[str, dict[bytes, dict[int, tuple[Vector, int, int]]]] = {}
         #: queue -> its figures when its ``_runs`` were counted (see on_cycle_open).
         self._run_stamps: dict[str, list[float]] = {}
         self._gives_nothing: dict[str, set[int]] = {}
@@ -479,7 +473,6 @@ class ProportionPlugin:
                 m.clear()
             # (allocatable_run's answers follow from the requests' shared dimensions)
             self._runs.clear()
-            self._runs_by.clear()
             self._run_stamps.clear()
             self._over.clear()
             self._admission.clear()
@@ -616,8 +609,8 @@ class ProportionPlugin:
         """What is kept for each queue, of the queues ``names`` alone (queues went)."""
         keep = set(names)
         kept_per_queue = (
-            self.attrs, self._sums, self._built, self._runs, self._runs_by, self._run_stamps,
-            self._over, self._admission, self._seen, self._limits,
+            self.attrs, self._sums, self._built, self._runs, self._run_stamps, self._over,
+            self._admission, self._seen, self._limits,
         )  # fmt: skip
         for kept in kept_per_queue:
             for name in [n for n in kept if n not in keep]:
@@ -654,9 +647,8 @@ class ProportionPlugin:
         self._runs_stand(name, des_row, got.alloc_list)
 
     def _runs_stand(self, name: str, des_row: list[float], alloc_row: list[float]) -> None:
-        """Let go of the queue's current ``allocatable_run`` answers unless its deserved
-        share and its allocation are what they were counted with (they stay kept by
-        those figures: see :meth:`_runs_for`)."""
+        """Forget the queue's ``allocatable_run`` answers unless its deserved share and
+        its allocation are what they were counted with."""
         # allocatable_run's answers stand while the queue's deserved share and its
         # allocation are what they were when they were counted: kept from the last
         # cycle for a queue that had no allocation event since and whose figures came
@@ -668,26 +660,6 @@ class ProportionPlugin:
             self._runs.pop(name, None)
             self._over.pop(name, None)
             self._run_stamps[name] = figures
-
-    def _runs_for(self, name: str, attr: QueueAttr) -> dict[int, tuple[Vector, int, int]]:
-        """The ``allocatable_run`` memo of queue ``name`` for its figures as they stand
-        (``attr``'s deserved share and allocation, as bytes): its answers follow from
-        those, the request and the shared dimensions alone, and a queue comes back to
-        the same figures often (a task placed, then given back; a job that starts and
-        one that ends), within a cycle and from cycle to cycle. The last few memos of
-        each queue are kept (least recently used dropped first); all of them go with
-        the shared dimensions."""
-        key = attr.deserved.tobytes() + attr.allocated.tobytes()
-        by = self._runs_by.get(name)
-        if by is None:
-            by = self._runs_by[name] = {}
-        memo = by.pop(key, None)
-        if memo is None:
-            memo = {}
-            if len(by) >= _RUNS_SEEN:
-                del by[next(iter(by))]
-        by[key] = memo
-        return memo
 
     def _fixed_figures(self, ssn: Session) -> _Fixed:
         """The figures that follow from the queues' specs and the cluster's total alone,
@@ -721,14 +693,13 @@ class ProportionPlugin:
         cycle's shares and memos from the plugin (see :meth:`on_cycle_open`)."""
         attrs = self.attrs
         clip = self._clip
-        # allocatable_run's answers for the queue's figures as they stand (``runs``:
-        # dropped with the queue's next allocation event, then looked up again by the
-        # figures, see _runs_for): a backlog of gangs asks the same question for each
-        # job of a shape between two placements. Per queue, keyed by the request's
-        # identity; the entry keeps the vector alive, with the run and the limit it was
-        # counted to (a run cut short by the limit answers smaller limits; one the
-        # share ended answers every limit). Only the queue's own allocation moves its
-        # answer: deserved is fixed for the cycle.
+        # allocatable_run's answers, kept until the queue's next allocation event: a
+        # backlog of gangs asks the same question for each job of a shape between two
+        # placements. Per queue, keyed by the request's identity; the entry keeps the
+        # vector alive, with the run and the limit it was counted to (a run cut short
+        # by the limit answers smaller limits; one the share ended answers every limit).
+        # Only the queue's own allocation moves its answer: deserved is fixed for the
+        # cycle.
         runs = self._runs
         run_stamps = self._run_stamps
         # queue -> ids of the requests it has nothing to give to, as its allocation
@@ -813,11 +784,8 @@ class ProportionPlugin:
             asks = self._share_asks(req)
             if attr is None or not asks:
                 return limit
-            if memo is None:  # (the queue's figures moved: their memo, if seen before)
-                memo = runs[q.name] = self._runs_for(q.name, attr)
-                got = memo.get(id(req))
-                if got is not None and got[0] is req and (got[1] < got[2] or limit <= got[2]):
-                    return min(got[1], limit)
+            if memo is None:
+                memo = runs[q.name] = {}
             des, alloc = attr.deserved.tolist(), attr.allocated.tolist()
             add = self._clipped_list(req)
             n = limit
