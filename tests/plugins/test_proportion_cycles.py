@@ -102,11 +102,11 @@ def _fire(ssn, kind: str, task) -> None:
             fn(task)
 
 
-def test_allocatable_run_answers_kept_by_figures_are_fresh_answers() -> None:
-    """``allocatable_run`` keeps its answers by the queue's figures (deserved share and
-    allocation) and finds them again when the figures come back (a task allocated,
-    then given back; the next cycle): every answer is the one a session that never
-    saw the figures before gives."""
+def test_allocatable_run_kept_answers_are_fresh_answers() -> None:
+    """``allocatable_run`` keeps its answers while the queue's figures (deserved share
+    and allocation) stand; as they move and come back (a task allocated, then given
+    back; the next cycle), every answer is the one a session that never saw the
+    figures before gives."""
     registry = default_registry()
     snap = build_snapshot([SourcedObject(o) for o in _objects(extra_pods=6)])
     ssn = open_session(snap, CONFIG, registry)
