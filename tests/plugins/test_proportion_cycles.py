@@ -87,3 +87,62 @@ def test_a_living_session_sees_each_cycle_as_a_new_session_would() -> None:
         ssn = renew_session(ssn, snap, registry)
         assert _figures(ssn) == _fresh(snap)
         assert list(_figures(ssn)) == sorted(_figures(ssn))
+
+
+def _run_of(ssn):
+    """proportion's ``allocatable_run`` (the ``run`` facet of its ``allocatable``)."""
+    (run,) = [r for r in ssn.hooks.facets("allocatable", "run") if r is not None]
+    return run
+
+
+def _fire(ssn, kind: str, task) -> None:
+    for handler in ssn.handlers:
+        fn = getattr(handler, kind)
+        if fn is not None:
+            fn(task)
+
+
+def test_allocatable_run_kept_answers_are_fresh_answers() -> None:
+    """``allocatable_run`` keeps its answers while the queue's figures (deserved share
+    and allocation) stand; as they move and come back (a task allocated, then given
+    back; the next cycle), every answer is the one a session that never saw the
+    figures before gives."""
+    registry = default_registry()
+    snap = build_snapshot([SourcedObject(o) for o in _objects(extra_pods=6)])
+    ssn = open_session(snap, CONFIG, registry)
+    job = ssn.jobs["default/b0"]
+    waiting = sorted((t for t in job.tasks.values() if t.node is None), key=lambda t: t.name)
+    ask = waiting[-1]
+
+    def answers(session) -> list[int]:
+        run, q = _run_of(session), session.queues["b"]
+        return [run(q, ask, limit) for limit in (1, 2, 3, 5, 20, 2)]
+
+    def fresh(allocated) -> list[int]:
+        new = open_session(snap, CONFIG, registry)
+        for t in allocated:
+            _fire(new, "allocate", new.jobs["default/b0"].tasks[t.uid])
+        return answers(new)
+
+    seen = set()
+    held: list = []
+    steps = [
+        ("allocate", 0), ("allocate", 1), ("deallocate", 1), ("allocate", 1),
+        ("deallocate", 1), ("deallocate", 0), ("allocate", 0), ("allocate", 2),
+    ]  # fmt: skip
+    assert answers(ssn) == fresh(held)
+    for kind, k in steps:
+        task = waiting[k]
+        _fire(ssn, kind, task)
+        if kind == "allocate":
+            held.append(task)
+        else:
+            held.remove(task)
+        got = answers(ssn)
+        assert got == fresh(held)
+        seen.add(tuple(got))
+    assert len(seen) > 2  # (the answers move with the allocation: a stale one shows)
+    # The next cycle on the same cluster: the figures the cycle opened with, again.
+    close_session(ssn, keep=True)
+    ssn = renew_session(ssn, snap, registry)
+    assert answers(ssn) == fresh([])

@@ -313,7 +313,10 @@ class FastPath:
         if got is not None and got[0] == version:
             return got[1]
         ssn = self.ssn
-        view = self._memory().view(
+        memory = ssn.snapshot.slot_memory  # (self._memory(), without the call)
+        if memory is None:
+            memory = self._memory()
+        view = memory.view(
             key,
             task,
             self.nodes,

@@ -251,10 +251,13 @@ class SlotMemory:
             blocked, reasons = make()
             view = SlotView(task, blocked, reasons, nodes.space.names)
             view.owner = owner
-        if rows is None or len(rows) > refresh_rows(len(nodes)):
+        if rows is None:
             view.rebuild(future())
-        elif rows:
-            view.refresh(future(), rows)
+        elif rows:  # (most views: no row changed, and nothing to weigh)
+            if len(rows) > refresh_rows(len(nodes)):
+                view.rebuild(future())
+            else:
+                view.refresh(future(), rows)
         if nodes.left_out or view.left:
             left = nodes.left_out_counts() if nodes.left_out else {}
             if left != view.left:
