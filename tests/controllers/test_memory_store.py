@@ -120,10 +120,10 @@ def _index_from_scratch(cluster: MemoryCluster) -> dict[str, set[tuple[str, str]
     return owned
 
 
-def test_the_ownership_index_kept_without_status_writes_is_the_one_read_off_the_objects() -> None:
-    """The store's ownership watch is not told of binds, evictions and status writes
-    (which leave owners as they were): the index it keeps is still the one the
-    objects say, whichever writes came between two reads of it."""
+def test_the_ownership_index_kept_from_the_watch_is_the_one_read_off_the_objects() -> None:
+    """The index of who owns what, kept from the store's watch, is the one the objects
+    say after every kind of write (binds, evictions, status writes, owners set and
+    dropped), and a cascading delete takes exactly the objects owned."""
     cluster = MemoryCluster()
     store = MemoryStore(cluster)
     cluster.create({"kind": "Node", "metadata": {"name": "n1"}})
@@ -159,24 +159,3 @@ def test_the_ownership_index_kept_without_status_writes_is_the_one_read_off_the_
     assert sorted(cluster.objects["Pod"]) == ["default/p2"]
     assert names(store) == []
     assert cluster.objects["PodGroup"] == {}
-
-
-def test_an_owners_only_watch_misses_no_creation_deletion_or_change_of_owners() -> None:
-    """What an ``owners_only`` watch gets: every creation and deletion and every write
-    that may change owners, not the binds, evictions and status writes the others
-    get (in the same order as theirs)."""
-    cluster = MemoryCluster()
-    cluster.create({"kind": "Node", "metadata": {"name": "n1"}})
-    owners, every = cluster.watch(["Pod"], owners_only=True), cluster.watch(["Pod"])
-    cluster.create({"kind": "Pod", "metadata": {"name": "p", "namespace": "default"}})
-    cluster.bind("default/p", "n1")
-    cluster.set_pod_phase("default/p", "Running")
-    cluster.modify("Pod", "default/p", lambda p: p["metadata"].update(ownerReferences=[]))
-    cluster.modify(
-        "Pod", "default/p", lambda p: p["status"].update(phase="Failed"), keeps_owners=True
-    )
-    cluster.evict("default/p")
-    cluster.delete("Pod", "default/p")
-    assert owners.owners_only and not every.owners_only
-    assert [e.type for e in owners.drain()] == ["ADDED", "MODIFIED", "DELETED"]
-    assert [e.type for e in every.drain()] == ["ADDED"] + ["MODIFIED"] * 5 + ["DELETED"]

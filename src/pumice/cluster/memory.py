@@ -44,24 +44,14 @@ DISRUPTION_TARGET = "DisruptionTarget"
 
 
 class MemoryWatch:
-    """A subscription to some kinds of a :class:`MemoryCluster`.
+    """A subscription to some kinds of a :class:`MemoryCluster`."""
 
-    A watch made ``owners_only`` follows only which objects exist and whom they are
-    owned by (``metadata.ownerReferences``): it gets every creation and deletion, and
-    the changes that may touch either, but not those of the writes that provably touch
-    neither (binds, evictions, status writes, a pod's phase: most changes). Since an
-    event carries the object as it is now, such a watch reads the same owners as a
-    watch of every event, when it reads them."""
+    __slots__ = ("_events", "_kinds", "_store")
 
-    __slots__ = ("_events", "_kinds", "_owners_only", "_store")
-
-    def __init__(
-        self, store: MemoryCluster, kinds: Iterable[str], *, owners_only: bool = False
-    ) -> None:
+    def __init__(self, store: MemoryCluster, kinds: Iterable[str]) -> None:
         self._store = store
         self._kinds: Container[str] = frozenset(kinds)
         self._events: list[WatchEvent] = []
-        self._owners_only = owners_only
 
     @property
     def kinds(self) -> Container[str]:
@@ -72,12 +62,7 @@ class MemoryWatch:
     @kinds.setter
     def kinds(self, kinds: Container[str]) -> None:
         self._kinds = kinds
-        self._store._reroute()
-
-    @property
-    def owners_only(self) -> bool:
-        """Whether it follows only existence and owners (see the class docstring)."""
-        return self._owners_only
+        self._store._routes.clear()
 
     def push(self, event: WatchEvent) -> None:
         self._events.append(event)
@@ -144,11 +129,8 @@ class MemoryCluster:
         self.objects: dict[str, dict[str, dict[str, Any]]] = {k: {} for k in KINDS}
         self._watches: list[MemoryWatch] = []
         #: Per kind, the watches that get its events (filled as kinds are first
-        #: written; emptied when a watch comes, goes or changes its kinds), and those
-        #: that get the events of writes that leave owners as they were (the watches
-        #: not ``owners_only``).
+        #: written; emptied when a watch comes, goes or changes its kinds).
         self._routes: dict[str, list[MemoryWatch]] = {}
-        self._kept_routes: dict[str, list[MemoryWatch]] = {}
         #: Counters of what clients asked for (binds, evictions, status writes).
         self.stats: dict[str, int] = {"binds": 0, "evictions": 0, "status_writes": 0}
         #: Last status written per podgroup (the status dict and its comparison key), so
@@ -165,23 +147,16 @@ class MemoryCluster:
         store = self.objects.get(kind, {})
         return [store[k] for k in sorted(store)]
 
-    def watch(self, kinds: Sequence[str] = KINDS, *, owners_only: bool = False) -> MemoryWatch:
-        """A watch of ``kinds``; ``owners_only``: of which objects exist and whom they
-        are owned by only (see :class:`MemoryWatch`)."""
-        w = MemoryWatch(self, kinds, owners_only=owners_only)
+    def watch(self, kinds: Sequence[str] = KINDS) -> MemoryWatch:
+        w = MemoryWatch(self, kinds)
         self._watches.append(w)
-        self._reroute()
+        self._routes.clear()
         return w
 
     def _unwatch(self, w: MemoryWatch) -> None:
         if w in self._watches:
             self._watches.remove(w)
-            self._reroute()
-
-    def _reroute(self) -> None:
-        """Forget the routes (a watch came, went or changed its kinds)."""
-        self._routes.clear()
-        self._kept_routes.clear()
+            self._routes.clear()
 
     def _emit(self, type_: str, kind: str, key: str, obj: dict[str, Any]) -> None:
         route = self._routes.get(kind)
@@ -191,19 +166,6 @@ class MemoryCluster:
             event = WatchEvent(type_, kind, key, obj)
             for w in route:
                 w._events.append(event)  # (push, without a call per watcher and event)
-
-    def _emit_kept(self, kind: str, key: str, obj: dict[str, Any]) -> None:
-        """:meth:`_emit` of a MODIFIED event for a write that left the object's
-        ``metadata.ownerReferences`` as they were: not sent to ``owners_only`` watches."""
-        route = self._kept_routes.get(kind)
-        if route is None:
-            route = self._kept_routes[kind] = [
-                w for w in self._watches if kind in w.kinds and not w._owners_only
-            ]
-        if route:
-            event = WatchEvent(MODIFIED, kind, key, obj)
-            for w in route:
-                w._events.append(event)
 
     # -- writing ------------------------------------------------------------------------
 
@@ -225,27 +187,14 @@ class MemoryCluster:
         for obj in objects:
             self.create(obj)
 
-    def modify(
-        self,
-        kind: str,
-        key: str,
-        change: Callable[[dict[str, Any]], object],
-        *,
-        keeps_owners: bool = False,
-    ) -> bool:
-        """Apply ``change`` to the object in place and tell the watchers; False if gone.
-        ``keeps_owners``: the caller vouches that ``change`` leaves
-        ``metadata.ownerReferences`` as they were (a status, a phase, a deletion mark),
-        so ``owners_only`` watches are not told."""
+    def modify(self, kind: str, key: str, change: Callable[[dict[str, Any]], object]) -> bool:
+        """Apply ``change`` to the object in place and tell the watchers; False if gone."""
         store = self.objects.get(kind)
         obj = None if store is None else store.get(key)
         if obj is None:
             return False
         change(obj)
-        if keeps_owners:
-            self._emit_kept(kind, key, obj)
-        else:
-            self._emit(MODIFIED, kind, key, obj)
+        self._emit(MODIFIED, kind, key, obj)
         return True
 
     def delete(self, kind: str, key: str) -> bool:
@@ -266,7 +215,7 @@ class MemoryCluster:
             if reason:
                 status["reason"] = reason
 
-        return self.modify("Pod", key, change, keeps_owners=True)
+        return self.modify("Pod", key, change)
 
     # -- the Cluster protocol -----------------------------------------------------------
 
@@ -288,7 +237,7 @@ class MemoryCluster:
             {"type": "PodScheduled", "status": "True", "lastTransitionTime": self.clock()}
         )
         self.stats["binds"] += 1
-        self._emit_kept("Pod", pod_key, pod)
+        self._emit(MODIFIED, "Pod", pod_key, pod)
         return True
 
     def _prebind(self, pod: dict[str, Any], node: str, writes: BindWrites) -> bool:
@@ -368,7 +317,7 @@ class MemoryCluster:
                 "message": reason,
             }
         )
-        self._emit_kept("Pod", pod_key, pod)
+        self._emit(MODIFIED, "Pod", pod_key, pod)
         return True
 
     def update_podgroup_status(
@@ -407,7 +356,7 @@ class MemoryCluster:
         status["conditions"] = [dict(c) for c in conditions]
         status["running"], status["succeeded"], status["failed"] = running, succeeded, failed
         self.stats["status_writes"] += 1
-        self._emit_kept("PodGroup", key, pg)
+        self._emit(MODIFIED, "PodGroup", key, pg)
         return True
 
     def update_gang_status(self, kind: str, key: str, status: Mapping[str, Any]) -> bool:
@@ -421,7 +370,7 @@ class MemoryCluster:
             return True
         old.update({k: copy_tree(v) for k, v in status.items()})
         self.stats["status_writes"] += 1
-        self._emit_kept(kind, key, obj)
+        self._emit(MODIFIED, kind, key, obj)
         return True
 
 

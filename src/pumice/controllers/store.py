@@ -172,10 +172,8 @@ class MemoryStore:
         self.cluster = cluster
         self._uids = itertools.count(1)
         # Who owns what, so that a cascading delete looks at the owned objects only,
-        # not at every object in the cluster. Kept from a watch over every kind (one
-        # that follows only existence and owners: the writes that provably leave both
-        # as they were, binds and status writes, are not sent to it) and brought up to
-        # date when a delete needs it. ``_created`` numbers the objects in
+        # not at every object in the cluster. Kept from a watch over every kind and
+        # brought up to date when a delete needs it. ``_created`` numbers the objects in
         # the order they were created: the order a kind's objects are stored in, which
         # is the order a cascade deletes them in.
         self._created: dict[tuple[str, str], int] = {}
@@ -190,7 +188,7 @@ class MemoryStore:
         #: Kinds in the cluster's order, for the order of a cascade (see
         #: :meth:`_dependents`); built again when a kind is first stored.
         self._rank: dict[str, int] = {}
-        self._all = cluster.watch((), owners_only=True)  # (not told of status writes)
+        self._all = cluster.watch(())
         self._all.kinds = _EveryKind()
         for kind, objs in cluster.objects.items():
             for key, obj in objs.items():
@@ -286,22 +284,8 @@ class MemoryStore:
         if subresource and subresource != "status":
             raise ValueError(f"unknown subresource {subresource!r}")
         if subresource:
-            status = patch.get("status") or {}
-            if not is_mapping(status):  # (not a status: set as given, as merge_patch would)
-                body = {"status": status}
-                return self.cluster.modify(
-                    kind, key, lambda obj: merge_patch(obj, body), keeps_owners=True
-                )
-
-            def write_status(obj: dict[str, Any]) -> None:
-                # merge_patch(obj, {"status": status}), one level in: the status is
-                # merged into the object's (made a dict first when it is none)
-                cur = obj.get("status")
-                if not isinstance(cur, dict):
-                    cur = obj["status"] = {}
-                merge_patch(cur, status)
-
-            return self.cluster.modify(kind, key, write_status, keeps_owners=True)
+            body = {"status": patch.get("status") or {}}
+            return self.cluster.modify(kind, key, lambda obj: merge_patch(obj, body))
 
         def write(obj: dict[str, Any]) -> None:
             bump = spec_changes(obj, patch)

@@ -53,7 +53,7 @@ class SimStore(MemoryStore):
                         obj["metadata"]["deletionTimestamp"] = now
                         obj["metadata"]["deletionGracePeriodSeconds"] = grace
 
-                    self.cluster.modify("Pod", key, mark, keeps_owners=True)
+                    self.cluster.modify("Pod", key, mark)
                 return True
         return super().delete(kind, key, cascade=cascade)
 

@@ -510,7 +510,7 @@ class Kubelet:
         pod.ended = True
         pod.ended_at = self.clock.now
         if job.controlled:
-            self.store.modify("Pod", pod.key, _terminated(ok), keeps_owners=True)
+            self.store.modify("Pod", pod.key, _terminated(ok))
         else:
             self.store.set_pod_phase(pod.key, "Succeeded" if ok else "Failed")
         job.active -= 1
@@ -563,9 +563,7 @@ class Kubelet:
                     self._delete(other)
                 else:
                     other.terminating = True
-                    self.store.modify(
-                        "Pod", other.key, _mark_deleted(now, self.grace), keeps_owners=True
-                    )
+                    self.store.modify("Pod", other.key, _mark_deleted(now, self.grace))
                     self.clock.after(self.grace, RELEASE, ("release", other))
         grace = self.grace
         if evicted:
@@ -632,7 +630,7 @@ class Kubelet:
                 status.pop("scheduleStartTime", None)
                 status["phase"] = "Pending"
 
-        self.store.modify(*group_key(spec), fresh, keeps_owners=True)
+        self.store.modify(*group_key(spec), fresh)
 
     def held(self, uid: str) -> int:
         """Pods of job ``uid`` that hold a node or finished on one (gang accounting)."""
