@@ -182,6 +182,11 @@ class Ledger:
             return flat
         return [float(round(x * s)) for x, s in zip(flat, self._scale_flat, strict=True)]
 
+    def _inqueue_row(self, units: list[float]) -> list[float]:
+        """The inqueue row (the third) of a part's or a queue's flat units."""
+        size = self.space.size
+        return units[2 * size : 3 * size]
+
     def update(self, job: JobInfo) -> None:
         """Take ``job``'s part as it is now (replacing the part it had). Nothing to do
         when neither the task index nor the phase moved since (a status rewrite); the
@@ -222,13 +227,12 @@ class Ledger:
             None if minres is None else minres.tolist(),
         )
         part = _Part(job, key, inputs, queue, units, affinity)
-        size = self.space.size
         if old is not None:
             if old.queue == queue and old.units == units:
                 self._parts[job.uid] = part
                 self.affinity_jobs += part.affinity - old.affinity
                 return
-            if old.queue != queue or old.units[2 * size : 3 * size] != units[2 * size : 3 * size]:
+            if old.queue != queue or self._inqueue_row(old.units) != self._inqueue_row(units):
                 self._inqueue_moves += 1
             if old.queue == queue:  # (the queue keeps its job count and its sums)
                 self._parts[job.uid] = part
@@ -244,7 +248,7 @@ class Ledger:
                 self.affinity_jobs += part.affinity - old.affinity
                 return
             self._take_out(job.uid)
-        elif any(units[2 * size : 3 * size]):
+        elif any(self._inqueue_row(units)):
             self._inqueue_moves += 1
         self._parts[job.uid] = part
         self._changes += 1
@@ -262,8 +266,7 @@ class Ledger:
     def remove(self, uid: str) -> None:
         """Take job ``uid``'s part away (the job is gone)."""
         part = self._take_out(uid)
-        size = self.space.size
-        if part is not None and any(part.units[2 * size : 3 * size]):
+        if part is not None and any(self._inqueue_row(part.units)):
             self._inqueue_moves += 1
 
     def _take_out(self, uid: str) -> _Part | None:
@@ -346,7 +349,7 @@ class Ledger:
             stamp = stamps[name]
             got = kept_rows.get(name)
             if got is None or got[0] != stamp:
-                units = self._sums[name][2 * size : 3 * size]
+                units = self._inqueue_row(self._sums[name])
                 if got is None or got[1] != units:
                     # (the inqueue row of sums_of: the same division, of that row alone)
                     row = (
