@@ -240,6 +240,41 @@ def test_plugin_arguments_of_thousands_of_digits(tmp_path, capsys) -> None:
         assert len(line) < 300
 
 
+#: A run of digits long enough that refusing it in time quadratic in its length (a
+#: pattern that can split the run two ways, tried from every position) takes minutes.
+LONG_RUN = 100_000
+
+
+def test_a_long_run_of_digits_with_a_stray_character_is_refused(tmp_path, capsys) -> None:
+    digits = "9" * LONG_RUN
+    group = podgroup("pg", min_resources={"cpu": "1", "memory": digits[:-8] + "@" + digits[-7:]})
+    snap = write(tmp_path, "s.yaml", yaml.safe_dump_all([queue(), node("n1"), group]))
+    refused(capsys, ["cycle", snap], snap, "PodGroup default/pg",
+            "field spec.minResources.memory", "invalid quantity '999")  # fmt: skip
+    conf = write(
+        tmp_path,
+        "conf.yaml",
+        "actions: enqueue\ntiers:\n- plugins:\n  - name: sla\n"
+        f"    arguments: {{sla-waiting-time: '{'1' * LONG_RUN}!'}}\n",
+    )
+    refused(capsys, ["explain-config", conf], conf, "plugin sla",
+            "arguments.sla-waiting-time", "invalid duration '111")  # fmt: skip
+    cluster = write(tmp_path, "c.yaml", CLUSTER)
+    job = write(
+        tmp_path,
+        "job.yaml",
+        "apiVersion: batch.volcano.sh/v1alpha1\nkind: Job\n"
+        "metadata: {name: j, annotations: {pumice.sim/duration: '60'}}\n"
+        "spec:\n  queue: default\n"
+        f"  policies: [{{event: PodFailed, action: RestartJob, timeout: '{'1' * LONG_RUN}x'}}]\n"
+        "  tasks:\n  - replicas: 1\n    template: {spec: {containers: "
+        "[{name: c, image: i, resources: {requests: {cpu: '1'}}}]}}\n",
+    )
+    refused(capsys, simulate(tmp_path, job, "--cluster", cluster), job, "Job default/j",
+            "spec.policies[0].timeout", "invalid duration '111")  # fmt: skip
+    assert not (tmp_path / "report").exists()
+
+
 def test_a_name_holding_a_newline_stays_on_one_line(tmp_path, capsys) -> None:
     bad = write(
         tmp_path,

@@ -40,8 +40,11 @@ _DECIMAL = {
     "P": Decimal("1e15"),
     "E": Decimal("1e18"),
 }
+#: A quantity's text. The number's digits split one way only (``\d+(?:\.\d*)?``, not
+#: ``\d+\.?\d*``, which matches the same strings): an ambiguous split makes a long run of
+#: digits followed by a stray character cost time quadratic in its length to refuse.
 _QUANTITY = re.compile(
-    r"^(?P<num>[+-]?(?:\d+\.?\d*|\.\d+))(?:(?P<exp>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$"
+    r"^(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:(?P<exp>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$"
 )
 
 CPU = "cpu"

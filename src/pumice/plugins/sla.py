@@ -10,30 +10,23 @@ snapshot's time in ``pumice cycle`` (``--now``), the virtual clock in ``simulate
 from __future__ import annotations
 
 import math
-import re
 
 from pumice.api.job import JobInfo
-from pumice.conf.arguments import Arguments
+from pumice.conf.arguments import Arguments, go_duration
 from pumice.errors import InputError, shown
 from pumice.framework.session import Session
 
 WAITING_TIME = "sla-waiting-time"
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 
 
 def parse_duration(text: str, *, field: str = WAITING_TIME) -> float:
-    """A Go duration string (``1h30m``, ``90s``) in seconds."""
+    """A Go duration string (``1h30m``, ``90s``) in seconds, as Volcano reads the waiting
+    time (Go's ``time.ParseDuration``); a negative one is refused too."""
     text = text.strip()
-    pos, total = 0, 0.0
-    for m in _PART.finditer(text):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
-    if pos != len(text) or not text:
+    seconds = go_duration(text)
+    if seconds is None or seconds < 0:
         raise InputError(f"invalid duration {shown(text)} (expected e.g. 3m, 1h30m)", field=field)
-    return total
+    return seconds
 
 
 class SlaPlugin:

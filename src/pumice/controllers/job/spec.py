@@ -21,7 +21,6 @@ defaults, as here.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +29,7 @@ import orjson
 
 from pumice.api.parse import as_list, as_mapping, parse_pod
 from pumice.api.topology_spec import HARD, NetworkTopology
+from pumice.conf.arguments import go_duration
 from pumice.errors import InputError, shown, shown_text
 
 API_VERSION = "batch.volcano.sh/v1alpha1"
@@ -181,28 +181,16 @@ def _int_at(m: Mapping[str, Any], key: str, base: str) -> int | None:
     return _int(value, f"{base}.{key}")
 
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
 def parse_duration(value: Any, path: str) -> float:
-    """A Go duration (``"90s"``, ``"1h30m"``, ``"500ms"``) in seconds."""
+    """A Go duration (``"90s"``, ``"1h30m"``, ``"500ms"``) in seconds, as Go's
+    ``time.ParseDuration`` reads it."""
     text = _str(value, path).strip()
-    sign = -1.0 if text.startswith("-") else 1.0
-    body = text.lstrip("+-")
-    if body == "0":
-        return 0.0
-    pos, total = 0, 0.0
-    for m in _DURATION_PART.finditer(body):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNIT[m.group(2)]
-        pos = m.end()
-    if not body or pos != len(body):
+    seconds = go_duration(text)
+    if seconds is None:
         raise InputError(
             f"invalid duration {shown(text)} (expected e.g. 90s, 5m, 1h30m)", field=path
         )
-    return sign * total
+    return seconds
 
 
 def format_duration(seconds: float) -> str:
