@@ -184,6 +184,23 @@ def test_exact_regex_and_label_members_choose_their_nodes():
     assert topo.notes == []
 
 
+def test_regex_members_are_read_as_go_reads_them():
+    """Go's regexp (RE2) refuses what Python's re would take (a lookahead, a
+    back-reference), and matches in time linear in the name: a pattern that makes a
+    backtracking engine try every split (about 1.6**n tries for a name of n letters)
+    still chooses its nodes."""
+    for pattern in ["gpu-(?=a)", "(a)\\1"]:
+        member = {"type": "Node", "selector": {"regexMatch": {"pattern": pattern}}}
+        err = _error(hypernode("s", 1, member))
+        assert err.field == "spec.members[0].selector.regexMatch.pattern"
+        assert err.message.startswith("not a valid regular expression: ")
+        assert "\n" not in err.message
+    long = "a" * 200
+    member = {"type": "Node", "selector": {"regexMatch": {"pattern": "^(a|aa)+$"}}}
+    topo = tree([hypernode("s", 1, member)], facts(long, long + "b", "b" + long))
+    assert {h.name: sorted(h.nodes) for h in topo.real()} == {"s": [long]}
+
+
 def test_the_tree_joins_tiers_under_the_cluster_and_answers_lca_and_ancestors():
     docs = [
         hypernode("s0", 1, *nodes_("n0", "n1"), tier_name="leaf"),

@@ -12,19 +12,23 @@ arithmetic (ancestors, lowest common ancestor, the tier a set of nodes spans). I
 pure: the scheduling core asks it for node rows through :meth:`Topology.rows`.
 
 A member's ``regexMatch`` is searched anywhere in the node name (Go's
-``regexp.MatchString``); ``exactMatch`` may name a node that does not exist yet (it
-joins when it appears); ``labelMatch`` applies to nodes only, and HyperNode members
-are named by ``exactMatch`` alone, as in Volcano.
+``regexp.MatchString``), with RE2, the engine and syntax Go's ``regexp`` has: a pattern
+Volcano refuses (a lookahead, a back-reference) is refused here too, and matching takes
+time linear in the name whatever the pattern (Python's own engine backtracks, and a
+pattern such as ``^(a|aa)+$`` would take it years on a long node name); ``exactMatch``
+may name a node that does not exist yet (it joins when it appears); ``labelMatch``
+applies to nodes only, and HyperNode members are named by ``exactMatch`` alone, as in
+Volcano.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import re2  # type: ignore[import-untyped]  # (google-re2: no type information)
 
 from pumice.api.pdb import LabelSelector, parse_label_selector
 from pumice.errors import InputError, shown
@@ -99,10 +103,12 @@ def _member(value: Any, path: str) -> Member:
         raise InputError("is required (a non-empty string)", field=f"{where}.{key}")
     if which == "regexMatch":
         try:
-            re.compile(text)
-        except re.error as err:
+            _compile(text)
+        except re2.error as err:
+            said = err.args[0] if err.args else ""
+            said = said.decode(errors="replace") if isinstance(said, bytes) else str(said)
             raise InputError(
-                f"not a valid regular expression: {err}", field=f"{where}.{key}"
+                f"not a valid regular expression: {shown(said)}", field=f"{where}.{key}"
             ) from None
         return Member(kind, regex=text)
     return Member(kind, exact=text)
@@ -275,11 +281,21 @@ class Topology:
         return best.name if best is not None else CLUSTER
 
 
+_QUIET = re2.Options()
+_QUIET.log_errors = False  # (RE2 would print its own line on stderr for a bad pattern)
+
+
+def _compile(pattern: str) -> Any:
+    """``pattern`` compiled by RE2 (see the module's docstring); ``re2.error`` if RE2
+    refuses it."""
+    return re2.compile(pattern, _QUIET)
+
+
 def _matches(member: Member, nodes: Sequence[NodeFacts]) -> set[str]:
     if member.exact:
         return {member.exact}
     if member.regex:
-        pattern = re.compile(member.regex)
+        pattern = _compile(member.regex)
         return {n.name for n in nodes if pattern.search(n.name)}
     assert member.labels is not None
     return {n.name for n in nodes if member.labels.matches(n.labels)}
