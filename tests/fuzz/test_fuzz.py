@@ -87,6 +87,16 @@ def test_ended_pods_free_their_node_and_large_amounts_are_exact() -> None:
     assert got == [f"capacity: node n ends with memory {big + 1} of {big} bytes requested"]
 
 
+def test_numbers_written_for_names_are_read_as_pumice_reads_them() -> None:
+    pod = _pod("a", "1")
+    pod["metadata"]["namespace"] = 0  # (YAML's ``namespace: 0``: pumice's namespace "0")
+    objects = [_node("n", "4"), pod]
+    assert check(objects, _decisions({"0/a": "n"}), True) == []
+    assert check(objects, _decisions({"default/a": "n"}), True) == [
+        "double bind: default/a is bound but is not in the snapshot"
+    ]
+
+
 def test_double_binds_unknown_nodes_and_bad_evictions_are_named() -> None:
     objects = [_node("n", "4"), _pod("a", "1", node="n"), _pod("b", "1")]
     found = check(objects, _decisions({"ns/a": "n", "ns/b": "m"}, evictions=["ns/b"]), True)

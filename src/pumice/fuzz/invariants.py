@@ -110,8 +110,11 @@ def _int(value: Any) -> int:
 
 
 def _key(obj: Mapping[str, Any]) -> str:
+    """``namespace/name`` as pumice reads them: a YAML number as written (``namespace:
+    0`` is namespace ``0``), only an absent or empty namespace is ``default``."""
     meta = _map(obj.get("metadata"))
-    return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+    ns = meta.get("namespace")
+    return f"{'default' if ns is None or ns == '' else ns}/{meta.get('name')}"
 
 
 def check(
