@@ -14,6 +14,7 @@ import pytest
 from tests.kit import conf, node, pod, podgroup, queue, run
 
 from pumice.api.numa import parse_numatopology
+from pumice.api.parse import parse_pod
 from pumice.api.task import NUMA_POLICY_ANNOTATION
 from pumice.cache.build import SourcedObject, build_snapshot
 from pumice.conf.config import parse_config
@@ -430,3 +431,20 @@ def test_a_bad_numatopology_is_refused_naming_the_field(change, field: str) -> N
         build_snapshot([SourcedObject(queue(), "t"), SourcedObject(obj, "t")])
     assert field in str(err.value)
     assert "n1" in str(err.value)
+
+
+def test_a_null_container_is_read_as_an_empty_one_for_the_qos_class_too() -> None:
+    """``containers: [null, ...]`` counts as a container without resources, as the
+    pod's requests read it: the pod is then not Guaranteed and asks NUMA nothing."""
+    whole = {"cpu": "2", "memory": "1Gi"}
+    c = {"name": "c", "resources": {"requests": whole, "limits": whole}}
+    p = {
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u-null-container"},
+        "spec": {"containers": [c]},
+    }
+    asked = parse_pod(p).numa
+    assert asked is not None and asked.cpus == (("c", 2),)
+    p["spec"]["containers"] = [None, c]
+    p["metadata"]["uid"] = "u-null-container-2"
+    assert parse_pod(p).numa is None

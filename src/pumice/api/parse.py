@@ -905,9 +905,10 @@ def numa_ask(spec: Mapping[str, Any], annotations: Mapping[str, str]) -> NumaAsk
     limits = dict.fromkeys(_QOS_RESOURCES, 0.0)
     cpus: list[tuple[str, int]] = []
     for kind in ("containers", "initContainers"):
-        for i, c in enumerate(spec.get(kind) or ()):
-            res = c.get("resources") or {}
+        for i, c in enumerate(as_list(spec.get(kind), f"spec.{kind}")):
+            c = as_mapping(c, f"spec.{kind}[{i}]")  # (read as the requests were: null is {})
             path = f"spec.{kind}[{i}].resources"
+            res = as_mapping(c.get("resources"), path)
             lim = resources(res.get("limits"), f"{path}.limits")
             if not all(lim.get(r, 0.0) > 0 for r in _QOS_RESOURCES):
                 return None

@@ -44,7 +44,10 @@ def parse_seconds(value: object, *, field: str | None = None) -> float:
         raise InputError(f"invalid duration {shown(value)}", field=field)
     seconds: float
     if isinstance(value, int | float):
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:  # (an int beyond any float: refused below, by its sign)
+            seconds = math.inf if value > 0 else -math.inf
     elif isinstance(value, str):
         text = value.strip()
         try:
@@ -60,9 +63,9 @@ def parse_seconds(value: object, *, field: str | None = None) -> float:
             )
     else:
         raise InputError(f"invalid duration {shown(value)}", field=field)
-    if not math.isfinite(seconds) or seconds < 0:
+    if math.isnan(seconds) or seconds < 0:
         raise InputError(f"invalid duration {shown(value)}: must be finite and >= 0", field=field)
-    if seconds > MAX_SIM_SECONDS:
+    if seconds > MAX_SIM_SECONDS:  # (infinity too)
         raise InputError(
             f"{shown(value)} is more than {MAX_SIM_SECONDS // (365 * 24 * 3600)} years of "
             "simulated time",
