@@ -96,6 +96,7 @@ def test_a_plot_that_fails_raises_the_same_error_either_way(
 class Unpicklable(Exception):
     def __init__(self, what: str, code: int) -> None:
         super().__init__(f"{what} ({code})")
+        self.lock = threading.Lock()  # (no pickling support installed by a library helps)
 
 
 def test_an_error_that_does_not_pickle_comes_back_as_runtime_error(
