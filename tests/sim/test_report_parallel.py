@@ -74,6 +74,17 @@ def test_forked_and_in_process_reports_are_byte_identical(result, tmp_path, chil
     assert {f"{n}.png" for n in CHILD_PLOTS} <= set(files(tmp_path / "forked"))
 
 
+def test_a_refused_fork_draws_everything_here(result, tmp_path, monkeypatch):
+    def refused() -> int:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    run = {"wall_seconds": 1.0}
+    write_report(result, tmp_path / "here", run, fork=False)
+    monkeypatch.setattr(os, "fork", refused)
+    write_report(result, tmp_path / "refused", run, fork=True)
+    assert files(tmp_path / "refused") == files(tmp_path / "here")
+
+
 def boom(results, path, span):
     raise ValueError("no room for the legend")
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 from contextlib import nullcontext
+from functools import partial
 from pathlib import Path
 
 import orjson
@@ -60,7 +61,12 @@ def write_report(
     run = dict(run or {})
     forked = fork_pays() if fork is None else fork and hasattr(os, "fork")
     away = CHILD_PLOTS if forked else ()
-    child = ForkedWork(lambda: plot_report([result], out, away)) if away else None
+    child = None
+    if away:
+        try:
+            child = ForkedWork(partial(plot_report, [result], out, away))
+        except OSError:  # (fork refused, e.g. a process limit: everything is drawn here)
+            away = ()
     with child if child is not None else nullcontext():
         found = findings(result.metrics)
         write_metrics(result, out, found)

@@ -62,7 +62,12 @@ class ForkedWork(Generic[T]):
 
     def __init__(self, work: Callable[[], T]) -> None:
         read_end, write_end = os.pipe()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:  # (out of processes or memory: nothing was started)
+            os.close(read_end)
+            os.close(write_end)
+            raise
         if pid == 0:  # pragma: no cover - the child (coverage does not follow it)
             os.close(read_end)
             _child(work, write_end)
