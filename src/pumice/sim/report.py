@@ -19,7 +19,8 @@ byte-identical ``metrics.json`` and CSV files.
 (metrics.json and the CSV files), :mod:`pumice.sim.report_plots` (the PNG files),
 :mod:`pumice.sim.report_html` (the page), :mod:`pumice.sim.summary_text` (the figures
 in words) and :mod:`pumice.sim.report_folder` (the directory's marker, and ``--out``
-made ready before a run).
+made ready before a run). Where a second CPU is free, a child process forked by
+:mod:`pumice.sim.report_fork` draws part of the plots meanwhile.
 """
 
 from __future__ import annotations
