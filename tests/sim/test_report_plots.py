@@ -39,3 +39,16 @@ def test_a_run_where_nothing_happens_keeps_every_sample():
     s.utilization = [[0.0, 0.0] for _ in s.time]
     s.pending = [0 for _ in s.time]
     assert active_hours([r]) is None
+
+
+def test_a_subset_of_the_plots_is_drawn_as_in_the_full_set(tmp_path):
+    """Each plot is drawn on its own: drawing some of them (as a forked child does)
+    writes only those, with the bytes of the full set's."""
+    every = plot_report([quiet_tail()], tmp_path / "all")
+    some = plot_report([quiet_tail()], tmp_path / "some", ["pending", "queue_share"])
+    assert list(some) == ["pending", "queue_share"]
+    assert sorted(p.name for p in (tmp_path / "some").iterdir()) == [
+        "pending.png",
+        "queue_share.png",
+    ]
+    assert all(some[n].read_bytes() == every[n].read_bytes() for n in some)

@@ -19,11 +19,15 @@ byte-identical ``metrics.json`` and CSV files.
 (metrics.json and the CSV files), :mod:`pumice.sim.report_plots` (the PNG files),
 :mod:`pumice.sim.report_html` (the page), :mod:`pumice.sim.summary_text` (the figures
 in words) and :mod:`pumice.sim.report_folder` (the directory's marker, and ``--out``
-made ready before a run).
+made ready before a run). Where a second CPU is free, a child process forked by
+:mod:`pumice.sim.report_fork` draws part of the plots meanwhile.
 """
 
 from __future__ import annotations
 
+import os
+from contextlib import nullcontext
+from functools import partial
 from pathlib import Path
 
 import orjson
@@ -32,22 +36,49 @@ from pumice.sim.cycle_cost import cost_document
 from pumice.sim.engine import SimResult
 from pumice.sim.findings import findings
 from pumice.sim.report_folder import mark_report
+from pumice.sim.report_fork import ForkedWork, fork_pays
 from pumice.sim.report_html import write_html
 from pumice.sim.report_metrics import write_metrics
-from pumice.sim.report_plots import plot_cycle_cost, plot_report, plot_topology
+from pumice.sim.report_plots import PLOTS, plot_cycle_cost, plot_report, plot_topology
+
+#: The plots a forked child draws while the parent draws the rest and writes the metrics:
+#: ``queue_share.png`` (a grid of panels and a tight layout) takes about as long as all the
+#: others together.
+CHILD_PLOTS = ("queue_share",)
 
 
-def write_report(result: SimResult, out: str | Path, run: dict | None = None) -> Path:
-    """Write the whole report directory for one run; return the HTML page's path."""
+def write_report(
+    result: SimResult, out: str | Path, run: dict | None = None, *, fork: bool | None = None
+) -> Path:
+    """Write the whole report directory for one run; return the HTML page's path.
+
+    With ``fork`` (default: when it pays, :func:`~pumice.sim.report_fork.fork_pays`), a
+    forked child draws :data:`CHILD_PLOTS` while this process writes everything else;
+    the page, which embeds every plot, is written once both are done. ``fork=False``
+    draws everything here. The files are the same either way, and a plot that fails in
+    the child raises here as it would have in this process.
+    """
     out = Path(out)
     run = dict(run or {})
-    found = findings(result.metrics)
-    write_metrics(result, out, found)
-    mark_report(out)
-    plots = plot_report([result], out)
-    if result.metrics.spans is not None:
-        plots["topology"] = plot_topology([result], out)
-    plots["cycle_cost"] = plot_cycle_cost(result, out)
-    run["cycle_cost_by_backlog"] = cost_document(result)
-    (out / "run.json").write_bytes(orjson.dumps(run, option=orjson.OPT_INDENT_2) + b"\n")
-    return write_html(result, plots, out, run, found)
+    forked = fork_pays() if fork is None else fork and hasattr(os, "fork")
+    away = CHILD_PLOTS if forked else ()
+    child = None
+    if away:
+        try:
+            child = ForkedWork(partial(plot_report, [result], out, away))
+        except OSError:  # (fork refused, e.g. a process limit: everything is drawn here)
+            away = ()
+    with child if child is not None else nullcontext():
+        found = findings(result.metrics)
+        write_metrics(result, out, found)
+        mark_report(out)
+        plots = plot_report([result], out, [n for n in PLOTS if n not in away])
+        if result.metrics.spans is not None:
+            plots["topology"] = plot_topology([result], out)
+        plots["cycle_cost"] = plot_cycle_cost(result, out)
+        run["cycle_cost_by_backlog"] = cost_document(result)
+        (out / "run.json").write_bytes(orjson.dumps(run, option=orjson.OPT_INDENT_2) + b"\n")
+        if child is not None:
+            plots.update(child.result())
+    order = (*PLOTS, "topology", "cycle_cost")
+    return write_html(result, {n: plots[n] for n in order if n in plots}, out, run, found)

@@ -12,7 +12,7 @@ when what it shows does.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -99,17 +99,29 @@ def _legend_below(ax: Axes, n: int, offset: float = -0.22) -> None:
     )  # fmt: skip
 
 
-def plot_report(results: Sequence[SimResult], out: Path) -> dict[str, Path]:
-    """Draw the five plots; with several results (what-if), one line per result. Every
-    legend sits outside the axes, every panel has its y label, and the time axis covers
-    the hours in which something happens (:func:`active_hours`)."""
-    plt = _pyplot()
+def plot_report(
+    results: Sequence[SimResult], out: Path, names: Sequence[str] = PLOTS
+) -> dict[str, Path]:
+    """Draw the plots ``names`` (default the five of :data:`PLOTS`, in that order); with
+    several results (what-if), one line per result. Every legend sits outside the axes,
+    every panel has its y label, and the time axis covers the hours in which something
+    happens (:func:`active_hours`). Each plot is drawn on its own figure, so any subset,
+    in any process, gives the same files as all five at once."""
     out.mkdir(parents=True, exist_ok=True)
-    paths: dict[str, Path] = {}
-    many = len(results) > 1
-    first = results[0].metrics
     span = active_hours(results)
+    paths: dict[str, Path] = {}
+    for name in names:
+        paths[name] = out / f"{name}.png"
+        _DRAW[name](results, paths[name], span)
+    return paths
 
+
+Span = tuple[float, float] | None
+
+
+def _utilization(results: Sequence[SimResult], path: Path, span: Span) -> None:
+    plt = _pyplot()
+    many = len(results) > 1
     fig, ax = plt.subplots(figsize=(9, 3.6))
     lines = 0
     for res in results:
@@ -128,10 +140,13 @@ def plot_report(results: Sequence[SimResult], out: Path) -> dict[str, Path]:
     ax.set_title("Cluster utilization")
     ax.grid(True, alpha=0.3)
     _legend_below(ax, lines)
-    paths["utilization"] = out / "utilization.png"
-    _save(fig, paths["utilization"])
+    _save(fig, path)
 
-    queues = first.queues
+
+def _queue_share(results: Sequence[SimResult], path: Path, span: Span) -> None:
+    plt = _pyplot()
+    many = len(results) > 1
+    queues = results[0].metrics.queues
     ncol = 4 if len(queues) > 6 else max(1, min(3, len(queues)))
     nrow = max(1, -(-len(queues) // ncol))
     fig, axes = plt.subplots(
@@ -168,13 +183,14 @@ def plot_report(results: Sequence[SimResult], out: Path) -> dict[str, Path]:
         )  # fmt: skip
     fig.suptitle("Queue share (dominant resource) vs deserved share, over simulated hours")
     fig.tight_layout(rect=(0, 0.06 if nrow > 1 else 0.12, 1, 0.97))
-    paths["queue_share"] = out / "queue_share.png"
-    _save(fig, paths["queue_share"])
+    _save(fig, path)
 
-    for name, attr, title in (
-        ("wait_cdf", "wait", "Wait time (submit to gang bound), minutes"),
-        ("completion_cdf", "completion", "Job completion time (submit to end), minutes"),
-    ):
+
+def _cdf_plot(attr: str, title: str) -> Callable[[Sequence[SimResult], Path, Span], None]:
+    """The drawer of one distribution: each result's jobs' ``attr`` in minutes."""
+
+    def draw(results: Sequence[SimResult], path: Path, span: Span) -> None:
+        plt = _pyplot()
         fig, ax = plt.subplots(figsize=(6, 3.6))
         every: list[float] = []
         for res in results:
@@ -185,11 +201,16 @@ def plot_report(results: Sequence[SimResult], out: Path) -> dict[str, Path]:
         _minutes_axis(ax, every)
         ax.set_xlabel("minutes")
         ax.set_title(title)
-        if many:
+        if len(results) > 1:
             _legend_below(ax, len(results))
-        paths[name] = out / f"{name}.png"
-        _save(fig, paths[name])
+        _save(fig, path)
 
+    return draw
+
+
+def _pending(results: Sequence[SimResult], path: Path, span: Span) -> None:
+    plt = _pyplot()
+    many = len(results) > 1
     fig, ax = plt.subplots(figsize=(9, 3.2))
     lines = 0
     for res in results:
@@ -208,9 +229,17 @@ def plot_report(results: Sequence[SimResult], out: Path) -> dict[str, Path]:
     ax.set_title("Jobs waiting (submitted, not started) and running")
     ax.grid(True, alpha=0.3)
     _legend_below(ax, lines, -0.25)
-    paths["pending"] = out / "pending.png"
-    _save(fig, paths["pending"])
-    return paths
+    _save(fig, path)
+
+
+#: How each plot of :data:`PLOTS` is drawn: ``(results, path, time axis span)``.
+_DRAW: dict[str, Callable[[Sequence[SimResult], Path, Span], None]] = {
+    "utilization": _utilization,
+    "queue_share": _queue_share,
+    "wait_cdf": _cdf_plot("wait", "Wait time (submit to gang bound), minutes"),
+    "completion_cdf": _cdf_plot("completion", "Job completion time (submit to end), minutes"),
+    "pending": _pending,
+}
 
 
 def plot_topology(results: Sequence[SimResult], out: Path, uids: set[str] | None = None) -> Path:
