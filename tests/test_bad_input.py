@@ -275,6 +275,25 @@ def test_a_long_run_of_digits_with_a_stray_character_is_refused(tmp_path, capsys
     assert not (tmp_path / "report").exists()
 
 
+def test_nested_plugin_numbers_beyond_any_float(tmp_path, capsys) -> None:
+    """An int too large for a float (YAML reads 400 digits as one) is refused, naming
+    the field, by the readers of nested arguments too (not an OverflowError)."""
+    huge = "9" * 400
+    for args, field in [
+        (f"{{thresholds: {{mem: {huge}}}}}", "arguments.thresholds.mem"),
+        (f"{{estimator: {{be_mem: {huge}}}}}", "arguments.estimator.be_mem"),
+        (f"{{estimator: {{be_cpu: -{huge}}}}}", "arguments.estimator.be_cpu"),
+    ]:
+        conf = write(
+            tmp_path,
+            "conf.yaml",
+            f"actions: allocate\ntiers:\n- plugins:\n  - name: usage\n    arguments: {args}\n",
+        )
+        line = refused(capsys, ["explain-config", conf], conf, "plugin usage", field,
+                       "a number of about 40")  # fmt: skip
+        assert len(line) < 300
+
+
 def test_a_name_holding_a_newline_stays_on_one_line(tmp_path, capsys) -> None:
     bad = write(
         tmp_path,

@@ -22,6 +22,7 @@ from pumice.sim.objects import (
     workload_objects,
 )
 from pumice.sim.workload import GPU, JobSpec, QueueSpec, TaskSpec, Workload
+from pumice.sim.workload_fields import parse_end_fraction
 
 DATA = Path(__file__).parent.parent / "data" / "workloads"
 GiB = 2**30
@@ -234,7 +235,12 @@ def test_parse_seconds(value, seconds):
 
 
 @pytest.mark.parametrize(
-    "value", ["-5", "1x", "h", True, None, "nan", "inf", 10**400, -(10**400), "1e400s"]
+    "value",
+    [
+        *("-5", "1x", "h", True, None, "nan", "inf", "1e400s"),
+        pytest.param(10**400, id="400-digits"),
+        pytest.param(-(10**400), id="-400-digits"),
+    ],
 )
 def test_parse_seconds_rejects(value):
     """Nonsense, negative and endless time spans are refused, naming the field (an int
@@ -552,3 +558,11 @@ spec: {{containers: [{{name: c, image: i}}]}}
     )
     (job,) = load_workload([write(tmp_path, text)], known_queues=["default"]).jobs
     assert [t.name for t in job.tasks] == ["ps", "worker"]
+
+
+@pytest.mark.parametrize("value", [0, 1.5, "x", pytest.param(10**400, id="400-digits"), True])
+def test_end_fraction_outside_0_to_1_is_refused(value):
+    """A failed job's end fraction must be in (0, 1]; an int beyond any float is refused
+    the same way, naming the field."""
+    with pytest.raises(InputError, match="expected a number in"):
+        parse_end_fraction(value, "fail", field="jobs[0].endAt")

@@ -55,7 +55,7 @@ def pod_start(pod: Mapping[str, Any], startup: float, now: float) -> float:
 def _seconds(value: Any) -> float | None:
     try:
         out = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     return out if out >= 0 else None
 

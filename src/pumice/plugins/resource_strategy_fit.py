@@ -85,7 +85,10 @@ def _number(value: Any, key: str, default: float) -> float:
         return default
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise _bad(key, f"expected a number, got {shown(value)}")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # (an int beyond any float)
+        raise _bad(key, f"expected a number, got {shown(value)}") from None
 
 
 def _bool(value: Any, key: str) -> bool:

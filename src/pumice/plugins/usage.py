@@ -87,7 +87,7 @@ def _number(section: Mapping[str, Any], name: str, where: str, default: float) -
         raise InputError(f"expected a number, got {shown(value)}", obj=_OWNER, field=where)
     try:
         return float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # (an int beyond any float too)
         raise InputError(
             f"expected a number, got {shown(value)}", obj=_OWNER, field=where
         ) from None
@@ -107,8 +107,13 @@ def _best_effort(value: Any, resource: str, where: str, default: float) -> float
         return default
     if isinstance(value, int | float) and not isinstance(value, bool):
         if value < 0:
-            raise InputError(f"must not be negative, got {value}", obj=_OWNER, field=where)
-        return float(value) * (1024 * 1024 if resource == MEMORY else 1.0)
+            raise InputError(f"must not be negative, got {shown(value)}", obj=_OWNER, field=where)
+        try:
+            return float(value) * (1024 * 1024 if resource == MEMORY else 1.0)
+        except OverflowError:
+            raise InputError(
+                f"expected a quantity or a number, got {shown(value)}", obj=_OWNER, field=where
+            ) from None
     try:
         return to_canonical(resource, value, field=where)
     except InputError as err:

@@ -67,7 +67,7 @@ def parse_end_fraction(value: object, outcome: str, *, field: str) -> float:
         raise InputError(f"expected a number in (0, 1], got {shown(value)}", field=field)
     try:
         fraction = float(value)
-    except ValueError:
+    except (ValueError, OverflowError):
         raise InputError(f"expected a number in (0, 1], got {shown(value)}", field=field) from None
     if not 0 < fraction <= 1:
         raise InputError(f"expected a number in (0, 1], got {shown(value)}", field=field)
