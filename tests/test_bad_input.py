@@ -394,6 +394,36 @@ def test_job_refusals_name_the_file_and_the_field_as_written(tmp_path, capsys) -
     assert not (tmp_path / "report").exists()
 
 
+@pytest.mark.parametrize(
+    ("kind", "body"),
+    [
+        pytest.param("Pod", "spec: {containers: [{name: c, image: i}]}\n", id="Pod"),
+        pytest.param("PodGroup", "spec: {minMember: 1}\n", id="PodGroup"),
+        pytest.param(
+            "Job",
+            "spec: {tasks: [{replicas: 1, template: {spec: {containers: [{name: c}]}}}]}\n",
+            id="Job",
+        ),
+    ],
+)
+@pytest.mark.parametrize("namespace", ["[[[[a]]]]", "7", "Team_A"])
+def test_a_workload_manifest_whose_namespace_is_not_a_dns_label(
+    tmp_path, capsys, kind, body, namespace
+) -> None:
+    """Manifests in a workload file: a namespace that is not a DNS label (a list, a
+    number, capitals) is refused like a compact workload's, naming the object."""
+    api = {"Pod": "v1", "PodGroup": "scheduling.volcano.sh/v1beta1"}.get(
+        kind, "batch.volcano.sh/v1alpha1"
+    )
+    wl = write(tmp_path, "w.yaml",
+               f"apiVersion: {api}\nkind: {kind}\nmetadata: {{name: x, namespace: {namespace}}}\n"
+               + body)  # fmt: skip
+    cluster = write(tmp_path, "c.yaml", CLUSTER)
+    refused(capsys, simulate(tmp_path, wl, "--cluster", cluster), wl, f"{kind} x",
+            "field metadata.namespace", "invalid namespace")  # fmt: skip
+    assert not (tmp_path / "report").exists()
+
+
 def test_the_scheduler_config_is_read_by_the_same_reader(tmp_path, capsys) -> None:
     conf = write(tmp_path, "conf.yaml", CONFIG + "  - name: priority\n" + BOMB)
     refused(capsys, ["cycle", "--config", conf, snapshot(tmp_path)], conf, "aliases expand")

@@ -31,7 +31,6 @@ from pumice.sim.objects import group_annotations, workload_object
 from pumice.sim.pod_manifests import GangKey, Pod
 from pumice.sim.workload import (
     ANNOTATION_QUEUE_NAME,
-    DEFAULT_NAMESPACE,
     DEFAULT_QUEUE,
     Dialect,
     QueueSpec,
@@ -39,7 +38,7 @@ from pumice.sim.workload import (
     sort_jobs,
 )
 from pumice.sim.workload_declarations import Declarations, Origin
-from pumice.sim.workload_fields import object_metadata
+from pumice.sim.workload_fields import object_metadata, object_namespace
 
 
 def _check_claims(decl: Declarations) -> None:
@@ -92,7 +91,7 @@ def _build_manifest_jobs(decl: Declarations) -> None:
     for file, obj in decl.podgroups:
         meta = object_metadata(obj, file, "PodGroup")
         name = require_str(meta.get("name"), field="metadata.name")
-        namespace = meta.get("namespace") or DEFAULT_NAMESPACE
+        namespace = object_namespace(meta, file, "PodGroup", name)
         try:
             dialect: Dialect = podgroup_dialect(obj)
         except InputError as exc:
@@ -146,7 +145,7 @@ def _build_workload_jobs(decl: Declarations, groups: dict[tuple[str, GangKey], l
     for file, obj in decl.workloads:
         meta = object_metadata(obj, file, "Workload")
         name = require_str(meta.get("name"), field="metadata.name")
-        namespace = meta.get("namespace") or DEFAULT_NAMESPACE
+        namespace = object_namespace(meta, file, "Workload", name)
         where = f"Workload {namespace}/{name} ({obj.get('apiVersion')})"
         try:
             record = gang_apis.parse_workload(obj)

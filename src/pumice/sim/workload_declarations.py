@@ -48,6 +48,7 @@ from pumice.sim.workload import (
 )
 from pumice.sim.workload_fields import (
     object_metadata,
+    object_namespace,
     optional_resources,
     optional_str,
     require_bool,
@@ -296,7 +297,7 @@ class Declarations:
     def add_pod(self, obj: Mapping[str, Any], file: str) -> None:
         meta = object_metadata(obj, file, "Pod")
         name = require_str(meta.get("name"), field="metadata.name")
-        namespace = meta.get("namespace") or DEFAULT_NAMESPACE
+        namespace = object_namespace(meta, file, "Pod", name)
         where = f"Pod {namespace}/{name}"
         annotations = meta.get("annotations") or {}
         spec = obj.get("spec") or {}
@@ -339,7 +340,7 @@ class Declarations:
     def add_volcano_job(self, obj: Mapping[str, Any], file: str) -> None:
         meta = object_metadata(obj, file, "Job")
         name = require_str(meta.get("name"), field="metadata.name")
-        namespace = meta.get("namespace") or DEFAULT_NAMESPACE
+        namespace = object_namespace(meta, file, "Job", name)
         where = f"Job {namespace}/{name}"
         try:
             job = volcano_job(obj, name, str(namespace))
@@ -383,7 +384,7 @@ def _declared(
     API server sets (uid, versions, status)."""
     meta = object_metadata(obj, file, kind)
     name = require_str(meta.get("name"), field="metadata.name")
-    namespace = meta.get("namespace") or DEFAULT_NAMESPACE
+    namespace = object_namespace(meta, file, kind, name)
     key = f"{namespace}/{name}"
     where = f"{kind} {key}"
     manifest = copy.deepcopy(dict(obj))

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from pumice.errors import InputError, shown
-from pumice.sim.fields import parse_resources, require_str
-from pumice.sim.workload import OUTCOMES, Outcome
+from pumice.sim.fields import is_dns_label, parse_resources, require_str
+from pumice.sim.workload import DEFAULT_NAMESPACE, OUTCOMES, Outcome
 
 
 def object_metadata(obj: Mapping[str, Any], file: str, kind: str) -> Mapping[str, Any]:
@@ -28,6 +28,24 @@ def object_metadata(obj: Mapping[str, Any], file: str, kind: str) -> Mapping[str
     if not isinstance(meta, Mapping) or not meta.get("name"):
         raise InputError("missing metadata.name", file=file, obj=kind, field="metadata.name")
     return meta
+
+
+def object_namespace(meta: Mapping[str, Any], file: str, kind: str, name: str) -> str:
+    """The namespace in an object's ``metadata`` (:data:`DEFAULT_NAMESPACE` when absent
+    or empty), which must be a DNS label, as Kubernetes requires: it becomes part of the
+    keys jobs, pods and claims are known by, so anything else (a list, a number) is
+    refused here, naming the file and object."""
+    namespace = meta.get("namespace")
+    if namespace is None or namespace == "":
+        return DEFAULT_NAMESPACE
+    if not isinstance(namespace, str) or not is_dns_label(namespace):
+        raise InputError(
+            f"invalid namespace {shown(namespace)}: expected a DNS label",
+            file=file,
+            obj=f"{kind} {name}",
+            field="metadata.namespace",
+        )
+    return namespace
 
 
 def require_bool(value: object, *, field: str) -> bool:
