@@ -329,7 +329,7 @@ class Declarations:
             )
             ref = pod_ref(annotations, labels, spec)
             volumes = pod_claim_volumes(spec)
-            resource_claims = pod_resource_claims(spec, str(namespace))
+            resource_claims = pod_resource_claims(spec, namespace)
         except InputError as exc:
             raise exc.located(file=file, obj=where) from None
         self.pods.append(
@@ -343,7 +343,7 @@ class Declarations:
         namespace = object_namespace(meta, file, "Job", name)
         where = f"Job {namespace}/{name}"
         try:
-            job = volcano_job(obj, name, str(namespace))
+            job = volcano_job(obj, name, namespace)
         except InputError as exc:
             raise exc.located(file=file, obj=where) from None
         self.add_job(job, Origin(file, where, "", "spec.queue", "spec.priorityClassName"))
